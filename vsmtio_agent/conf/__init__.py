@@ -1,0 +1,11 @@
+"""oslo.config options of the vsmtio agent and its simulated host."""
+
+from oslo_config import cfg
+
+from vsmtio_agent.conf import agent
+from vsmtio_agent.conf import simulator
+
+CONF = cfg.CONF
+
+agent.register_opts(CONF)
+simulator.register_opts(CONF)

@@ -1,0 +1,35 @@
+"""Options of the ``[vsmtio_sim]`` group: the embedded simulated SMT host."""
+
+from oslo_config import cfg
+
+sim_group = cfg.OptGroup(
+    'vsmtio_sim',
+    title='Simulated SMT host options',
+    help='The discrete-event simulated SMT host the agent drives with '
+         '``host_driver = simulated``: which scenario it runs and under '
+         'which kernel model.')
+
+sim_opts = [
+    cfg.StrOpt('scenario',
+               default='sockperf_matmul',
+               help='A scenario: the name of a shipped scenario (see '
+                    '``vsmtio-sim list``) or the path of a scenario file.'),
+    cfg.StrOpt('kernel',
+               default='vsmtio',
+               choices=['vanilla', 'polling', 'haltpoll',
+                        'haltpoll-enhanced', 'vsmtio'],
+               help='The host kernel model the simulated host runs.'),
+    cfg.IntOpt('seed',
+               default=1, min=0,
+               help='Seed of the simulation\'s random numbers; the same '
+                    'seed gives the same run.'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(sim_group)
+    conf.register_opts(sim_opts, group=sim_group)
+
+
+def list_opts():
+    return {sim_group: sim_opts}

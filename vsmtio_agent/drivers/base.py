@@ -1,0 +1,85 @@
+"""The one interface between the agent and a host.
+
+Every host the agent drives (the simulated SMT host, a libvirt/KVM host on a
+stock or patched kernel) implements :class:`HostDriver`. The agent's loop is
+the same for all of them::
+
+    topology = driver.topology()
+    while running:
+        driver.advance(period)          # a real host sleeps; the simulator runs
+        snapshot = driver.sample()
+        decision = engine.step(...)     # pure policy, no I/O
+        driver.apply(decision)
+    driver.restore()
+
+Drivers are found through the ``vsmtio_agent.host_drivers`` stevedore
+namespace and built with the agent's oslo.config object.
+"""
+
+import abc
+import dataclasses
+
+
+class HostDriverError(Exception):
+    """A host operation failed in a way the agent should report."""
+
+
+@dataclasses.dataclass(frozen=True)
+class HostMode:
+    """What the host offers and why: shown by ``vsmtio-agent check``.
+
+    ``mode`` is one of ``simulated``, ``patched`` (the host kernel has the
+    vSMT-IO patches: real retention timeout and RASS knobs) or ``stock``
+    (LTCR tunes halt polling where writable; RASS becomes pinning).
+    ``missing`` lists what would be needed for the fuller mode.
+    """
+
+    mode: str
+    reason: str
+    capabilities: tuple = ()
+    missing: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class ApplyResult:
+    """Counts of changes a driver made or failed to make in one apply."""
+
+    applied: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    messages: tuple = ()
+
+
+class HostDriver(metaclass=abc.ABCMeta):
+    """A host whose vCPUs the agent observes and places."""
+
+    @abc.abstractmethod
+    def describe(self):
+        """Return a :class:`HostMode`."""
+
+    @abc.abstractmethod
+    def topology(self):
+        """Return the :class:`~vsmtio_agent.model.Topology` the agent may use."""
+
+    @abc.abstractmethod
+    def advance(self, seconds):
+        """Let ``seconds`` of host time pass (sleep, or simulate)."""
+
+    @abc.abstractmethod
+    def sample(self):
+        """Return a :class:`~vsmtio_agent.model.Snapshot` of every vCPU."""
+
+    @abc.abstractmethod
+    def apply(self, decision):
+        """Apply a :class:`~vsmtio_agent.model.Decision`; return ApplyResult.
+
+        Drivers change only what differs from what is already applied, and
+        record every original value before they first change it.
+        """
+
+    @abc.abstractmethod
+    def restore(self):
+        """Put back every value this driver changed since it started."""
+
+    def close(self):
+        """Release connections; the default has none."""

@@ -1,0 +1,196 @@
+"""Value types shared by the policy engine and every host driver.
+
+The policy engine is pure (paper §4: samples in, decisions out), so these
+types are the whole contract between it and the hosts it drives: a driver
+reads a :class:`Topology` and cumulative :class:`VcpuCounters` into a
+:class:`Snapshot`, and applies a :class:`Decision`.
+
+Counters a host cannot measure (no PMU, no patched kernel) are ``None``:
+missing, never zero.
+"""
+
+import dataclasses
+import enum
+from typing import Mapping, Optional
+
+
+class Role(str, enum.Enum):
+    """A vCPU's class in retention-aware symbiotic scheduling (§4.3.1)."""
+
+    IO = 'io'
+    CPU = 'cpu'
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class VcpuRef:
+    """Names one vCPU: its domain (instance UUID or name) and index."""
+
+    domain: str
+    index: int
+
+    def __str__(self):
+        return '%s/%d' % (self.domain, self.index)
+
+
+@dataclasses.dataclass(frozen=True)
+class Core:
+    """A physical core and its hyperthreads (logical CPU ids)."""
+
+    core_id: int
+    threads: tuple
+
+    @property
+    def io_thread(self):
+        """The sibling RASS reserves for I/O-bound vCPUs (§4.3.1)."""
+        return self.threads[-1]
+
+    @property
+    def cpu_thread(self):
+        """The sibling RASS reserves for CPU-bound vCPUs (§4.3.1)."""
+        return self.threads[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Topology:
+    """The cores the agent may use, in a stable order."""
+
+    cores: tuple
+
+    def __post_init__(self):
+        seen = set()
+        for core in self.cores:
+            if not core.threads:
+                raise ValueError('core %d has no threads' % core.core_id)
+            dup = seen.intersection(core.threads)
+            if dup:
+                raise ValueError('cpu %s is in two cores' % sorted(dup))
+            seen.update(core.threads)
+
+    @property
+    def smt(self):
+        return all(len(c.threads) >= 2 for c in self.cores)
+
+    def core_of(self, cpu):
+        for core in self.cores:
+            if cpu in core.threads:
+                return core
+        return None
+
+    def core(self, core_id):
+        for core in self.cores:
+            if core.core_id == core_id:
+                return core
+        raise KeyError(core_id)
+
+    @classmethod
+    def uniform(cls, n_cores, threads_per_core=2):
+        """Cores numbered like Linux on Intel: siblings are N apart."""
+        return cls(tuple(
+            Core(c, tuple(c + t * n_cores for t in range(threads_per_core)))
+            for c in range(n_cores)))
+
+
+@dataclasses.dataclass(frozen=True)
+class VcpuCounters:
+    """Cumulative counters of one vCPU at one instant.
+
+    Times are nanoseconds. ``run_ns`` is time on a hyperthread, including
+    context retention (the guest is charged for it, §3). ``cpu`` is the
+    hyperthread the vCPU last ran on and ``core_id`` the core the agent or
+    the host has it on. ``base_cycles``/``miss_cycles`` are the cycle
+    accounting components of §4.3.2, measured while the sibling retained.
+    """
+
+    weight: int = 1024
+    cpu: Optional[int] = None
+    run_ns: Optional[int] = None
+    retention_ns: Optional[int] = None
+    retentions: Optional[int] = None
+    retention_timeouts: Optional[int] = None
+    instructions: Optional[int] = None
+    cycles: Optional[int] = None
+    base_cycles: Optional[int] = None
+    miss_cycles: Optional[int] = None
+    voluntary_switches: Optional[int] = None
+    involuntary_switches: Optional[int] = None
+    runqueue_delay_ns: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    """Every vCPU's cumulative counters at host time ``time_ns``."""
+
+    time_ns: int
+    vcpus: Mapping
+
+
+@dataclasses.dataclass(frozen=True)
+class CpiStack:
+    """Cycles per instruction split into base, miss and waiting (§4.3.2)."""
+
+    base: float
+    miss: float
+    waiting: float
+
+    @property
+    def cpi(self):
+        return self.base + self.miss + self.waiting
+
+
+@dataclasses.dataclass(frozen=True)
+class VcpuStats:
+    """Per-period rates the Workload Monitor derives for one vCPU (§4.1).
+
+    Rates whose counters are missing are ``None``. ``i_cpu`` is MIST's
+    involuntary / voluntary switch ratio, ``None`` when the vCPU is nearly
+    idle (too few switches for the ratio to mean anything).
+    """
+
+    period_ns: int
+    weight: int
+    core_id: Optional[int]
+    utilisation: Optional[float]
+    retention_rate: Optional[float]
+    retention_frequency: Optional[float]
+    retention_timeouts: Optional[int]
+    ipc: Optional[float]
+    cpi_stack: Optional[CpiStack]
+    voluntary_switches: Optional[int]
+    involuntary_switches: Optional[int]
+    i_cpu: Optional[float]
+    runqueue_delay_ratio: Optional[float]
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where RASS wants one vCPU: its core, role and home hyperthread.
+
+    ``threads`` are the hyperthreads it may run on: an I/O-bound vCPU only
+    on its core's I/O sibling; a CPU-bound vCPU on its home thread and, at
+    lower priority than I/O-bound vCPUs, on the I/O sibling when that has
+    nothing to run (§4.3.1).
+    """
+
+    core_id: int
+    role: Role
+    home: int
+    threads: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class Swap:
+    """A Workload Adjuster exchange of two vCPUs between cores (§4.4)."""
+
+    a: VcpuRef
+    core_a: int
+    b: VcpuRef
+    core_b: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """What the policy engine asks of the host for the next period."""
+
+    timeout_ns: int
+    placements: Mapping
+    swaps: tuple = ()

@@ -1,0 +1,32 @@
+"""Validators for the ``vsmtio:`` flavor extra specs.
+
+Registered through the ``nova.api.extra_spec_validators`` entry point, so
+nova-api (microversion 2.86 and later) refuses a bad value, or any unknown
+key in the ``vsmtio`` namespace, with HTTP 400.
+"""
+
+from nova.api.validation.extra_specs import base
+
+from vsmtio_nova import workload
+
+EXTRA_SPEC_VALIDATORS = [
+    base.ExtraSpecValidator(
+        name=workload.EXTRA_SPEC_WORKLOAD,
+        description=(
+            'The workload class of the instance\'s vCPUs for vSMT-IO. '
+            '``io``: mostly waits for I/O (its vCPUs retain context); '
+            '``cpu``: computation-bound; ``auto`` (the default): the '
+            'vsmtio agent measures it and the scheduler treats it as '
+            'unknown. The scheduler keeps each host\'s I/O : CPU mix '
+            'heterogeneous using this class.'),
+        value={
+            'type': str,
+            'enum': list(workload.VALUES),
+            'description': 'The workload class.',
+        },
+    ),
+]
+
+
+def register():
+    return EXTRA_SPEC_VALIDATORS
