@@ -9,6 +9,8 @@ from nova.api.validation.extra_specs import base
 
 from vsmtio_nova import workload
 
+EXTRA_SPEC_CONTEXT_RETENTION = 'vsmtio:context_retention'
+
 EXTRA_SPEC_VALIDATORS = [
     base.ExtraSpecValidator(
         name=workload.EXTRA_SPEC_WORKLOAD,
@@ -23,6 +25,20 @@ EXTRA_SPEC_VALIDATORS = [
             'type': str,
             'enum': list(workload.VALUES),
             'description': 'The workload class.',
+        },
+    ),
+    base.ExtraSpecValidator(
+        name=EXTRA_SPEC_CONTEXT_RETENTION,
+        description=(
+            'Whether the guest may hold its hyperthread with MONITOR/MWAIT '
+            'while idle (context retention). ``true`` starts the guest with '
+            'MWAIT exits disabled (QEMU ``-overcommit cpu-pm=on``) through '
+            'the vsmtio libvirt driver extension; such a guest holds its '
+            'hyperthread while it waits, so it belongs on dedicated or '
+            'vsmtio-managed CPUs.'),
+        value={
+            'type': bool,
+            'description': 'Whether to allow context retention.',
         },
     ),
 ]
