@@ -6,9 +6,50 @@ vsmtio_group = cfg.OptGroup(
     'vsmtio',
     title='vSMT-IO scheduler options',
     help='Options of the vsmtio scheduler filter and weigher, which keep '
-         'each host\'s mix of I/O-bound and CPU-bound vCPUs heterogeneous.')
+         'each host\'s mix of I/O-bound and CPU-bound vCPUs heterogeneous. '
+         'The I/O share of a host is its I/O-bound vCPUs divided by its '
+         'classified (I/O-bound plus CPU-bound) vCPUs; vCPUs of flavors '
+         'whose ``vsmtio:workload`` is ``auto`` or unset are not counted. '
+         'Host aggregate metadata ``vsmtio:target_io_fraction``, '
+         '``vsmtio:min_io_fraction``, ``vsmtio:max_io_fraction`` and '
+         '``vsmtio:weight_multiplier`` override the options of the same '
+         'name for the aggregate\'s hosts.')
 
-vsmtio_opts = []
+vsmtio_opts = [
+    cfg.FloatOpt('target_io_fraction',
+                 default=0.5, min=0.0, max=1.0,
+                 help='The I/O share of classified vCPUs the '
+                      '``WorkloadMixWeigher`` steers every host towards. '
+                      'vSMT-IO gains most when a host runs about as many '
+                      'I/O-bound as CPU-bound vCPUs, hence 0.5.'),
+    cfg.FloatOpt('min_io_fraction',
+                 default=0.1, min=0.0, max=1.0,
+                 help='``WorkloadMixFilter`` rejects a host when placing a '
+                      'CPU-bound instance would bring its I/O share below '
+                      'this value (once the host holds '
+                      '``filter_min_classified_vcpus``). Must not exceed '
+                      '``max_io_fraction``.'),
+    cfg.FloatOpt('max_io_fraction',
+                 default=0.9, min=0.0, max=1.0,
+                 help='``WorkloadMixFilter`` rejects a host when placing an '
+                      'I/O-bound instance would bring its I/O share above '
+                      'this value (once the host holds '
+                      '``filter_min_classified_vcpus``).'),
+    cfg.IntOpt('filter_min_classified_vcpus',
+               default=16, min=0, max=100000,
+               help='``WorkloadMixFilter`` judges a host only once it '
+                    'already holds at least this many classified vCPUs: '
+                    'below it a host\'s share says little, and an empty '
+                    'host must accept its first instance. With 0 even an '
+                    'empty host is judged, so a request whose own share '
+                    '(0 or 1) lies outside the bounds finds no host.'),
+    cfg.FloatOpt('weight_multiplier',
+                 default=1.0, min=0.0,
+                 help='Multiplier of the ``WorkloadMixWeigher``. Its weights '
+                      'are normalised to [0, 1] like every nova weigher; '
+                      '1.0 weighs the host mix as much as the default RAM '
+                      'weigher weighs free memory. 0.0 disables it.'),
+]
 
 
 def register_opts(conf):

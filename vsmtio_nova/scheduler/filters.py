@@ -1,0 +1,85 @@
+"""``WorkloadMixFilter``: keep each host's I/O share within bounds.
+
+Enable it in nova.conf::
+
+    [filter_scheduler]
+    available_filters = nova.scheduler.filters.all_filters
+    available_filters = vsmtio_nova.scheduler.filters.WorkloadMixFilter
+    enabled_filters = ...,WorkloadMixFilter
+"""
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from nova.scheduler import filters
+
+from vsmtio_nova.scheduler import hostmix
+from vsmtio_nova.scheduler import mix
+from vsmtio_nova.scheduler import settings
+
+LOG = logging.getLogger(__name__)
+CONF = cfg.CONF
+
+
+class WorkloadMixFilter(filters.BaseHostFilter):
+    """Keep the I/O share of each host's classified vCPUs within bounds.
+
+    A host fails when this instance would push its share outside
+    ``[min_io_fraction, max_io_fraction]``.
+
+    Only a host already holding ``filter_min_classified_vcpus`` classified
+    vCPUs is judged. A request of class ``auto`` passes everywhere, and so
+    does a host whose instances cannot be known (fail open: an unknown mix
+    is no reason to refuse capacity). Instances of this request already
+    placed on a host during a multi-create count (see
+    :class:`~vsmtio_nova.scheduler.hostmix.RequestMixes`).
+    """
+
+    # A rebuild keeps the instance's flavor on its host: the mix is unchanged.
+    RUN_ON_REBUILD = False
+
+    def __init__(self):
+        low, high = CONF.vsmtio.min_io_fraction, CONF.vsmtio.max_io_fraction
+        if low > high:
+            raise ValueError(
+                '[vsmtio] min_io_fraction (%s) exceeds max_io_fraction (%s)'
+                % (low, high))
+
+    def filter_all(self, filter_obj_list, spec_obj):
+        # Take the whole list first so the request's flavors load in one
+        # batch, then judge host by host through nova's _filter_one (which
+        # honours RUN_ON_REBUILD).
+        hosts = list(filter_obj_list)
+        self._state = None
+        if hosts:
+            self._state = hostmix.TRACKER.request(spec_obj, hosts)
+        return super().filter_all(hosts, spec_obj)
+
+    def host_passes(self, host_state, spec_obj):
+        state = getattr(self, '_state', None)
+        if state is None:
+            state = hostmix.TRACKER.request(spec_obj, [host_state])
+        if not state.classified:
+            return True
+        current, why = state.mix(host_state)
+        if current is None:
+            LOG.debug('%(host)s passes WorkloadMixFilter unjudged (fail '
+                      'open): its mix is unknown: %(why)s',
+                      {'host': host_state, 'why': why})
+            return True
+        low, high = settings.bounds(host_state)
+        min_classified = CONF.vsmtio.filter_min_classified_vcpus
+        broken = mix.violates(current, state.cls, state.vcpus, low, high,
+                              min_classified)
+        if broken is None:
+            return True
+        after, bound = broken
+        LOG.debug('%(host)s fails WorkloadMixFilter: %(vcpus)d %(cls)s '
+                  'vCPUs would move its I/O share from %(before).3f '
+                  '(io=%(io)d cpu=%(cpu)d vCPUs) to %(after).3f, beyond '
+                  '%(bound).3f of [%(low).3f, %(high).3f]',
+                  {'host': host_state, 'vcpus': state.vcpus,
+                   'cls': state.cls.value, 'before': current.share(),
+                   'io': current.io, 'cpu': current.cpu, 'after': after,
+                   'bound': bound, 'low': low, 'high': high})
+        return False

@@ -1,0 +1,169 @@
+"""What one scheduling request knows of each host's I/O : CPU mix.
+
+The filter and the weigher share one :class:`RequestMixes` per request
+(a ``RequestSpec`` object), so the flavors of the instances already on the
+hosts are loaded once per request, in one cell-targeted batch per cell,
+never one query per instance or per host.
+"""
+
+import collections
+import threading
+import weakref
+
+from oslo_log import log as logging
+
+from nova import context as nova_context
+from nova import exception
+from nova import objects
+
+from vsmtio_nova.scheduler import mix
+from vsmtio_nova import workload
+
+LOG = logging.getLogger(__name__)
+
+#: Instance uuids per database query: bounds the ``IN`` clause of a batch.
+BATCH_SIZE = 1000
+
+
+def host_key(host_state):
+    return host_state.host, host_state.nodename
+
+
+class RequestMixes:
+    """One request's view of host mixes; see :meth:`mix` for the rules.
+
+    It keeps three things for the life of the request:
+
+    * the class and vCPUs of every instance seen on the candidate hosts.
+      ``HostState.instances`` usually holds stubs without a flavor, so the
+      flavors of all unseen uuids are loaded in one batch per cell each
+      time the filter or weigher is handed a host list; after the first
+      call of a request nothing is left to load.
+    * each host's ``num_instances`` when this request first saw it. For
+      every instance of a multi-create nova calls ``consume_from_request``
+      on the chosen host, which increments ``num_instances`` but, without a
+      server group, leaves ``instances`` alone. The growth since first sight
+      is therefore the number of this request's instances already placed on
+      the host, all of the request's flavor. (A concurrent request consuming
+      the same host in between is counted as this one's: nova's own filters
+      share that view until the host state is refreshed.)
+    * the uuids of this request's instances, so that a stub nova adds for a
+      server group, or the instance itself on its source host during a
+      resize, is not counted besides the request.
+    """
+
+    def __init__(self, spec_obj):
+        self.cls, self.vcpus = mix.classify_flavor(spec_obj.flavor)
+        self._classes = {}       # uuid -> (WorkloadClass, vcpus) or None
+        self._baseline = {}      # host key -> num_instances at first sight
+        self._own = set()        # this request's instance uuids
+        self._failed_cells = {}  # cell uuid -> why its flavors are unknown
+
+    @property
+    def classified(self):
+        """Whether the request declares a class the scheduler can use."""
+        return self.cls is not workload.WorkloadClass.AUTO and self.vcpus > 0
+
+    def see(self, spec_obj, host_states):
+        """Take in the current instance of the request and its hosts."""
+        if spec_obj.obj_attr_is_set('instance_uuid') and \
+                spec_obj.instance_uuid:
+            self._own.add(spec_obj.instance_uuid)
+        wanted = collections.defaultdict(set)
+        for hs in host_states:
+            self._baseline.setdefault(host_key(hs), hs.num_instances or 0)
+            for uuid, inst in hs.instances.items():
+                if uuid in self._classes or uuid in self._own:
+                    continue
+                if inst.obj_attr_is_set('flavor'):
+                    self._classes[uuid] = mix.classify_flavor(inst.flavor)
+                elif hs.cell_uuid and hs.cell_uuid not in self._failed_cells:
+                    wanted[hs.cell_uuid].add(uuid)
+        if wanted:
+            ctxt = nova_context.get_admin_context()
+            for cell_uuid, uuids in wanted.items():
+                self._load_cell(ctxt, cell_uuid, sorted(uuids))
+
+    def _load_cell(self, ctxt, cell_uuid, uuids):
+        try:
+            cell = objects.CellMapping.get_by_uuid(ctxt, cell_uuid)
+            with nova_context.target_cell(ctxt, cell) as cctxt:
+                for i in range(0, len(uuids), BATCH_SIZE):
+                    found = objects.InstanceList.get_by_filters(
+                        cctxt, {'uuid': uuids[i:i + BATCH_SIZE]},
+                        expected_attrs=['flavor'])
+                    for inst in found:
+                        self._classes[inst.uuid] = mix.classify_flavor(
+                            inst.flavor)
+        except exception.CellMappingNotFound:
+            self._failed_cells[cell_uuid] = 'cell %s is not mapped' % cell_uuid
+            return
+        except Exception as e:  # a database error must not fail scheduling
+            LOG.warning('vsmtio: cannot load the flavors of %d instances in '
+                        'cell %s, treating their hosts as unknown: %s',
+                        len(uuids), cell_uuid, e)
+            self._failed_cells[cell_uuid] = 'loading flavors failed: %s' % e
+            return
+        for uuid in uuids:
+            # Deleted since the host state was built, or not yet in the cell
+            # database: nothing to count.
+            self._classes.setdefault(uuid, None)
+
+    def mix(self, host_state):
+        """The host's mix including this request's placements so far.
+
+        Returns ``(Mix, None)``, or ``(None, reason)`` when the host's
+        instances are unknown.
+        """
+        io = cpu = 0
+        for uuid, inst in host_state.instances.items():
+            if uuid in self._own:
+                continue
+            try:
+                known = self._classes[uuid]
+            except KeyError:
+                return None, self._why_unknown(host_state)
+            if known is None:
+                continue
+            cls, vcpus = known
+            if cls is workload.WorkloadClass.IO:
+                io += vcpus
+            elif cls is workload.WorkloadClass.CPU:
+                cpu += vcpus
+        placed = (host_state.num_instances or 0) - self._baseline.get(
+            host_key(host_state), host_state.num_instances or 0)
+        return mix.Mix(io, cpu).plus(self.cls, max(0, placed) * self.vcpus), \
+            None
+
+    def _why_unknown(self, host_state):
+        if not host_state.cell_uuid:
+            return 'the host state has no cell'
+        return self._failed_cells.get(
+            host_state.cell_uuid, 'its instances were never loaded')
+
+
+class Tracker:
+    """Hands out one :class:`RequestMixes` per ``RequestSpec`` object.
+
+    nova builds one such object per ``select_destinations`` call and passes
+    it to every filter and weigher, for each instance and for the
+    alternates; so the filter and the weigher share the request's state.
+    The spec is held weakly: the state dies with it, and a recycled object
+    id never meets a stale state.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._requests = weakref.WeakKeyDictionary()
+
+    def request(self, spec_obj, host_states):
+        with self._lock:
+            state = self._requests.get(spec_obj)
+            if state is None:
+                state = self._requests[spec_obj] = RequestMixes(spec_obj)
+        state.see(spec_obj, host_states)
+        return state
+
+
+#: The one tracker of this scheduler process.
+TRACKER = Tracker()

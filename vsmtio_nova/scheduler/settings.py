@@ -1,0 +1,72 @@
+"""Per-host settings: ``[vsmtio]`` options, overridden per aggregate.
+
+Host aggregate metadata overrides an option with nova's own helpers, as
+``ram_weight_multiplier`` does.
+"""
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from nova.scheduler.filters import utils as filters_utils
+from nova.scheduler import utils
+
+from vsmtio_nova import conf as vsmtio_conf  # noqa: F401 (registers [vsmtio])
+
+LOG = logging.getLogger(__name__)
+CONF = cfg.CONF
+
+AGG_TARGET = 'vsmtio:target_io_fraction'
+AGG_MIN = 'vsmtio:min_io_fraction'
+AGG_MAX = 'vsmtio:max_io_fraction'
+AGG_MULTIPLIER = 'vsmtio:weight_multiplier'
+
+#: Aggregate key -> ``[vsmtio]`` option it overrides.
+AGGREGATE_KEYS = {
+    AGG_TARGET: 'target_io_fraction',
+    AGG_MIN: 'min_io_fraction',
+    AGG_MAX: 'max_io_fraction',
+    AGG_MULTIPLIER: 'weight_multiplier',
+}
+
+
+def _fraction(host_state, key, based_on):
+    default = getattr(CONF.vsmtio, AGGREGATE_KEYS[key])
+    values = filters_utils.aggregate_values_from_key(host_state, key)
+    try:
+        value = filters_utils.validate_num_values(
+            values, default, cast_to=float, based_on=based_on)
+    except ValueError:
+        value = None
+    if value is None or not 0.0 <= value <= 1.0:
+        LOG.warning('Aggregate metadata %s=%s of host %s is not a fraction '
+                    'in [0, 1]; using [vsmtio] %s=%s', key, sorted(values),
+                    host_state.host, AGGREGATE_KEYS[key], default)
+        return default
+    return value
+
+
+def target(host_state):
+    """The host's target I/O share (the smallest if aggregates differ)."""
+    return _fraction(host_state, AGG_TARGET, min)
+
+
+def bounds(host_state):
+    """``(low, high)`` I/O share bounds of the host.
+
+    Conflicting aggregates give the strictest band; a band with low > high
+    falls back to the options.
+    """
+    low = _fraction(host_state, AGG_MIN, max)
+    high = _fraction(host_state, AGG_MAX, min)
+    if low > high:
+        LOG.warning('Host %s has vsmtio I/O share bounds [%s, %s] with min '
+                    'above max; using [vsmtio] [%s, %s]', host_state.host,
+                    low, high, CONF.vsmtio.min_io_fraction,
+                    CONF.vsmtio.max_io_fraction)
+        return CONF.vsmtio.min_io_fraction, CONF.vsmtio.max_io_fraction
+    return low, high
+
+
+def multiplier(host_state):
+    return utils.get_weight_multiplier(
+        host_state, AGG_MULTIPLIER, CONF.vsmtio.weight_multiplier)

@@ -1,0 +1,53 @@
+"""``WorkloadMixWeigher``: prefer the host left closest to the target mix.
+
+Enable it in nova.conf::
+
+    [filter_scheduler]
+    weight_classes = nova.scheduler.weights.all_weighers
+    weight_classes = vsmtio_nova.scheduler.weights.WorkloadMixWeigher
+"""
+
+from nova.scheduler import weights
+
+from vsmtio_nova.scheduler import hostmix
+from vsmtio_nova.scheduler import mix
+from vsmtio_nova.scheduler import settings
+
+
+class WorkloadMixWeigher(weights.BaseHostWeigher):
+    """Prefer the host left closest to its target I/O share.
+
+    Weight = minus the distance between the host's I/O share of classified
+    vCPUs after placing this instance and the host's target (``[vsmtio]
+    target_io_fraction`` or aggregate ``vsmtio:target_io_fraction``).
+
+    The share is taken with one pseudo-vCPU at the target
+    (:data:`~vsmtio_nova.scheduler.mix.PRIOR_VCPUS`) so an empty host ranks
+    above a homogeneous one. A request of class ``auto`` gets the same
+    weight on every host (neutral: nova normalises equal weights to 0). A
+    host whose instances cannot be known is weighed as an empty host.
+    Instances of this request already placed during a multi-create count
+    (see :class:`~vsmtio_nova.scheduler.hostmix.RequestMixes`).
+    """
+
+    def weight_multiplier(self, host_state):
+        return settings.multiplier(host_state)
+
+    def weigh_objects(self, weighed_obj_list, weight_properties):
+        hosts = [w.obj for w in weighed_obj_list]
+        state = hostmix.TRACKER.request(weight_properties, hosts)
+        return [self._weight(state, host) for host in hosts]
+
+    def _weigh_object(self, host_state, weight_properties):
+        state = hostmix.TRACKER.request(weight_properties, [host_state])
+        return self._weight(state, host_state)
+
+    @staticmethod
+    def _weight(state, host_state):
+        if not state.classified:
+            return 0.0
+        current, _why = state.mix(host_state)
+        if current is None:
+            current = mix.Mix()
+        return mix.weigh(current, state.cls, state.vcpus,
+                         settings.target(host_state))
