@@ -1,0 +1,105 @@
+"""The pure arithmetic of a host's mix."""
+
+import testtools
+
+from vsmtio_nova.scheduler import mix
+from vsmtio_nova.tests.unit import base
+from vsmtio_nova import workload
+
+IO = workload.WorkloadClass.IO
+CPU = workload.WorkloadClass.CPU
+AUTO = workload.WorkloadClass.AUTO
+
+
+class MixTest(testtools.TestCase):
+
+    def test_share_counts_vcpus_not_instances(self):
+        # One 8-vCPU I/O guest against eight 1-vCPU CPU guests: balanced.
+        m = mix.Mix().plus(IO, 8)
+        for _ in range(8):
+            m = m.plus(CPU, 1)
+        self.assertEqual(mix.Mix(8, 8), m)
+        self.assertEqual(0.5, m.share())
+
+    def test_empty_host_has_no_share(self):
+        self.assertIsNone(mix.Mix().share())
+        self.assertEqual(0, mix.Mix().classified)
+
+    def test_auto_adds_nothing(self):
+        self.assertEqual(mix.Mix(1, 2), mix.Mix(1, 2).plus(AUTO, 4))
+
+    def test_smoothed_share_pulls_little_evidence_to_target(self):
+        self.assertEqual(0.5, mix.Mix().smoothed_share(0.5))
+        self.assertAlmostEqual(2.5 / 3, mix.Mix(2, 0).smoothed_share(0.5))
+        self.assertAlmostEqual(100.5 / 101,
+                               mix.Mix(100, 0).smoothed_share(0.5))
+
+    def test_classify_flavor(self):
+        self.assertEqual((IO, 4), mix.classify_flavor(base.flavor('io', 4)))
+        self.assertEqual((CPU, 1), mix.classify_flavor(base.flavor('cpu', 1)))
+        self.assertEqual((AUTO, 2), mix.classify_flavor(base.flavor(None)))
+
+    def test_classify_flavor_with_invalid_class_is_auto(self):
+        # Flavors from before microversion 2.86 may hold anything.
+        self.assertEqual((AUTO, 2), mix.classify_flavor(base.flavor('gpu')))
+
+
+class WeighTest(testtools.TestCase):
+
+    def test_complementing_host_wins(self):
+        io_heavy, cpu_heavy = mix.Mix(6, 2), mix.Mix(2, 6)
+        self.assertGreater(mix.weigh(cpu_heavy, IO, 2, 0.5),
+                           mix.weigh(io_heavy, IO, 2, 0.5))
+        self.assertGreater(mix.weigh(io_heavy, CPU, 2, 0.5),
+                           mix.weigh(cpu_heavy, CPU, 2, 0.5))
+
+    def test_landing_on_target_weighs_zero(self):
+        self.assertEqual(0.0, mix.weigh(mix.Mix(2, 4), IO, 2, 0.5))
+        self.assertEqual(0.0, mix.weigh(mix.Mix(0, 3), IO, 1, 0.25))
+
+    def test_empty_host_beats_homogeneous_host(self):
+        self.assertGreater(mix.weigh(mix.Mix(), IO, 2, 0.5),
+                           mix.weigh(mix.Mix(4, 0), IO, 2, 0.5))
+
+    def test_target_moves_the_preference(self):
+        # With target 0.8 an I/O-leaning host is right for an I/O guest.
+        a, b = mix.Mix(6, 2), mix.Mix(2, 6)
+        self.assertGreater(mix.weigh(a, IO, 2, 0.8), mix.weigh(b, IO, 2, 0.8))
+
+
+class ViolatesTest(testtools.TestCase):
+
+    def test_io_above_max_violates(self):
+        self.assertEqual((0.8, 0.75),
+                         mix.violates(mix.Mix(6, 2), IO, 2, 0.25, 0.75, 4))
+
+    def test_cpu_below_min_violates(self):
+        self.assertEqual((0.2, 0.25),
+                         mix.violates(mix.Mix(2, 6), CPU, 2, 0.25, 0.75, 4))
+
+    def test_within_bounds_passes(self):
+        self.assertIsNone(mix.violates(mix.Mix(4, 4), IO, 2, 0.25, 0.75, 4))
+        self.assertIsNone(mix.violates(mix.Mix(4, 4), CPU, 2, 0.25, 0.75, 4))
+
+    def test_exact_bound_passes(self):
+        self.assertIsNone(mix.violates(mix.Mix(4, 2), IO, 2, 0.25, 0.75, 4))
+
+    def test_small_host_is_not_judged(self):
+        self.assertIsNone(mix.violates(mix.Mix(3, 0), IO, 2, 0.25, 0.75, 4))
+        self.assertIsNotNone(
+            mix.violates(mix.Mix(4, 0), IO, 2, 0.25, 0.75, 4))
+
+    def test_host_outside_band_takes_what_brings_it_back(self):
+        # All-CPU host: an I/O guest raises its share, so it passes even if
+        # the share stays below the band; another CPU guest does not.
+        self.assertIsNone(mix.violates(mix.Mix(0, 16), IO, 2, 0.25, 0.75, 4))
+        self.assertIsNotNone(
+            mix.violates(mix.Mix(0, 16), CPU, 2, 0.25, 0.75, 4))
+
+    def test_min_classified_zero_judges_empty_host(self):
+        self.assertEqual((1.0, 0.75),
+                         mix.violates(mix.Mix(), IO, 2, 0.25, 0.75, 0))
+
+    def test_auto_or_zero_vcpus_never_violates(self):
+        self.assertIsNone(mix.violates(mix.Mix(8, 0), AUTO, 2, 0.25, 0.75, 0))
+        self.assertIsNone(mix.violates(mix.Mix(8, 0), IO, 0, 0.25, 0.75, 0))
