@@ -90,7 +90,8 @@ class RequestMixes:
             with nova_context.target_cell(ctxt, cell) as cctxt:
                 for i in range(0, len(uuids), BATCH_SIZE):
                     found = objects.InstanceList.get_by_filters(
-                        cctxt, {'uuid': uuids[i:i + BATCH_SIZE]},
+                        cctxt, {'uuid': uuids[i:i + BATCH_SIZE],
+                                'deleted': False},
                         expected_attrs=['flavor'])
                     for inst in found:
                         self._classes[inst.uuid] = mix.classify_flavor(

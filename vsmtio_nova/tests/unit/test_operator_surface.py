@@ -1,0 +1,106 @@
+"""What operators see: options, extra-spec validation and metadefs agree."""
+
+import json
+import os
+
+from nova.api.validation.extra_specs import validators
+from nova import exception
+from nova import test
+
+from vsmtio_nova import conf
+from vsmtio_nova.scheduler import settings
+from vsmtio_nova import workload
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..',
+                                    '..'))
+
+
+def metadefs(name):
+    with open(os.path.join(ROOT, 'etc', 'metadefs', name)) as f:
+        return json.load(f)
+
+
+class OptionsTest(test.NoDBTestCase):
+
+    def test_listed_for_the_config_generator(self):
+        [(group, opts)] = conf.list_opts()
+        self.assertEqual('vsmtio', group.name)
+        self.assertEqual(
+            {'target_io_fraction', 'min_io_fraction', 'max_io_fraction',
+             'filter_min_classified_vcpus', 'weight_multiplier'},
+            {o.name for o in opts})
+        for opt in opts:
+            self.assertTrue(opt.help, opt.name)
+            self.assertIsNotNone(opt.type.min, opt.name)
+
+    def test_fractions_are_bounded(self):
+        for name in ('target_io_fraction', 'min_io_fraction',
+                     'max_io_fraction'):
+            self.assertRaises(ValueError, self.flags, group='vsmtio',
+                              **{name: 1.5})
+            self.assertRaises(ValueError, self.flags, group='vsmtio',
+                              **{name: -0.1})
+
+
+class ExtraSpecValidationTest(test.NoDBTestCase):
+    """nova's own validator registry, loaded through our entry point."""
+
+    def setUp(self):
+        super().setUp()
+        self.assertIn(
+            'vsmtio', validators.NAMESPACES,
+            'the nova.api.extra_spec_validators entry point is not '
+            'installed: pip install -e . (tox does this)')
+
+    def test_good_values(self):
+        for value in workload.VALUES:
+            validators.validate(workload.EXTRA_SPEC_WORKLOAD, value)
+        for value in ('true', 'false', 'True', '1', '0'):
+            validators.validate('vsmtio:context_retention', value)
+
+    def test_bad_value_and_unknown_key(self):
+        self.assertRaises(exception.ValidationError, validators.validate,
+                          workload.EXTRA_SPEC_WORKLOAD, 'gpu')
+        # The API takes the exact lower-case spelling only.
+        self.assertRaises(exception.ValidationError, validators.validate,
+                          workload.EXTRA_SPEC_WORKLOAD, 'IO')
+        self.assertRaises(exception.ValidationError, validators.validate,
+                          'vsmtio:context_retention', 'maybe')
+        e = self.assertRaises(exception.ValidationError, validators.validate,
+                              'vsmtio:target_io_fraction', '0.5')
+        self.assertIn('does not appear to be a valid extra spec', str(e))
+
+
+class MetadefsTest(test.NoDBTestCase):
+
+    def test_flavor_namespace_matches_the_validators(self):
+        ns = metadefs('vsmtio.json')
+        [assoc] = ns['resource_type_associations']
+        self.assertEqual({'name': 'OS::Nova::Flavor', 'prefix': 'vsmtio:'},
+                         assoc)
+        keys = {assoc['prefix'] + name for name in ns['properties']}
+        self.assertEqual(set(validators.VALIDATORS) & keys, keys)
+        self.assertEqual(
+            {k for k in validators.VALIDATORS if k.startswith('vsmtio:')},
+            keys)
+        wl = ns['properties']['workload']
+        self.assertEqual(list(workload.VALUES), wl['enum'])
+        self.assertEqual('auto', wl['default'])
+        for value in wl['enum']:
+            validators.validate(workload.EXTRA_SPEC_WORKLOAD, value)
+        self.assertEqual('boolean',
+                         ns['properties']['context_retention']['type'])
+
+    def test_aggregate_namespace_matches_the_scheduler(self):
+        ns = metadefs('vsmtio-aggregate.json')
+        [assoc] = ns['resource_type_associations']
+        self.assertEqual('OS::Nova::Aggregate', assoc['name'])
+        props = {assoc['prefix'] + name: p
+                 for name, p in ns['properties'].items()}
+        self.assertEqual(set(settings.AGGREGATE_KEYS), set(props))
+        opts = {o.name: o for o in conf.vsmtio_opts}
+        for key, prop in props.items():
+            opt = opts[settings.AGGREGATE_KEYS[key]]
+            self.assertEqual(opt.default, prop['default'], key)
+            self.assertEqual(opt.type.min, prop['minimum'], key)
+            self.assertEqual(opt.type.max, prop.get('maximum'), key)
