@@ -1,0 +1,263 @@
+"""The filter and weigher inside nova: API, conductor, scheduler, computes.
+
+Runs on nova's own functional harness: the fake virt driver on several
+compute services, the placement fixture, the real API with the real policy.
+Each test asserts where every server went and the resulting per-host mix as
+the API reports it (the flavor's extra specs of each server).
+"""
+
+import collections
+from importlib import metadata
+
+from nova.scheduler import weights as nova_weights
+from nova.tests.functional.api import client
+from nova.tests.functional import integrated_helpers
+
+from vsmtio_nova import conf  # noqa: F401 (registers [vsmtio] for flags)
+from vsmtio_nova import workload
+
+HOSTS = ('host1', 'host2', 'host3')
+FILTER = 'vsmtio_nova.scheduler.filters.WorkloadMixFilter'
+WEIGHER = 'vsmtio_nova.scheduler.weights.WorkloadMixWeigher'
+
+
+def api_paste_ini():
+    """The api-paste.ini the nova wheel installs under its prefix."""
+    for f in metadata.distribution('nova').files:
+        if str(f).endswith('etc/nova/api-paste.ini'):
+            return str(f.locate())
+    raise RuntimeError('nova is installed without etc/nova/api-paste.ini')
+
+
+class HostNameTieBreakWeigher(nova_weights.BaseHostWeigher):
+    """Prefer host1 over host2 over host3, only to break exact ties.
+
+    nova breaks ties by set order, which varies between runs; the tests
+    need each placement to follow from the mix alone.
+    """
+
+    def weight_multiplier(self, host_state):
+        return 0.001
+
+    def _weigh_object(self, host_state, weight_properties):
+        return -HOSTS.index(host_state.host)
+
+
+class WorkloadMixTest(integrated_helpers._IntegratedTestBase):
+
+    ADMIN_API = True
+    microversion = 'latest'
+
+    def setUp(self):
+        # The nova.conf lines doc/source/scheduler.rst tells operators to
+        # add; nova's other weighers are left out so that placements follow
+        # from the mix (and the tie-break) alone.
+        self.flags(api_paste_config=api_paste_ini(), group='wsgi')
+        self.flags(compute_driver='fake.MediumFakeDriver')
+        self.flags(available_filters=[
+            'nova.scheduler.filters.all_filters', FILTER],
+            group='filter_scheduler')
+        self.flags(enabled_filters=['ComputeFilter', 'WorkloadMixFilter'],
+                   group='filter_scheduler')
+        self.flags(weight_classes=[
+            WEIGHER, __name__ + '.HostNameTieBreakWeigher'],
+            group='filter_scheduler')
+        super().setUp()
+        self.flavors = {
+            cls: self._create_flavor(
+                name=cls, vcpu=2, memory_mb=512, disk=1, ephemeral=0,
+                extra_spec=({workload.EXTRA_SPEC_WORKLOAD: cls}
+                            if cls != 'unset' else None))
+            for cls in ('io', 'cpu', 'auto', 'unset')}
+
+    def _setup_compute_service(self):
+        for host in HOSTS:
+            self._start_compute(host)
+        return self.computes[HOSTS[0]]
+
+    # helpers
+
+    def boot(self, cls, host=None, expected_state='ACTIVE'):
+        """Boot one server of a class.
+
+        ``host`` pins it (microversion 2.74) without bypassing the
+        scheduler's filters.
+        """
+        server = self._create_server(
+            flavor_id=self.flavors[cls], networks='none', host=host,
+            expected_state=expected_state)
+        return server
+
+    def boot_many(self, cls, count):
+        """One multi-create request for ``count`` servers of a class."""
+        body = self._build_server(flavor_id=self.flavors[cls],
+                                  networks='none')
+        body.update(min_count=count, max_count=count,
+                    return_reservation_id=True)
+        rid = self.api.post_server({'server': body})['reservation_id']
+        servers = self.api.get_servers(
+            search_opts={'reservation_id': rid})
+        self.assertEqual(count, len(servers))
+        return [self._wait_for_state_change(s, 'ACTIVE') for s in servers]
+
+    def host_of(self, server):
+        return server['OS-EXT-SRV-ATTR:host']
+
+    def mixes(self):
+        """``{host: (io vCPUs, cpu vCPUs)}`` of every active server."""
+        mix = collections.defaultdict(lambda: [0, 0])
+        for server in self.api.get_servers():
+            if server['status'] != 'ACTIVE':
+                continue
+            flavor = server['flavor']
+            cls = flavor['extra_specs'].get(workload.EXTRA_SPEC_WORKLOAD)
+            counts = mix[self.host_of(server)]
+            if cls == 'io':
+                counts[0] += flavor['vcpus']
+            elif cls == 'cpu':
+                counts[1] += flavor['vcpus']
+        return {host: tuple(c) for host, c in mix.items()}
+
+    def set_aggregate(self, name, hosts, **metadata):
+        agg = self._create_aggregate(name)
+        for host in hosts:
+            self.admin_api.add_host_to_aggregate(agg, host)
+        self.admin_api.post_aggregate_action(
+            agg, {'set_metadata': {'metadata': metadata}})
+
+    # tests
+
+    def test_boot_sequence_mixes_every_host(self):
+        placed = [self.host_of(self.boot(cls))
+                  for cls in ('io', 'io', 'io', 'cpu', 'cpu', 'cpu')]
+        # Each I/O guest takes an empty host (an empty host is nearer the
+        # target than an all-I/O one), each CPU guest joins one I/O guest.
+        self.assertEqual(list(HOSTS) * 2, placed)
+        self.assertEqual({h: (2, 2) for h in HOSTS}, self.mixes())
+
+    def test_complements_homogeneous_hosts(self):
+        for cls, host in (('io', 'host1'), ('io', 'host1'),
+                          ('cpu', 'host2'), ('cpu', 'host2')):
+            self.assertEqual(host, self.host_of(self.boot(cls, host=host)))
+        self.assertEqual('host1', self.host_of(self.boot('cpu')))
+        self.assertEqual('host2', self.host_of(self.boot('io')))
+        self.assertEqual({'host1': (4, 2), 'host2': (2, 4)}, self.mixes())
+
+    def test_auto_and_unset_flavors_are_not_counted(self):
+        # Unknown guests on host1 and host2 weigh nothing: the I/O guest
+        # goes by the tie-break to host1 and the CPU guest joins it.
+        self.boot('auto', host='host1')
+        self.boot('unset', host='host2')
+        self.assertEqual('host1', self.host_of(self.boot('io')))
+        self.assertEqual('host1', self.host_of(self.boot('cpu')))
+        self.assertEqual({'host1': (2, 2), 'host2': (0, 0)}, self.mixes())
+
+    def test_multi_create_knows_its_earlier_instances(self):
+        # Blind to its own earlier placements the request would see three
+        # empty hosts for every instance and stack them all on host1.
+        servers = self.boot_many('io', 3)
+        self.assertEqual(sorted(HOSTS),
+                         sorted(self.host_of(s) for s in servers))
+        servers = self.boot_many('cpu', 3)
+        self.assertEqual(sorted(HOSTS),
+                         sorted(self.host_of(s) for s in servers))
+        self.assertEqual({h: (2, 2) for h in HOSTS}, self.mixes())
+
+    def test_filter_turns_an_unbalancing_request_into_no_valid_host(self):
+        for host in HOSTS:
+            self.boot('io', host=host)
+            self.boot('io', host=host)
+        self.flags(min_io_fraction=0.25, max_io_fraction=0.75,
+                   filter_min_classified_vcpus=4, group='vsmtio')
+        # Every host holds 4 I/O vCPUs: another I/O guest breaks the bound
+        # everywhere.
+        server = self.boot('io', expected_state='ERROR')
+        self.assertIn('No valid host', server['fault']['message'])
+        # A CPU guest brings a host back towards the band; an unknown
+        # ('auto') guest is never refused.
+        self.assertEqual('host1', self.host_of(self.boot('cpu')))
+        self.assertEqual('host1', self.host_of(self.boot('auto')))
+        self.assertEqual({'host1': (4, 2), 'host2': (4, 0),
+                          'host3': (4, 0)}, self.mixes())
+
+    def test_filter_keeps_a_host_within_bounds(self):
+        # With the weigher off, nothing but the filter and the tie-break
+        # decide: host1 takes I/O guests up to the bound, then host2 does.
+        self.flags(weight_multiplier=0.0, max_io_fraction=0.75,
+                   filter_min_classified_vcpus=4, group='vsmtio')
+        self.boot('cpu', host='host1')
+        self.boot('cpu', host='host2')
+        placed = [self.host_of(self.boot('io')) for _ in range(6)]
+        # host1: 2 CPU vCPUs; I/O 2 -> 0.5, 4 -> 0.67 (judged from 4
+        # classified vCPUs on), 6 -> 0.75, 8 -> 0.8 refused.
+        self.assertEqual(['host1'] * 3 + ['host2'] * 3, placed)
+        self.assertEqual({'host1': (6, 2), 'host2': (6, 2)}, self.mixes())
+
+    def test_aggregate_overrides_target(self):
+        # host1 is an I/O farm: target share 1.0 there, 0.5 elsewhere.
+        self.set_aggregate('io-farm', ['host1'],
+                           **{'vsmtio:target_io_fraction': '1.0'})
+        placed = [self.host_of(self.boot('io')) for _ in range(3)]
+        self.assertEqual(['host1'] * 3, placed)
+        self.assertEqual({'host1': (6, 0)}, self.mixes())
+
+    def test_aggregate_overrides_multiplier(self):
+        # host1 and host3 hold an I/O guest each and would tie for a CPU
+        # guest (host1 by the tie-break); a zero multiplier on host1 leaves
+        # host3 the only host scored for its mix.
+        self.boot('io', host='host1')
+        self.boot('io', host='host3')
+        self.set_aggregate('no-mix', ['host1'],
+                           **{'vsmtio:weight_multiplier': '0'})
+        self.assertEqual('host3', self.host_of(self.boot('cpu')))
+        self.assertEqual({'host1': (2, 0), 'host3': (2, 2)}, self.mixes())
+
+
+class ExtraSpecApiTest(integrated_helpers._IntegratedTestBase):
+    """nova-api refuses bad ``vsmtio:`` extra specs from microversion 2.86.
+
+    Needs the package installed (its ``nova.api.extra_spec_validators``
+    entry point); tox installs it.
+    """
+
+    ADMIN_API = True
+
+    def setUp(self):
+        self.flags(api_paste_config=api_paste_ini(), group='wsgi')
+        super().setUp()
+        self.flavor = self._create_flavor(name='plain')
+
+    def put(self, specs, microversion='2.86'):
+        self.api.microversion = microversion
+        return self.api.post_extra_spec(
+            self.flavor, {'extra_specs': specs}).body
+
+    def assert_refused(self, specs, needle):
+        e = self.assertRaises(client.OpenStackApiException, self.put, specs)
+        self.assertEqual(400, e.response.status_code)
+        self.assertIn(needle, e.response.text)
+
+    def test_good_values_accepted(self):
+        for cls in workload.VALUES:
+            self.assertEqual(
+                {workload.EXTRA_SPEC_WORKLOAD: cls},
+                self.put({workload.EXTRA_SPEC_WORKLOAD: cls})['extra_specs'])
+        self.assertEqual(
+            {'vsmtio:context_retention': 'true'},
+            self.put({'vsmtio:context_retention': 'true'})['extra_specs'])
+
+    def test_bad_value_refused(self):
+        self.assert_refused({workload.EXTRA_SPEC_WORKLOAD: 'gpu'},
+                            "'gpu' is not one of: io, cpu, auto")
+        self.assert_refused({'vsmtio:context_retention': 'sometimes'},
+                            "'sometimes' is not a valid boolean-like value")
+
+    def test_unknown_key_refused(self):
+        self.assert_refused({'vsmtio:target_io_fraction': '0.5'},
+                            'does not appear to be a valid extra spec')
+
+    def test_not_validated_before_2_86(self):
+        self.assertEqual(
+            {workload.EXTRA_SPEC_WORKLOAD: 'gpu'},
+            self.put({workload.EXTRA_SPEC_WORKLOAD: 'gpu'},
+                     microversion='2.85')['extra_specs'])
