@@ -47,18 +47,21 @@ class WorkloadMixFilter(filters.BaseHostFilter):
 
     def filter_all(self, filter_obj_list, spec_obj):
         # Take the whole list first so the request's flavors load in one
-        # batch, then judge host by host through nova's _filter_one (which
-        # honours RUN_ON_REBUILD).
+        # batch and the options are read once, then judge host by host
+        # through nova's _filter_one (which honours RUN_ON_REBUILD).
         hosts = list(filter_obj_list)
-        self._state = None
+        self._call = None
         if hosts:
-            self._state = hostmix.TRACKER.request(spec_obj, hosts)
+            self._call = (hostmix.TRACKER.request(spec_obj, hosts),
+                          settings.defaults())
         return super().filter_all(hosts, spec_obj)
 
     def host_passes(self, host_state, spec_obj):
-        state = getattr(self, '_state', None)
-        if state is None:
-            state = hostmix.TRACKER.request(spec_obj, [host_state])
+        call = getattr(self, '_call', None)
+        if call is None:
+            call = (hostmix.TRACKER.request(spec_obj, [host_state]),
+                    settings.defaults())
+        state, opts = call
         if not state.classified:
             return True
         current, why = state.mix(host_state)
@@ -67,10 +70,9 @@ class WorkloadMixFilter(filters.BaseHostFilter):
                       'open): its mix is unknown: %(why)s',
                       {'host': host_state, 'why': why})
             return True
-        low, high = settings.bounds(host_state)
-        min_classified = CONF.vsmtio.filter_min_classified_vcpus
+        low, high = settings.bounds(host_state, opts)
         broken = mix.violates(current, state.cls, state.vcpus, low, high,
-                              min_classified)
+                              opts.min_classified)
         if broken is None:
             return True
         after, bound = broken

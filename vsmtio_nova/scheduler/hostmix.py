@@ -30,32 +30,35 @@ def host_key(host_state):
 
 
 class RequestMixes:
-    """One request's view of host mixes; see :meth:`mix` for the rules.
+    """One request's view of host mixes.
 
-    It keeps three things for the life of the request:
+    For each host it keeps, from the first time the request sees it:
 
-    * the class and vCPUs of every instance seen on the candidate hosts.
-      ``HostState.instances`` usually holds stubs without a flavor, so the
-      flavors of all unseen uuids are loaded in one batch per cell each
-      time the filter or weigher is handed a host list; after the first
-      call of a request nothing is left to load.
-    * each host's ``num_instances`` when this request first saw it. For
-      every instance of a multi-create nova calls ``consume_from_request``
-      on the chosen host, which increments ``num_instances`` but, without a
-      server group, leaves ``instances`` alone. The growth since first sight
-      is therefore the number of this request's instances already placed on
-      the host, all of the request's flavor. (A concurrent request consuming
-      the same host in between is counted as this one's: nova's own filters
-      share that view until the host state is refreshed.)
-    * the uuids of this request's instances, so that a stub nova adds for a
-      server group, or the instance itself on its source host during a
-      resize, is not counted besides the request.
+    * the mix of the instances already there. ``HostState.instances``
+      usually holds stubs without a flavor, so the flavors of every unseen
+      host's instances are loaded in one batch per cell each time the filter
+      or the weigher is handed a host list; the filter and the weigher
+      share this object, so after the first call nothing is left to load.
+      A snapshot: instances arriving on a host during the request are the
+      next request's business.
+    * its ``num_instances``. For every instance of a multi-create nova calls
+      ``consume_from_request`` on the chosen host, which increments
+      ``num_instances`` but, without a server group, leaves ``instances``
+      alone. The growth since first sight is therefore the number of this
+      request's instances already placed on the host, all of the request's
+      flavor. (A concurrent request consuming the same host in between is
+      counted as this one's: nova's own filters share that view until the
+      host state is refreshed.)
+
+    This request's own instances are never counted as instances on a host:
+    the stub nova adds for a server group, or the instance itself on its
+    source host during a resize, is replaced by the request's flavor.
     """
 
     def __init__(self, spec_obj):
         self.cls, self.vcpus = mix.classify_flavor(spec_obj.flavor)
+        self._hosts = {}         # host key -> (Mix or None, baseline, why)
         self._classes = {}       # uuid -> (WorkloadClass, vcpus) or None
-        self._baseline = {}      # host key -> num_instances at first sight
         self._own = set()        # this request's instance uuids
         self._failed_cells = {}  # cell uuid -> why its flavors are unknown
 
@@ -69,9 +72,11 @@ class RequestMixes:
         if spec_obj.obj_attr_is_set('instance_uuid') and \
                 spec_obj.instance_uuid:
             self._own.add(spec_obj.instance_uuid)
+        new = [hs for hs in host_states if host_key(hs) not in self._hosts]
+        if not new:
+            return
         wanted = collections.defaultdict(set)
-        for hs in host_states:
-            self._baseline.setdefault(host_key(hs), hs.num_instances or 0)
+        for hs in new:
             for uuid, inst in hs.instances.items():
                 if uuid in self._classes or uuid in self._own:
                     continue
@@ -83,6 +88,8 @@ class RequestMixes:
             ctxt = nova_context.get_admin_context()
             for cell_uuid, uuids in wanted.items():
                 self._load_cell(ctxt, cell_uuid, sorted(uuids))
+        for hs in new:
+            self._hosts[host_key(hs)] = self._base(hs)
 
     def _load_cell(self, ctxt, cell_uuid, uuids):
         try:
@@ -110,20 +117,17 @@ class RequestMixes:
             # database: nothing to count.
             self._classes.setdefault(uuid, None)
 
-    def mix(self, host_state):
-        """The host's mix including this request's placements so far.
-
-        Returns ``(Mix, None)``, or ``(None, reason)`` when the host's
-        instances are unknown.
-        """
+    def _base(self, host_state):
+        """``(Mix or None, num_instances, why unknown)`` at first sight."""
+        baseline = host_state.num_instances or 0
         io = cpu = 0
-        for uuid, inst in host_state.instances.items():
+        for uuid in host_state.instances:
             if uuid in self._own:
                 continue
             try:
                 known = self._classes[uuid]
             except KeyError:
-                return None, self._why_unknown(host_state)
+                return None, baseline, self._why_unknown(host_state)
             if known is None:
                 continue
             cls, vcpus = known
@@ -131,16 +135,30 @@ class RequestMixes:
                 io += vcpus
             elif cls is workload.WorkloadClass.CPU:
                 cpu += vcpus
-        placed = (host_state.num_instances or 0) - self._baseline.get(
-            host_key(host_state), host_state.num_instances or 0)
-        return mix.Mix(io, cpu).plus(self.cls, max(0, placed) * self.vcpus), \
-            None
+        return mix.Mix(io, cpu), baseline, None
 
     def _why_unknown(self, host_state):
         if not host_state.cell_uuid:
             return 'the host state has no cell'
         return self._failed_cells.get(
             host_state.cell_uuid, 'its instances were never loaded')
+
+    def mix(self, host_state):
+        """The host's mix including this request's placements so far.
+
+        Returns ``(Mix, None)``, or ``(None, reason)`` when the host's
+        instances are unknown.
+        """
+        try:
+            base, baseline, why = self._hosts[host_key(host_state)]
+        except KeyError:
+            return None, 'the request never saw the host'
+        if base is None:
+            return None, why
+        placed = (host_state.num_instances or 0) - baseline
+        if placed > 0:
+            base = base.plus(self.cls, placed * self.vcpus)
+        return base, None
 
 
 class Tracker:

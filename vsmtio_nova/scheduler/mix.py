@@ -6,7 +6,7 @@ pairs hyperthreads: one 8-vCPU I/O guest balances eight 1-vCPU CPU guests.
 ``auto`` (or unset) flavors are unknown to the scheduler and not counted.
 """
 
-import dataclasses
+import typing
 
 from vsmtio_nova import workload
 
@@ -17,8 +17,7 @@ from vsmtio_nova import workload
 PRIOR_VCPUS = 1.0
 
 
-@dataclasses.dataclass(frozen=True)
-class Mix:
+class Mix(typing.NamedTuple):
     """Classified vCPUs of one host: I/O-bound and CPU-bound."""
 
     io: int = 0
@@ -47,16 +46,24 @@ class Mix:
         return (self.io + target * prior) / (self.classified + prior)
 
 
+#: Exact extra-spec values: a dict lookup, not a parse, per instance.
+_BY_VALUE = {c.value: c for c in workload.WorkloadClass}
+_BY_VALUE[None] = workload.WorkloadClass.AUTO
+
+
 def classify_flavor(flavor):
     """``(WorkloadClass, vcpus)`` of a flavor; AUTO for an invalid class.
 
     Flavors created before microversion 2.86 (or through the database) may
     hold any value; the scheduler then knows nothing rather than failing.
     """
-    try:
-        cls = workload.from_extra_specs(flavor.extra_specs)
-    except workload.InvalidWorkloadClass:
-        cls = workload.WorkloadClass.AUTO
+    value = (flavor.extra_specs or {}).get(workload.EXTRA_SPEC_WORKLOAD)
+    cls = _BY_VALUE.get(value)
+    if cls is None:
+        try:
+            cls = workload.parse(value)
+        except workload.InvalidWorkloadClass:
+            cls = workload.WorkloadClass.AUTO
     return cls, int(flavor.vcpus or 0)
 
 

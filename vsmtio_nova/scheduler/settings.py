@@ -1,8 +1,12 @@
 """Per-host settings: ``[vsmtio]`` options, overridden per aggregate.
 
 Host aggregate metadata overrides an option with nova's own helpers, as
-``ram_weight_multiplier`` does.
+``ram_weight_multiplier`` does. The options are read once per scheduling
+call (:func:`defaults`), not once per host: oslo.config lookups cost more
+than the arithmetic they feed.
 """
+
+import typing
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -29,8 +33,22 @@ AGGREGATE_KEYS = {
 }
 
 
-def _fraction(host_state, key, based_on):
-    default = getattr(CONF.vsmtio, AGGREGATE_KEYS[key])
+class Defaults(typing.NamedTuple):
+    """The ``[vsmtio]`` options as read at one scheduling call."""
+
+    target: float
+    low: float
+    high: float
+    min_classified: int
+
+
+def defaults():
+    opts = CONF.vsmtio
+    return Defaults(opts.target_io_fraction, opts.min_io_fraction,
+                    opts.max_io_fraction, opts.filter_min_classified_vcpus)
+
+
+def _fraction(host_state, key, default, based_on):
     values = filters_utils.aggregate_values_from_key(host_state, key)
     try:
         value = filters_utils.validate_num_values(
@@ -45,28 +63,33 @@ def _fraction(host_state, key, based_on):
     return value
 
 
-def target(host_state):
+def target(host_state, opts):
     """The host's target I/O share (the smallest if aggregates differ)."""
-    return _fraction(host_state, AGG_TARGET, min)
+    if not host_state.aggregates:
+        return opts.target
+    return _fraction(host_state, AGG_TARGET, opts.target, min)
 
 
-def bounds(host_state):
+def bounds(host_state, opts):
     """``(low, high)`` I/O share bounds of the host.
 
     Conflicting aggregates give the strictest band; a band with low > high
     falls back to the options.
     """
-    low = _fraction(host_state, AGG_MIN, max)
-    high = _fraction(host_state, AGG_MAX, min)
+    if not host_state.aggregates:
+        return opts.low, opts.high
+    low = _fraction(host_state, AGG_MIN, opts.low, max)
+    high = _fraction(host_state, AGG_MAX, opts.high, min)
     if low > high:
         LOG.warning('Host %s has vsmtio I/O share bounds [%s, %s] with min '
                     'above max; using [vsmtio] [%s, %s]', host_state.host,
-                    low, high, CONF.vsmtio.min_io_fraction,
-                    CONF.vsmtio.max_io_fraction)
-        return CONF.vsmtio.min_io_fraction, CONF.vsmtio.max_io_fraction
+                    low, high, opts.low, opts.high)
+        return opts.low, opts.high
     return low, high
 
 
 def multiplier(host_state):
+    if not host_state.aggregates:
+        return CONF.vsmtio.weight_multiplier
     return utils.get_weight_multiplier(
         host_state, AGG_MULTIPLIER, CONF.vsmtio.weight_multiplier)

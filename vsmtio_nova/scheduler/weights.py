@@ -36,18 +36,19 @@ class WorkloadMixWeigher(weights.BaseHostWeigher):
     def weigh_objects(self, weighed_obj_list, weight_properties):
         hosts = [w.obj for w in weighed_obj_list]
         state = hostmix.TRACKER.request(weight_properties, hosts)
-        return [self._weight(state, host) for host in hosts]
+        opts = settings.defaults()
+        return [self._weight(state, opts, host) for host in hosts]
 
     def _weigh_object(self, host_state, weight_properties):
         state = hostmix.TRACKER.request(weight_properties, [host_state])
-        return self._weight(state, host_state)
+        return self._weight(state, settings.defaults(), host_state)
 
     @staticmethod
-    def _weight(state, host_state):
+    def _weight(state, opts, host_state):
         if not state.classified:
             return 0.0
         current, _why = state.mix(host_state)
         if current is None:
             current = mix.Mix()
         return mix.weigh(current, state.cls, state.vcpus,
-                         settings.target(host_state))
+                         settings.target(host_state, opts))
