@@ -12,6 +12,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova.scheduler import filters
+from nova.scheduler import utils
 
 from vsmtio_nova.scheduler import hostmix
 from vsmtio_nova.scheduler import mix
@@ -46,22 +47,23 @@ class WorkloadMixFilter(filters.BaseHostFilter):
                 % (low, high))
 
     def filter_all(self, filter_obj_list, spec_obj):
-        # Take the whole list first so the request's flavors load in one
-        # batch and the options are read once, then judge host by host
-        # through nova's _filter_one (which honours RUN_ON_REBUILD).
+        # Judge the whole list at once: the request's flavors load in one
+        # batch and the options are read once. The state stays local: one
+        # filter object serves concurrent requests.
         hosts = list(filter_obj_list)
-        self._call = None
-        if hosts:
-            self._call = (hostmix.TRACKER.request(spec_obj, hosts),
-                          settings.defaults())
-        return super().filter_all(hosts, spec_obj)
+        if not hosts or (not self.RUN_ON_REBUILD and
+                         utils.request_is_rebuild(spec_obj)):
+            return hosts
+        state = hostmix.TRACKER.request(spec_obj, hosts)
+        opts = settings.defaults()
+        return [h for h in hosts if self._passes(state, opts, h)]
 
     def host_passes(self, host_state, spec_obj):
-        call = getattr(self, '_call', None)
-        if call is None:
-            call = (hostmix.TRACKER.request(spec_obj, [host_state]),
-                    settings.defaults())
-        state, opts = call
+        state = hostmix.TRACKER.request(spec_obj, [host_state])
+        return self._passes(state, settings.defaults(), host_state)
+
+    @staticmethod
+    def _passes(state, opts, host_state):
         if not state.classified:
             return True
         current, why = state.mix(host_state)
