@@ -43,6 +43,14 @@ class WorkloadMixFilterTest(test.NoDBTestCase):
         self.assertEqual(['balanced', 'io_heavy'],
                          self.passing(hosts, base.spec('cpu')))
 
+    def test_host_passes_alone_judges_the_same(self):
+        # nova calls filter_all; host_passes stays usable on its own.
+        filt = self.filters[0]
+        self.assertFalse(filt.host_passes(base.loaded('io_heavy', io=3, cpu=1),
+                                          base.spec('io')))
+        self.assertTrue(filt.host_passes(base.loaded('balanced', io=2, cpu=2),
+                                         base.spec('io')))
+
     def test_rejection_is_logged_with_numbers(self):
         self.passing([base.loaded('io_heavy', io=3, cpu=1)], base.spec('io'))
         out = self.log.output
