@@ -213,6 +213,41 @@ class WorkloadMixTest(integrated_helpers._IntegratedTestBase):
         self.assertEqual({'host1': (2, 0), 'host3': (2, 2)}, self.mixes())
 
 
+class WorkloadMixWithNovaWeighersTest(WorkloadMixTest):
+    """The weight_classes line of the operator guide: nova's weighers too."""
+
+    def setUp(self):
+        super().setUp()
+        self.flags(weight_classes=[
+            'nova.scheduler.weights.all_weighers', WEIGHER,
+            __name__ + '.HostNameTieBreakWeigher'],
+            group='filter_scheduler')
+        # The scheduler loaded its weighers at start: restart it.
+        self.scheduler.stop()
+        self.scheduler = self._setup_scheduler_service()
+
+    def test_mix_decides_between_equally_loaded_hosts(self):
+        # Each host runs two servers of the same size, so RAM, CPU and
+        # instance-count weighers see three equal hosts; the mix does not.
+        for cls, host in (('io', 'host1'), ('io', 'host1'),
+                          ('cpu', 'host2'), ('cpu', 'host2'),
+                          ('io', 'host3'), ('io', 'host3')):
+            self.boot(cls, host=host)
+        self.assertEqual('host2', self.host_of(self.boot('io')))
+        self.assertEqual({'host1': (4, 0), 'host2': (2, 4),
+                          'host3': (4, 0)}, self.mixes())
+
+    # The scenarios of the base class assume no other weigher.
+    test_boot_sequence_mixes_every_host = None
+    test_complements_homogeneous_hosts = None
+    test_auto_and_unset_flavors_are_not_counted = None
+    test_multi_create_knows_its_earlier_instances = None
+    test_filter_turns_an_unbalancing_request_into_no_valid_host = None
+    test_filter_keeps_a_host_within_bounds = None
+    test_aggregate_overrides_target = None
+    test_aggregate_overrides_multiplier = None
+
+
 class ExtraSpecApiTest(integrated_helpers._IntegratedTestBase):
     """nova-api refuses bad ``vsmtio:`` extra specs from microversion 2.86.
 
