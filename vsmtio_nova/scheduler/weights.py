@@ -1,10 +1,9 @@
 """``WorkloadMixWeigher``: prefer the host left closest to the target mix.
 
-Enable it in nova.conf::
-
-    [filter_scheduler]
-    weight_classes = nova.scheduler.weights.all_weighers
-    weight_classes = vsmtio_nova.scheduler.weights.WorkloadMixWeigher
+Enable it in nova.conf: add
+``vsmtio_nova.scheduler.weights.WorkloadMixWeigher`` to
+``[filter_scheduler] weight_classes``, one comma-separated list that keeps
+``nova.scheduler.weights.all_weighers`` (see ``doc/source/scheduler.rst``).
 """
 
 from nova.scheduler import weights
