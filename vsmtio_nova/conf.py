@@ -43,6 +43,15 @@ vsmtio_opts = [
                     'host must accept its first instance. With 0 even an '
                     'empty host is judged, so a request whose own share '
                     '(0 or 1) lies outside the bounds finds no host.'),
+    cfg.IntOpt('instance_class_cache_seconds',
+               default=300, min=0, max=86400,
+               help='Seconds the scheduler reuses the workload class and '
+                    'vCPUs of an instance it loaded from the cell database '
+                    'for later requests. Loading costs about half a '
+                    'millisecond per instance, for every instance on every '
+                    'candidate host; an instance\'s flavor changes only when '
+                    'it is resized, and then its old class counts for at '
+                    'most this long. 0 loads every request afresh.'),
     cfg.FloatOpt('weight_multiplier',
                  default=1.0, min=0.0,
                  help='Multiplier of the ``WorkloadMixWeigher``. Its weights '

@@ -2,24 +2,29 @@
 
 The filter and the weigher share one :class:`RequestMixes` per request
 (a ``RequestSpec`` object), so the flavors of the instances already on the
-hosts are loaded once per request, in one cell-targeted batch per cell,
-never one query per instance or per host.
+hosts are loaded at most once per request, in one cell-targeted batch per
+cell, never one query per instance or per host; :class:`ClassCache` keeps
+what was loaded for later requests.
 """
 
 import collections
 import threading
+import time
 import weakref
 
+from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova import context as nova_context
 from nova import exception
 from nova import objects
 
+from vsmtio_nova import conf as vsmtio_conf  # noqa: F401 (registers [vsmtio])
 from vsmtio_nova.scheduler import mix
 from vsmtio_nova import workload
 
 LOG = logging.getLogger(__name__)
+CONF = cfg.CONF
 
 #: Instance uuids per database query: bounds the ``IN`` clause of a batch.
 BATCH_SIZE = 1000
@@ -29,6 +34,52 @@ def host_key(host_state):
     return host_state.host, host_state.nodename
 
 
+class ClassCache:
+    """Instance uuid -> ``(WorkloadClass, vcpus)``, kept between requests.
+
+    Loading instances with their flavors from a cell database costs far
+    more than everything else the filter and weigher do (about half a
+    millisecond per instance), and every request would reload every
+    instance on every candidate host. An instance's flavor changes only on
+    resize, so a loaded class is reused for ``[vsmtio]
+    instance_class_cache_seconds``; a resized instance counts with its old
+    class for at most that long. Entries are stamped when loaded and
+    dropped once expired, so deleted instances do not accumulate.
+    """
+
+    def __init__(self):
+        self._entries = {}       # uuid -> (loaded at, (class, vcpus))
+        self._pruned = float('-inf')
+
+    def get(self, uuid, now, ttl):
+        entry = self._entries.get(uuid)
+        if entry is None or now - entry[0] >= ttl:
+            return None
+        return entry[1]
+
+    def put(self, uuid, value, now):
+        self._entries[uuid] = (now, value)
+
+    def prune(self, now, ttl):
+        """Drop expired entries, at most once per ``ttl``."""
+        if now - self._pruned < ttl:
+            return
+        self._pruned = now
+        for uuid, (stamp, _v) in list(self._entries.items()):
+            if now - stamp >= ttl:
+                self._entries.pop(uuid, None)
+
+    def clear(self):
+        self._entries.clear()
+
+    def __len__(self):
+        return len(self._entries)
+
+
+#: The class cache of this scheduler process.
+CACHE = ClassCache()
+
+
 class RequestMixes:
     """One request's view of host mixes.
 
@@ -36,9 +87,10 @@ class RequestMixes:
 
     * the mix of the instances already there. ``HostState.instances``
       usually holds stubs without a flavor, so the flavors of every unseen
-      host's instances are loaded in one batch per cell each time the filter
-      or the weigher is handed a host list; the filter and the weigher
-      share this object, so after the first call nothing is left to load.
+      host's instances not in :data:`CACHE` are loaded in one batch per
+      cell each time the filter or the weigher is handed a host list; the
+      filter and the weigher share this object, so after the first call
+      nothing is left to load.
       A snapshot: instances arriving on a host during the request are the
       next request's business.
     * its ``num_instances``. For every instance of a multi-create nova calls
@@ -61,6 +113,7 @@ class RequestMixes:
         self._classes = {}       # uuid -> (WorkloadClass, vcpus) or None
         self._own = set()        # this request's instance uuids
         self._failed_cells = {}  # cell uuid -> why its flavors are unknown
+        self._ttl = CONF.vsmtio.instance_class_cache_seconds
 
     @property
     def classified(self):
@@ -75,6 +128,7 @@ class RequestMixes:
         new = [hs for hs in host_states if host_key(hs) not in self._hosts]
         if not new:
             return
+        now = time.monotonic()
         wanted = collections.defaultdict(set)
         for hs in new:
             for uuid, inst in hs.instances.items():
@@ -82,16 +136,22 @@ class RequestMixes:
                     continue
                 if inst.obj_attr_is_set('flavor'):
                     self._classes[uuid] = mix.classify_flavor(inst.flavor)
+                    continue
+                cached = self._ttl and CACHE.get(uuid, now, self._ttl)
+                if cached:
+                    self._classes[uuid] = cached
                 elif hs.cell_uuid and hs.cell_uuid not in self._failed_cells:
                     wanted[hs.cell_uuid].add(uuid)
         if wanted:
             ctxt = nova_context.get_admin_context()
             for cell_uuid, uuids in wanted.items():
-                self._load_cell(ctxt, cell_uuid, sorted(uuids))
+                self._load_cell(ctxt, cell_uuid, sorted(uuids), now)
+        if self._ttl:
+            CACHE.prune(now, self._ttl)
         for hs in new:
             self._hosts[host_key(hs)] = self._base(hs)
 
-    def _load_cell(self, ctxt, cell_uuid, uuids):
+    def _load_cell(self, ctxt, cell_uuid, uuids, now):
         try:
             cell = objects.CellMapping.get_by_uuid(ctxt, cell_uuid)
             with nova_context.target_cell(ctxt, cell) as cctxt:
@@ -101,8 +161,10 @@ class RequestMixes:
                                 'deleted': False},
                         expected_attrs=['flavor'])
                     for inst in found:
-                        self._classes[inst.uuid] = mix.classify_flavor(
-                            inst.flavor)
+                        known = mix.classify_flavor(inst.flavor)
+                        self._classes[inst.uuid] = known
+                        if self._ttl:
+                            CACHE.put(inst.uuid, known, now)
         except exception.CellMappingNotFound:
             self._failed_cells[cell_uuid] = 'cell %s is not mapped' % cell_uuid
             return
@@ -114,7 +176,8 @@ class RequestMixes:
             return
         for uuid in uuids:
             # Deleted since the host state was built, or not yet in the cell
-            # database: nothing to count.
+            # database: nothing to count in this request (and not cached:
+            # a building instance appears later).
             self._classes.setdefault(uuid, None)
 
     def _base(self, host_state):

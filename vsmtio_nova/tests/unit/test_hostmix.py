@@ -16,6 +16,7 @@ from vsmtio_nova.scheduler import hostmix
 from vsmtio_nova.scheduler import mix
 from vsmtio_nova.scheduler import weights
 from vsmtio_nova.tests.unit import base
+from vsmtio_nova import workload
 
 
 class RequestMixesDBTest(test.TestCase):
@@ -40,6 +41,8 @@ class RequestMixesDBTest(test.TestCase):
             'nova.objects.InstanceList.get_by_filters', counting))
         self.flags(min_io_fraction=0.25, max_io_fraction=0.75,
                    filter_min_classified_vcpus=4, group='vsmtio')
+        hostmix.CACHE.clear()
+        self.addCleanup(hostmix.CACHE.clear)
 
     def create(self, host, cls, vcpus=2, cell=None):
         """An instance in a cell database; the host state gets a stub."""
@@ -77,6 +80,33 @@ class RequestMixesDBTest(test.TestCase):
         self.assertEqual(1, len(self.queries))
         self.assertEqual(sum(len(h.instances) for h in hosts),
                          len(self.queries[0]))
+
+    def test_later_requests_reuse_loaded_classes(self):
+        hosts = [self.host('h%d' % i) for i in range(3)]
+        for h in hosts:
+            self.create(h, 'io')
+            self.create(h, 'cpu', 4)
+        first = hostmix.TRACKER.request(base.spec('io'), hosts)
+        self.assertEqual(1, len(self.queries))
+        second = hostmix.TRACKER.request(base.spec('cpu'), hosts)
+        self.assertEqual(1, len(self.queries))
+        for h in hosts:
+            self.assertEqual(first.mix(h), second.mix(h))
+            self.assertEqual((mix.Mix(2, 4), None), second.mix(h))
+        # A new instance is loaded alone.
+        self.create(hosts[0], 'io')
+        hostmix.TRACKER.request(base.spec('io'), hosts)
+        self.assertEqual(2, len(self.queries))
+        self.assertEqual(1, len(self.queries[1]))
+
+    def test_cache_off_loads_every_request(self):
+        self.flags(instance_class_cache_seconds=0, group='vsmtio')
+        h = self.host('h')
+        self.create(h, 'io')
+        hostmix.TRACKER.request(base.spec('io'), [h])
+        hostmix.TRACKER.request(base.spec('io'), [h])
+        self.assertEqual(2, len(self.queries))
+        self.assertEqual(0, len(hostmix.CACHE))
 
     def test_mix_of_loaded_instances(self):
         h = self.host('h')
@@ -139,6 +169,16 @@ class RequestMixesDBTest(test.TestCase):
         spec = base.spec('io', 4, instance_uuid=moving.uuid)
         state = hostmix.TRACKER.request(spec, [h])
         self.assertEqual((mix.Mix(0, 2), None), state.mix(h))
+
+    def test_cache_entries_expire(self):
+        cache = hostmix.ClassCache()
+        value = (workload.WorkloadClass.IO, 2)
+        cache.put('a', value, now=100.0)
+        self.assertEqual(value, cache.get('a', 399.0, 300))
+        self.assertIsNone(cache.get('a', 400.0, 300))
+        cache.put('b', value, now=350.0)
+        cache.prune(now=1000.0, ttl=300)
+        self.assertEqual(0, len(cache))
 
     def test_state_lives_as_long_as_the_request_spec(self):
         tracker = hostmix.Tracker()

@@ -27,7 +27,8 @@ class OptionsTest(test.NoDBTestCase):
         self.assertEqual('vsmtio', group.name)
         self.assertEqual(
             {'target_io_fraction', 'min_io_fraction', 'max_io_fraction',
-             'filter_min_classified_vcpus', 'weight_multiplier'},
+             'filter_min_classified_vcpus', 'instance_class_cache_seconds',
+             'weight_multiplier'},
             {o.name for o in opts})
         for opt in opts:
             self.assertTrue(opt.help, opt.name)
