@@ -64,8 +64,13 @@ echo "linux-source-6.12 $version (series written against $expected_version)"
     echo "WARNING: package version differs from the README's"
 done_step
 
+if [ -e "$tree" ]; then
+    step "remove the previous run's tree"
+    rm -rf "$tree"
+    done_step
+fi
+
 step "unpack pristine tree"
-rm -rf "$tree"
 mkdir -p "$tree"
 tar -xaf /usr/src/linux-source-6.12.tar.xz -C "$tree" --strip-components=1
 done_step

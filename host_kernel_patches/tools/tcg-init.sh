@@ -34,25 +34,11 @@ check "sched_rass rejects a bad word" 1 w /proc/$$/sched_rass fast
 check "sched_rass accepts io" 0 w /proc/$$/task/$$/sched_rass io
 check "sched_rass reads io" 0 test "$(cat /proc/$$/task/$$/sched_rass)" = io
 w /proc/$$/sched_rass none
-# RASS behaviour: a CPU-bound spinner allowed on 0-1 sits on CPU 1 (an I/O
-# hyperthread); an I/O-bound task pinned to CPU 1 wakes every ms.
-taskset -c 1 sh -c 'while :; do :; done' & spin=$!
-sleep 1
-echo cpu > /proc/$spin/sched_rass
-taskset -p -c 0,1 $spin >/dev/null
-before=$(cat $V/rass_evictions)
-taskset -c 1 sh -c 'while :; do usleep 1000; done' & io=$!
-echo io > /proc/$io/sched_rass
-sleep 2
-on=$(awk '{print $39}' /proc/$spin/stat)
-after=$(cat $V/rass_evictions)
-echo "VSMTIO-GUEST: spinner on CPU $on, evictions $before -> $after"
-check "CPU-bound spinner was sent home to CPU 0" 0 test "$on" = 0
-check "rass_evictions counted it" 0 test "$after" -gt "$before"
-kill $spin $io
-# Control, then RASS: CPU 0 busy with an unclassified spinner, so the load
-# balancer has no reason of its own to move the CPU-bound spinner off the
-# I/O hyperthread (CPU 1) where an I/O-bound task wakes every ms.
+# RASS behaviour, control first: CPU 0 is kept busy by an unclassified
+# spinner, so the load balancer has little reason of its own to move a
+# CPU-bound spinner (allowed on 0-1) off the I/O hyperthread, CPU 1, where
+# an I/O-bound task wakes every ms.  (With CPU 0 idle the balancer moves
+# it anyway, and the experiment would show nothing.)
 w $V/rass_io_cpus ""
 taskset -c 0 sh -c 'while :; do :; done' & other=$!
 taskset -c 1 sh -c 'while :; do :; done' & spin=$!
