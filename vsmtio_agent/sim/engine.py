@@ -418,6 +418,9 @@ class Simulation(object):
         elif idle == kernels.GUEST_POLL:
             self._set(th, POLL, v)
         elif idle == kernels.RETAIN:
+            if th.rq and not self.kernel.poll_when_runnable:
+                self._block(th)         # someone else can use the thread
+                return
             v.retentions += 1
             self._set(th, RETAIN, v, until=now + self.timeout_ns)
         else:
@@ -552,9 +555,12 @@ class Simulation(object):
             # RASS: I/O-class vCPUs have strict priority on the I/O sibling
             self._preempt(th, v, self.c_preempt)
             return
-        if st == POLL and not self.kernel.poll_when_runnable and (
-                self.kernel.idle == kernels.HALT_POLL):
-            self._block(th)             # single_task_running() is false
+        if (st == POLL or st == RETAIN) and (
+                not self.kernel.poll_when_runnable
+                and self.kernel.idle != kernels.GUEST_POLL):
+            # halt polling stops when single_task_running() turns false;
+            # a retention yields to a runnable vCPU the same way
+            self._block(th)
             return
         self._settle(th)
         if cur.vruntime - v.vruntime > self.wakeup_gran * v.vr_scale:
