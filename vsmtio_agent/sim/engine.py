@@ -92,7 +92,7 @@ class Thread(object):
 
     __slots__ = ('cpu', 'core_id', 'sib', 'is_io', 'state', 'curr', 'next',
                  'rq', 'last', 'rate', 'aver', 'sver', 'state_ns', 'min_vr',
-                 'slice_at', 'slice_ev', 'wake_pending')
+                 'slice_at', 'slice_ev', 'wake_pending', 'resuming')
 
     def __init__(self, cpu, core_id, is_io):
         self.cpu = cpu
@@ -110,6 +110,7 @@ class Thread(object):
         self.slice_at = 0.0         # when the running vCPU's slice ends
         self.slice_ev = None        # time of the pending slice event
         self.wake_pending = False   # a wake-up landed during a switch
+        self.resuming = False       # the switch is a VM re-entry, same vCPU
 
 
 class Simulation(object):
@@ -383,12 +384,19 @@ class Simulation(object):
             self._dispatch_idle(th)
             return
         self._vstate(v, V_RUN)
+        resumed = th.resuming
+        th.resuming = False
         if v.work:
             self._set(th, COMPUTE, v)
         else:
             self._go_idle(th, v)
         if th.curr is v:
-            self._arm_slice(th)
+            if not resumed:
+                self._arm_slice(th)
+            elif th.slice_ev is None:   # a VM re-entry keeps its slice
+                th.sver += 1
+                th.slice_ev = max(th.slice_at, self.now)
+                self._push(th.slice_ev, EV_SLICE, th, th.sver)
             if th.wake_pending:
                 th.wake_pending = False
                 self._check_wake_preempt(th)
@@ -506,6 +514,7 @@ class Simulation(object):
             st = th.state
             if st == RETAIN:
                 if self.c_ret_resume:
+                    th.resuming = True
                     self._set(th, SWITCH, None, v,
                               until=self.now + self.c_ret_resume)
                 else:
@@ -515,6 +524,7 @@ class Simulation(object):
                     self._set(th, COMPUTE, v)
                 else:
                     self._halt_poll_adjust(v)
+                    th.resuming = True
                     self._set(th, SWITCH, None, v,
                               until=self.now + self.c_hp_resume)
             return

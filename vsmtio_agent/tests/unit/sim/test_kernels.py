@@ -101,6 +101,16 @@ class TestHaltPoll(testtools.TestCase):
         self.assertGreater(enhanced.poll_ns, 0.1 * 1e9)
         self.assertLess(enhanced.vol, plain.vol / 2)
 
+    def test_enhanced_poller_still_shares_its_hyperthread(self):
+        # every poll succeeds (100 us waits): only CFS's slices stop it
+        sc = h.tiny([('io', 'io', [0]), ('cpu', 'cpu', [0])],
+                    workloads={'io': h.io_wl(wait_us=100)})
+        sim = h.run(sc, 'haltpoll-enhanced')
+        io, cpu = h.vcpu(sim, 'io'), h.vcpu(sim, 'cpu')
+        self.assertGreater(io.poll_ns, 0.2 * 1e9)
+        self.assertGreater(cpu.run_ns, 0.3 * 1e9)
+        self.assertGreater(cpu.invol + io.vol + io.invol, 20)
+
     def test_enhanced_window_reaches_beyond_kvm_default(self):
         sc = h.tiny([('io', 'io', [0]), ('cpu', 'cpu', [1])],
                     workloads={'io': h.io_wl(wait_us=500)})
