@@ -153,6 +153,7 @@ class Simulation(object):
         self.hp_grow, self.hp_shrink = hp['grow'], hp['shrink']
         self.hp_grow_start = hp['grow_start_ns']
         self.timeout_ns = float(scenario.initial_timeout_ns)
+        self.ret_yields = scenario.vsmtio['retention_yields']
 
         k = cpi_model.contention(c['smt_corun_speedup'],
                                  c['reference_cpi']['base'],
@@ -426,7 +427,7 @@ class Simulation(object):
         elif idle == kernels.GUEST_POLL:
             self._set(th, POLL, v)
         elif idle == kernels.RETAIN:
-            if th.rq and not self.kernel.poll_when_runnable:
+            if th.rq and self.ret_yields:
                 self._block(th)         # someone else can use the thread
                 return
             v.retentions += 1
@@ -565,9 +566,9 @@ class Simulation(object):
             # RASS: I/O-class vCPUs have strict priority on the I/O sibling
             self._preempt(th, v, self.c_preempt)
             return
-        if (st == POLL or st == RETAIN) and (
-                not self.kernel.poll_when_runnable
-                and self.kernel.idle != kernels.GUEST_POLL):
+        if (st == POLL and self.kernel.idle == kernels.HALT_POLL
+                and not self.kernel.poll_when_runnable) or (
+                    st == RETAIN and self.ret_yields):
             # halt polling stops when single_task_running() turns false;
             # a retention yields to a runnable vCPU the same way
             self._block(th)

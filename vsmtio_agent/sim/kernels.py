@@ -15,14 +15,11 @@ Each model is a switch the event engine reads; the mechanics live in
                runnable on the hyperthread (``single_task_running()``).
 ``retain``     vSMT-IO: the guest holds its context in MONITOR/MWAIT until
                the wake-up or the timeout the agent set; on timeout it falls
-               back to HLT and is descheduled (paper §4.2). Like vanilla
-               halt polling, a retention does not start, and ends, when
-               another vCPU is runnable on the hyperthread (a CPU-class
-               vCPU waiting for its own sibling does not count): holding
-               a context is worth it only while the thread has nothing
-               else to run. The paper does not spell this rule out; with
-               CFS alone, two I/O vCPUs sharing the I/O sibling would
-               wait for each other's retentions to time out.
+               back to HLT and is descheduled (paper §4.2). With
+               ``vsmtio.retention_yields`` (data/kernels.yaml, default
+               on) a retention does not start, and ends, while another
+               vCPU is runnable on the hyperthread, like vanilla halt
+               polling; the paper does not spell this rule out.
 
 ``rass`` turns on retention-aware symbiotic scheduling (§4.3): I/O-class
 vCPUs run on their core's I/O hyperthread with strict priority over the

@@ -2,7 +2,8 @@
 
 A scenario names the host size, the VMs (each running one workload model on
 N vCPUs), the initial placement of vCPUs on hyperthreads, how long to run,
-and optionally overrides of the costs and kernel parameters. Files are
+and optionally overrides of the costs and kernel parameters
+(``costs``, ``scheduler``, ``haltpoll``, ``vsmtio``). Files are
 validated against :data:`SCHEMA` (JSON Schema); an invalid file gets one
 error line naming the field. Shipped scenarios live in ``scenarios/``.
 
@@ -157,6 +158,10 @@ SCHEMA = {
                 'shrink': {'type': 'integer', 'minimum': 0},
                 'enhanced_max_ns': {'type': 'integer', 'minimum': 0}},
             'additionalProperties': False},
+        'vsmtio': {
+            'type': 'object',
+            'properties': {'retention_yields': {'type': 'boolean'}},
+            'additionalProperties': False},
         'paper': {'type': 'object'},
     },
 }
@@ -211,6 +216,7 @@ class Scenario:
     costs: dict
     scheduler: dict
     haltpoll: dict
+    vsmtio: dict
     duration_s: float
     warmup_s: float
     placement_policy: str
@@ -294,6 +300,7 @@ def from_dict(doc, source='<scenario>'):
     kparams = _data('kernels.yaml')
     sched = _merge(kparams['scheduler'], doc.get('scheduler'))
     haltpoll = _merge(kparams['haltpoll'], doc.get('haltpoll'))
+    vsmtio = _merge(kparams['vsmtio'], doc.get('vsmtio'))
     duration = float(doc.get('duration_s', 2.0))
     warmup = float(doc.get('warmup_s', 0.5))
     if warmup >= duration:
@@ -307,7 +314,7 @@ def from_dict(doc, source='<scenario>'):
     return Scenario(
         name=doc['name'], title=doc.get('title', doc['name']),
         source=source, cores=cores, vms=list(doc['vms']), workloads=used,
-        costs=costs, scheduler=sched, haltpoll=haltpoll,
+        costs=costs, scheduler=sched, haltpoll=haltpoll, vsmtio=vsmtio,
         duration_s=duration, warmup_s=warmup, placement_policy=placement,
         initial_timeout_ns=init_ns, paper=doc.get('paper') or {})
 

@@ -223,3 +223,33 @@ class TestCosts(testtools.TestCase):
     def test_larger_smt_speedup_raises_corun_throughput(self):
         self.assertGreater(self.cpu_work('vanilla', smt_corun_speedup=1.5),
                            self.cpu_work('vanilla', smt_corun_speedup=1.1))
+
+
+class TestRetentionYields(testtools.TestCase):
+    """Two I/O vCPUs share a hyperthread; one retains when the other wakes.
+
+    ``vsmtio.retention_yields`` decides whether the retention gives way.
+    """
+
+    def sim(self, yields):
+        sc = h.tiny([('a', 'io', [0]), ('b', 'io', [0]),
+                     ('cpu', 'cpu', [1])],
+                    workloads={'io': h.io_wl(wait_us=300,
+                                             dist='exponential')},
+                    vsmtio={'retention_yields': yields})
+        sim = engine.Simulation(sc, 'vsmtio', 1)
+        sim.apply(model.Decision(timeout_ns=int(2000 * h.US),
+                                 placements={}))
+        sim.advance_to(1e9)
+        return [h.vcpu(sim, n) for n in ('a', 'b')]
+
+    def ready_per_request(self, vcpus):
+        return sum(v.req_acc[engine.V_READY] for v in vcpus) / sum(
+            v.requests for v in vcpus)
+
+    def test_yielding_retention_cuts_waiting_and_adds_switches(self):
+        yielding, holding = self.sim(True), self.sim(False)
+        self.assertLess(self.ready_per_request(yielding),
+                        self.ready_per_request(holding) / 2)
+        self.assertGreater(sum(v.vol for v in yielding),
+                           2 * sum(v.vol for v in holding))
