@@ -259,22 +259,24 @@ class Simulation(object):
         v.since = now
         v.sstate = s
 
-    def _speed(self, th):
-        s = th.sib.state
-        if s == COMPUTE:
-            return self.corun[th.curr.wl_idx][th.sib.curr.wl_idx]
-        if s == IDLE:
-            return 1.0
-        if s == SWITCH:
-            return self.f_switch
-        if s == POLL:
-            return self.f_poll
-        return self.f_retain
-
     def _arm(self, th):
-        """(Re)time the running burst of a computing hyperthread."""
+        """(Re)time the running burst of a computing hyperthread.
+
+        The vCPU's solo rate times its sibling's effect (Table 2, co-run).
+        """
         v = th.curr
-        rate = v.solo_rate * self._speed(th)
+        sib = th.sib
+        s = sib.state
+        if s == COMPUTE:
+            rate = v.solo_rate * self.corun[v.wl_idx][sib.curr.wl_idx]
+        elif s == IDLE:
+            rate = v.solo_rate
+        elif s == SWITCH:
+            rate = v.solo_rate * self.f_switch
+        elif s == POLL:
+            rate = v.solo_rate * self.f_poll
+        else:
+            rate = v.solo_rate * self.f_retain
         if rate != th.rate:
             th.rate = rate
             if v.burst is not None:
@@ -284,9 +286,10 @@ class Simulation(object):
                                            th.aver))
 
     def _set(self, th, state, curr=None, nxt=None, until=None):
-        self._settle(th)
+        settle = self._settle
+        settle(th)
         sib = th.sib
-        self._settle(sib)
+        settle(sib)
         th.state = state
         th.curr = curr
         th.next = nxt
@@ -295,7 +298,8 @@ class Simulation(object):
             th.rate = -1.0
             self._arm(th)
         elif until is not None:
-            self._push(until, EV_ACT, th, th.aver)
+            heapq.heappush(self.heap, (until, next(self._seq), EV_ACT, th,
+                                       th.aver))
         if sib.state == COMPUTE:
             self._arm(sib)
 
@@ -314,19 +318,24 @@ class Simulation(object):
         return th.min_vr
 
     def _arm_slice(self, th):
-        weights = th.curr.weight
-        for v in th.rq:
+        rq = th.rq
+        w = th.curr.weight
+        weights = w
+        for v in rq:
             weights += v.weight
-        n = len(th.rq) + 1
+        n = len(rq) + 1
         period = self.latency if n <= self.nr_latency else n * self.min_gran
-        sl = max(self.min_gran, period * th.curr.weight / weights)
+        sl = period * w / weights
+        if sl < self.min_gran:
+            sl = self.min_gran
         # one pending event per hyperthread: a later deadline is picked up
         # when the event fires, an earlier one needs a new event
         at = th.slice_at = self.now + sl
         if th.slice_ev is None or at < th.slice_ev:
             th.sver += 1
             th.slice_ev = at
-            self._push(at, EV_SLICE, th, th.sver)
+            heapq.heappush(self.heap, (at, next(self._seq), EV_SLICE, th,
+                                       th.sver))
 
     def _pick(self, th, borrow=True):
         """The next vCPU for ``th`` (not removed from its queue)."""
