@@ -91,6 +91,45 @@ class TestAgentOnSimulatedHost(testtools.TestCase):
             v.ref].role) for v in sim.vcpus))
         ag.stop()
 
+    def test_found_through_the_host_driver_namespace(self):
+        from stevedore import driver as sd
+        path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=1))).path
+        mgr = sd.DriverManager('vsmtio_agent.host_drivers', 'simulated',
+                               invoke_on_load=True,
+                               invoke_args=(runner.make_conf(path,
+                                                             'vsmtio'),))
+        self.assertIsInstance(mgr.driver, simulated.SimulatedHostDriver)
+
+    def test_restore_puts_the_initial_timeout_back(self):
+        from vsmtio_agent import model
+        path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=1))).path
+        driver = simulated.SimulatedHostDriver(
+            runner.make_conf(path, 'vsmtio'))
+        before = driver.simulation.timeout_ns
+        result = driver.apply(model.Decision(timeout_ns=12345,
+                                             placements={}))
+        self.assertEqual(1, result.applied)
+        self.assertEqual(12345, driver.simulation.timeout_ns)
+        driver.restore()
+        self.assertEqual(before, driver.simulation.timeout_ns)
+
+    def test_unknown_vcpu_in_a_decision_fails_alone(self):
+        from vsmtio_agent import model
+        path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=1))).path
+        driver = simulated.SimulatedHostDriver(
+            runner.make_conf(path, 'vsmtio'))
+        core = driver.topology().cores[0]
+        ghost = model.VcpuRef('ghost', 0)
+        result = driver.apply(model.Decision(
+            timeout_ns=100000, placements={ghost: model.Placement(
+                core.core_id, model.Role.IO, core.io_thread,
+                (core.io_thread,))}))
+        self.assertEqual(1, result.failed)
+        self.assertIn('ghost/0', result.messages[0])
+
     def test_other_kernels_offer_no_knobs(self):
         path = self.useFixture(_ScenarioFile(
             reduced('redis_pagerank', cores=1))).path
