@@ -19,7 +19,10 @@ import json
 import os
 import platform
 import sys
+import tempfile
 import time
+
+import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -144,8 +147,12 @@ def main(argv=None):
         if rows:
             out.append(title + '\n' + '-' * len(title) + '\n')
             out.append(rst_table(HEADER, rows) + '\n')
+    out.append(table7(all_results))
     out.append(PAPER_AVERAGES)
     out.append(averages(all_results))
+    if not args.only:
+        out.append(sensitivity(args.processes))
+    out.append(DISAGREE)
     out.append(speed(all_results))
     text = '\n'.join(out)
     with open(args.out, 'w') as f:
@@ -187,6 +194,173 @@ def averages(all_results):
         lines.append('Fig. 5 pairs, mean vCPU switches relative to '
                      'vanilla: ' + ', '.join(means) + '.\n')
     return '\n'.join(lines)
+
+
+# Paper Table 7: ms per request (run, ready, wait) under vanilla KVM,
+# enhanced HALT-Polling and vSMT-IO, for the I/O side of the Fig. 5 pairs.
+TABLE7 = {
+    'fig5_rocksdb_nginx': ('rocksdb', ((116.2, 132.6, 378.1),
+                                       (131.7, 88.0, 305.4),
+                                       (129.8, 69.0, 237.2))),
+    'fig5_clamav_binaryclassify': ('clamav', ((15.2, 45.7, 10.9),
+                                              (12.9, 29.7, 10.5),
+                                              (11.0, 21.1, 9.5))),
+    'fig5_postgresql_regression': ('postgresql', ((14.7, 37.6, 10.1),
+                                                  (12.3, 27.1, 9.4),
+                                                  (13.5, 19.7, 8.7))),
+    'fig5_mysql_prediction': ('mysql', ((111.4, 319.7, 88.9),
+                                        (90.7, 167.9, 89.5),
+                                        (87.5, 136.7, 80.6))),
+    'fig5_dbt1_multipleclassify': ('dbt1', ((346.2, 1831.4, 1390.2),
+                                            (361.6, 842.9, 1035.8),
+                                            (306.9, 643.2, 641.6))),
+    'fig5_hbase_pagerank': ('hbase', ((266.2, 655.0, 901.8),
+                                      (237.8, 323.3, 795.9),
+                                      (241.6, 315.0, 654.3))),
+    'fig5_mongodb_kmeans': ('mongodb', ((376.1, 528.6, 1444.1),
+                                        (365.3, 345.2, 1276.6),
+                                        (351.7, 256.0, 897.9))),
+}
+
+
+def table7(all_results):
+    rows = []
+    for name, (wl, paper) in sorted(TABLE7.items()):
+        if name not in all_results:
+            continue
+        for k, pv in zip(('vanilla', 'haltpoll-enhanced', 'vsmtio'), paper):
+            t = all_results[name][k]['workloads'][wl]['per_request_us']
+            rows.append([wl if k == 'vanilla' else '', SHORT[k],
+                         '%.0f / %.0f / %.0f' % (t['run'], t['ready'],
+                                                 t['wait']),
+                         '%.1f / %.1f / %.1f' % pv])
+    if not rows:
+        return ''
+    return ('Table 7: time per request\n-------------------------\n\n'
+            'Run (retention and polling included) / ready / wait per '
+            'served request of the I/O side of each Fig. 5 pair: the model '
+            'in microseconds, the paper\'s Table 7 in milliseconds as '
+            'printed. The model\'s "request" is one compute burst and one '
+            'device wait; the paper\'s is a benchmark request, so only the '
+            'ratios between kernels compare.\n\n'
+            + rst_table(['workload', 'kernel', 'model us', 'paper ms'],
+                        rows) + '\n')
+
+
+SENSITIVITY = (
+    ('shipped inputs', {}),
+    ('retention_yields: false', {'vsmtio': {'retention_yields': False}}),
+    ('switch costs x3 (vm_exit, context_switch, l1d_flush, ipi, '
+     'cache_refill)', 'x3'),
+    ('wakeup_granularity 24 ms (no wake-up boost)',
+     {'scheduler': {'wakeup_granularity_us': 24000}}),
+)
+
+
+def sensitivity(processes):
+    """Redis+PageRank with one input changed at a time (not shipped)."""
+    path = os.path.join(scenario.SCENARIO_DIR, 'redis_pagerank.yaml')
+    with open(path) as f:
+        base = yaml.safe_load(f)
+    rows = []
+    for label, change in SENSITIVITY:
+        doc = dict(base, duration_s=1.5)
+        if change == 'x3':
+            costs = scenario.load('redis_pagerank').costs
+            doc['costs'] = {k: 3 * costs[k] for k in (
+                'vm_exit_ns', 'context_switch_ns', 'l1d_flush_ns', 'ipi_ns',
+                'cache_refill_ns')}
+        else:
+            doc.update(change)
+        fd, tmp = tempfile.mkstemp(suffix='.yaml')
+        with os.fdopen(fd, 'w') as f:
+            yaml.safe_dump(doc, f)
+        try:
+            sys.stderr.write('sensitivity: %s ...\n' % label)
+            res = runner.compare(tmp, processes=processes, progress=False,
+                                 kernel_names=('vanilla',
+                                               'haltpoll-enhanced',
+                                               'vsmtio'))
+        finally:
+            os.unlink(tmp)
+        norm = report.normalise(res)
+        for k in ('haltpoll-enhanced', 'vsmtio'):
+            rows.append([label if k == 'haltpoll-enhanced' else '',
+                         SHORT[k], _f(norm[k]['io']), _f(norm[k]['cpu']),
+                         _f(norm[k]['switches_per_s']
+                            / norm['vanilla']['switches_per_s'])])
+    return ('Sensitivity (not shipped, not tuned)\n'
+            '------------------------------------\n\n'
+            'Redis + PageRank, 1.5 s, one input changed at a time, each row '
+            'normalised to vanilla under the same inputs. This shows which '
+            'inputs the disagreements below hinge on; the shipped inputs '
+            'stay as documented.\n\n'
+            + rst_table(['inputs', 'kernel', 'I/O', 'CPU',
+                         'switches vs vanilla'], rows) + '\n')
+
+
+DISAGREE = """\
+Where the model and the paper disagree, and why
+-----------------------------------------------
+
+- **Switches.** vSMT-IO cuts vCPU switches in the Table 1 and Fig. 5
+  settings (to roughly 0.3-0.6 of vanilla's), as in Table 5, but by less
+  than the paper's 80% average: every retention that outlives the LTCR
+  timeout still ends in a switch, and with ``retention_yields`` a
+  retention gives way whenever another I/O vCPU wakes on the same
+  sibling. The model's absolute switch rates are higher than Table 5's
+  because its I/O vCPUs each run a closed request loop with
+  sub-millisecond waits; the paper's VMs do not say how requests spread
+  over their 24-48 vCPUs.
+- **I/O throughput.** The paper reports 30-90% more I/O throughput with
+  vSMT-IO over vanilla KVM in the 2-vCPUs-per-hyperthread settings; the
+  model gives about the same as vanilla. In the model vanilla CFS's
+  sleeper credit lets every woken I/O vCPU preempt within one switch
+  (~20 us), so there is little latency for retention to remove (Table 7
+  above: ready times of ~20 us per request against the paper's tens to
+  hundreds of ms). Whatever made ready times large on the paper's testbed
+  (interrupt routing, IPIs between a VM's vCPUs, host housekeeping) is not
+  in the model, and no input was raised to put it there.
+- **CPU throughput.** Retention holds a third to a half of each I/O
+  sibling (the paper's Table 6 says 28-54%, in line). CPU-bound vCPUs lose
+  that time; the switches saved are worth more than it only where
+  switches are very frequent (Sockperf + Matmul: CPU up, as in the
+  paper) and less elsewhere (Redis + PageRank: down, where the paper
+  reports +123%). The sensitivity table shows the outcome turning with
+  the per-switch cost: an input the paper does not give, left at its
+  documented estimate.
+- **Fig. 8.** The model's vSMT-IO gains do not peak at 48:48. At 24:72
+  the policy engine's weight-balanced classification puts one CPU-bound
+  vCPU in each core's I/O class beside the core's one I/O vCPU; it is
+  always runnable, so with ``retention_yields`` no retention ever starts
+  and vSMT-IO behaves as vanilla (same switches). I/O-heavy mixes gain a
+  little CPU throughput (72:24: 1.03), the balanced mix loses some.
+- **Scheduling delay.** The paper's Fig. 1(b) finds the average barely
+  changes with the scheduling delay. In the model a wake-up granularity
+  above CFS's sleeper credit (half of ``sched_latency``, 12 ms) disables
+  wake-up preemption altogether, and vanilla's I/O throughput collapses
+  (sensitivity table: vSMT-IO then serves 75 times more requests).
+- **Enhanced halt polling** loses I/O throughput in the model where the
+  paper reports gains: with 1 ms polls (our choice; the paper gives no
+  maximum) a polling vCPU spends its CFS share spinning and then waits a
+  whole slice behind the CPU-bound vCPU.
+- **Fig. 4.** With one vCPU per hyperthread the model reproduces the
+  ordering the paper reports for Matmul (polling lowest, vSMT-IO highest)
+  and vSMT-IO's I/O throughput close to polling's, but all the
+  differences are a few percent, not the paper's 14-38%: each switch
+  costs the sibling only ~20 us at 32% speed.
+- **The 0:96 control** differs by about 5% rather than under 2%: the
+  policy engine's weight-balanced classification splits a retention-free
+  core into two classes, which fixes which vCPUs co-run (Kmeans always
+  beside PageRank), while vanilla's synchronised slices pair like with
+  like; the CPI co-run model rates those pairings several percent apart.
+  Not classifying cores without retention would remove it (a policy
+  decision, reported to the engine's owner).
+- **Speed.** The event loop runs 60-150 k events/s in CPython on this
+  machine: 0.1-0.5 simulated seconds per wall second on the 96-vCPU
+  settings, below the real-time aim; vanilla and halt polling are the
+  slowest because they switch most.
+"""
 
 
 def speed(all_results):
