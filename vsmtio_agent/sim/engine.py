@@ -471,10 +471,12 @@ class Simulation(object):
             self._vstate(v, V_SLEEP)
         self._switch_to(th, nxt, cost)
         if v.borrowed:
+            # RASS sends a preempted borrower back to its CPU sibling
             if v.sstate == V_READY:
                 th.rq.remove(v)
-                home.rq.append(v)
             self._migrate(v, th, home)
+            if v.sstate == V_READY:
+                home.rq.append(v)
             v.th = home
             v.borrowed = False
             self._dispatch_idle(home)
