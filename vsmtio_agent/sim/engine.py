@@ -436,8 +436,8 @@ class Simulation(object):
         elif idle == kernels.GUEST_POLL:
             self._set(th, POLL, v)
         elif idle == kernels.RETAIN:
-            if th.rq and self.ret_yields:
-                self._block(th)         # someone else can use the thread
+            if self.ret_yields and self._io_waiting(th):
+                self._block(th)         # another I/O vCPU needs the thread
                 return
             v.retentions += 1
             self._set(th, RETAIN, v, until=now + self.timeout_ns)
@@ -448,6 +448,13 @@ class Simulation(object):
                 self._set(th, POLL, v, until=now + window)
             else:
                 self._block(th)
+
+    @staticmethod
+    def _io_waiting(th):
+        for x in th.rq:
+            if x.role is ROLE_IO:
+                return True
+        return False
 
     def _block(self, th):
         """The running vCPU halts and is descheduled (voluntary)."""
@@ -579,9 +586,10 @@ class Simulation(object):
             return
         if (st == POLL and self.kernel.idle == kernels.HALT_POLL
                 and not self.kernel.poll_when_runnable) or (
-                    st == RETAIN and self.ret_yields):
+                    st == RETAIN and self.ret_yields
+                    and v.role is ROLE_IO):
             # halt polling stops when single_task_running() turns false;
-            # a retention yields to a runnable vCPU the same way
+            # a retention yields to a runnable I/O-class vCPU the same way
             self._block(th)
             return
         self._settle(th)

@@ -18,8 +18,8 @@ Each model is a switch the event engine reads; the mechanics live in
                back to HLT and is descheduled (paper §4.2). With
                ``vsmtio.retention_yields`` (data/kernels.yaml, default
                on) a retention does not start, and ends, while another
-               vCPU is runnable on the hyperthread, like vanilla halt
-               polling; the paper does not spell this rule out.
+               I/O-class vCPU is runnable on the hyperthread, like vanilla
+               halt polling; the paper does not spell this rule out.
 
 ``rass`` turns on retention-aware symbiotic scheduling (§4.3): I/O-class
 vCPUs run on their core's I/O hyperthread with strict priority over the

@@ -226,26 +226,33 @@ class TestCosts(testtools.TestCase):
 
 
 class TestRetentionYields(testtools.TestCase):
-    """Two I/O vCPUs share a hyperthread; one retains when the other wakes.
+    """Two I/O vCPUs share an I/O sibling; one retains when the other wakes.
 
     ``vsmtio.retention_yields`` decides whether the retention gives way.
     """
 
     def sim(self, yields):
-        sc = h.tiny([('a', 'io', [0]), ('b', 'io', [0]),
-                     ('cpu', 'cpu', [1])],
+        sc = h.tiny([('a', 'io', [1]), ('b', 'io', [1]),
+                     ('cpu', 'cpu', [0])],
                     workloads={'io': h.io_wl(wait_us=300,
                                              dist='exponential')},
                     vsmtio={'retention_yields': yields})
         sim = engine.Simulation(sc, 'vsmtio', 1)
-        sim.apply(model.Decision(timeout_ns=int(2000 * h.US),
-                                 placements={}))
+        sim.apply(h.rass_decision(sim, 2000 * h.US, {
+            model.VcpuRef('a', 0), model.VcpuRef('b', 0)}))
         sim.advance_to(1e9)
         return [h.vcpu(sim, n) for n in ('a', 'b')]
 
     def ready_per_request(self, vcpus):
         return sum(v.req_acc[engine.V_READY] for v in vcpus) / sum(
             v.requests for v in vcpus)
+
+    def test_unclassified_vcpus_retain_beside_a_runnable_one(self):
+        # before the agent's first decision nothing is I/O-class: CFS only
+        sc = h.tiny([('io', 'io', [0]), ('cpu', 'cpu', [0])])
+        sim = engine.Simulation(sc, 'vsmtio', 1)
+        sim.advance_to(0.5e9)
+        self.assertGreater(h.vcpu(sim, 'io').retentions, 100)
 
     def test_yielding_retention_cuts_waiting_and_adds_switches(self):
         yielding, holding = self.sim(True), self.sim(False)
