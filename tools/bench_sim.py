@@ -303,15 +303,15 @@ DISAGREE = """\
 Where the model and the paper disagree, and why
 -----------------------------------------------
 
-- **Switches.** vSMT-IO cuts vCPU switches in the Table 1 and Fig. 5
-  settings (to roughly 0.3-0.6 of vanilla's), as in Table 5, but by less
-  than the paper's 80% average: every retention that outlives the LTCR
-  timeout still ends in a switch, and with ``retention_yields`` a
+- **Switches.** vSMT-IO cuts vCPU switches in every heterogeneous
+  scenario (to roughly 0.15-0.75 of vanilla's), as in Table 5, but by
+  less than the paper's 80% average: every retention that outlives the
+  LTCR timeout still ends in a switch, and with ``retention_yields`` a
   retention gives way whenever another I/O vCPU wakes on the same
   sibling. The model's absolute switch rates are higher than Table 5's
   because its I/O vCPUs each run a closed request loop with
-  sub-millisecond waits; the paper's VMs do not say how requests spread
-  over their 24-48 vCPUs.
+  sub-millisecond waits; the paper does not say how requests spread over
+  its VMs' 24-48 vCPUs.
 - **I/O throughput.** The paper reports 30-90% more I/O throughput with
   vSMT-IO over vanilla KVM in the 2-vCPUs-per-hyperthread settings; the
   model gives about the same as vanilla. In the model vanilla CFS's
@@ -329,12 +329,9 @@ Where the model and the paper disagree, and why
   reports +123%). The sensitivity table shows the outcome turning with
   the per-switch cost: an input the paper does not give, left at its
   documented estimate.
-- **Fig. 8.** The model's vSMT-IO gains do not peak at 48:48. At 24:72
-  the policy engine's weight-balanced classification puts one CPU-bound
-  vCPU in each core's I/O class beside the core's one I/O vCPU; it is
-  always runnable, so with ``retention_yields`` no retention ever starts
-  and vSMT-IO behaves as vanilla (same switches). I/O-heavy mixes gain a
-  little CPU throughput (72:24: 1.03), the balanced mix loses some.
+- **Fig. 8.** Across the mix sweep the model's vSMT-IO keeps I/O
+  throughput at vanilla's and loses some CPU throughput, least at the
+  CPU-heavy 24:72 end; it shows no peak at 48:48.
 - **Scheduling delay.** The paper's Fig. 1(b) finds the average barely
   changes with the scheduling delay. In the model a wake-up granularity
   above CFS's sleeper credit (half of ``sched_latency``, 12 ms) disables
@@ -349,13 +346,14 @@ Where the model and the paper disagree, and why
   and vSMT-IO's I/O throughput close to polling's, but all the
   differences are a few percent, not the paper's 14-38%: each switch
   costs the sibling only ~20 us at 32% speed.
-- **The 0:96 control** differs by about 5% rather than under 2%: the
-  policy engine's weight-balanced classification splits a retention-free
-  core into two classes, which fixes which vCPUs co-run (Kmeans always
-  beside PageRank), while vanilla's synchronised slices pair like with
-  like; the CPI co-run model rates those pairings several percent apart.
-  Not classifying cores without retention would remove it (a policy
-  decision, reported to the engine's owner).
+- **The 0:96 control** differs by about 4% rather than under 2%. With
+  every vCPU CPU-bound, RASS lets each idle I/O sibling borrow whichever
+  vCPU co-runs best with the one on the CPU sibling (§4.3.2), and the
+  model's CPI co-run rates differ by several percent between pairings
+  (PageRank beside Kmeans versus like with like), so symbiotic scheduling
+  gains more in the model than the paper's hardware showed. The co-run
+  rates follow from one input (``smt_corun_speedup``) and the workloads'
+  CPI stacks, none measured here.
 - **Speed.** The event loop runs 60-150 k events/s in CPython on this
   machine: 0.1-0.5 simulated seconds per wall second on the 96-vCPU
   settings, below the real-time aim; vanilla and halt polling are the
