@@ -22,13 +22,10 @@ import itertools
 import random
 
 from vsmtio_agent import model
+from vsmtio_agent.policy import rass
 from vsmtio_agent.sim import cpi as cpi_model
 from vsmtio_agent.sim import kernels
-
-try:  # the lead's policy engine: RASS's symbiosis choice (§4.3.2)
-    from vsmtio_agent.policy import rass as _rass
-except ImportError:  # pragma: no cover - only before the engine lands
-    _rass = None
+from vsmtio_agent.sim import workloads
 
 IDLE, COMPUTE, POLL, RETAIN, SWITCH = range(5)
 STATES = ('idle', 'computing', 'polling', 'retaining', 'switching')
@@ -79,7 +76,6 @@ class Vcpu(object):
         self.base_cycles = self.miss_cycles = 0.0
         self.vol = self.invol = self.requests = 0
         if wl.does_io:
-            from vsmtio_agent.sim import workloads
             self.draw_burst = workloads.sampler(wl.burst, rng)
             self.draw_device = workloads.sampler(wl.device, rng)
             self.burst = self.draw_burst() * self.solo_rate
@@ -358,9 +354,9 @@ class Simulation(object):
         return best
 
     def _symbiotic(self, running, cands):
-        if _rass is None:
-            return min(cands, key=lambda v: v.vruntime)
-        return _rass.pick_symbiotic(
+        # CFS's order first (§5: CFS proposes, RASS picks by symbiosis)
+        cands.sort(key=lambda v: v.vruntime)
+        return rass.pick_symbiotic(
             running.stack if running is not None else None,
             [(v, v.stack) for v in cands])
 
