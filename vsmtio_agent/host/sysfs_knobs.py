@@ -1,0 +1,71 @@
+"""Writable kernel knobs: the patched kernel's timeout, or KVM halt polling.
+
+A knob is one sysfs file holding one integer. Whether it can be changed is
+found by writing its current value back (a no-op): ``access(2)`` says yes to
+root even for read-only module parameters, which then fail with EACCES.
+"""
+
+import errno
+import logging
+import os
+
+LOG = logging.getLogger(__name__)
+
+# Stock KVM: how long a halted vCPU polls before it sleeps, in ns. The
+# closest stock analogue of the paper's context-retention timeout.
+HALT_POLL_NS = 'module/kvm/parameters/halt_poll_ns'
+
+
+class KnobError(Exception):
+    """A knob could not be read or written; ``denied`` if by permission."""
+
+    def __init__(self, message, denied=False):
+        super().__init__(message)
+        self.denied = denied
+
+
+class Knob:
+    """One integer sysfs file under an injectable root."""
+
+    def __init__(self, sysfs_root, relpath):
+        self.relpath = relpath
+        self.path = os.path.join(sysfs_root, relpath)
+
+    def __repr__(self):
+        return 'Knob(%s)' % self.path
+
+    def exists(self):
+        return os.path.exists(self.path)
+
+    def read(self):
+        try:
+            with open(self.path) as f:
+                text = f.read().strip()
+        except OSError as exc:
+            raise KnobError('cannot read %s: %s' % (self.path, exc.strerror),
+                            denied=exc.errno in (errno.EACCES, errno.EPERM))
+        try:
+            return int(text)
+        except ValueError:
+            raise KnobError('%s holds %r, not an integer'
+                            % (self.path, text[:40]))
+
+    def write(self, value):
+        try:
+            with open(self.path, 'w') as f:
+                f.write('%d\n' % int(value))
+        except OSError as exc:
+            raise KnobError(
+                'cannot write %d to %s: %s'
+                % (value, self.path, exc.strerror or exc),
+                denied=exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS))
+
+    def probe(self):
+        """Return (writable, reason). Writes the current value back."""
+        if not self.exists():
+            return False, '%s does not exist' % self.path
+        try:
+            self.write(self.read())
+        except KnobError as exc:
+            return False, str(exc)
+        return True, '%s is writable' % self.path
