@@ -46,7 +46,11 @@ _UNSUPPORTED = (libvirt.VIR_ERR_INVALID_ARG, libvirt.VIR_ERR_NO_SUPPORT,
                 libvirt.VIR_ERR_ARGUMENT_UNSUPPORTED)
 _SHARES_KEYS = ('cpu_shares', 'weight')  # qemu; the test driver's fake
 
-# KVM's per-vCPU halt statistics as libvirt names them for kvm domains.
+# KVM's per-vCPU binary statistics as libvirt names them for kvm domains:
+# the patched kernel's retention counters (ABI.rst), stock halt polling.
+_PATCHED_STATS = {'retention_ns': 'retention_ns.sum',
+                  'retentions': 'retentions.sum',
+                  'retention_timeouts': 'retention_timeouts.sum'}
 _KVM_POLL_NS = ('halt_poll_success_ns.sum', 'halt_poll_fail_ns.sum')
 _KVM_POLLS = 'halt_attempted_poll.sum'
 _KVM_POLL_HITS = 'halt_successful_poll.sum'
@@ -93,6 +97,8 @@ class LibvirtHostDriver(base.HostDriver):
         self._timeout_probe = None
         self._timeout_applied = None
         self._na_logged = False
+        self.abi_version, self._abi_why = sysfs_knobs.patched_abi(
+            opts.sysfs_root)
         self.checkpoint = checkpoint_mod.Checkpoint(
             opts.checkpoint_path, checkpoint_mod.boot_id(opts.procfs_root))
 
@@ -272,14 +278,19 @@ class LibvirtHostDriver(base.HostDriver):
         return out
 
     def _retention(self, entry, stats, prefix):
-        """Retention counters: KVM halt polling on a stock host.
+        """Retention counters: the patched kernel's, else halt polling.
 
-        A halted vCPU that polls keeps its hyperthread (and its context) as
-        a retaining vCPU would; polls that end without a wake-up are the
-        timeouts. TCG domains have no such statistics: missing, not zero.
+        On a stock host a halted vCPU that polls keeps its hyperthread (and
+        its context) as a retaining vCPU would, and polls that end without
+        a wake-up are the timeouts. TCG domains have no such statistics:
+        missing, not zero.
         """
         if not entry.kvm:
             return {}
+        if self.abi_version:
+            return {field: stats[prefix + key]
+                    for field, key in _PATCHED_STATS.items()
+                    if prefix + key in stats}
         poll_ns = [stats.get(prefix + k) for k in _KVM_POLL_NS]
         polls = stats.get(prefix + _KVM_POLLS)
         hits = stats.get(prefix + _KVM_POLL_HITS)
@@ -441,8 +452,10 @@ class LibvirtHostDriver(base.HostDriver):
     def _timeout_target(self):
         """(knob, unit divisor) LTCR's timeout goes to, or None."""
         if self._timeout_probe is None:
-            knob = sysfs_knobs.Knob(self.opts.sysfs_root,
-                                    sysfs_knobs.HALT_POLL_NS)
+            knob = sysfs_knobs.Knob(
+                self.opts.sysfs_root,
+                sysfs_knobs.RETENTION_TIMEOUT_NS if self.abi_version
+                else sysfs_knobs.HALT_POLL_NS)
             ok, why = knob.probe()
             self._timeout_probe = (knob if ok else None, why)
         return self._timeout_probe
@@ -455,6 +468,8 @@ class LibvirtHostDriver(base.HostDriver):
                 LOG.warning('Retention timeout not applicable: %s', why)
             return None
         value = int(timeout_ns)
+        if self.abi_version:
+            value = min(value, sysfs_knobs.RETENTION_TIMEOUT_MAX_NS)
         if value == self._timeout_applied:
             counts['unchanged'] += 1
             return None
@@ -669,10 +684,19 @@ class LibvirtHostDriver(base.HostDriver):
         missing.append('per-vCPU IPC (hardware perf counters through '
                        'libvirt are per domain; unmeasured)')
         missing.extend(self._degraded)
-        reason = ('no vSMT-IO kernel ABI under %s/kernel/vsmtio: retention '
-                  'from KVM halt polling, RASS as vCPU pinning'
-                  % self.opts.sysfs_root)
-        return base.HostMode(mode='stock', reason=reason,
+        if self.abi_version:
+            mode = 'patched'
+            reason = ('%s: retention counters and timeout from the patched '
+                      'kernel; RASS as vCPU pinning (the kernel\'s '
+                      'rass_io_cpus/sched_rass knobs are not driven yet)'
+                      % self._abi_why)
+        else:
+            mode = 'stock'
+            reason = ('%s: retention from KVM halt polling, LTCR on '
+                      'kvm.halt_poll_ns, RASS as vCPU pinning'
+                      % self._abi_why)
+            missing.insert(0, 'patched kernel: %s' % self._abi_why)
+        return base.HostMode(mode=mode, reason=reason,
                              capabilities=tuple(caps),
                              missing=tuple(missing))
 

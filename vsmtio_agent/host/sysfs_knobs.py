@@ -15,6 +15,30 @@ LOG = logging.getLogger(__name__)
 # closest stock analogue of the paper's context-retention timeout.
 HALT_POLL_NS = 'module/kvm/parameters/halt_poll_ns'
 
+# The patched kernel (host_kernel_patches/ABI.rst, ABI version 1): its
+# presence and version, and the host-wide context-retention timeout (ns,
+# 0..10000000).
+ABI_VERSION = 'kernel/vsmtio/abi_version'
+KNOWN_ABI_VERSIONS = (1,)
+RETENTION_TIMEOUT_NS = 'module/kvm/parameters/ctx_retention_timeout_ns'
+RETENTION_TIMEOUT_MAX_NS = 10000000
+
+
+def patched_abi(sysfs_root):
+    """(version, why): the vsmtio kernel ABI version, or None and why."""
+    knob = Knob(sysfs_root, ABI_VERSION)
+    if not knob.exists():
+        return None, 'no vSMT-IO kernel ABI (%s absent)' % knob.path
+    try:
+        version = knob.read()
+    except KnobError as exc:
+        return None, str(exc)
+    if version not in KNOWN_ABI_VERSIONS:
+        return None, ('vSMT-IO kernel ABI version %d is not one this agent '
+                      'knows (%s)' % (version, KNOWN_ABI_VERSIONS))
+    return version, ('vSMT-IO kernel ABI version %d at %s'
+                     % (version, knob.path))
+
 
 class KnobError(Exception):
     """A knob could not be read or written; ``denied`` if by permission."""

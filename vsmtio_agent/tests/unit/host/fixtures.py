@@ -23,8 +23,9 @@ class FakeSysfs(fixtures.Fixture):
     """A sysfs root with ``cores`` x ``threads`` CPUs and a KVM knob."""
 
     def __init__(self, cores=4, threads=2, halt_poll_ns=200000,
-                 knob_writable=True):
+                 knob_writable=True, patched=False):
         super().__init__()
+        self.patched = patched
         self.cores, self.threads = cores, threads
         self.halt_poll_ns = halt_poll_ns
         self.knob_writable = knob_writable
@@ -45,6 +46,13 @@ class FakeSysfs(fixtures.Fixture):
         self.knob = os.path.join(self.root,
                                  'module/kvm/parameters/halt_poll_ns')
         write(self.knob, '%d\n' % self.halt_poll_ns)
+        if self.patched:
+            # host_kernel_patches/ABI.rst, version 1.
+            write(os.path.join(self.root, 'kernel/vsmtio/abi_version'),
+                  '1\n')
+            self.knob = os.path.join(
+                self.root, 'module/kvm/parameters/ctx_retention_timeout_ns')
+            write(self.knob, '200000\n')
         if not self.knob_writable:
             # Root ignores the modes of ordinary files. A read-only sysctl
             # refuses even root with EACCES, as a read-only module

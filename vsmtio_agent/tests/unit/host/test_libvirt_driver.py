@@ -90,6 +90,24 @@ class TestSampleAndTopology(DriverTestCase):
             mode.capabilities))
         self.assertIn('halt_poll_ns', ' '.join(mode.capabilities))
 
+    def test_patched_kernel_mode_drives_its_timeout_knob(self):
+        self.sysfs = self.useFixture(host_fixtures.FakeSysfs(patched=True))
+        dom = self.useFixture(TestDomain())
+        drv = self.driver()
+        mode = drv.describe()
+        self.assertEqual('patched', mode.mode)
+        self.assertIn('ABI version 1', mode.reason)
+        drv.sample()
+        drv.apply(model.Decision(20000000, {
+            model.VcpuRef(dom.uuid, 0): placement(0, model.Role.IO, 4)}))
+        # Clamped to the ABI's range; halt polling left alone.
+        self.assertEqual(10000000, self.sysfs.read_knob())
+        with open(self.sysfs.root + '/module/kvm/parameters/'
+                  'halt_poll_ns') as f:
+            self.assertEqual('200000', f.read().strip())
+        drv.restore()
+        self.assertEqual(200000, self.sysfs.read_knob())
+
     def test_sample_lists_every_vcpu(self):
         dom = self.useFixture(TestDomain())
         snap = self.driver().sample()
