@@ -260,7 +260,9 @@ class LibvirtHostDriver(base.HostDriver):
             prefix = 'vcpu.%d.' % index
             thread = None
             if index in tids:
-                thread = self._reader.read(entry.pid, tids[index])
+                thread = self._reader.read(
+                    entry.pid, tids[index],
+                    schedstat=prefix + 'delay' not in stats)
                 if thread is None:  # the thread is gone: rediscover
                     entry.tids = {}
             thread = thread or procfs.ThreadCounters()

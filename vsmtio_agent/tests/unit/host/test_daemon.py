@@ -89,7 +89,7 @@ class TestDaemon(tld.DriverTestCase):
         self.assertIn('| core | domain', table)
         self.assertIn(dom.uuid, table)
         pinned = dom.pins()
-        self.assertNotEqual([tld.ALL, tld.ALL], pinned)
+        self.assertNotEqual([tld.ALL, tld.ALL], pinned, self.log.output)
         svc.stop()
         self.assertEqual([tld.ALL, tld.ALL], dom.pins())
         self.assertFalse(os.path.exists(status))
