@@ -70,6 +70,7 @@ class _Domain:
         self.tids = {}
         self.pins = {}       # vCPU index -> frozenset of host CPUs, as now
         self.shares = None   # (key, value) as now, or None if unreadable
+        self.rass = {}       # vCPU index -> the kernel RASS class, as now
 
 
 class LibvirtHostDriver(base.HostDriver):
@@ -97,6 +98,8 @@ class LibvirtHostDriver(base.HostDriver):
         self._timeout_probe = None
         self._timeout_applied = None
         self._na_logged = False
+        self._rass_io_done = False
+        self._can_classify = True
         self.abi_version, self._abi_why = sysfs_knobs.patched_abi(
             opts.sysfs_root)
         self.checkpoint = checkpoint_mod.Checkpoint(
@@ -325,7 +328,11 @@ class LibvirtHostDriver(base.HostDriver):
         messages = []
         pins, shares = self._plan(decision, counts, messages)
         knob = self._timeout_change(decision.timeout_ns, counts, messages)
-        if not (pins or shares or knob):
+        classes, io_cpus = [], None
+        if self.abi_version:
+            classes = self._rass_classes(decision, counts, messages)
+            io_cpus = self._rass_io_cpus(counts, messages)
+        if not (pins or shares or knob or classes or io_cpus):
             return base.ApplyResult(messages=tuple(messages), **counts)
         # Originals first, on disk, before any change.
         for entry, index, _cpus_ in pins:
@@ -336,6 +343,11 @@ class LibvirtHostDriver(base.HostDriver):
                                           entry.shares[1])
         if knob:
             self.checkpoint.record_knob(knob[0].relpath, knob[1])
+        for entry, index, _knob, original, _klass in classes:
+            self.checkpoint.record_rass(entry.uuid, entry.id, entry.name,
+                                        index, original)
+        if io_cpus:
+            self.checkpoint.record_knob(io_cpus[0].relpath, io_cpus[1])
         self._save_checkpoint()
         for entry, index, cpus in pins:
             self._do(counts, messages, entry, self._pin, entry, index, cpus)
@@ -343,7 +355,87 @@ class LibvirtHostDriver(base.HostDriver):
             self._do(counts, messages, entry, self._set_shares, entry, value)
         if knob:
             self._write_timeout(knob[0], knob[2], counts, messages)
+        if io_cpus:
+            self._write_knob(io_cpus[0], io_cpus[2], counts, messages)
+            self._rass_io_done = True
+        for entry, index, kn, _original, klass in classes:
+            if self._write_knob(kn, klass, counts, messages):
+                entry.rass[index] = klass
         return base.ApplyResult(messages=tuple(messages), **counts)
+
+    # -- the patched kernel's RASS knobs -----------------------------------
+
+    def _rass_io_cpus(self, counts, messages):
+        """(knob, original, wanted) for ``rass_io_cpus``, once per start.
+
+        Every SMT core's I/O hyperthread is listed (a listed CPU needs an
+        unlisted sibling, so single-thread cores are left out).
+        """
+        if self._rass_io_done:
+            return None
+        knob = sysfs_knobs.TextKnob(self.opts.sysfs_root,
+                                    sysfs_knobs.RASS_IO_CPUS)
+        want = topology_mod.format_cpu_list(
+            c.io_thread for c in self.topology().cores
+            if len(c.threads) > 1)
+        try:
+            current = knob.read()
+        except sysfs_knobs.KnobError as exc:
+            self._rass_io_done = True
+            counts['failed'] += 1
+            messages.append(str(exc))
+            return None
+        if current == want:
+            self._rass_io_done = True
+            counts['unchanged'] += 1
+            return None
+        return knob, self.checkpoint.knobs.get(knob.relpath, current), want
+
+    def _rass_classes(self, decision, counts, messages):
+        """(entry, index, knob, original, class) for each class to change."""
+        out = []
+        if not self._can_classify:
+            return out
+        for ref, placement in sorted(decision.placements.items()):
+            entry = self._domains.get(ref.domain)
+            if entry is None or ref.index not in entry.tids:
+                continue
+            knob = self._sched_rass(entry, ref.index)
+            current = entry.rass.get(ref.index)
+            if current is None:
+                try:
+                    current = entry.rass[ref.index] = knob.read()
+                except sysfs_knobs.KnobError as exc:
+                    counts['failed'] += 1
+                    messages.append(str(exc))
+                    continue
+            if current == placement.role.value:
+                counts['unchanged'] += 1
+                continue
+            rec = self.checkpoint.domains.get(entry.uuid) or {}
+            original = rec.get('rass', {}).get(str(ref.index), current)
+            out.append((entry, ref.index, knob, original,
+                        placement.role.value))
+        return out
+
+    def _sched_rass(self, entry, index):
+        return sysfs_knobs.TextKnob(
+            self.opts.procfs_root, '%d/task/%d/%s' % (
+                entry.pid, entry.tids[index], sysfs_knobs.SCHED_RASS))
+
+    def _write_knob(self, knob, value, counts, messages):
+        try:
+            knob.write(value)
+        except sysfs_knobs.KnobError as exc:
+            counts['failed'] += 1
+            messages.append(str(exc))
+            if exc.denied and knob.relpath.endswith(sysfs_knobs.SCHED_RASS):
+                self._can_classify = False
+                self._degraded.append('RASS classes denied (%s)' % exc)
+                LOG.warning('Degrading: %s; RASS stays pinning only', exc)
+            return False
+        counts['applied'] += 1
+        return True
 
     def _plan(self, decision, counts, messages):
         """The pin and share changes that differ from what is in place."""
@@ -574,7 +666,7 @@ class LibvirtHostDriver(base.HostDriver):
                         remaining += 1
         for relpath in sorted(self.checkpoint.knobs):
             value = self.checkpoint.knobs[relpath]
-            knob = sysfs_knobs.Knob(self.opts.sysfs_root, relpath)
+            knob = sysfs_knobs.knob_for(self.opts.sysfs_root, relpath, value)
             try:
                 knob.write(value)
             except sysfs_knobs.KnobError as exc:
@@ -582,7 +674,7 @@ class LibvirtHostDriver(base.HostDriver):
                 remaining += 1
                 continue
             del self.checkpoint.knobs[relpath]
-            LOG.info('Restored %s to %d', knob.path, value)
+            LOG.info('Restored %s to %s', knob.path, value)
         self._timeout_applied = None
         try:
             self.checkpoint.save()
@@ -623,6 +715,18 @@ class LibvirtHostDriver(base.HostDriver):
                 ok = False
                 LOG.error('Cannot restore pinning of %s vCPU %s: %s',
                           rec.get('name'), index, exc.get_error_message())
+        rass = rec.get('rass', {})
+        if rass:
+            self._threads_of(entry, 1 + max(int(i) for i in rass))
+        for index, klass in sorted(rass.items()):
+            if int(index) not in entry.tids:
+                continue    # the thread is gone: nothing of ours is left
+            try:
+                self._sched_rass(entry, int(index)).write(klass)
+            except sysfs_knobs.KnobError as exc:
+                ok = False
+                LOG.error('Cannot restore RASS class of %s vCPU %s: %s',
+                          rec.get('name'), index, exc)
         if rec['cpu_shares'] is not None:
             entry.shares = entry.shares or self._read_shares(dom)
             try:
@@ -688,10 +792,9 @@ class LibvirtHostDriver(base.HostDriver):
         missing.extend(self._degraded)
         if self.abi_version:
             mode = 'patched'
-            reason = ('%s: retention counters and timeout from the patched '
-                      'kernel; RASS as vCPU pinning (the kernel\'s '
-                      'rass_io_cpus/sched_rass knobs are not driven yet)'
-                      % self._abi_why)
+            reason = ('%s: retention counters, timeout and RASS classes '
+                      '(rass_io_cpus, sched_rass) from the patched kernel, '
+                      'placements as vCPU pinning' % self._abi_why)
         else:
             mode = 'stock'
             reason = ('%s: retention from KVM halt polling, LTCR on '

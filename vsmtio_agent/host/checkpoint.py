@@ -38,8 +38,9 @@ class Checkpoint:
     """Originals of domains and knobs, persisted on every change.
 
     ``domains`` maps a domain UUID to ``{'id': libvirt id, 'name': ...,
-    'pins': {vcpu index (str): [cpus]}, 'cpu_shares': int or None}``;
-    ``knobs`` maps a sysfs path to its original integer.
+    'pins': {vcpu index (str): [cpus]}, 'cpu_shares': int or None,
+    'rass': {vcpu index (str): class}}``; ``knobs`` maps a sysfs path to its
+    original value (an integer, or text such as a CPU list).
     """
 
     def __init__(self, path, boot=None):
@@ -74,7 +75,7 @@ class Checkpoint:
             for rec in domains.values():
                 _check_domain(rec)
             for path, value in knobs.items():
-                if not isinstance(value, int):
+                if not isinstance(value, (int, str)):
                     raise ValueError('knob %s has %r' % (path, value))
         except ValueError as exc:
             aside = self.path + '.corrupt'
@@ -126,7 +127,7 @@ class Checkpoint:
         rec = self.domains.get(uuid)
         if rec is None or rec['id'] != dom_id:
             rec = {'id': dom_id, 'name': name, 'pins': {},
-                   'cpu_shares': None}
+                   'cpu_shares': None, 'rass': {}}
             self.domains[uuid] = rec
         return rec
 
@@ -144,10 +145,18 @@ class Checkpoint:
         rec['cpu_shares'] = int(shares)
         return True
 
+    def record_rass(self, uuid, dom_id, name, vcpu, klass):
+        rec = self.record_domain(uuid, dom_id, name)
+        rass = rec.setdefault('rass', {})
+        if str(vcpu) in rass:
+            return False
+        rass[str(vcpu)] = klass
+        return True
+
     def record_knob(self, path, value):
         if path in self.knobs:
             return False
-        self.knobs[path] = int(value)
+        self.knobs[path] = value if isinstance(value, str) else int(value)
         return True
 
 
@@ -160,6 +169,10 @@ def _check_domain(rec):
             and all(isinstance(c, int) for c in v)
             for k, v in pins.items()):
         raise ValueError('bad pins in %r' % (rec,))
+    rass = rec.get('rass', {})
+    if not isinstance(rass, dict) or not all(
+            k.isdigit() and isinstance(v, str) for k, v in rass.items()):
+        raise ValueError('bad rass classes in %r' % (rec,))
     shares = rec.get('cpu_shares')
     if shares is not None and not isinstance(shares, int):
         raise ValueError('bad cpu_shares in %r' % (rec,))

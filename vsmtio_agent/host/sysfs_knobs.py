@@ -22,6 +22,10 @@ ABI_VERSION = 'kernel/vsmtio/abi_version'
 KNOWN_ABI_VERSIONS = (1,)
 RETENTION_TIMEOUT_NS = 'module/kvm/parameters/ctx_retention_timeout_ns'
 RETENTION_TIMEOUT_MAX_NS = 10000000
+# RASS in the patched scheduler: each core's I/O hyperthread (a cpulist),
+# and each thread's class (none|io|cpu) under /proc/<pid>/task/<tid>/.
+RASS_IO_CPUS = 'kernel/vsmtio/rass_io_cpus'
+SCHED_RASS = 'sched_rass'
 
 
 def patched_abi(sysfs_root):
@@ -49,25 +53,38 @@ class KnobError(Exception):
 
 
 class Knob:
-    """One integer sysfs file under an injectable root."""
+    """One integer sysfs (or procfs) file under an injectable root."""
 
-    def __init__(self, sysfs_root, relpath):
+    def __init__(self, root, relpath):
         self.relpath = relpath
-        self.path = os.path.join(sysfs_root, relpath)
+        self.path = os.path.join(root, relpath)
 
     def __repr__(self):
-        return 'Knob(%s)' % self.path
+        return '%s(%s)' % (type(self).__name__, self.path)
 
     def exists(self):
         return os.path.exists(self.path)
 
-    def read(self):
+    def read_text(self):
         try:
             with open(self.path) as f:
-                text = f.read().strip()
+                return f.read().strip()
         except OSError as exc:
             raise KnobError('cannot read %s: %s' % (self.path, exc.strerror),
                             denied=exc.errno in (errno.EACCES, errno.EPERM))
+
+    def write_text(self, text):
+        try:
+            with open(self.path, 'w') as f:
+                f.write(text + '\n')
+        except OSError as exc:
+            raise KnobError(
+                'cannot write %s to %s: %s'
+                % (text or "''", self.path, exc.strerror or exc),
+                denied=exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS))
+
+    def read(self):
+        text = self.read_text()
         try:
             return int(text)
         except ValueError:
@@ -75,14 +92,7 @@ class Knob:
                             % (self.path, text[:40]))
 
     def write(self, value):
-        try:
-            with open(self.path, 'w') as f:
-                f.write('%d\n' % int(value))
-        except OSError as exc:
-            raise KnobError(
-                'cannot write %d to %s: %s'
-                % (value, self.path, exc.strerror or exc),
-                denied=exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS))
+        self.write_text('%d' % int(value))
 
     def probe(self):
         """Return (writable, reason). Writes the current value back."""
@@ -93,3 +103,19 @@ class Knob:
         except KnobError as exc:
             return False, str(exc)
         return True, '%s is writable' % self.path
+
+
+class TextKnob(Knob):
+    """A knob holding one word or a CPU list (``rass_io_cpus``)."""
+
+    def read(self):
+        return self.read_text()
+
+    def write(self, value):
+        self.write_text(str(value))
+
+
+def knob_for(root, relpath, value):
+    """The knob class that holds ``value`` (as recorded in a checkpoint)."""
+    cls = TextKnob if isinstance(value, str) else Knob
+    return cls(root, relpath)

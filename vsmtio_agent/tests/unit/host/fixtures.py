@@ -50,6 +50,8 @@ class FakeSysfs(fixtures.Fixture):
             # host_kernel_patches/ABI.rst, version 1.
             write(os.path.join(self.root, 'kernel/vsmtio/abi_version'),
                   '1\n')
+            write(os.path.join(self.root, 'kernel/vsmtio/rass_io_cpus'),
+                  '\n')
             self.knob = os.path.join(
                 self.root, 'module/kvm/parameters/ctx_retention_timeout_ns')
             write(self.knob, '200000\n')
@@ -65,14 +67,29 @@ class FakeSysfs(fixtures.Fixture):
             return int(f.read())
 
 
-def make_conf(test, **overrides):
-    """A private ConfigOpts with the agent's options, tmp checkpoint."""
+def private_conf():
+    """A ConfigOpts with the agent's options and nothing shared.
+
+    ``ConfigOpts.register_group`` makes a shallow copy of the module's
+    OptGroup, whose option table (overrides included) is then shared by
+    every ConfigOpts registered from it: a fresh group per object keeps one
+    test's overrides out of the next.
+    """
     from oslo_config import cfg
-    from oslo_config import fixture as cfg_fixture
 
     conf = cfg.ConfigOpts()
-    agent_conf.register_opts(conf)
-    host_conf.register_opts(conf)
+    conf.register_group(cfg.OptGroup(agent_conf.agent_group.name))
+    conf.register_opts(agent_conf.list_opts()[agent_conf.agent_group],
+                       group=agent_conf.agent_group.name)
+    conf.register_opts(host_conf.ALL_OPTS, group=agent_conf.agent_group.name)
+    return conf
+
+
+def make_conf(test, **overrides):
+    """A private ConfigOpts with the agent's options, tmp checkpoint."""
+    from oslo_config import fixture as cfg_fixture
+
+    conf = private_conf()
     test.useFixture(cfg_fixture.Config(conf))
     tmp = test.useFixture(fixtures.TempDir()).path
     defaults = {'libvirt_uri': 'test:///default',
@@ -85,3 +102,39 @@ def make_conf(test, **overrides):
     for key, value in defaults.items():
         conf.set_override(key, value, group='vsmtio_agent')
     return conf
+
+
+class FakeQemuProcfs(fixtures.Fixture):
+    """A procfs tree holding one QEMU process of domain ``uuid``.
+
+    Its vCPU threads carry the patched kernel's per-thread ``sched_rass``
+    file, which no process on this machine has.
+    """
+
+    def __init__(self, uuid, vcpus=2, pid=4242):
+        super().__init__()
+        self.uuid, self.vcpus, self.pid = uuid, vcpus, pid
+
+    def _setUp(self):
+        self.root = self.useFixture(fixtures.TempDir()).path
+        base = os.path.join(self.root, str(self.pid))
+        write(os.path.join(base, 'cmdline'),
+              '\0'.join(['qemu-system-x86_64', '-uuid', self.uuid, '']))
+        self.tids = {}
+        for index in range(self.vcpus):
+            tid = self.pid + 1 + index
+            self.tids[index] = tid
+            task = os.path.join(base, 'task', str(tid))
+            write(os.path.join(task, 'comm'), 'CPU %d/KVM\n' % index)
+            write(os.path.join(task, 'status'),
+                  'voluntary_ctxt_switches:\t%d\n'
+                  'nonvoluntary_ctxt_switches:\t3\n' % (10 * index))
+            write(os.path.join(task, 'sched_rass'), 'none\n')
+            write(os.path.join(task, 'schedstat'), '%d 5 7\n' % (index + 1))
+            write(os.path.join(task, 'stat'), '%d (CPU %d/KVM) S %s\n' % (
+                tid, index, ' '.join(['0'] * 35 + [str(index)] + ['0'] * 8)))
+
+    def sched_rass(self, index):
+        with open(os.path.join(self.root, str(self.pid), 'task',
+                               str(self.tids[index]), 'sched_rass')) as f:
+            return f.read().strip()

@@ -22,13 +22,7 @@ def free_port():
 class TestCommandLine(testtools.TestCase):
 
     def _conf(self, argv):
-        from oslo_config import cfg
-        conf = cfg.ConfigOpts()
-        from vsmtio_agent.conf import agent as agent_conf
-        from vsmtio_agent.conf import host as host_conf
-        agent_conf.register_opts(conf)
-        host_conf.register_opts(conf)
-        return agent_cmd.parse_args(argv, conf)
+        return agent_cmd.parse_args(argv, host_fixtures.private_conf())
 
     def test_run_is_the_default_and_options_override_config(self):
         conf = self._conf(['--host-driver', 'simulated', '--dry-run'])

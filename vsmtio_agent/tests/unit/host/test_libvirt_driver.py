@@ -108,6 +108,36 @@ class TestSampleAndTopology(DriverTestCase):
         drv.restore()
         self.assertEqual(200000, self.sysfs.read_knob())
 
+    def test_patched_kernel_rass_classes_and_io_cpus(self):
+        self.sysfs = self.useFixture(host_fixtures.FakeSysfs(patched=True))
+        dom = self.useFixture(TestDomain())
+        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(dom.uuid))
+        drv = self.driver(procfs_root=qemu.root)
+        snap = drv.sample()
+        self.assertEqual(10, snap.vcpus[model.VcpuRef(dom.uuid, 1)]
+                         .voluntary_switches)
+        decision = model.Decision(200000, {
+            model.VcpuRef(dom.uuid, 0): placement(0, model.Role.IO, 4),
+            model.VcpuRef(dom.uuid, 1): placement(0, model.Role.CPU, 0, 4)})
+        result = drv.apply(decision)
+        self.assertEqual(0, result.failed, result.messages)
+        self.assertEqual(('io', 'cpu'), (qemu.sched_rass(0),
+                                         qemu.sched_rass(1)))
+        io_cpus = os.path.join(self.sysfs.root, 'kernel/vsmtio/rass_io_cpus')
+        with open(io_cpus) as f:
+            self.assertEqual('4-7', f.read().strip())
+        saved = self.checkpoint_data()
+        self.assertEqual({'0': 'none', '1': 'none'},
+                         saved['domains'][dom.uuid]['rass'])
+        self.assertEqual('', saved['knobs']['kernel/vsmtio/rass_io_cpus'])
+        self.assertEqual(0, drv.apply(decision).applied)
+        drv.restore()
+        self.assertEqual(('none', 'none'), (qemu.sched_rass(0),
+                                            qemu.sched_rass(1)))
+        with open(io_cpus) as f:
+            self.assertEqual('', f.read().strip())
+        self.assertEqual([ALL, ALL], dom.pins())
+
     def test_sample_lists_every_vcpu(self):
         dom = self.useFixture(TestDomain())
         snap = self.driver().sample()
