@@ -158,9 +158,16 @@ class LibvirtHostDriver(base.HostDriver):
 
     def topology(self):
         if self._topology is None:
-            self._topology = topology_mod.build_topology(
-                self.opts.sysfs_root, self.opts.cpu_dedicated_set,
-                self.opts.cpu_shared_set)
+            try:
+                self._topology = topology_mod.build_topology(
+                    self.opts.sysfs_root, self.opts.cpu_dedicated_set,
+                    self.opts.cpu_shared_set)
+            except (OSError, ValueError) as exc:
+                raise base.HostDriverError(
+                    'cannot read the CPU topology (sysfs_root %s, '
+                    'cpu_dedicated_set %r, cpu_shared_set %r): %s'
+                    % (self.opts.sysfs_root, self.opts.cpu_dedicated_set,
+                       self.opts.cpu_shared_set, exc))
             if not self._topology.cores:
                 raise base.HostDriverError(
                     'no usable CPU: cpu_dedicated_set/cpu_shared_set name '

@@ -271,6 +271,36 @@ class TestFaults(DriverTestCase):
         drv.restore()
         self.assertEqual([ALL, ALL], dom.pins())
 
+    def test_bad_nova_cpu_set_is_one_clear_error(self):
+        drv = self.driver(cpu_shared_set='0-3,x')
+        exc = self.assertRaises(base.HostDriverError, drv.topology)
+        self.assertIn("cpu_shared_set '0-3,x'", str(exc))
+        self.assertIn("bad CPU id 'x'", str(exc))
+
+    def test_kernel_abi_paths_match_abi_json(self):
+        # The driver is written against host_kernel_patches/ABI.rst path by
+        # path; abi.json is its machine-readable twin.
+        root = os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+        path = os.path.join(root, 'host_kernel_patches', 'abi.json')
+        if not os.path.exists(path):
+            self.skipTest('host_kernel_patches/abi.json is not in this tree')
+        with open(path) as f:
+            abi = json.load(f)
+        from vsmtio_agent.host import sysfs_knobs as k
+        self.assertIn(abi['abi_version'], k.KNOWN_ABI_VERSIONS)
+        entries = {e['path']: e for e in abi['entries']}
+        for rel, kind in ((k.ABI_VERSION, 'stat'),
+                          (k.RETENTION_TIMEOUT_NS, 'knob'),
+                          (k.RASS_IO_CPUS, 'knob')):
+            self.assertEqual(kind, entries['/sys/' + rel]['kind'])
+        self.assertEqual(k.RETENTION_TIMEOUT_MAX_NS,
+                         entries['/sys/' + k.RETENTION_TIMEOUT_NS]['max'])
+        self.assertIn('/proc/<pid>/task/<tid>/' + k.SCHED_RASS, entries)
+        for stat in libvirt_driver._PATCHED_STATS.values():
+            name = stat[:-len('.sum')]
+            self.assertIn('KVM_GET_STATS_FD:vcpu/' + name, entries)
+
     def test_unreachable_libvirt_backs_off(self):
         drv = self.driver(
             libvirt_uri='qemu+unix:///system?socket=/nonexistent/sock')
