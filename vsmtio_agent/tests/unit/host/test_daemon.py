@@ -90,6 +90,27 @@ class TestDaemon(tld.DriverTestCase):
         self.assertRaises(OSError, urllib.request.urlopen,
                           'http://127.0.0.1:%d/metrics' % port, timeout=1)
 
+    def test_status_without_a_daemon_observes_in_dry_run(self):
+        dom = self.useFixture(tld.TestDomain())
+        conf = self.conf_for(period=0.05)
+        out = self.useFixture(fixtures.MonkeyPatch('sys.stdout',
+                                                   io.StringIO())).new_value
+        self.assertEqual(0, agent_cmd._status(conf))
+        text = out.getvalue()
+        self.assertIn('no running agent', text)
+        self.assertIn('dry run', text)
+        self.assertIn(dom.uuid, text)
+        self.assertEqual([tld.ALL, tld.ALL], dom.pins())
+
+    def test_check_with_libvirt_down_says_so(self):
+        conf = self.conf_for(
+            libvirt_uri='qemu+unix:///system?socket=/nonexistent/sock')
+        out = self.useFixture(fixtures.MonkeyPatch('sys.stdout',
+                                                   io.StringIO())).new_value
+        self.assertEqual(0, agent_cmd._check(conf))
+        self.assertIn('- libvirt: cannot connect to libvirt',
+                      out.getvalue())
+
     def test_dry_run_changes_nothing(self):
         dom = self.useFixture(tld.TestDomain())
         conf = self.conf_for(period=0.05, metrics_port=0, dry_run=True)
