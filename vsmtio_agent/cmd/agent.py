@@ -240,7 +240,12 @@ def _run(conf):
     process and relays the signals to it; the worker's ``stop`` restores
     what that same process changed.
     """
-    service = _service_base()
+    try:
+        service = _service_base()
+    except ImportError as exc:
+        LOG.error('oslo.service\'s threading backend is unavailable (%s): '
+                  'install oslo.service[threading]', exc)
+        return 1
     svc = AgentService(conf, periods=conf.periods)
     if conf.periods:
         # A bounded run (tests, a first look) needs no supervisor.
