@@ -98,7 +98,8 @@ class TestAgentInProcess(RealGuestTestCase):
         self.assertGreater(sleep.voluntary_switches / period_s, 50, seen)
         self.assertGreater(sleep.voluntary_switches,
                            2 * max(spin.voluntary_switches, 1), seen)
-        self.assertGreater(spin.i_cpu, sleep.i_cpu or 0.0, seen)
+        if spin.i_cpu is not None:   # None: too few switches to judge
+            self.assertGreater(spin.i_cpu, sleep.i_cpu or 0.0, seen)
         # TCG has no KVM halt statistics: retention is missing, not zero.
         if os.environ.get('VSMTIO_GUEST_TYPE', 'qemu') == 'qemu':
             self.assertIsNone(spin.retention_rate)
