@@ -794,8 +794,13 @@ class LibvirtHostDriver(base.HostDriver):
         if tcg and not kvm:
             missing.append('KVM halt statistics (domains are not type kvm: '
                            '%s)' % ', '.join(sorted(tcg)))
-        missing.append('per-vCPU IPC (hardware perf counters through '
-                       'libvirt are per domain; unmeasured)')
+        pmu = any(os.path.exists(os.path.join(
+            self.opts.sysfs_root, 'bus/event_source/devices', dev,
+            'events/instructions')) for dev in ('cpu', 'cpu_core'))
+        missing.append('per-vCPU IPC: %s' % (
+            'the host has a PMU, but libvirt\'s perf events are per domain '
+            'and per-vCPU counting is not wired' if pmu else
+            'no hardware PMU on this host (no cpu events in sysfs)'))
         missing.extend(self._degraded)
         if self.abi_version:
             mode = 'patched'
