@@ -7,6 +7,7 @@ running agent's per-core view (or, with no agent running, one observed
 period in dry-run mode).
 """
 
+import importlib
 import json
 import os
 import sys
@@ -52,8 +53,21 @@ command_opt = cfg.SubCommandOpt('command', title='Commands',
 
 
 def load_driver(conf):
-    """Build the configured host driver (stevedore ``host_drivers``)."""
+    """Build the configured host driver.
+
+    A name is looked up in the stevedore namespace
+    ``vsmtio_agent.host_drivers``; ``package.module:Class`` loads that class
+    directly (an out-of-tree driver, or a tree that is not pip-installed).
+    """
     name = conf.vsmtio_agent.host_driver
+    if ':' in name:
+        module, _, cls = name.partition(':')
+        try:
+            driver_cls = getattr(importlib.import_module(module), cls)
+        except (ImportError, AttributeError) as exc:
+            raise base.HostDriverError('cannot load host driver %r: %s'
+                                       % (name, exc))
+        return driver_cls(conf)
     try:
         mgr = stevedore_driver.DriverManager(
             'vsmtio_agent.host_drivers', name, invoke_on_load=True,

@@ -41,12 +41,21 @@ class TestDaemon(tld.DriverTestCase):
     def conf_for(self, **overrides):
         overrides.setdefault('sysfs_root', self.sysfs.root)
         conf = host_fixtures.make_conf(self, **overrides)
-        # The driver class by path: the tree may not be pip-installed.
-        conf.set_override('host_driver', 'libvirt', group='vsmtio_agent')
-        self.useFixture(fixtures.MockPatchObject(
-            agent_cmd, 'load_driver',
-            lambda c: tld.libvirt_driver.LibvirtHostDriver(c)))
+        # By class path: the tree under test may not be pip-installed, so
+        # its stevedore entry points may not exist.
+        conf.set_override('host_driver',
+                          'vsmtio_agent.drivers.libvirt:LibvirtHostDriver',
+                          group='vsmtio_agent')
         return conf
+
+    def test_load_driver_errors_are_one_line(self):
+        conf = self.conf_for()
+        for name in ('no_such_driver', 'vsmtio_agent.nope:Driver',
+                     'vsmtio_agent.drivers.libvirt:Nope'):
+            conf.set_override('host_driver', name, group='vsmtio_agent')
+            exc = self.assertRaises(tld.base.HostDriverError,
+                                    agent_cmd.load_driver, conf)
+            self.assertIn('cannot load host driver %r' % name, str(exc))
 
     def test_check_prints_offers_and_missing(self):
         conf = self.conf_for()
