@@ -26,6 +26,7 @@ class AgentCollector:
         self.applied = 0
         self.failed = 0
         self.unchanged = 0
+        self.decisions = {'applied': 0, 'failed': 0, 'dry_run': 0}
 
     def observe(self, agent, mode=None):
         """Record one finished period of ``agent`` (called by the loop)."""
@@ -35,7 +36,10 @@ class AgentCollector:
                 self._mode = mode
             self.ticks += 1
             result = agent.last_result
-            if result is not None:
+            if result is None:
+                self.decisions['dry_run'] += 1
+            else:
+                self.decisions['failed' if result.failed else 'applied'] += 1
                 self.applied += result.applied
                 self.failed += result.failed
                 self.unchanged += result.unchanged
@@ -49,6 +53,7 @@ class AgentCollector:
             agent, mode = self._agent, self._mode
             counts = (self.ticks, self.tick_failures, self.applied,
                       self.failed, self.unchanged)
+            decisions_by = dict(self.decisions)
         g = prom_core.GaugeMetricFamily
         c = prom_core.CounterMetricFamily
         ticks, tick_failures, applied, failed, unchanged = counts
@@ -56,6 +61,13 @@ class AgentCollector:
         yield c('vsmtio_period_failures',
                 'Periods skipped because the host could not be sampled.',
                 value=tick_failures)
+        decisions = c('vsmtio_decisions',
+                      'Decisions by outcome: applied in full, with failed '
+                      'changes, or only logged (dry run).',
+                      labels=['outcome'])
+        for outcome, n in sorted(decisions_by.items()):
+            decisions.add_metric([outcome], n)
+        yield decisions
         changes = c('vsmtio_changes',
                     'Host changes by outcome (applied, failed, unchanged).',
                     labels=['outcome'])

@@ -83,6 +83,8 @@ class TestDaemon(tld.DriverTestCase):
         self.assertIn('domain="%s"' % dom.uuid, text)
         self.assertIn('vsmtio_retention_timeout_seconds', text)
         self.assertIn('vsmtio_periods_total 4.0', text)
+        self.assertIn('vsmtio_decisions_total{outcome="applied"} 4.0', text)
+        self.assertIn('vsmtio_decisions_total{outcome="failed"} 0.0', text)
         self.assertTrue(text.rstrip().endswith('# EOF'))
         status = conf.vsmtio_agent.status_path
         self.assertTrue(os.path.exists(status))
