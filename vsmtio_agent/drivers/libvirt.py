@@ -357,9 +357,13 @@ class LibvirtHostDriver(base.HostDriver):
             self.checkpoint.record_knob(io_cpus[0].relpath, io_cpus[1])
         self._save_checkpoint()
         for entry, index, cpus in pins:
-            self._do(counts, messages, entry, self._pin, entry, index, cpus)
+            if self._can_pin:   # one refusal is enough to stop asking
+                self._do(counts, messages, entry, self._pin, entry, index,
+                         cpus)
         for entry, value in shares:
-            self._do(counts, messages, entry, self._set_shares, entry, value)
+            if self._can_share:
+                self._do(counts, messages, entry, self._set_shares, entry,
+                         value)
         if knob:
             self._write_timeout(knob[0], knob[2], counts, messages)
         if io_cpus:
@@ -368,7 +372,37 @@ class LibvirtHostDriver(base.HostDriver):
         for entry, index, kn, _original, klass in classes:
             if self._write_knob(kn, klass, counts, messages):
                 entry.rass[index] = klass
+        if counts['failed'] and self._prune():
+            self._save_checkpoint()
         return base.ApplyResult(messages=tuple(messages), **counts)
+
+    def _prune(self):
+        """Drop records of domain values that are (still) the originals.
+
+        A change that failed left its original in place: nothing to restore,
+        and a later restore would only fail the same way.
+        """
+        pruned = False
+        for uuid, rec in list(self.checkpoint.domains.items()):
+            entry = self._domains.get(uuid)
+            if entry is None or entry.id != rec['id']:
+                continue
+            for index, cpus in list(rec['pins'].items()):
+                if entry.pins.get(int(index)) == frozenset(cpus):
+                    del rec['pins'][index]
+                    pruned = True
+            if (rec['cpu_shares'] is not None and entry.shares
+                    and entry.shares[1] == rec['cpu_shares']):
+                rec['cpu_shares'] = None
+                pruned = True
+            for index, klass in list(rec.get('rass', {}).items()):
+                if entry.rass.get(int(index)) == klass:
+                    del rec['rass'][index]
+                    pruned = True
+            if not (rec['pins'] or rec.get('rass')
+                    or rec['cpu_shares'] is not None):
+                del self.checkpoint.domains[uuid]
+        return pruned
 
     # -- the patched kernel's RASS knobs -----------------------------------
 

@@ -256,6 +256,29 @@ class TestFaults(DriverTestCase):
         drv.restore()
         self.assertEqual([ALL, ALL], dom.pins())
 
+    def test_pinning_denied_degrades_with_a_warning(self):
+        # A read-only libvirt connection is how libvirt refuses a client
+        # that may look but not change: a real permission error.
+        dom = self.useFixture(TestDomain())
+        self.useFixture(fixtures.MonkeyPatch(
+            'vsmtio_agent.drivers.libvirt.libvirt.open',
+            libvirt.openReadOnly))
+        drv = self.driver()
+        drv.sample()
+        plan = model.Decision(200000, {
+            model.VcpuRef(dom.uuid, 0): placement(2, model.Role.CPU, 2),
+            model.VcpuRef(dom.uuid, 1): placement(3, model.Role.CPU, 3)})
+        result = drv.apply(plan)
+        self.assertEqual(1, result.failed)   # then pinning is given up
+        self.assertIn('Degrading: vCPU pinning denied', self.log.output)
+        self.assertIn('vCPU pinning denied', ' '.join(drv.describe().missing))
+        self.assertEqual([ALL, ALL], dom.pins())
+        self.assertEqual(0, drv.apply(plan).failed)
+        drv.restore()
+        self.assertNotIn('Cannot restore', self.log.output)
+        self.assertFalse(os.path.exists(self.conf.vsmtio_agent
+                                        .checkpoint_path))
+
     def test_corrupt_checkpoint_is_reported_and_the_agent_goes_on(self):
         dom = self.useFixture(TestDomain())
         drv = self.driver()
