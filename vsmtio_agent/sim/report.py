@@ -200,8 +200,15 @@ def compare_table(results, baseline='vanilla'):
     head = ('%s: %s (%d cores, %d vCPUs); throughputs normalised to %s'
             % (r0['scenario'], r0['title'], r0['cores'], r0['vcpus'],
                baseline))
-    return '\n'.join([head, t.get_string(),
-                      workload_table(results).get_string()])
+    lines = [head, t.get_string(), workload_table(results).get_string()]
+    for kernel, r in results.items():
+        if 'agent' in r:
+            a = r['agent']
+            lines.append('%s: the real agent ran %d periods of %g s; final '
+                         'retention timeout %.0f us; %d swaps'
+                         % (kernel, a['decisions'], a['period_s'],
+                            a['timeout_us'], a['swaps']))
+    return '\n'.join(lines)
 
 
 def _x(v):

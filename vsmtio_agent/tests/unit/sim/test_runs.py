@@ -211,6 +211,7 @@ class TestCli(testtools.TestCase):
                        'haltpoll-enhanced', 'vsmtio'):
             self.assertIn(kernel, out)
         self.assertIn('1.000', out)
+        self.assertIn('vsmtio: the real agent ran', out)
 
 
 class TestPaperDirections(testtools.TestCase):
