@@ -54,7 +54,11 @@ say "begin=1"
 say "kernel=$(uname -r)"
 say "cpu_monitor=$(grep -c -w monitor /proc/cpuinfo)"
 say "driver_before=$(cat $C/cpuidle/current_driver 2>/dev/null || echo absent)"
-if insmod /vsmtio_retention.ko; then say "insmod=ok"; else say "insmod=failed"; fi
+if insmod /vsmtio_retention.ko; then
+    say "insmod=ok"
+else
+    say "insmod=failed"
+fi
 say "driver=$(cat $C/cpuidle/current_driver 2>/dev/null || echo absent)"
 if [ -d $M/stats ]; then
     for p in $M/parameters/*; do say "param_$(basename $p)=$(cat $p)"; done
@@ -134,9 +138,39 @@ def build_module(kdir, outdir):
     return ko, warnings
 
 
-def modinfo_vermagic(ko):
-    out = run(['/sbin/modinfo', '-F', 'vermagic', ko])
-    return out.strip()
+def modinfo(ko, field):
+    return run(['/sbin/modinfo', '-F', field, ko]).strip()
+
+
+def dkms_build(kvers, outdir):
+    """Build with DKMS itself, in private trees; {kver: built module path}.
+
+    The same dkms.conf the image element installs, so this is what
+    ``dkms autoinstall`` does in an image, minus touching /var/lib/dkms's
+    tree or /lib/modules (dkms still makes its signing key there once).
+    """
+    if not shutil.which('dkms'):
+        raise GuestError('dkms is not installed: run '
+                         '.ci/install-debian-packages')
+    tree = os.path.join(outdir, 'dkms')
+    src = os.path.join(outdir, 'src')
+    os.makedirs(tree)
+    os.makedirs(src)
+    name = os.path.basename(MODULE_SRC)
+    shutil.copytree(MODULE_SRC, os.path.join(src, name))
+    package, version = name.rsplit('-', 1)
+    common = ['--dkmstree', tree, '--sourcetree', src,
+              '-m', package, '-v', version]
+    run(['dkms', 'add'] + common)
+    built = {}
+    for kver in kvers:
+        run(['dkms', 'build'] + common + ['-k', kver])
+        found = glob.glob(os.path.join(tree, package, version, kver, '*',
+                                       'module', MODULE_NAME + '.ko*'))
+        if not found:
+            raise GuestError('dkms build for %s left no module' % kver)
+        built[kver] = found[0]
+    return built
 
 
 def fetch_kernel(kver):
@@ -263,7 +297,7 @@ def main(argv=None):
                     ko, warnings = build_module(kdir, tmp)
                     print('%s: %s in %.1f s, vermagic %s, %d warnings' % (
                         kver, os.path.basename(ko),
-                        time.monotonic() - start, modinfo_vermagic(ko),
+                        time.monotonic() - start, modinfo(ko, 'vermagic'),
                         len(warnings)))
                     for w in warnings:
                         print('  ' + w)
@@ -283,4 +317,3 @@ def main(argv=None):
 
 if __name__ == '__main__':
     sys.exit(main())
-
