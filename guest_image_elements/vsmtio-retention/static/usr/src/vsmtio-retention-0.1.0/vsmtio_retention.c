@@ -10,7 +10,7 @@
  * Retention is bounded, because a retaining vCPU holds its hyperthread: by
  * the host through the paravirtual retention protocol when the host offers
  * it, otherwise by a guest-side hrtimer.  When it ends by timeout the vCPU
- * falls back to HLT, which exits to the host as before.
+ * falls back to HLT, and HLT exits to the host as before.
  *
  * Which line is monitored depends on who bounds the retention:
  *  - guest timer: the idle task's thread flags, with TIF_POLLING_NRFLAG set
@@ -20,7 +20,7 @@
  *    word, as the ABI's handshake says, so the host's stop ends MWAIT even
  *    when it lands between our last check and MWAIT; wakeups then come as
  *    IPIs (polling is off).  We also arm our own timer at the host's
- *    timeout, which the ABI allows, so a retention ends on time even when
+ *    timeout (the ABI allows it), so a retention ends on time even when
  *    the host's check is late.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
