@@ -136,6 +136,12 @@ static int vr_pv_cpu_online(unsigned int cpu)
 	rec = kzalloc_node(sizeof(*rec), GFP_KERNEL, cpu_to_node(cpu));
 	if (!rec)
 		return -ENOMEM;
+	if (!IS_ALIGNED(virt_to_phys(rec), sizeof(*rec))) {
+		/* Slab debugging can offset objects; the ABI needs 64. */
+		pr_err("cpu%u: record not 64-byte aligned\n", cpu);
+		kfree(rec);
+		return -EINVAL;
+	}
 	ret = wrmsrl_safe(MSR_KVM_CTX_RETENTION,
 			  virt_to_phys(rec) | KVM_CTX_RETENTION_ENABLED);
 	if (ret) {
