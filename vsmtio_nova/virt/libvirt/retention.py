@@ -2,8 +2,8 @@
 
 Context retention needs the guest's MWAIT to run on its hyperthread: QEMU
 ``-overcommit cpu-pm=on`` (no libvirt element exists for it, so it goes in
-``<qemu:commandline>``) disables MWAIT exits (and, in QEMU 7.2 and later,
-HLT, PAUSE and C-state exits with them), and ``<kvm><hint-dedicated>`` tells
+``<qemu:commandline>``) disables MWAIT exits (and HLT and PAUSE exits with
+them), and ``<kvm><hint-dedicated>`` tells
 the guest its vCPUs own their CPUs.  A guest started so holds its
 hyperthread while idle, so it is granted per instance, by the flavor
 (``vsmtio:context_retention``, validated by nova-api) or by the image
