@@ -51,7 +51,7 @@
 #define VR_TIMEOUT_US_MIN	1U
 #define VR_TIMEOUT_US_MAX	100000U
 
-/* Guest-side bound of one retention (paper §4.1: a few hundred us). */
+/* Guest-side bound of one retention; 200 us is KVM's halt_poll_ns default. */
 static unsigned int timeout_us = 200;
 static bool enabled = true;
 static bool use_pv = true;
