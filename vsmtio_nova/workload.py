@@ -1,4 +1,4 @@
-"""Workload classes: the one vocabulary of the scheduler, the monitor and the agent.
+"""Workload classes: one vocabulary for the scheduler, monitor and agent.
 
 A flavor declares ``vsmtio:workload`` as ``io`` or ``cpu``; ``auto`` (and an
 unset key) means the agent measures the class and the scheduler treats the

@@ -6,9 +6,9 @@ the same for all of them::
 
     topology = driver.topology()
     while running:
-        driver.advance(period)          # a real host sleeps; the simulator runs
+        driver.advance(period)      # a real host sleeps; the simulator runs
         snapshot = driver.sample()
-        decision = engine.step(...)     # pure policy, no I/O
+        decision = engine.step(...) # pure policy, no I/O
         driver.apply(decision)
     driver.restore()
 
@@ -59,7 +59,7 @@ class HostDriver(metaclass=abc.ABCMeta):
 
     @abc.abstractmethod
     def topology(self):
-        """Return the :class:`~vsmtio_agent.model.Topology` the agent may use."""
+        """Return the :class:`~vsmtio_agent.model.Topology` to work on."""
 
     @abc.abstractmethod
     def advance(self, seconds):

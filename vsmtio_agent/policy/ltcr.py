@@ -1,0 +1,140 @@
+"""Long Term Context Retention: the paper's Algorithm 1 (§4.2).
+
+The timeout bounds how long a waiting vCPU may hold its hyperthread with
+MWAIT. Algorithm 1 is a loop that collects performance data for a period P
+under each timeout it tries; here it is a state machine stepped once per
+period, so the policy stays pure. One pass of the loop is::
+
+    BASE_UP:    T_e = T_d            measure the baseline
+    TRY_UP:     T_e = T_d * 1.1      keep it (T_d *= 1.1) if both classes
+                                     sped up, and start over; else
+    BASE_DOWN:  T_e = T_d            measure a fresh baseline
+    TRY_DOWN:   T_e = T_d * 0.9      keep it (T_d *= 0.9) if both sped up
+
+A class's speed-up is the mean over its vCPUs of trial / baseline, with
+IPC measuring CPU-bound vCPUs and retention frequency measuring I/O-bound
+ones. A trial is kept only if both means exceed 1; a class with no vCPU
+that has a usable measurement vetoes the change, so the timeout never moves
+on half the evidence (a host without a PMU keeps its initial timeout).
+"""
+
+import dataclasses
+import enum
+import statistics
+
+from vsmtio_agent import model
+
+GROW = 1.1
+SHRINK = 0.9
+
+
+class Phase(str, enum.Enum):
+    BASE_UP = 'base-up'
+    TRY_UP = 'try-up'
+    BASE_DOWN = 'base-down'
+    TRY_DOWN = 'try-down'
+
+
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """Timeout limits in nanoseconds.
+
+    ``reschedule_cost_ns`` is the cost of descheduling and rescheduling a
+    vCPU: a retention no longer than that is always cheaper than the switch
+    it avoids, so the initial timeout is at least that (§4.2).
+    """
+
+    initial_ns: int
+    min_ns: int
+    max_ns: int
+    reschedule_cost_ns: int
+
+    def __post_init__(self):
+        if not 0 < self.min_ns <= self.max_ns:
+            raise ValueError('timeout bounds must satisfy 0 < min <= max '
+                             '(min=%d ns, max=%d ns)'
+                             % (self.min_ns, self.max_ns))
+
+    def clamp(self, value):
+        return int(min(self.max_ns, max(self.min_ns, round(value))))
+
+    @property
+    def start_ns(self):
+        return self.clamp(max(self.initial_ns, self.reschedule_cost_ns))
+
+
+def performance(stats, roles):
+    """Each vCPU's LTCR performance measure under its role, or None."""
+    perf = {}
+    for ref, st in stats.items():
+        role = roles.get(ref)
+        if role is model.Role.CPU:
+            perf[ref] = (role, st.ipc)
+        elif role is model.Role.IO:
+            perf[ref] = (role, st.retention_frequency)
+    return perf
+
+
+def mean_speedups(baseline, trial):
+    """Mean speed-up per role between two performance maps.
+
+    Only vCPUs measured in both periods, under the same role, with a
+    positive baseline count. A role with none maps to None.
+    """
+    ratios = {model.Role.CPU: [], model.Role.IO: []}
+    for ref, (role, after) in trial.items():
+        role_before, before = baseline.get(ref, (None, None))
+        if role_before is not role or before is None or after is None:
+            continue
+        if before <= 0:
+            continue
+        ratios[role].append(after / before)
+    return {role: (statistics.fmean(r) if r else None)
+            for role, r in ratios.items()}
+
+
+def improved(speedups):
+    """TESTTIMEOUT's verdict: both classes strictly faster."""
+    cpu = speedups[model.Role.CPU]
+    io = speedups[model.Role.IO]
+    return cpu is not None and io is not None and cpu > 1 and io > 1
+
+
+@dataclasses.dataclass(frozen=True)
+class LtcrState:
+    """Where Algorithm 1 is: desired timeout, phase, and the baseline."""
+
+    desired_ns: int
+    effective_ns: int
+    phase: Phase
+    baseline: tuple = ()
+
+
+def start(bounds):
+    t = bounds.start_ns
+    return LtcrState(desired_ns=t, effective_ns=t, phase=Phase.BASE_UP)
+
+
+def step(state, bounds, perf):
+    """Advance Algorithm 1 by one period whose data is ``perf``.
+
+    ``perf`` is what :func:`performance` measured while ``effective_ns``
+    was in force. Returns the new state; its ``effective_ns`` is the
+    timeout for the next period.
+    """
+    t_d = state.desired_ns
+    if state.phase is Phase.BASE_UP:
+        return LtcrState(t_d, bounds.clamp(t_d * GROW), Phase.TRY_UP,
+                         tuple(perf.items()))
+    if state.phase is Phase.BASE_DOWN:
+        return LtcrState(t_d, bounds.clamp(t_d * SHRINK), Phase.TRY_DOWN,
+                         tuple(perf.items()))
+    kept = improved(mean_speedups(dict(state.baseline), perf))
+    if state.phase is Phase.TRY_UP:
+        if kept:
+            t_d = bounds.clamp(t_d * GROW)
+            return LtcrState(t_d, t_d, Phase.BASE_UP)
+        return LtcrState(t_d, t_d, Phase.BASE_DOWN)
+    if kept:
+        t_d = bounds.clamp(t_d * SHRINK)
+    return LtcrState(t_d, t_d, Phase.BASE_UP)

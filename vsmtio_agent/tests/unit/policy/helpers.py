@@ -1,0 +1,17 @@
+"""Builders for policy-engine tests."""
+
+from vsmtio_agent import model
+
+
+def stats(retention_rate=0.0, weight=1024, ipc=None, retention_frequency=None,
+          core_id=None, period_ns=10 ** 8):
+    return model.VcpuStats(
+        period_ns=period_ns, weight=weight, core_id=core_id,
+        utilisation=None, retention_rate=retention_rate,
+        retention_frequency=retention_frequency, retention_timeouts=None,
+        ipc=ipc, cpi_stack=None, voluntary_switches=None,
+        involuntary_switches=None, i_cpu=None, runqueue_delay_ratio=None)
+
+
+def ref(i, domain='vm'):
+    return model.VcpuRef(domain, i)

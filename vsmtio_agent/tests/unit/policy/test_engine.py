@@ -1,0 +1,73 @@
+import testtools
+
+from vsmtio_agent import model
+from vsmtio_agent.policy import engine
+from vsmtio_agent.policy import ltcr
+from vsmtio_agent.tests.unit.policy import helpers
+
+R = helpers.ref
+US = 1000
+
+
+def params(**kw):
+    bounds = ltcr.Bounds(initial_ns=200 * US, min_ns=10 * US,
+                         max_ns=5000 * US, reschedule_cost_ns=50 * US)
+    return engine.Params(bounds=bounds, **kw)
+
+
+class TestPolicyEngine(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.topo = model.Topology.uniform(2)  # cores (0, 2) and (1, 3)
+
+    def test_homogeneous_cores_are_mixed_then_planned(self):
+        # Both I/O vCPUs start on core 0 and both CPU vCPUs on core 1.
+        st = {R(0): helpers.stats(0.6, core_id=0, retention_frequency=900),
+              R(1): helpers.stats(0.5, core_id=0, retention_frequency=800),
+              R(2): helpers.stats(0.0, core_id=1, ipc=1.0),
+              R(3): helpers.stats(0.01, core_id=1, ipc=1.1)}
+        eng = engine.PolicyEngine(self.topo, params())
+        d = eng.step(st)
+        self.assertEqual(1, len(d.swaps))
+        by_core = {}
+        for ref, p in d.placements.items():
+            by_core.setdefault(p.core_id, {})[p.role] = ref
+        # Each core now has one I/O-bound and one CPU-bound vCPU, the I/O
+        # one on the core's I/O sibling.
+        self.assertEqual({0, 1}, set(by_core))
+        for core_id, roles in by_core.items():
+            self.assertEqual({model.Role.IO, model.Role.CPU}, set(roles))
+            io = d.placements[roles[model.Role.IO]]
+            self.assertEqual(self.topo.core(core_id).io_thread, io.home)
+        # LTCR measured its baseline and now tries a 10% longer timeout.
+        self.assertEqual(220 * US, d.timeout_ns)
+
+    def test_new_vcpus_without_a_core_go_to_the_least_loaded(self):
+        st = {R(0): helpers.stats(0.1, core_id=0, weight=2048),
+              R(1): helpers.stats(0.2)}
+        d = engine.PolicyEngine(self.topo, params()).step(st)
+        self.assertEqual(1, d.placements[R(1)].core_id)
+
+    def test_vanished_vcpus_are_forgotten(self):
+        eng = engine.PolicyEngine(self.topo, params())
+        eng.step({R(0): helpers.stats(0.1, core_id=0),
+                  R(1): helpers.stats(0.2, core_id=1)})
+        d = eng.step({R(1): helpers.stats(0.2, core_id=1)})
+        self.assertEqual([R(1)], list(d.placements))
+        self.assertEqual({R(1): 1}, eng.assignment)
+
+    def test_empty_topology_is_refused(self):
+        self.assertRaises(ValueError, engine.PolicyEngine,
+                          model.Topology(()), params())
+
+    def test_params_from_conf(self):
+        from oslo_config import fixture as config_fixture
+
+        from vsmtio_agent import conf
+        cfg = self.useFixture(config_fixture.Config(conf.CONF))
+        cfg.config(group='vsmtio_agent', initial_timeout_us=30,
+                   reschedule_cost_us=70, adjuster_max_swaps=3)
+        p = engine.Params.from_conf(conf.CONF)
+        self.assertEqual(70 * US, p.bounds.start_ns)
+        self.assertEqual(3, p.adjuster_max_swaps)

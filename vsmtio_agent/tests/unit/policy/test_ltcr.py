@@ -1,0 +1,87 @@
+import testtools
+
+from vsmtio_agent import model
+from vsmtio_agent.policy import ltcr
+from vsmtio_agent.tests.unit.policy import helpers
+
+US = 1000
+CPU, IO = model.Role.CPU, model.Role.IO
+
+
+def perf(cpu_ipc, io_freq):
+    return {helpers.ref(0): (CPU, cpu_ipc), helpers.ref(1): (IO, io_freq)}
+
+
+class TestAlgorithm1(testtools.TestCase):
+
+    bounds = ltcr.Bounds(initial_ns=200 * US, min_ns=10 * US,
+                         max_ns=5000 * US, reschedule_cost_ns=50 * US)
+
+    def run_periods(self, state, *perfs):
+        seen = []
+        for p in perfs:
+            state = ltcr.step(state, self.bounds, p)
+            seen.append((state.phase, state.desired_ns, state.effective_ns))
+        return state, seen
+
+    def test_follows_algorithm_1(self):
+        state = ltcr.start(self.bounds)
+        self.assertEqual((ltcr.Phase.BASE_UP, 200 * US, 200 * US),
+                         (state.phase, state.desired_ns, state.effective_ns))
+        _, seen = self.run_periods(
+            state,
+            perf(1.0, 100),   # baseline at T_d: next try T_d * 1.1
+            perf(1.1, 110),   # both faster: keep 220 us, start over
+            perf(1.1, 110),   # baseline at 220: try 242
+            perf(1.2, 100),   # I/O slower: keep 220, measure again
+            perf(1.0, 100),   # baseline at 220: try 198
+            perf(1.01, 101),  # both faster: keep 198
+        )
+        self.assertEqual([
+            (ltcr.Phase.TRY_UP, 200 * US, 220 * US),
+            (ltcr.Phase.BASE_UP, 220 * US, 220 * US),
+            (ltcr.Phase.TRY_UP, 220 * US, 242 * US),
+            (ltcr.Phase.BASE_DOWN, 220 * US, 220 * US),
+            (ltcr.Phase.TRY_DOWN, 220 * US, 198 * US),
+            (ltcr.Phase.BASE_UP, 198 * US, 198 * US),
+        ], seen)
+
+    def test_equal_performance_is_not_a_speed_up(self):
+        state, seen = self.run_periods(ltcr.start(self.bounds),
+                                       perf(1.0, 100), perf(1.0, 100))
+        self.assertEqual((ltcr.Phase.BASE_DOWN, 200 * US, 200 * US),
+                         seen[-1])
+
+    def test_a_class_without_measurements_vetoes(self):
+        # No PMU: CPU-bound vCPUs have no IPC, so the timeout never moves
+        # on the I/O side's evidence alone.
+        state, seen = self.run_periods(ltcr.start(self.bounds),
+                                       perf(None, 100), perf(None, 200))
+        self.assertEqual(200 * US, state.desired_ns)
+        self.assertEqual(ltcr.Phase.BASE_DOWN, state.phase)
+
+    def test_initial_timeout_is_at_least_a_reschedule(self):
+        b = ltcr.Bounds(initial_ns=20 * US, min_ns=10 * US,
+                        max_ns=5000 * US, reschedule_cost_ns=80 * US)
+        self.assertEqual(80 * US, ltcr.start(b).effective_ns)
+
+    def test_bounds_hold_at_the_top(self):
+        b = ltcr.Bounds(initial_ns=4900 * US, min_ns=10 * US,
+                        max_ns=5000 * US, reschedule_cost_ns=1 * US)
+        state = ltcr.start(b)
+        state = ltcr.step(state, b, perf(1.0, 100))
+        self.assertEqual(5000 * US, state.effective_ns)
+        state = ltcr.step(state, b, perf(2.0, 200))
+        self.assertEqual(5000 * US, state.desired_ns)
+
+    def test_bad_bounds_are_refused(self):
+        self.assertRaises(ValueError, ltcr.Bounds, 100, 50, 40, 1)
+        self.assertRaises(ValueError, ltcr.Bounds, 100, 0, 40, 1)
+
+    def test_speedups_compare_like_with_like(self):
+        base = {helpers.ref(0): (CPU, 1.0), helpers.ref(1): (IO, 0)}
+        trial = {helpers.ref(0): (IO, 2.0), helpers.ref(1): (IO, 50)}
+        # vCPU 0 changed role, vCPU 1 had a zero baseline: nothing to
+        # compare on either side.
+        self.assertEqual({CPU: None, IO: None},
+                         ltcr.mean_speedups(base, trial))

@@ -1,0 +1,102 @@
+import testtools
+
+from vsmtio_agent import model
+from vsmtio_agent.policy import rass
+from vsmtio_agent.tests.unit.policy import helpers
+
+IO, CPU = model.Role.IO, model.Role.CPU
+
+
+class TestClassify(testtools.TestCase):
+
+    def test_highest_retention_rates_are_io_bound(self):
+        st = {helpers.ref(i): helpers.stats(rate)
+              for i, rate in enumerate([0.05, 0.6, 0.0, 0.4])}
+        roles = rass.classify(st)
+        self.assertEqual({helpers.ref(1): IO, helpers.ref(3): IO,
+                          helpers.ref(0): CPU, helpers.ref(2): CPU}, roles)
+
+    def test_weights_are_balanced_not_counts(self):
+        # One heavy I/O vCPU weighs as much as three light CPU ones.
+        st = {helpers.ref(0): helpers.stats(0.7, weight=3072)}
+        st.update({helpers.ref(i): helpers.stats(0.1 * i, weight=1024)
+                   for i in (1, 2, 3)})
+        roles = rass.classify(st)
+        self.assertEqual([helpers.ref(0)],
+                         [r for r, role in roles.items() if role is IO])
+
+    def test_unmeasured_vcpu_is_never_io_bound_on_a_guess(self):
+        st = {helpers.ref(0): helpers.stats(None),
+              helpers.ref(1): helpers.stats(0.3)}
+        self.assertEqual(CPU, rass.classify(st)[helpers.ref(0)])
+        self.assertEqual(IO, rass.classify(st)[helpers.ref(1)])
+
+    def test_vcpus_that_do_not_retain_are_cpu_bound(self):
+        # An all-CPU core: ranking alone would make half of it I/O-bound.
+        st = {helpers.ref(i): helpers.stats(rate)
+              for i, rate in enumerate([0.0, 0.001, 0.0, 0.004])}
+        roles = rass.classify(st, min_retention_rate=0.02)
+        self.assertEqual({CPU}, set(roles.values()))
+
+    def test_too_few_retaining_vcpus_are_all_io_bound(self):
+        st = {helpers.ref(0): helpers.stats(0.5),
+              helpers.ref(1): helpers.stats(0.01),
+              helpers.ref(2): helpers.stats(0.0),
+              helpers.ref(3): helpers.stats(0.0)}
+        roles = rass.classify(st, min_retention_rate=0.02)
+        self.assertEqual([helpers.ref(0)],
+                         [r for r, role in roles.items() if role is IO])
+
+    def test_single_vcpu_keeps_both_siblings(self):
+        roles = rass.classify({helpers.ref(0): helpers.stats(0.9)})
+        self.assertEqual({helpers.ref(0): CPU}, roles)
+
+
+class TestPlacement(testtools.TestCase):
+
+    core = model.Core(2, (2, 26))
+
+    def test_io_bound_vcpus_own_the_io_sibling(self):
+        p = rass.placement(self.core, IO)
+        self.assertEqual((26, (26,)), (p.home, p.threads))
+
+    def test_cpu_bound_vcpus_may_borrow_the_io_sibling(self):
+        p = rass.placement(self.core, CPU)
+        self.assertEqual((2, (2, 26)), (p.home, p.threads))
+
+    def test_core_without_smt(self):
+        p = rass.placement(model.Core(0, (0,)), IO)
+        self.assertEqual((0, (0,)), (p.home, p.threads))
+
+
+class TestSymbiosis(testtools.TestCase):
+
+    compute = model.CpiStack(base=0.8, miss=0.1, waiting=0.1)
+    memory = model.CpiStack(base=0.2, miss=2.5, waiting=0.3)
+
+    def test_memory_bound_partner_co_runs_better(self):
+        self.assertGreater(rass.symbiosis(self.compute, self.memory),
+                           rass.symbiosis(self.compute, self.compute))
+
+    def test_co_running_beats_time_slicing_but_not_two_cores(self):
+        for a, b in ((self.compute, self.compute),
+                     (self.compute, self.memory)):
+            self.assertGreater(rass.symbiosis(a, b), 1.0)
+            self.assertLess(rass.symbiosis(a, b), 2.0)
+
+    def test_symmetric(self):
+        self.assertAlmostEqual(rass.symbiosis(self.compute, self.memory),
+                               rass.symbiosis(self.memory, self.compute))
+
+    def test_pick_the_best_partner(self):
+        got = rass.pick_symbiotic(
+            self.compute, [('a', self.compute), ('b', self.memory),
+                           ('c', None)])
+        self.assertEqual('b', got)
+
+    def test_unknown_stacks_keep_the_scheduler_order(self):
+        self.assertEqual('x', rass.pick_symbiotic(
+            None, [('x', self.compute), ('y', self.memory)]))
+        self.assertEqual('k', rass.pick_symbiotic(
+            self.compute, [('u', None), ('k', self.compute)]))
+        self.assertIsNone(rass.pick_symbiotic(self.compute, []))

@@ -1,0 +1,54 @@
+"""The workload vocabulary and its validators, loaded the way nova-api does.
+
+``validators.validate`` finds our validators through the
+``nova.api.extra_spec_validators`` entry point of the installed package, so
+these tests fail if the packaging or the entry point breaks.
+"""
+
+from nova.api.validation.extra_specs import validators
+from nova import exception
+import testtools
+
+from vsmtio_nova import workload
+
+
+class TestParse(testtools.TestCase):
+
+    def test_unset_means_auto(self):
+        self.assertIs(workload.WorkloadClass.AUTO, workload.parse(None))
+        self.assertIs(workload.WorkloadClass.AUTO, workload.parse(''))
+        self.assertIs(workload.WorkloadClass.AUTO,
+                      workload.from_extra_specs({}))
+        self.assertIs(workload.WorkloadClass.AUTO,
+                      workload.from_extra_specs(None))
+
+    def test_declared_classes(self):
+        self.assertIs(workload.WorkloadClass.IO,
+                      workload.from_extra_specs({'vsmtio:workload': 'io'}))
+        self.assertIs(workload.WorkloadClass.CPU, workload.parse(' CPU '))
+
+    def test_bad_value_names_the_key_and_choices(self):
+        err = self.assertRaises(workload.InvalidWorkloadClass,
+                                workload.parse, 'gpu')
+        self.assertIn('vsmtio:workload', str(err))
+        self.assertIn('io, cpu, auto', str(err))
+
+
+class TestNovaValidators(testtools.TestCase):
+
+    def test_good_values_pass(self):
+        for value in workload.VALUES:
+            validators.validate('vsmtio:workload', value)
+        for value in ('true', 'false', 'True', '0'):
+            validators.validate('vsmtio:context_retention', value)
+
+    def test_bad_values_are_refused(self):
+        for key, value in (('vsmtio:workload', 'gpu'),
+                           ('vsmtio:context_retention', 'maybe')):
+            self.assertRaises(exception.ValidationError,
+                              validators.validate, key, value)
+
+    def test_unknown_key_in_our_namespace_is_refused(self):
+        err = self.assertRaises(exception.ValidationError,
+                                validators.validate, 'vsmtio:colour', 'red')
+        self.assertIn('vsmtio:colour', str(err))
