@@ -1,11 +1,13 @@
 """The ``oslo.config.opts`` entry point for oslo-config-generator."""
 
 from vsmtio_agent.conf import agent
+from vsmtio_agent.conf import host
 from vsmtio_agent.conf import simulator
 
 
 def list_opts():
     opts = {}
-    for module in (agent, simulator):
-        opts.update(module.list_opts())
+    for module in (agent, host, simulator):
+        for group, group_opts in module.list_opts().items():
+            opts[group] = opts.get(group, []) + list(group_opts)
     return list(opts.items())

@@ -20,9 +20,14 @@ sim_opts = [
                         'haltpoll-enhanced', 'vsmtio'],
                help='The host kernel model the simulated host runs.'),
     cfg.IntOpt('seed',
-               default=1, min=0,
+               default=1, min=0, max=2 ** 31 - 1,
                help='Seed of the simulation\'s random numbers; the same '
                     'seed gives the same run.'),
+    cfg.FloatOpt('duration',
+                 default=0.0, min=0.0, max=3600.0,
+                 help='Simulated seconds to run, warm-up included. 0 uses '
+                      'the scenario\'s ``duration_s``. Only ``vsmtio-sim`` '
+                      'reads it; the agent runs the host period by period.'),
 ]
 
 

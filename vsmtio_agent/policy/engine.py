@@ -23,6 +23,7 @@ class Params:
     adjuster_std_threshold: float = 0.1
     adjuster_min_mean_gap: float = 0.1
     adjuster_max_swaps: int = 1
+    io_min_retention_rate: float = 0.02
 
     @classmethod
     def from_conf(cls, conf):
@@ -35,7 +36,8 @@ class Params:
                 reschedule_cost_ns=opts.reschedule_cost_us * US),
             adjuster_std_threshold=opts.adjuster_std_threshold,
             adjuster_min_mean_gap=opts.adjuster_min_mean_gap,
-            adjuster_max_swaps=opts.adjuster_max_swaps)
+            adjuster_max_swaps=opts.adjuster_max_swaps,
+            io_min_retention_rate=opts.io_min_retention_rate)
 
 
 class PolicyEngine(object):
@@ -92,7 +94,7 @@ class PolicyEngine(object):
             by_core.setdefault(core, {})[ref] = stats[ref]
         roles = {}
         for core_stats in by_core.values():
-            roles.update(rass.classify(core_stats))
+            roles.update(rass.classify(core_stats, p.io_min_retention_rate))
 
         # The period just measured ran under the roles planned last time.
         measured_roles = {ref: self.roles.get(ref, role)

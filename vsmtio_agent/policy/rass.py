@@ -24,18 +24,27 @@ def _rank_key(item):
     return (rate is None, -(rate or 0.0), ref)
 
 
-def classify(stats):
+def classify(stats, min_retention_rate=0.0):
     """Split one core's vCPUs into I/O-bound and CPU-bound (§4.3.1).
 
     Returns ``{ref: Role}``. The I/O class is the prefix of the ranking
     whose total weight is closest to half of the core's, so the classes'
     weights differ by at most the heaviest vCPU's weight. Ties prefer the
     smaller I/O class, which leaves CPU-bound vCPUs both siblings.
+
+    Only a vCPU that retains for at least ``min_retention_rate`` of the
+    period can be I/O-bound: ranking alone would call half of an all-CPU
+    core "I/O-bound" and keep it off the other sibling, where §4.3.2 wants
+    CPU-bound vCPUs on both siblings, paired by symbiosis. When too few
+    vCPUs retain to balance the weights, all of them are I/O-bound.
     """
     ranked = sorted(stats.items(), key=_rank_key)
     total = sum(st.weight for _, st in ranked)
     best_k, best_gap, prefix = 0, total, 0
     for k, (_, st) in enumerate(ranked, start=1):
+        rate = st.retention_rate
+        if rate is None or rate < min_retention_rate or rate <= 0:
+            break
         prefix += st.weight
         gap = abs(total - 2 * prefix)
         if gap < best_gap:

@@ -27,9 +27,25 @@ class TestClassify(testtools.TestCase):
 
     def test_unmeasured_vcpu_is_never_io_bound_on_a_guess(self):
         st = {helpers.ref(0): helpers.stats(None),
-              helpers.ref(1): helpers.stats(0.0)}
+              helpers.ref(1): helpers.stats(0.3)}
         self.assertEqual(CPU, rass.classify(st)[helpers.ref(0)])
         self.assertEqual(IO, rass.classify(st)[helpers.ref(1)])
+
+    def test_vcpus_that_do_not_retain_are_cpu_bound(self):
+        # An all-CPU core: ranking alone would make half of it I/O-bound.
+        st = {helpers.ref(i): helpers.stats(rate)
+              for i, rate in enumerate([0.0, 0.001, 0.0, 0.004])}
+        roles = rass.classify(st, min_retention_rate=0.02)
+        self.assertEqual({CPU}, set(roles.values()))
+
+    def test_too_few_retaining_vcpus_are_all_io_bound(self):
+        st = {helpers.ref(0): helpers.stats(0.5),
+              helpers.ref(1): helpers.stats(0.01),
+              helpers.ref(2): helpers.stats(0.0),
+              helpers.ref(3): helpers.stats(0.0)}
+        roles = rass.classify(st, min_retention_rate=0.02)
+        self.assertEqual([helpers.ref(0)],
+                         [r for r, role in roles.items() if role is IO])
 
     def test_single_vcpu_keeps_both_siblings(self):
         roles = rass.classify({helpers.ref(0): helpers.stats(0.9)})

@@ -1,0 +1,139 @@
+"""``vsmtio-sim``: run the simulated SMT host from the command line.
+
+    vsmtio-sim list
+    vsmtio-sim run --scenario NAME|FILE --kernel K [--seed N]
+                   [--duration S] [--json]
+    vsmtio-sim compare --scenario NAME|FILE [--seed N] [--duration S]
+                       [--json] [--processes N]
+
+``compare`` runs every kernel model and normalises to ``vanilla``. Under
+the ``vsmtio`` kernel the real agent drives the host. Bad input gets one
+error line and exit status 2, never a traceback.
+"""
+
+import argparse
+import json
+import sys
+
+from vsmtio_agent.sim import kernels
+from vsmtio_agent.sim import report
+from vsmtio_agent.sim import runner
+from vsmtio_agent.sim import scenario as scenario_mod
+
+
+class _Parser(argparse.ArgumentParser):
+
+    def error(self, message):
+        raise _Usage(message)
+
+
+class _Usage(Exception):
+    pass
+
+
+def _positive(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError('not a number: %r' % text)
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError('must be in (0, 3600]: %r' % text)
+    return value
+
+
+def _seed(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError('not an integer: %r' % text)
+    if not 0 <= value < 2 ** 31:
+        raise argparse.ArgumentTypeError('must be in [0, 2^31): %r' % text)
+    return value
+
+
+def _kernel(text):
+    if text not in kernels.KERNELS:
+        raise argparse.ArgumentTypeError(
+            'unknown kernel %r (choose from %s)'
+            % (text, ', '.join(kernels.NAMES)))
+    return text
+
+
+def build_parser():
+    p = _Parser(prog='vsmtio-sim',
+                description='The simulated SMT host of vsmtio.')
+    sub = p.add_subparsers(dest='command', metavar='COMMAND')
+    sub.required = True
+    sub.add_parser('list', help='list shipped scenarios and kernel models')
+    for name, helptext in (('run', 'run one kernel model'),
+                           ('compare', 'run every kernel model, '
+                                       'normalised to vanilla')):
+        c = sub.add_parser(name, help=helptext)
+        c.add_argument('--scenario', required=True,
+                       help='a shipped scenario name or a scenario file')
+        if name == 'run':
+            c.add_argument('--kernel', required=True, type=_kernel,
+                           help='one of: ' + ', '.join(kernels.NAMES))
+        else:
+            c.add_argument('--processes', type=int, default=2,
+                           choices=(1, 2, 3, 4),
+                           help='worker processes (default 2)')
+        c.add_argument('--seed', type=_seed, default=1)
+        c.add_argument('--duration', type=_positive, default=0.0,
+                       help='simulated seconds (default: the scenario\'s)')
+        c.add_argument('--json', action='store_true',
+                       help='print JSON instead of tables')
+    return p
+
+
+def _list():
+    lines = ['Scenarios:']
+    for name in scenario_mod.shipped():
+        try:
+            sc = scenario_mod.load(name)
+            lines.append('  %-28s %s' % (name, sc.title))
+        except scenario_mod.ScenarioError as e:
+            lines.append('  %-28s INVALID: %s' % (name, e))
+    lines.append('Kernel models:')
+    for k in kernels.KERNELS.values():
+        lines.append('  %-28s %s' % (k.name, k.description))
+    print('\n'.join(lines))
+
+
+def main(argv=None):
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command == 'list':
+            _list()
+            return 0
+        if args.command == 'run':
+            result = runner.run(args.scenario, args.kernel, args.seed,
+                                args.duration, progress=sys.stderr)
+            print(json.dumps(result, indent=2, sort_keys=True)
+                  if args.json else report.run_table(result))
+            return 0
+        results = runner.compare(args.scenario, args.seed, args.duration,
+                                 processes=args.processes)
+        if args.json:
+            print(json.dumps({'results': results,
+                              'normalised': report.normalise(results)},
+                             indent=2, sort_keys=True))
+        else:
+            print(report.compare_table(results))
+            for r in results.values():
+                print('%-18s %s' % (r['kernel'], report.speed_line(r)))
+        return 0
+    except _Usage as e:
+        sys.stderr.write('vsmtio-sim: error: %s\n' % e)
+        return 2
+    except (scenario_mod.ScenarioError, ValueError) as e:
+        sys.stderr.write('vsmtio-sim: error: %s\n' % e)
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write('vsmtio-sim: interrupted\n')
+        return 130
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""Options of the ``[vsmtio_agent]`` group for real hosts and the daemon."""
+
+from oslo_config import cfg
+
+from vsmtio_agent.conf import agent
+
+libvirt_opts = [
+    cfg.StrOpt('libvirt_uri',
+               default='qemu:///system',
+               help='The libvirt connection URI of the hypervisor whose '
+                    'guests the ``libvirt`` host driver observes and '
+                    'places; the same URI nova-compute uses.'),
+    cfg.FloatOpt('libvirt_retry_initial',
+                 default=1.0, min=0.1, max=600.0,
+                 help='Seconds before the first attempt to reconnect to '
+                      'libvirt after the connection was lost. Each failed '
+                      'attempt doubles the wait, up to '
+                      '``libvirt_retry_max``; the agent keeps running and '
+                      'changes nothing meanwhile.'),
+    cfg.FloatOpt('libvirt_retry_max',
+                 default=60.0, min=0.1, max=3600.0,
+                 help='Upper bound, in seconds, of the wait between two '
+                      'libvirt reconnection attempts.'),
+    cfg.FloatOpt('io_cpu_shares_factor',
+                 default=2.0, min=1.0, max=16.0,
+                 help='A domain with an I/O-bound vCPU gets its original '
+                      'cpu shares times this factor, so that its vCPUs '
+                      'run before co-located CPU-bound vCPUs on the I/O '
+                      'sibling (paper §4.3.1). 1 leaves shares alone.'),
+]
+
+host_opts = [
+    cfg.StrOpt('sysfs_root',
+               default='/sys',
+               help='Where sysfs is mounted: CPU topology and kernel knobs '
+                    'are read below it. Tests point it at a fake tree.'),
+    cfg.StrOpt('procfs_root',
+               default='/proc',
+               help='Where procfs is mounted: vCPU thread counters are '
+                    'read below it.'),
+    cfg.StrOpt('cpu_dedicated_set',
+               help='The CPUs nova-compute\'s ``[compute] '
+                    'cpu_dedicated_set`` gives pinned guests (e.g. '
+                    '``4-15,^8``). With ``cpu_shared_set`` it bounds where '
+                    'the agent may move vCPUs; unset both to allow every '
+                    'online CPU.'),
+    cfg.StrOpt('cpu_shared_set',
+               help='The CPUs nova-compute\'s ``[compute] cpu_shared_set`` '
+                    'gives floating guests, in the same syntax.'),
+    cfg.StrOpt('checkpoint_path',
+               default='/var/lib/vsmtio/agent-checkpoint.json',
+               help='File where the agent records every original value '
+                    '(vCPU pinning, cpu shares, kernel knobs) before it '
+                    'first changes it, written atomically. The agent '
+                    'restores from it on stop and, after a crash, at its '
+                    'next start.'),
+    cfg.StrOpt('status_path',
+               default='/run/vsmtio/agent-status.json',
+               help='File the running agent rewrites each period with its '
+                    'per-vCPU view; read by ``vsmtio-agent status``.'),
+]
+
+metrics_opts = [
+    cfg.HostAddressOpt('metrics_bind_host',
+                       default='127.0.0.1',
+                       help='Address of the OpenMetrics (Prometheus) '
+                            'endpoint. Localhost by default: expose it '
+                            'further only behind your monitoring\'s '
+                            'access control.'),
+    cfg.PortOpt('metrics_port',
+                default=9729,
+                help='TCP port of the OpenMetrics endpoint; 0 disables it.'),
+]
+
+ALL_OPTS = libvirt_opts + host_opts + metrics_opts
+
+
+def register_opts(conf):
+    conf.register_group(agent.agent_group)
+    conf.register_opts(ALL_OPTS, group=agent.agent_group)
+
+
+def list_opts():
+    return {agent.agent_group: ALL_OPTS}

@@ -1,0 +1,71 @@
+"""The embedded simulated SMT host as a :class:`HostDriver`.
+
+The agent drives it exactly as it drives a real host: ``advance`` runs the
+discrete-event simulation for the period instead of sleeping, ``sample``
+reads the simulated vCPUs' cumulative counters, ``apply`` hands the
+decision (retention timeout, RASS placement, swaps) to the simulated
+``vsmtio`` kernel. Under any other kernel model the host has no retention
+or RASS knobs and ``apply`` changes nothing, as on a stock host.
+"""
+
+from vsmtio_agent.drivers import base
+from vsmtio_agent import model
+from vsmtio_agent.sim import engine
+from vsmtio_agent.sim import scenario as scenario_mod
+
+NS = 1e9
+
+
+class SimulatedHostDriver(base.HostDriver):
+
+    def __init__(self, conf, simulation=None):
+        self.conf = conf
+        opts = conf.vsmtio_sim
+        if simulation is None:
+            sc = scenario_mod.load(opts.scenario)
+            simulation = engine.Simulation(sc, opts.kernel, opts.seed)
+            agent_opts = getattr(conf, 'vsmtio_agent', None)
+            if agent_opts is not None and simulation.kernel.agent:
+                # LTCR starts from the agent's initial timeout (§4.2)
+                simulation.timeout_ns = 1e3 * max(
+                    agent_opts.initial_timeout_us,
+                    agent_opts.reschedule_cost_us)
+        self.simulation = simulation
+        self._initial_timeout = simulation.timeout_ns
+
+    def describe(self):
+        sim = self.simulation
+        caps = ('topology', 'counters')
+        if sim.kernel.agent:
+            caps += ('retention_timeout', 'rass_placement')
+        return base.HostMode(
+            'simulated',
+            'simulated SMT host: scenario %s, kernel model %s, %d cores'
+            % (sim.scenario.name, sim.kernel.name, sim.scenario.cores),
+            capabilities=caps)
+
+    def topology(self):
+        return self.simulation.topology
+
+    def advance(self, seconds):
+        sim = self.simulation
+        sim.advance_to(sim.now + seconds * NS)
+
+    def sample(self):
+        sim = self.simulation
+        return model.Snapshot(int(sim.now), sim.counters())
+
+    def apply(self, decision):
+        if not self.simulation.kernel.agent:
+            return base.ApplyResult(
+                unchanged=1 + len(decision.placements),
+                messages=('kernel model %s has no vSMT-IO knobs'
+                          % self.simulation.kernel.name,))
+        changed, unchanged, messages = self.simulation.apply(decision)
+        return base.ApplyResult(applied=changed, unchanged=unchanged,
+                                failed=len(messages), messages=messages)
+
+    def restore(self):
+        # The simulated host outlives no one: putting the timeout back is
+        # all there is to restore (placements die with the simulation).
+        self.simulation.timeout_ns = self._initial_timeout

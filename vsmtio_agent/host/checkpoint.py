@@ -1,0 +1,178 @@
+"""The agent's record of every original value it changed, kept on disk.
+
+Before the agent first changes a domain (vCPU pinning, cpu shares) or a
+kernel knob it records the original here, and the file is replaced
+atomically (write a temporary file, fsync, rename, fsync the directory), so
+a crash at any instant leaves either the old or the new record. The next
+start restores what a crashed agent left changed.
+
+The record is tied to one boot (``/proc/sys/kernel/random/boot_id``): after
+a reboot knobs are back at their defaults and domains restarted from their
+persistent config, so an old record is dropped rather than replayed. Each
+domain is tied to its libvirt id, which changes when the domain restarts.
+"""
+
+import json
+import logging
+import os
+
+LOG = logging.getLogger(__name__)
+
+VERSION = 1
+
+
+class CheckpointError(Exception):
+    """The checkpoint file exists but cannot be used."""
+
+
+def boot_id(procfs_root='/proc'):
+    try:
+        with open(os.path.join(procfs_root,
+                               'sys/kernel/random/boot_id')) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+class Checkpoint:
+    """Originals of domains and knobs, persisted on every change.
+
+    ``domains`` maps a domain UUID to ``{'id': libvirt id, 'name': ...,
+    'pins': {vcpu index (str): [cpus]}, 'cpu_shares': int or None,
+    'rass': {vcpu index (str): class}}``; ``knobs`` maps a sysfs path to its
+    original value (an integer, or text such as a CPU list).
+    """
+
+    def __init__(self, path, boot=None):
+        self.path = path
+        self.boot = boot
+        self.domains = {}
+        self.knobs = {}
+
+    @property
+    def empty(self):
+        return not self.domains and not self.knobs
+
+    def load(self):
+        """Read a previous record; return True if there was one to restore.
+
+        A corrupt file is moved aside (``<path>.corrupt``) with an error
+        log line and never silently overwritten.
+        """
+        try:
+            with open(self.path) as f:
+                text = f.read()
+        except FileNotFoundError:
+            return False
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict) or data.get('version') != VERSION:
+                raise ValueError('unknown format/version')
+            domains = data.get('domains', {})
+            knobs = data.get('knobs', {})
+            if not (isinstance(domains, dict) and isinstance(knobs, dict)):
+                raise ValueError('domains/knobs are not maps')
+            for rec in domains.values():
+                _check_domain(rec)
+            for path, value in knobs.items():
+                if not isinstance(value, (int, str)):
+                    raise ValueError('knob %s has %r' % (path, value))
+        except ValueError as exc:
+            aside = self.path + '.corrupt'
+            os.replace(self.path, aside)
+            LOG.error('Checkpoint %s is corrupt (%s); moved to %s. Values '
+                      'it recorded cannot be restored automatically: check '
+                      'vCPU pinning and %s by hand.', self.path, exc, aside,
+                      'kvm.halt_poll_ns')
+            raise CheckpointError(str(exc))
+        if self.boot and data.get('boot_id') not in (None, self.boot):
+            LOG.info('Checkpoint %s is from an earlier boot; nothing of it '
+                     'is live any more, dropping it.', self.path)
+            self.discard()
+            return False
+        self.domains = domains
+        self.knobs = knobs
+        return not self.empty
+
+    def save(self):
+        """Replace the file atomically; remove it when nothing is recorded."""
+        if self.empty:
+            self.discard()
+            return
+        directory = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        tmp = '%s.tmp.%d' % (self.path, os.getpid())
+        data = {'version': VERSION, 'boot_id': self.boot,
+                'domains': self.domains, 'knobs': self.knobs}
+        with open(tmp, 'w') as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+    def discard(self):
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    # Recording originals: each returns True if it added something.
+
+    def record_domain(self, uuid, dom_id, name):
+        rec = self.domains.get(uuid)
+        if rec is None or rec['id'] != dom_id:
+            rec = {'id': dom_id, 'name': name, 'pins': {},
+                   'cpu_shares': None, 'rass': {}}
+            self.domains[uuid] = rec
+        return rec
+
+    def record_pin(self, uuid, dom_id, name, vcpu, cpus):
+        rec = self.record_domain(uuid, dom_id, name)
+        if str(vcpu) in rec['pins']:
+            return False
+        rec['pins'][str(vcpu)] = sorted(cpus)
+        return True
+
+    def record_shares(self, uuid, dom_id, name, shares):
+        rec = self.record_domain(uuid, dom_id, name)
+        if rec['cpu_shares'] is not None:
+            return False
+        rec['cpu_shares'] = int(shares)
+        return True
+
+    def record_rass(self, uuid, dom_id, name, vcpu, klass):
+        rec = self.record_domain(uuid, dom_id, name)
+        rass = rec.setdefault('rass', {})
+        if str(vcpu) in rass:
+            return False
+        rass[str(vcpu)] = klass
+        return True
+
+    def record_knob(self, path, value):
+        if path in self.knobs:
+            return False
+        self.knobs[path] = value if isinstance(value, str) else int(value)
+        return True
+
+
+def _check_domain(rec):
+    if not isinstance(rec, dict) or not isinstance(rec.get('id'), int):
+        raise ValueError('domain record without an id: %r' % (rec,))
+    pins = rec.get('pins', {})
+    if not isinstance(pins, dict) or not all(
+            k.isdigit() and isinstance(v, list)
+            and all(isinstance(c, int) for c in v)
+            for k, v in pins.items()):
+        raise ValueError('bad pins in %r' % (rec,))
+    rass = rec.get('rass', {})
+    if not isinstance(rass, dict) or not all(
+            k.isdigit() and isinstance(v, str) for k, v in rass.items()):
+        raise ValueError('bad rass classes in %r' % (rec,))
+    shares = rec.get('cpu_shares')
+    if shares is not None and not isinstance(shares, int):
+        raise ValueError('bad cpu_shares in %r' % (rec,))

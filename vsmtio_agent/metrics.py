@@ -1,0 +1,129 @@
+"""OpenMetrics (Prometheus) export of what the agent sees and does.
+
+A collector reads the agent's latest period when scraped, so vCPUs that
+left the host leave the output at once (no stale labelled series), and
+the agent loop pays nothing for metrics between scrapes. Served by
+``prometheus_client`` on localhost unless configured otherwise.
+"""
+
+import threading
+
+import prometheus_client
+from prometheus_client import core as prom_core
+
+from vsmtio_agent import model
+
+
+class AgentCollector:
+    """Per-vCPU class and rates, host mix, timeout, apply counts."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._agent = None
+        self._mode = None
+        self.ticks = 0
+        self.tick_failures = 0
+        self.applied = 0
+        self.failed = 0
+        self.unchanged = 0
+        self.decisions = {'applied': 0, 'failed': 0, 'dry_run': 0}
+
+    def observe(self, agent, mode=None):
+        """Record one finished period of ``agent`` (called by the loop)."""
+        with self._lock:
+            self._agent = agent
+            if mode is not None:
+                self._mode = mode
+            self.ticks += 1
+            result = agent.last_result
+            if result is None:
+                self.decisions['dry_run'] += 1
+            else:
+                self.decisions['failed' if result.failed else 'applied'] += 1
+                self.applied += result.applied
+                self.failed += result.failed
+                self.unchanged += result.unchanged
+
+    def tick_failed(self):
+        with self._lock:
+            self.tick_failures += 1
+
+    def collect(self):
+        with self._lock:
+            agent, mode = self._agent, self._mode
+            counts = (self.ticks, self.tick_failures, self.applied,
+                      self.failed, self.unchanged)
+            decisions_by = dict(self.decisions)
+        g = prom_core.GaugeMetricFamily
+        c = prom_core.CounterMetricFamily
+        ticks, tick_failures, applied, failed, unchanged = counts
+        yield c('vsmtio_periods', 'Policy periods completed.', value=ticks)
+        yield c('vsmtio_period_failures',
+                'Periods skipped because the host could not be sampled.',
+                value=tick_failures)
+        decisions = c('vsmtio_decisions',
+                      'Decisions by outcome: applied in full, with failed '
+                      'changes, or only logged (dry run).',
+                      labels=['outcome'])
+        for outcome, n in sorted(decisions_by.items()):
+            decisions.add_metric([outcome], n)
+        yield decisions
+        changes = c('vsmtio_changes',
+                    'Host changes by outcome (applied, failed, unchanged).',
+                    labels=['outcome'])
+        changes.add_metric(['applied'], applied)
+        changes.add_metric(['failed'], failed)
+        changes.add_metric(['unchanged'], unchanged)
+        yield changes
+        if mode is not None:
+            info = g('vsmtio_host_mode', 'The host mode the agent runs in.',
+                     labels=['mode'])
+            info.add_metric([mode], 1)
+            yield info
+        if agent is None or agent.last_decision is None:
+            return
+        decision, stats = agent.last_decision, agent.last_stats
+        yield g('vsmtio_retention_timeout_seconds',
+                'Context-retention timeout LTCR chose for this period.',
+                value=decision.timeout_ns / 1e9)
+        mix = {role: 0 for role in model.Role}
+        klass = g('vsmtio_vcpu_class', 'RASS class of each vCPU (1).',
+                  labels=['domain', 'vcpu', 'class'])
+        rates = {
+            'retention_rate': g('vsmtio_vcpu_retention_rate',
+                                'Share of the period in context retention.',
+                                labels=['domain', 'vcpu']),
+            'utilisation': g('vsmtio_vcpu_utilisation',
+                             'Share of the period the vCPU ran.',
+                             labels=['domain', 'vcpu']),
+            'ipc': g('vsmtio_vcpu_ipc', 'Instructions per cycle.',
+                     labels=['domain', 'vcpu']),
+            'i_cpu': g('vsmtio_vcpu_i_cpu',
+                       'MIST interference ratio (involuntary / voluntary '
+                       'switches).', labels=['domain', 'vcpu']),
+        }
+        for ref, placement in sorted(decision.placements.items()):
+            labels = [ref.domain, str(ref.index)]
+            mix[placement.role] += 1
+            klass.add_metric(labels + [placement.role.value], 1)
+            st = stats.get(ref)
+            for name, family in rates.items():
+                value = getattr(st, name, None) if st else None
+                if value is not None:   # missing stays missing
+                    family.add_metric(labels, value)
+        host = g('vsmtio_host_vcpus', 'vCPUs of each class on this host.',
+                 labels=['class'])
+        for role, n in mix.items():
+            host.add_metric([role.value], n)
+        yield host
+        yield klass
+        yield from rates.values()
+
+
+def serve(collector, host, port):
+    """Start the endpoint in a thread; return (registry, server)."""
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(collector)
+    server, _thread = prometheus_client.start_http_server(
+        port, addr=host, registry=registry)
+    return registry, server

@@ -1,0 +1,273 @@
+"""A real libvirtd and a real qemu guest for the agent's functional tests.
+
+Brought up as ``../shared/NOTES.md`` records for these machines: Debian's
+libvirt and qemu packages, a system ``libvirtd`` started by the test
+(no systemd), a Debian kernel and a busybox initramfs built here whose two
+vCPUs behave differently: vCPU 0 spins, vCPU 1 sleeps and wakes every 2 ms.
+KVM cannot boot a stock guest on these machines, so the
+domain is ``type='qemu'`` (TCG) unless ``VSMTIO_GUEST_TYPE=kvm``.
+Downloads are cached under ``/var/tmp/vsmtio-host``.
+"""
+
+import glob
+import os
+import shutil
+import stat
+import subprocess
+import time
+import uuid
+
+import fixtures
+import libvirt
+
+CACHE = os.environ.get('VSMTIO_CACHE', '/var/tmp/vsmtio-host/guest')
+PACKAGES = {
+    '/usr/sbin/libvirtd': 'libvirt-daemon',
+    '/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/'
+    'libvirt_driver_qemu.so': 'libvirt-daemon-driver-qemu',
+    '/usr/bin/virsh': 'libvirt-clients',
+    '/usr/bin/qemu-system-x86_64': 'qemu-system-x86',
+    '/bin/busybox': 'busybox-static',
+}
+QEMU_CONF = ('# written by vsmtio functional tests (NOTES.md recipe)\n'
+             'user = "root"\ngroup = "root"\nstdio_handler = "file"\n')
+URI = 'qemu:///system'
+
+libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
+
+
+class Unavailable(Exception):
+    """The host cannot run the real-guest tests; the text says why."""
+
+
+def _run(*cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True,
+                          **kw).stdout
+
+
+def ensure_packages():
+    """Install what is missing from Debian, or raise Unavailable."""
+    missing = sorted({p for f, p in PACKAGES.items() if not os.path.exists(f)})
+    if not missing:
+        return
+    if os.geteuid() != 0 or not shutil.which('apt-get'):
+        raise Unavailable('Debian packages %s are missing and cannot be '
+                          'installed here (needs root and apt-get)'
+                          % ' '.join(missing))
+    env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
+    try:
+        _run('apt-get', '-o', 'DPkg::Lock::Timeout=300', 'install', '-y',
+             '-q', '--no-install-recommends', *missing, env=env)
+    except subprocess.CalledProcessError as exc:
+        raise Unavailable('apt-get install %s failed: %s'
+                          % (' '.join(missing), exc.stderr[-300:]))
+
+
+def kernel_image():
+    """A Debian kernel: the host's /boot one, or one downloaded once."""
+    found = sorted(glob.glob('/boot/vmlinuz-*')) + sorted(
+        glob.glob(os.path.join(CACHE, 'kernel/boot/vmlinuz-*')))
+    if found:
+        return found[-1]
+    os.makedirs(CACHE, exist_ok=True)
+    try:
+        deps = _run('apt-cache', 'depends', '--important',
+                    'linux-image-amd64')
+        pkg = next(line.split(':', 1)[1].strip() for line in
+                   deps.splitlines() if line.strip().startswith('Depends:')
+                   and 'linux-image-' in line)
+        _run('apt-get', 'download', pkg, cwd=CACHE)
+        deb = sorted(glob.glob(os.path.join(CACHE, pkg + '_*.deb')))[-1]
+        _run('dpkg-deb', '-x', deb, os.path.join(CACHE, 'kernel'))
+        os.unlink(deb)
+    except (subprocess.CalledProcessError, StopIteration, IndexError) as exc:
+        raise Unavailable('no Debian kernel for the guest: %s' % exc)
+    return sorted(glob.glob(os.path.join(CACHE, 'kernel/boot/vmlinuz-*')))[-1]
+
+
+GUEST_INIT = """#!/bin/busybox sh
+B=/bin/busybox
+$B mount -t proc proc /proc
+$B mount -t sysfs sys /sys
+$B mount -t devtmpfs dev /dev
+echo vsmtio-guest: up on $($B nproc) vCPUs
+# vCPU 0 spins; vCPU 1 sleeps and wakes every 2 ms, with shell builtins
+# only (a fork per wake-up would keep an emulated vCPU busy).
+$B mkfifo /wake
+$B taskset -c 0 $B sh -c 'while :; do :; done' &
+$B taskset -c 1 $B sh -c 'exec 3<>/wake
+  while :; do read -t 0.002 x <&3; done' &
+echo vsmtio-guest: workloads started
+while :; do $B sleep 3600; done
+"""
+
+
+def _cpio_entry(name, mode, data=b'', rdev=(0, 0), ino=[0]):
+    ino[0] += 1
+    name_b = name.encode() + b'\0'
+    fields = (ino[0], mode, 0, 0, 1, 0, len(data), 0, 0, rdev[0], rdev[1],
+              len(name_b), 0)
+    head = b'070701' + b''.join(b'%08X' % f for f in fields)
+    out = head + name_b
+    out += b'\0' * (-len(out) % 4)
+    out += data + b'\0' * (-len(data) % 4)
+    return out
+
+
+def build_initramfs(path):
+    """A newc cpio archive: static busybox and the two-vCPU /init."""
+    with open('/bin/busybox', 'rb') as f:
+        busybox = f.read()
+    parts = [_cpio_entry(d, stat.S_IFDIR | 0o755)
+             for d in ('bin', 'dev', 'proc', 'sys')]
+    parts.append(_cpio_entry('dev/console', stat.S_IFCHR | 0o600,
+                             rdev=(5, 1)))
+    parts.append(_cpio_entry('bin/busybox', stat.S_IFREG | 0o755, busybox))
+    parts.append(_cpio_entry('init', stat.S_IFREG | 0o755,
+                             GUEST_INIT.encode()))
+    parts.append(_cpio_entry('TRAILER!!!', 0))
+    with open(path, 'wb') as f:
+        f.write(b''.join(parts))
+
+
+class LibvirtDaemon(fixtures.Fixture):
+    """A system libvirtd this test starts (and may stop and restart)."""
+
+    def _setUp(self):
+        ensure_packages()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        if self._reachable():
+            raise Unavailable('a libvirtd the test did not start is already '
+                              'running; it is left alone')
+        try:
+            _run('getent', 'passwd', 'libvirt-qemu')
+        except subprocess.CalledProcessError:
+            # libvirt 9.0 resolves this user before it reads qemu.conf.
+            _run('useradd', '--system', '--user-group', '--no-create-home',
+                 'libvirt-qemu')
+        conf = '/etc/libvirt/qemu.conf'
+        old = None
+        if os.path.exists(conf):
+            with open(conf) as f:
+                old = f.read()
+        if old != QEMU_CONF:
+            os.makedirs('/etc/libvirt', exist_ok=True)
+            with open(conf, 'w') as f:
+                f.write(QEMU_CONF)
+            self.addCleanup(self._put_back, conf, old)
+        self.proc = None
+        self.start()
+        self.addCleanup(self.stop)
+
+    @staticmethod
+    def _put_back(path, text):
+        if text is None:
+            os.unlink(path)
+        else:
+            with open(path, 'w') as f:
+                f.write(text)
+
+    @staticmethod
+    def _reachable():
+        try:
+            libvirt.open(URI).close()
+            return True
+        except libvirt.libvirtError:
+            return False
+
+    def start(self):
+        log = open(os.path.join(self.dir, 'libvirtd.log'), 'a')
+        self.proc = subprocess.Popen(
+            ['libvirtd', '--pid-file', os.path.join(self.dir, 'libvirtd.pid')],
+            stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + 20
+        while not self._reachable():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise Unavailable('libvirtd did not start: %s' % self.log())
+            time.sleep(0.1)
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(30)
+        self.proc = None
+
+    def log(self):
+        with open(os.path.join(self.dir, 'libvirtd.log')) as f:
+            return f.read()[-2000:]
+
+
+DOMAIN_XML = """<domain type='%(type)s'>
+  <name>%(name)s</name>
+  <uuid>%(uuid)s</uuid>
+  <memory unit='MiB'>192</memory>
+  <vcpu placement='static'>2</vcpu>
+  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+    <kernel>%(kernel)s</kernel>
+    <initrd>%(initrd)s</initrd>
+    <cmdline>console=ttyS0 panic=-1 quiet rdinit=/init</cmdline>
+  </os>
+  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model>
+  </cpu>
+  <on_poweroff>destroy</on_poweroff>
+  <on_crash>destroy</on_crash>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    <serial type='file'><source path='%(console)s'/><target port='0'/>
+    </serial>
+    <memballoon model='none'/>
+  </devices>
+</domain>
+"""
+
+
+class Guest(fixtures.Fixture):
+    """A transient two-vCPU guest, booted until its workloads run."""
+
+    def __init__(self, boot_timeout=240):
+        super().__init__()
+        self.boot_timeout = boot_timeout
+
+    def _setUp(self):
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        os.chmod(self.dir, 0o755)
+        initrd = os.path.join(self.dir, 'initramfs.cpio')
+        build_initramfs(initrd)
+        self.console = os.path.join(self.dir, 'console.log')
+        self.uuid = str(uuid.uuid4())
+        self.name = 'vsmtio-ft-' + self.uuid[:8]
+        conn = libvirt.open(URI)
+        self.addCleanup(conn.close)
+        self.dom = conn.createXML(DOMAIN_XML % {
+            'type': os.environ.get('VSMTIO_GUEST_TYPE', 'qemu'),
+            'name': self.name, 'uuid': self.uuid, 'kernel': kernel_image(),
+            'initrd': initrd, 'console': self.console})
+        self.addCleanup(self.destroy)
+        deadline = time.monotonic() + self.boot_timeout
+        while 'workloads started' not in self.console_text():
+            if time.monotonic() > deadline:
+                raise AssertionError('guest did not boot in %d s:\n%s'
+                                     % (self.boot_timeout,
+                                        self.console_text()[-1500:]))
+            time.sleep(0.5)
+
+    def console_text(self):
+        try:
+            with open(self.console, errors='replace') as f:
+                return f.read()
+        except FileNotFoundError:
+            return ''
+
+    def lookup(self):
+        """A fresh handle (the daemon may have been restarted)."""
+        conn = libvirt.open(URI)
+        self.addCleanup(conn.close)
+        return conn.lookupByUUIDString(self.uuid)
+
+    def destroy(self):
+        try:
+            self.lookup().destroy()
+        except libvirt.libvirtError:
+            pass

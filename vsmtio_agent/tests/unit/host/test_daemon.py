@@ -1,0 +1,133 @@
+"""The daemon's pieces in-process: command line, check, loop, metrics."""
+
+import io
+import os
+import socket
+import urllib.request
+
+import fixtures
+import testtools
+
+from vsmtio_agent.cmd import agent as agent_cmd
+from vsmtio_agent.tests.unit.host import fixtures as host_fixtures
+from vsmtio_agent.tests.unit.host import test_libvirt_driver as tld
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+class TestCommandLine(testtools.TestCase):
+
+    def _conf(self, argv):
+        return agent_cmd.parse_args(argv, host_fixtures.private_conf())
+
+    def test_run_is_the_default_and_options_override_config(self):
+        conf = self._conf(['--host-driver', 'simulated', '--dry-run'])
+        self.assertEqual('run', conf.command.name)
+        self.assertEqual('simulated', conf.vsmtio_agent.host_driver)
+        self.assertTrue(conf.vsmtio_agent.dry_run)
+
+    def test_command_anywhere(self):
+        conf = self._conf(['status', '--host-driver', 'libvirt'])
+        self.assertEqual('status', conf.command.name)
+        self.assertEqual('libvirt', conf.vsmtio_agent.host_driver)
+
+
+class TestDaemon(tld.DriverTestCase):
+
+    def conf_for(self, **overrides):
+        overrides.setdefault('sysfs_root', self.sysfs.root)
+        conf = host_fixtures.make_conf(self, **overrides)
+        # By class path: the tree under test may not be pip-installed, so
+        # its stevedore entry points may not exist.
+        conf.set_override('host_driver',
+                          'vsmtio_agent.drivers.libvirt:LibvirtHostDriver',
+                          group='vsmtio_agent')
+        return conf
+
+    def test_load_driver_errors_are_one_line(self):
+        conf = self.conf_for()
+        for name in ('no_such_driver', 'vsmtio_agent.nope:Driver',
+                     'vsmtio_agent.drivers.libvirt:Nope'):
+            conf.set_override('host_driver', name, group='vsmtio_agent')
+            exc = self.assertRaises(tld.base.HostDriverError,
+                                    agent_cmd.load_driver, conf)
+            self.assertIn('cannot load host driver %r' % name, str(exc))
+
+    def test_check_prints_offers_and_missing(self):
+        conf = self.conf_for()
+        out = self.useFixture(fixtures.MonkeyPatch('sys.stdout',
+                                                   io.StringIO())).new_value
+        self.assertEqual(0, agent_cmd._check(conf))
+        text = out.getvalue()
+        self.assertIn('mode: stock', text)
+        self.assertIn('core 0   0,4', text)
+        self.assertIn('+ libvirt test:///default reachable', text)
+        self.assertIn('- per-vCPU IPC: no hardware PMU', text)
+
+    def test_loop_metrics_status_and_restore(self):
+        dom = self.useFixture(tld.TestDomain())
+        port = free_port()
+        conf = self.conf_for(period=0.05, metrics_port=port)
+        svc = agent_cmd.AgentService(conf, periods=4)
+        svc.start()
+        svc.wait()
+        body = urllib.request.urlopen(urllib.request.Request(
+            'http://127.0.0.1:%d/metrics' % port,
+            headers={'Accept': 'application/openmetrics-text'})).read()
+        text = body.decode()
+        self.assertIn('vsmtio_vcpu_class{class="', text)
+        self.assertIn('domain="%s"' % dom.uuid, text)
+        self.assertIn('vsmtio_retention_timeout_seconds', text)
+        self.assertIn('vsmtio_periods_total 4.0', text)
+        self.assertIn('vsmtio_decisions_total{outcome="applied"} 4.0', text)
+        self.assertIn('vsmtio_decisions_total{outcome="failed"} 0.0', text)
+        self.assertTrue(text.rstrip().endswith('# EOF'))
+        status = conf.vsmtio_agent.status_path
+        self.assertTrue(os.path.exists(status))
+        import json
+        with open(status) as f:
+            table = agent_cmd.format_status(json.load(f))
+        self.assertIn('| core | domain', table)
+        self.assertIn(dom.uuid, table)
+        pinned = dom.pins()
+        self.assertNotEqual([tld.ALL, tld.ALL], pinned, self.log.output)
+        svc.stop()
+        self.assertEqual([tld.ALL, tld.ALL], dom.pins())
+        self.assertFalse(os.path.exists(status))
+        self.assertRaises(OSError, urllib.request.urlopen,
+                          'http://127.0.0.1:%d/metrics' % port, timeout=1)
+
+    def test_status_without_a_daemon_observes_in_dry_run(self):
+        dom = self.useFixture(tld.TestDomain())
+        conf = self.conf_for(period=0.05)
+        out = self.useFixture(fixtures.MonkeyPatch('sys.stdout',
+                                                   io.StringIO())).new_value
+        self.assertEqual(0, agent_cmd._status(conf))
+        text = out.getvalue()
+        self.assertIn('no running agent', text)
+        self.assertIn('dry run', text)
+        self.assertIn(dom.uuid, text)
+        self.assertEqual([tld.ALL, tld.ALL], dom.pins())
+
+    def test_check_with_libvirt_down_says_so(self):
+        conf = self.conf_for(
+            libvirt_uri='qemu+unix:///system?socket=/nonexistent/sock')
+        out = self.useFixture(fixtures.MonkeyPatch('sys.stdout',
+                                                   io.StringIO())).new_value
+        self.assertEqual(0, agent_cmd._check(conf))
+        self.assertIn('- libvirt: cannot connect to libvirt',
+                      out.getvalue())
+
+    def test_dry_run_changes_nothing(self):
+        dom = self.useFixture(tld.TestDomain())
+        conf = self.conf_for(period=0.05, metrics_port=0, dry_run=True)
+        svc = agent_cmd.AgentService(conf, periods=3)
+        svc.start()
+        svc.wait()
+        self.assertEqual([tld.ALL, tld.ALL], dom.pins())
+        self.assertIn('dry run: would set timeout', self.log.output)
+        svc.stop()

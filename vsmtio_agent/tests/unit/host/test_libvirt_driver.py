@@ -1,0 +1,335 @@
+"""The libvirt host driver against libvirt's in-process test driver.
+
+``test:///default`` is real libvirt (its API, errors, vcpupin state) with a
+fake hypervisor: good for pinning, shares and error paths, useless for
+counters (those are tested on a real qemu guest in the functional tests).
+Its host has 8 CPUs; a fake sysfs presents them as 4 cores x 2 threads.
+"""
+
+import json
+import os
+import uuid
+
+import fixtures
+import libvirt
+import testtools
+
+from vsmtio_agent.drivers import base
+from vsmtio_agent.drivers import libvirt as libvirt_driver
+from vsmtio_agent import model
+from vsmtio_agent.tests.unit.host import fixtures as host_fixtures
+
+ALL = frozenset(range(8))
+DOMAIN_XML = """<domain type='test'>
+  <name>%(name)s</name><uuid>%(uuid)s</uuid>
+  <memory>65536</memory><vcpu%(cpuset)s>2</vcpu>
+  <os><type>hvm</type></os>
+</domain>"""
+
+
+class TestDomain(fixtures.Fixture):
+    """A transient running domain of the shared test:///default host."""
+
+    def __init__(self, cpuset=None):
+        super().__init__()
+        self.cpuset = cpuset
+
+    def _setUp(self):
+        self.conn = libvirt.open('test:///default')
+        self.addCleanup(self.conn.close)
+        self.uuid = str(uuid.uuid4())
+        self.name = 'vsmtio-' + self.uuid[:8]
+        cpuset = " cpuset='%s'" % self.cpuset if self.cpuset else ''
+        self.dom = self.conn.createXML(DOMAIN_XML % {
+            'name': self.name, 'uuid': self.uuid, 'cpuset': cpuset})
+        self.addCleanup(self._destroy)
+
+    def _destroy(self):
+        try:
+            self.dom.destroy()
+        except libvirt.libvirtError:
+            pass
+
+    def pins(self):
+        return [frozenset(i for i, on in enumerate(m) if on)
+                for m in self.dom.vcpuPinInfo(0)]
+
+
+def placement(core, role, *threads):
+    return model.Placement(core, role, threads[0], tuple(threads))
+
+
+class DriverTestCase(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.log = self.useFixture(fixtures.FakeLogger())
+        self.sysfs = self.useFixture(host_fixtures.FakeSysfs(cores=4))
+
+    def driver(self, **overrides):
+        overrides.setdefault('sysfs_root', self.sysfs.root)
+        self.conf = host_fixtures.make_conf(self, **overrides)
+        drv = libvirt_driver.LibvirtHostDriver(self.conf)
+        self.addCleanup(drv.close)
+        return drv
+
+    def checkpoint_data(self):
+        with open(self.conf.vsmtio_agent.checkpoint_path) as f:
+            return json.load(f)
+
+
+class TestSampleAndTopology(DriverTestCase):
+
+    def test_topology_and_mode(self):
+        drv = self.driver()
+        self.assertEqual([(0, 4), (1, 5), (2, 6), (3, 7)],
+                         [c.threads for c in drv.topology().cores])
+        mode = drv.describe()
+        self.assertEqual('stock', mode.mode)
+        self.assertIn('libvirt test:///default reachable', ' '.join(
+            mode.capabilities))
+        self.assertIn('halt_poll_ns', ' '.join(mode.capabilities))
+
+    def test_patched_kernel_mode_drives_its_timeout_knob(self):
+        self.sysfs = self.useFixture(host_fixtures.FakeSysfs(patched=True))
+        dom = self.useFixture(TestDomain())
+        drv = self.driver()
+        mode = drv.describe()
+        self.assertEqual('patched', mode.mode)
+        self.assertIn('ABI version 1', mode.reason)
+        drv.sample()
+        drv.apply(model.Decision(20000000, {
+            model.VcpuRef(dom.uuid, 0): placement(0, model.Role.IO, 4)}))
+        # Clamped to the ABI's range; halt polling left alone.
+        self.assertEqual(10000000, self.sysfs.read_knob())
+        with open(self.sysfs.root + '/module/kvm/parameters/'
+                  'halt_poll_ns') as f:
+            self.assertEqual('200000', f.read().strip())
+        drv.restore()
+        self.assertEqual(200000, self.sysfs.read_knob())
+
+    def test_patched_kernel_rass_classes_and_io_cpus(self):
+        self.sysfs = self.useFixture(host_fixtures.FakeSysfs(patched=True))
+        dom = self.useFixture(TestDomain())
+        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(dom.uuid))
+        drv = self.driver(procfs_root=qemu.root)
+        snap = drv.sample()
+        self.assertEqual(10, snap.vcpus[model.VcpuRef(dom.uuid, 1)]
+                         .voluntary_switches)
+        decision = model.Decision(200000, {
+            model.VcpuRef(dom.uuid, 0): placement(0, model.Role.IO, 4),
+            model.VcpuRef(dom.uuid, 1): placement(0, model.Role.CPU, 0, 4)})
+        result = drv.apply(decision)
+        self.assertEqual(0, result.failed, result.messages)
+        self.assertEqual(('io', 'cpu'), (qemu.sched_rass(0),
+                                         qemu.sched_rass(1)))
+        io_cpus = os.path.join(self.sysfs.root, 'kernel/vsmtio/rass_io_cpus')
+        with open(io_cpus) as f:
+            self.assertEqual('4-7', f.read().strip())
+        saved = self.checkpoint_data()
+        self.assertEqual({'0': 'none', '1': 'none'},
+                         saved['domains'][dom.uuid]['rass'])
+        self.assertEqual('', saved['knobs']['kernel/vsmtio/rass_io_cpus'])
+        self.assertEqual(0, drv.apply(decision).applied)
+        drv.restore()
+        self.assertEqual(('none', 'none'), (qemu.sched_rass(0),
+                                            qemu.sched_rass(1)))
+        with open(io_cpus) as f:
+            self.assertEqual('', f.read().strip())
+        self.assertEqual([ALL, ALL], dom.pins())
+
+    def test_sample_lists_every_vcpu(self):
+        dom = self.useFixture(TestDomain())
+        snap = self.driver().sample()
+        refs = [r for r in snap.vcpus if r.domain == dom.uuid]
+        self.assertEqual([0, 1], sorted(r.index for r in refs))
+        c = snap.vcpus[refs[0]]
+        self.assertIsNotNone(c.run_ns)      # virDomainGetVcpus
+        self.assertIsNone(c.retention_ns)   # not a kvm domain: missing
+        self.assertIsNone(c.instructions)   # no PMU: missing
+
+
+class TestApplyAndRestore(DriverTestCase):
+
+    def test_pins_shares_timeout_then_restores(self):
+        dom = self.useFixture(TestDomain())
+        drv = self.driver()
+        drv.sample()
+        d = model.Decision(timeout_ns=50000, placements={
+            model.VcpuRef(dom.uuid, 0): placement(0, model.Role.IO, 4),
+            model.VcpuRef(dom.uuid, 1): placement(1, model.Role.CPU, 1, 5)})
+        result = drv.apply(d)
+        # Two pins, the domain's shares (it has an I/O vCPU), the knob.
+        self.assertEqual((4, 0), (result.applied, result.failed))
+        self.assertEqual([{4}, {1, 5}], dom.pins())
+        self.assertEqual(50000, self.sysfs.read_knob())
+        saved = self.checkpoint_data()
+        self.assertEqual({'0': list(range(8)), '1': list(range(8))},
+                         saved['domains'][dom.uuid]['pins'])
+        self.assertEqual(50, saved['domains'][dom.uuid]['cpu_shares'])
+        self.assertEqual({'module/kvm/parameters/halt_poll_ns': 200000},
+                         saved['knobs'])
+        # The same plan again changes nothing.
+        again = drv.apply(d)
+        self.assertEqual((0, 3), (again.applied, again.unchanged))
+        drv.restore()
+        self.assertEqual([ALL, ALL], dom.pins())
+        self.assertEqual(200000, self.sysfs.read_knob())
+        self.assertFalse(os.path.exists(self.conf.vsmtio_agent
+                                        .checkpoint_path))
+
+    def test_stays_inside_the_cpus_nova_gave(self):
+        # nova pinned this guest to CPUs 1 and 5 (core 1).
+        dom = self.useFixture(TestDomain(cpuset='1,5'))
+        drv = self.driver()
+        drv.sample()
+        result = drv.apply(model.Decision(200000, {
+            model.VcpuRef(dom.uuid, 0): placement(0, model.Role.IO, 4),
+            model.VcpuRef(dom.uuid, 1): placement(1, model.Role.IO, 5)}))
+        self.assertEqual([{1, 5}, {5}], dom.pins())
+        self.assertIn('outside the CPUs nova gave it (1,5)',
+                      ' '.join(result.messages))
+        drv.restore()
+        self.assertEqual([{1, 5}, {1, 5}], dom.pins())
+
+    def test_crash_is_undone_at_next_start(self):
+        dom = self.useFixture(TestDomain())
+        first = self.driver()
+        first.sample()
+        first.apply(model.Decision(50000, {
+            model.VcpuRef(dom.uuid, 0): placement(2, model.Role.CPU, 2)}))
+        self.assertEqual([{2}, ALL], dom.pins())
+        first.close()   # killed: no restore
+        conf = self.conf
+        second = libvirt_driver.LibvirtHostDriver(conf)
+        self.addCleanup(second.close)
+        second.sample()
+        self.assertEqual([ALL, ALL], dom.pins())
+        self.assertEqual(200000, self.sysfs.read_knob())
+        self.assertIn('did not undo', self.log.output)
+
+    def test_one_agent_per_host(self):
+        dom = self.useFixture(TestDomain())
+        first = self.driver()
+        first.sample()
+        second = libvirt_driver.LibvirtHostDriver(self.conf)
+        self.addCleanup(second.close)
+        second.sample()
+        result = second.apply(model.Decision(50000, {
+            model.VcpuRef(dom.uuid, 0): placement(2, model.Role.CPU, 2)}))
+        self.assertEqual(0, result.applied)
+        self.assertEqual([ALL, ALL], dom.pins())
+
+
+class TestFaults(DriverTestCase):
+
+    def test_domain_destroyed_between_sample_and_apply(self):
+        dom = self.useFixture(TestDomain())
+        other = self.useFixture(TestDomain())
+        drv = self.driver()
+        drv.sample()
+        dom.dom.destroy()
+        result = drv.apply(model.Decision(200000, {
+            model.VcpuRef(dom.uuid, 0): placement(2, model.Role.CPU, 2),
+            model.VcpuRef(other.uuid, 0): placement(3, model.Role.CPU, 3)}))
+        self.assertEqual((1, 0), (result.applied, result.failed))
+        self.assertIn('disappeared before apply', self.log.output)
+        self.assertNotIn(dom.uuid, self.checkpoint_data()['domains'])
+        drv.sample()   # and the next period goes on without it
+        drv.restore()
+        self.assertEqual([ALL, ALL], other.pins())
+
+    def test_unwritable_knob_degrades_with_a_warning(self):
+        self.sysfs = self.useFixture(
+            host_fixtures.FakeSysfs(knob_writable=False))
+        dom = self.useFixture(TestDomain())
+        drv = self.driver()
+        drv.sample()
+        result = drv.apply(model.Decision(50000, {
+            model.VcpuRef(dom.uuid, 0): placement(2, model.Role.CPU, 2)}))
+        self.assertEqual((1, 0), (result.applied, result.failed))
+        self.assertIn('Retention timeout not applicable', self.log.output)
+        self.assertIn('Permission denied', self.log.output)
+        self.assertIn('retention timeout knob',
+                      ' '.join(drv.describe().missing))
+        self.assertEqual({}, self.checkpoint_data()['knobs'])
+        drv.restore()
+        self.assertEqual([ALL, ALL], dom.pins())
+
+    def test_pinning_denied_degrades_with_a_warning(self):
+        # A read-only libvirt connection is how libvirt refuses a client
+        # that may look but not change: a real permission error.
+        dom = self.useFixture(TestDomain())
+        self.useFixture(fixtures.MonkeyPatch(
+            'vsmtio_agent.drivers.libvirt.libvirt.open',
+            libvirt.openReadOnly))
+        drv = self.driver()
+        drv.sample()
+        plan = model.Decision(200000, {
+            model.VcpuRef(dom.uuid, 0): placement(2, model.Role.CPU, 2),
+            model.VcpuRef(dom.uuid, 1): placement(3, model.Role.CPU, 3)})
+        result = drv.apply(plan)
+        self.assertEqual(1, result.failed)   # then pinning is given up
+        self.assertIn('Degrading: vCPU pinning denied', self.log.output)
+        self.assertIn('vCPU pinning denied', ' '.join(drv.describe().missing))
+        self.assertEqual([ALL, ALL], dom.pins())
+        self.assertEqual(0, drv.apply(plan).failed)
+        drv.restore()
+        self.assertNotIn('Cannot restore', self.log.output)
+        self.assertFalse(os.path.exists(self.conf.vsmtio_agent
+                                        .checkpoint_path))
+
+    def test_corrupt_checkpoint_is_reported_and_the_agent_goes_on(self):
+        dom = self.useFixture(TestDomain())
+        drv = self.driver()
+        path = self.conf.vsmtio_agent.checkpoint_path
+        with open(path, 'w') as f:
+            f.write('{"version": 1, "domains": {"x": ')
+        drv.sample()
+        self.assertIn('is corrupt', self.log.output)
+        self.assertTrue(os.path.exists(path + '.corrupt'))
+        drv.apply(model.Decision(200000, {
+            model.VcpuRef(dom.uuid, 1): placement(2, model.Role.CPU, 2)}))
+        self.assertEqual([ALL, {2}], dom.pins())
+        drv.restore()
+        self.assertEqual([ALL, ALL], dom.pins())
+
+    def test_bad_nova_cpu_set_is_one_clear_error(self):
+        drv = self.driver(cpu_shared_set='0-3,x')
+        exc = self.assertRaises(base.HostDriverError, drv.topology)
+        self.assertIn("cpu_shared_set '0-3,x'", str(exc))
+        self.assertIn("bad CPU id 'x'", str(exc))
+
+    def test_kernel_abi_paths_match_abi_json(self):
+        # The driver is written against host_kernel_patches/ABI.rst path by
+        # path; abi.json is its machine-readable twin.
+        root = os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+        path = os.path.join(root, 'host_kernel_patches', 'abi.json')
+        if not os.path.exists(path):
+            self.skipTest('host_kernel_patches/abi.json is not in this tree')
+        with open(path) as f:
+            abi = json.load(f)
+        from vsmtio_agent.host import sysfs_knobs as k
+        self.assertIn(abi['abi_version'], k.KNOWN_ABI_VERSIONS)
+        entries = {e['path']: e for e in abi['entries']}
+        for rel, kind in ((k.ABI_VERSION, 'stat'),
+                          (k.RETENTION_TIMEOUT_NS, 'knob'),
+                          (k.RASS_IO_CPUS, 'knob')):
+            self.assertEqual(kind, entries['/sys/' + rel]['kind'])
+        self.assertEqual(k.RETENTION_TIMEOUT_MAX_NS,
+                         entries['/sys/' + k.RETENTION_TIMEOUT_NS]['max'])
+        self.assertIn('/proc/<pid>/task/<tid>/' + k.SCHED_RASS, entries)
+        for stat in libvirt_driver._PATCHED_STATS.values():
+            name = stat[:-len('.sum')]
+            self.assertIn('KVM_GET_STATS_FD:vcpu/' + name, entries)
+
+    def test_unreachable_libvirt_backs_off(self):
+        drv = self.driver(
+            libvirt_uri='qemu+unix:///system?socket=/nonexistent/sock')
+        exc = self.assertRaises(base.HostDriverError, drv.sample)
+        self.assertIn('cannot connect to libvirt', str(exc))
+        exc = self.assertRaises(base.HostDriverError, drv.sample)
+        self.assertIn('next attempt in', str(exc))
+        self.assertIn('libvirt: ', ' '.join(drv.describe().missing))
+        drv.restore()   # nothing recorded: nothing to do, no error

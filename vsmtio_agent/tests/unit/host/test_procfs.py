@@ -1,0 +1,129 @@
+"""vCPU threads and their counters from real procfs, and from garbage."""
+
+import os
+import threading
+import time
+
+import fixtures
+import testtools
+
+from vsmtio_agent.host import procfs
+from vsmtio_agent.tests.unit.host import fixtures as host_fixtures
+
+
+class NamedThreads(fixtures.Fixture):
+    """Real threads of this process named as QEMU names vCPU threads."""
+
+    def __init__(self, n, accel='TCG'):
+        super().__init__()
+        self.n, self.accel = n, accel
+
+    def _setUp(self):
+        self.stop = threading.Event()
+        ready = threading.Barrier(self.n + 1)
+        self.tids = {}
+
+        def body(index):
+            tid = threading.get_native_id()
+            with open('/proc/self/task/%d/comm' % tid, 'w') as f:
+                f.write('CPU %d/%s' % (index, self.accel))
+            self.tids[index] = tid
+            time.sleep(0.001)  # block once: a voluntary switch
+            ready.wait()
+            self.stop.wait()
+
+        self.threads = [threading.Thread(target=body, args=(i,), daemon=True)
+                        for i in range(self.n)]
+        for t in self.threads:
+            t.start()
+        ready.wait()
+        self.addCleanup(self._join)
+
+    def _join(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+
+
+class TestParsers(testtools.TestCase):
+
+    def test_real_files_of_this_thread(self):
+        tid = threading.get_native_id()
+        base = '/proc/self/task/%d/' % tid
+        run_ns, delay = procfs.parse_schedstat(open(base + 'schedstat').read())
+        self.assertGreater(run_ns, 0)
+        self.assertGreaterEqual(delay, 0)
+        vol, invol = procfs.parse_status_switches(open(base + 'status').read())
+        self.assertGreaterEqual(vol + invol, 0)
+        self.assertIn(procfs.parse_stat_cpu(open(base + 'stat').read()),
+                      os.sched_getaffinity(0))
+
+    def test_stat_with_parentheses_in_comm(self):
+        fields = ' '.join(['0'] * 35 + ['3'] + ['0'] * 5)
+        self.assertEqual(3, procfs.parse_stat_cpu('42 (CPU 0) (x)) S ' +
+                                                  fields))
+
+    def test_garbage(self):
+        for text in ('', 'abc def', '12'):
+            self.assertRaises(ValueError, procfs.parse_schedstat, text)
+        for text in ('', 'voluntary_ctxt_switches:\tlots\n'
+                         'nonvoluntary_ctxt_switches:\t1\n',
+                     'Name:\tqemu\n'):
+            self.assertRaises(ValueError, procfs.parse_status_switches, text)
+        for text in ('', '1 (x) S 1 2', '\x00\xff' * 10):
+            self.assertRaises(ValueError, procfs.parse_stat_cpu, text)
+
+
+class TestVcpuThreads(testtools.TestCase):
+
+    def test_finds_named_threads_of_a_real_process(self):
+        named = self.useFixture(NamedThreads(3))
+        self.assertEqual(named.tids, procfs.vcpu_threads(os.getpid()))
+
+    def test_reads_counters_of_real_threads(self):
+        named = self.useFixture(NamedThreads(2, accel='KVM'))
+        reader = procfs.ThreadReader()
+        for tid in named.tids.values():
+            c = reader.read(os.getpid(), tid)
+            self.assertIsNotNone(c.run_ns)
+            self.assertIsNotNone(c.runqueue_delay_ns)
+            # Each thread slept at least once.
+            self.assertGreaterEqual(c.voluntary_switches, 1)
+            self.assertIn(c.cpu, range(os.cpu_count()))
+
+    def test_gone_process_or_thread(self):
+        self.assertEqual({}, procfs.vcpu_threads(2 ** 22 + 7))
+        self.assertIsNone(procfs.ThreadReader().read(os.getpid(), 2 ** 22))
+
+    def test_garbage_procfs_gives_missing_counters_and_one_log_line(self):
+        log = self.useFixture(fixtures.FakeLogger())
+        root = self.useFixture(fixtures.TempDir()).path
+        task = os.path.join(root, '77', 'task', '78')
+        host_fixtures.write(os.path.join(task, 'comm'), 'CPU 0/KVM\n')
+        host_fixtures.write(os.path.join(task, 'schedstat'), 'garbage\n')
+        host_fixtures.write(os.path.join(task, 'status'),
+                            'voluntary_ctxt_switches:\t5\n'
+                            'nonvoluntary_ctxt_switches:\t2\n')
+        host_fixtures.write(os.path.join(task, 'stat'), '\x00' * 50)
+        self.assertEqual({0: 78}, procfs.vcpu_threads(77, root))
+        reader = procfs.ThreadReader(root)
+        for _ in range(3):
+            c = reader.read(77, 78)
+            self.assertIsNone(c.run_ns)
+            self.assertIsNone(c.cpu)
+            self.assertEqual((5, 2), (c.voluntary_switches,
+                                      c.involuntary_switches))
+        self.assertEqual(1, log.output.count('ignoring schedstat'))
+        self.assertEqual(1, log.output.count('ignoring stat'))
+
+    def test_find_qemu_pid_by_uuid_on_the_command_line(self):
+        root = self.useFixture(fixtures.TempDir()).path
+        uuid = '6695eb01-f6a4-8304-79aa-97f2502e193f'
+        host_fixtures.write(os.path.join(root, '10', 'cmdline'),
+                            '\0'.join(['qemu', '-uuid', 'other']))
+        host_fixtures.write(os.path.join(root, '11', 'cmdline'),
+                            '\0'.join(['qemu', '-uuid', uuid.upper()]))
+        stale = os.path.join(root, 'x.pid')
+        host_fixtures.write(stale, '10\n')
+        self.assertEqual(11, procfs.find_qemu_pid(uuid, stale, root))
+        self.assertIsNone(procfs.find_qemu_pid('nope', None, root))

@@ -1,0 +1,37 @@
+"""Kernel knobs: found writable by a no-op write, refused ones reported."""
+
+import testtools
+
+from vsmtio_agent.host import sysfs_knobs
+from vsmtio_agent.tests.unit.host import fixtures as host_fixtures
+
+
+class TestKnob(testtools.TestCase):
+
+    def test_writable_knob(self):
+        sysfs = self.useFixture(host_fixtures.FakeSysfs(halt_poll_ns=1234))
+        knob = sysfs_knobs.Knob(sysfs.root, sysfs_knobs.HALT_POLL_NS)
+        self.assertEqual((True, '%s is writable' % knob.path), knob.probe())
+        self.assertEqual(1234, knob.read())
+        knob.write(50000)
+        self.assertEqual(50000, sysfs.read_knob())
+
+    def test_read_only_knob_refuses_even_root(self):
+        sysfs = self.useFixture(host_fixtures.FakeSysfs(knob_writable=False))
+        knob = sysfs_knobs.Knob(sysfs.root, sysfs_knobs.HALT_POLL_NS)
+        ok, why = knob.probe()
+        self.assertFalse(ok)
+        self.assertIn('Permission denied', why)
+        exc = self.assertRaises(sysfs_knobs.KnobError, knob.write, 1)
+        self.assertTrue(exc.denied)
+
+    def test_missing_and_garbage(self):
+        sysfs = self.useFixture(host_fixtures.FakeSysfs())
+        self.assertEqual(
+            (False, '%s/nope does not exist' % sysfs.root),
+            sysfs_knobs.Knob(sysfs.root, 'nope').probe())
+        host_fixtures.write(sysfs.knob, 'Y\n')
+        knob = sysfs_knobs.Knob(sysfs.root, sysfs_knobs.HALT_POLL_NS)
+        self.assertIn('not an integer',
+                      str(self.assertRaises(sysfs_knobs.KnobError,
+                                            knob.read)))

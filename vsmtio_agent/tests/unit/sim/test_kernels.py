@@ -1,0 +1,262 @@
+"""Mechanics of each kernel model on one- and two-core hosts."""
+
+import testtools
+
+from vsmtio_agent import model
+from vsmtio_agent.sim import engine
+from vsmtio_agent.sim import kernels
+from vsmtio_agent.tests.unit.sim import helpers as h
+
+
+class TestHaltPollRule(testtools.TestCase):
+    """KVM's grow/shrink rule (kvm_vcpu_halt) with its default knobs."""
+
+    def nxt(self, cur, block):
+        return kernels.next_halt_poll_ns(cur, block, 200000, 2, 10000, 2)
+
+    def test_grows_from_grow_start_then_doubles(self):
+        self.assertEqual(10000, self.nxt(0, 50000))
+        self.assertEqual(20000, self.nxt(10000, 50000))
+        self.assertEqual(200000, self.nxt(160000, 190000))
+
+    def test_keeps_window_when_halt_ended_inside_it(self):
+        self.assertEqual(40000, self.nxt(40000, 30000))
+
+    def test_shrinks_when_halt_outlived_the_maximum(self):
+        self.assertEqual(20000, self.nxt(40000, 300000))
+        self.assertEqual(0, self.nxt(0, 300000))
+
+
+class TestVanilla(testtools.TestCase):
+
+    def test_idle_vcpu_blocks_and_woken_one_preempts(self):
+        sc = h.tiny([('io', 'io', [0]), ('cpu', 'cpu', [0])])
+        sim = h.run(sc, 'vanilla')
+        io, cpu = h.vcpu(sim, 'io'), h.vcpu(sim, 'cpu')
+        self.assertGreater(io.requests, 1000)
+        # every served request ends in a halt (voluntary switch) ...
+        self.assertLessEqual(abs(io.vol - io.requests), 1)
+        # ... and every wake-up preempts the CPU-bound vCPU (boosting)
+        self.assertGreater(cpu.invol, 0.9 * io.requests)
+        self.assertEqual(0.0, io.poll_ns)
+        self.assertEqual(0.0, io.retention_ns)
+
+    def test_scheduling_delay_trades_io_for_cpu(self):
+        """Fig. 1(b): a larger wake-up granularity delays I/O vCPUs."""
+        def run(gran_us):
+            sc = h.tiny([('io', 'io', [0]), ('cpu', 'cpu', [0])],
+                        scheduler={'wakeup_granularity_us': gran_us})
+            return h.run(sc, 'vanilla')
+        fast, slow = run(1000), run(20000)
+        self.assertGreater(h.vcpu(fast, 'io').requests,
+                           1.5 * h.vcpu(slow, 'io').requests)
+        self.assertGreater(h.vcpu(slow, 'cpu').instructions,
+                           h.vcpu(fast, 'cpu').instructions)
+
+
+class TestPolling(testtools.TestCase):
+
+    def test_guest_spins_without_switches_when_alone(self):
+        sc = h.tiny([('io', 'io', [0]), ('cpu', 'cpu', [1])])
+        sim = h.run(sc, 'polling')
+        io = h.vcpu(sim, 'io')
+        self.assertEqual(0, io.vol + io.invol)
+        self.assertGreater(io.poll_ns, 0.8 * 1e9)
+
+    def test_spinning_sibling_slows_computation_to_table_2(self):
+        sc = h.tiny([('io', 'io', [0]), ('cpu', 'cpu', [1])],
+                    workloads={'io': h.io_wl(burst_us=1, wait_us=10000)})
+        sim = h.run(sc, 'polling')
+        cpu = h.vcpu(sim, 'cpu')
+        solo = cpu.solo_rate * sim.now
+        self.assertAlmostEqual(0.73, cpu.instructions / solo, delta=0.01)
+
+
+class TestHaltPoll(testtools.TestCase):
+
+    def test_polls_when_alone_on_its_hyperthread(self):
+        sc = h.tiny([('io', 'io', [0]), ('cpu', 'cpu', [1])],
+                    workloads={'io': h.io_wl(wait_us=100)})
+        io = h.vcpu(h.run(sc, 'haltpoll'), 'io')
+        self.assertGreater(io.poll_ns, 0.2 * 1e9)
+        self.assertLess(io.vol, 10)
+
+    def test_never_polls_for_halts_longer_than_the_maximum(self):
+        sc = h.tiny([('io', 'io', [0]), ('cpu', 'cpu', [1])],
+                    workloads={'io': h.io_wl(wait_us=300)})
+        io = h.vcpu(h.run(sc, 'haltpoll'), 'io')
+        self.assertEqual(0.0, io.poll_ns)
+
+    def test_does_not_poll_when_another_vcpu_is_runnable(self):
+        sc = h.tiny([('io', 'io', [0]), ('cpu', 'cpu', [0])])
+        sim = h.run(sc, 'haltpoll')
+        io = h.vcpu(sim, 'io')
+        self.assertEqual(0.0, io.poll_ns)
+        self.assertGreater(io.vol, 1000)
+
+    def test_enhanced_polls_even_when_another_is_runnable(self):
+        sc = h.tiny([('io', 'io', [0]), ('cpu', 'cpu', [0])])
+        plain = h.vcpu(h.run(sc, 'haltpoll'), 'io')
+        enhanced = h.vcpu(h.run(sc, 'haltpoll-enhanced'), 'io')
+        self.assertGreater(enhanced.poll_ns, 0.1 * 1e9)
+        self.assertLess(enhanced.vol, plain.vol / 2)
+
+    def test_enhanced_poller_still_shares_its_hyperthread(self):
+        # every poll succeeds (100 us waits): only CFS's slices stop it
+        sc = h.tiny([('io', 'io', [0]), ('cpu', 'cpu', [0])],
+                    workloads={'io': h.io_wl(wait_us=100)})
+        sim = h.run(sc, 'haltpoll-enhanced')
+        io, cpu = h.vcpu(sim, 'io'), h.vcpu(sim, 'cpu')
+        self.assertGreater(io.poll_ns, 0.2 * 1e9)
+        self.assertGreater(cpu.run_ns, 0.3 * 1e9)
+        self.assertGreater(cpu.invol + io.vol + io.invol, 20)
+
+    def test_enhanced_window_reaches_beyond_kvm_default(self):
+        sc = h.tiny([('io', 'io', [0]), ('cpu', 'cpu', [1])],
+                    workloads={'io': h.io_wl(wait_us=500)})
+        plain = h.vcpu(h.run(sc, 'haltpoll'), 'io')
+        enhanced = h.vcpu(h.run(sc, 'haltpoll-enhanced'), 'io')
+        self.assertLessEqual(plain.halt_poll_ns, 200000)
+        self.assertGreater(plain.vol, 1000)     # 500 us > 200 us: blocks
+        self.assertGreater(enhanced.halt_poll_ns, 200000)
+        self.assertLess(enhanced.vol, 10)
+
+
+class TestVsmtioRetention(testtools.TestCase):
+
+    def sim(self, timeout_us, wait_us=300):
+        sc = h.tiny([('io', 'io', [0]), ('cpu', 'cpu', [1])],
+                    workloads={'io': h.io_wl(wait_us=wait_us)})
+        sim = engine.Simulation(sc, 'vsmtio', 1)
+        sim.apply(model.Decision(timeout_ns=int(timeout_us * h.US),
+                                 placements={}))
+        sim.advance_to(1e9)
+        return sim
+
+    def test_retention_outliving_the_timeout_deschedules(self):
+        io = h.vcpu(self.sim(timeout_us=100), 'io')
+        self.assertGreater(io.retentions, 1000)
+        # all but the one still under way when the run stopped
+        self.assertLessEqual(io.retentions - io.retention_timeouts, 1)
+        self.assertLessEqual(abs(io.vol - io.retention_timeouts), 1)
+
+    def test_retention_within_the_timeout_needs_no_switch(self):
+        io = h.vcpu(self.sim(timeout_us=1000), 'io')
+        self.assertGreater(io.retentions, 1000)
+        self.assertEqual(0, io.retention_timeouts)
+        self.assertEqual(0, io.vol + io.invol)
+
+    def test_retaining_sibling_leaves_computation_at_solo_speed(self):
+        sim = self.sim(timeout_us=1000)
+        cpu = h.vcpu(sim, 'cpu')
+        io = h.vcpu(sim, 'io')
+        # co-run only while the I/O vCPU computes its bursts
+        solo = cpu.solo_rate * (sim.now - io.run_ns + io.retention_ns)
+        self.assertGreater(cpu.instructions, 0.99 * solo)
+
+
+class TestRass(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        # core 0: threads 0 (CPU sibling) and 1 (I/O sibling)
+        self.sc = h.tiny([('io', 'io', [1]), ('cpu', 'cpu', [0, 0])],
+                         workloads={'io': h.io_wl(wait_us=2000,
+                                                  dist='exponential')})
+        self.sim = engine.Simulation(self.sc, 'vsmtio', 1)
+        io_ref = model.VcpuRef('io', 0)
+        self.sim.apply(h.rass_decision(self.sim, 50 * h.US, {io_ref}))
+        self.sim.advance_to(1e9)
+
+    def test_cpu_vcpus_borrow_the_idle_io_sibling(self):
+        sim = self.sim
+        io_thread = sim.threads[1]
+        self.assertGreater(io_thread.state_ns[engine.COMPUTE],
+                           5 * h.vcpu(sim, 'io').run_ns)
+
+    def test_io_wakeup_preempts_the_borrower_and_sends_it_home(self):
+        sim = self.sim
+        io = h.vcpu(sim, 'io')
+        borrowers = [h.vcpu(sim, 'cpu', i) for i in (0, 1)]
+        preempted = sum(v.invol for v in borrowers)
+        # most wake-ups (the retention timed out: 2 ms mean wait, 50 us
+        # timeout) found a CPU-bound vCPU borrowing the I/O sibling
+        self.assertGreater(preempted, 0.8 * io.retention_timeouts)
+        self.assertEqual(0, io.invol)
+        # strict priority: the I/O vCPU waits only for the switch
+        ready_per_request = io.req_acc[engine.V_READY] / io.requests
+        self.assertLess(ready_per_request, 1.5 * sim.c_preempt)
+        for v in borrowers:
+            self.assertIs(v.home, sim.threads[0])
+
+    def test_cpu_vcpus_leave_the_io_sibling_to_io_vcpus(self):
+        sim = self.sim
+        for v in sim.vcpus:
+            if v.borrowed:
+                self.assertIs(v.th, sim.threads[1])
+                self.assertIs(v.role, model.Role.CPU)
+
+
+class TestCosts(testtools.TestCase):
+    """Costs are inputs: moving one moves outcomes the right way."""
+
+    def cpu_work(self, kernel, **costs):
+        sc = h.tiny([('io', 'io', [0]), ('cpu', 'cpu', [0]),
+                     ('other', 'cpu', [1])], costs=costs)
+        sim = h.run(sc, kernel)
+        return sum(v.instructions for v in sim.vcpus if v.vm != 'io')
+
+    def test_dearer_switches_cost_cpu_throughput(self):
+        self.assertGreater(self.cpu_work('vanilla', cache_refill_ns=0),
+                           self.cpu_work('vanilla', cache_refill_ns=50000))
+
+    def test_slower_switching_sibling_costs_cpu_throughput(self):
+        self.assertGreater(
+            self.cpu_work('vanilla', sibling_switching_speed=0.9),
+            self.cpu_work('vanilla', sibling_switching_speed=0.1))
+
+    def test_slower_polling_sibling_costs_cpu_throughput(self):
+        self.assertGreater(
+            self.cpu_work('haltpoll-enhanced', sibling_polling_speed=0.95),
+            self.cpu_work('haltpoll-enhanced', sibling_polling_speed=0.3))
+
+    def test_larger_smt_speedup_raises_corun_throughput(self):
+        self.assertGreater(self.cpu_work('vanilla', smt_corun_speedup=1.5),
+                           self.cpu_work('vanilla', smt_corun_speedup=1.1))
+
+
+class TestRetentionYields(testtools.TestCase):
+    """Two I/O vCPUs share an I/O sibling; one retains when the other wakes.
+
+    ``vsmtio.retention_yields`` decides whether the retention gives way.
+    """
+
+    def sim(self, yields):
+        sc = h.tiny([('a', 'io', [1]), ('b', 'io', [1]),
+                     ('cpu', 'cpu', [0])],
+                    workloads={'io': h.io_wl(wait_us=300,
+                                             dist='exponential')},
+                    vsmtio={'retention_yields': yields})
+        sim = engine.Simulation(sc, 'vsmtio', 1)
+        sim.apply(h.rass_decision(sim, 2000 * h.US, {
+            model.VcpuRef('a', 0), model.VcpuRef('b', 0)}))
+        sim.advance_to(1e9)
+        return [h.vcpu(sim, n) for n in ('a', 'b')]
+
+    def ready_per_request(self, vcpus):
+        return sum(v.req_acc[engine.V_READY] for v in vcpus) / sum(
+            v.requests for v in vcpus)
+
+    def test_unclassified_vcpus_retain_beside_a_runnable_one(self):
+        # before the agent's first decision nothing is I/O-class: CFS only
+        sc = h.tiny([('io', 'io', [0]), ('cpu', 'cpu', [0])])
+        sim = engine.Simulation(sc, 'vsmtio', 1)
+        sim.advance_to(0.5e9)
+        self.assertGreater(h.vcpu(sim, 'io').retentions, 100)
+
+    def test_yielding_retention_cuts_waiting_and_adds_switches(self):
+        yielding, holding = self.sim(True), self.sim(False)
+        self.assertLess(self.ready_per_request(yielding),
+                        self.ready_per_request(holding) / 2)
+        self.assertGreater(sum(v.vol for v in yielding),
+                           2 * sum(v.vol for v in holding))

@@ -1,0 +1,276 @@
+"""Whole runs: determinism, the real agent on the simulated host, the CLI,
+and the paper's directions on a reduced host (§6)."""
+
+import json
+import os
+import tempfile
+import unittest
+
+import fixtures
+import testtools
+import yaml
+
+from vsmtio_agent.cmd import sim as sim_cmd
+from vsmtio_agent.drivers import base
+from vsmtio_agent.drivers import simulated
+from vsmtio_agent.sim import runner
+from vsmtio_agent.sim import scenario
+
+
+def reduced(name, cores=4, duration=1.0, warmup=0.4):
+    """A shipped paper scenario scaled to ``cores`` (vCPUs scaled too)."""
+    with open(os.path.join(scenario.SCENARIO_DIR, name + '.yaml')) as f:
+        d = yaml.safe_load(f)
+    scale = cores / d['host']['cores']
+    d['host']['cores'] = cores
+    d['duration_s'], d['warmup_s'] = duration, warmup
+    for vm in d['vms']:
+        vm['vcpus'] = max(1, int(round(vm['vcpus'] * scale)))
+    return d
+
+
+class _ScenarioFile(fixtures.Fixture):
+
+    def __init__(self, doc):
+        self.doc = doc
+
+    def _setUp(self):
+        fd, self.path = tempfile.mkstemp(suffix='.yaml')
+        with os.fdopen(fd, 'w') as f:
+            yaml.safe_dump(self.doc, f)
+        self.addCleanup(os.unlink, self.path)
+
+
+def strip(result):
+    result = dict(result)
+    result.pop('sim')
+    return result
+
+
+class TestDeterminism(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=2, duration=0.4,
+                    warmup=0.1))).path
+
+    def test_same_seed_same_result(self):
+        for kernel in ('vanilla', 'vsmtio'):
+            a = runner.run(self.path, kernel, seed=7)
+            b = runner.run(self.path, kernel, seed=7)
+            self.assertEqual(strip(a), strip(b))
+
+    def test_other_seed_other_result(self):
+        a = runner.run(self.path, 'vanilla', seed=1)
+        b = runner.run(self.path, 'vanilla', seed=2)
+        self.assertNotEqual(a['io_throughput'], b['io_throughput'])
+
+
+class TestAgentOnSimulatedHost(testtools.TestCase):
+    """The real Agent loop drives the simulated host (no fakes)."""
+
+    def test_agent_ticks_apply_rass_and_ltcr(self):
+        from vsmtio_agent import agent as agent_mod
+        path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=2, duration=0.5))).path
+        conf = runner.make_conf(path, 'vsmtio')
+        driver = simulated.SimulatedHostDriver(conf)
+        self.assertEqual('simulated', driver.describe().mode)
+        ag = agent_mod.Agent(conf, driver)
+        ag.tick()
+        for _ in range(5):
+            decision = ag.tick()
+        sim = driver.simulation
+        self.assertEqual(decision.timeout_ns, int(sim.timeout_ns))
+        self.assertTrue(sim.rass_active)
+        io_vcpus = [v for v in sim.vcpus if v.wl.kind == 'io']
+        # RASS put the retaining (Redis) vCPUs on the I/O siblings
+        self.assertTrue(all(v.home.is_io for v in io_vcpus))
+        self.assertTrue(all(str(v.role) == str(decision.placements[
+            v.ref].role) for v in sim.vcpus))
+        ag.stop()
+
+    def test_found_through_the_host_driver_namespace(self):
+        from stevedore import driver as sd
+        path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=1))).path
+        mgr = sd.DriverManager('vsmtio_agent.host_drivers', 'simulated',
+                               invoke_on_load=True,
+                               invoke_args=(runner.make_conf(path,
+                                                             'vsmtio'),))
+        self.assertIsInstance(mgr.driver, simulated.SimulatedHostDriver)
+
+    def test_restore_puts_the_initial_timeout_back(self):
+        from vsmtio_agent import model
+        path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=1))).path
+        driver = simulated.SimulatedHostDriver(
+            runner.make_conf(path, 'vsmtio'))
+        before = driver.simulation.timeout_ns
+        result = driver.apply(model.Decision(timeout_ns=12345,
+                                             placements={}))
+        self.assertEqual(1, result.applied)
+        self.assertEqual(12345, driver.simulation.timeout_ns)
+        driver.restore()
+        self.assertEqual(before, driver.simulation.timeout_ns)
+
+    def test_unknown_vcpu_in_a_decision_fails_alone(self):
+        from vsmtio_agent import model
+        path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=1))).path
+        driver = simulated.SimulatedHostDriver(
+            runner.make_conf(path, 'vsmtio'))
+        core = driver.topology().cores[0]
+        ghost = model.VcpuRef('ghost', 0)
+        result = driver.apply(model.Decision(
+            timeout_ns=100000, placements={ghost: model.Placement(
+                core.core_id, model.Role.IO, core.io_thread,
+                (core.io_thread,))}))
+        self.assertEqual(1, result.failed)
+        self.assertIn('ghost/0', result.messages[0])
+
+    def test_other_kernels_offer_no_knobs(self):
+        path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=1))).path
+        driver = simulated.SimulatedHostDriver(
+            runner.make_conf(path, 'vanilla'))
+        from vsmtio_agent import model
+        result = driver.apply(model.Decision(timeout_ns=1, placements={}))
+        self.assertIsInstance(result, base.ApplyResult)
+        self.assertEqual(0, result.applied)
+
+
+class TestCli(testtools.TestCase):
+
+    def main(self, *argv):
+        out = self.useFixture(fixtures.StringStream('stdout')).stream
+        err = self.useFixture(fixtures.StringStream('stderr')).stream
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', out))
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', err))
+        rc = sim_cmd.main(list(argv))
+        out.seek(0)
+        err.seek(0)
+        return rc, out.read(), err.read()
+
+    def assertOneLineError(self, needle, *argv):
+        rc, out, err = self.main(*argv)
+        self.assertEqual(2, rc)
+        self.assertEqual('', out)
+        lines = err.strip().splitlines()
+        self.assertEqual(1, len(lines), err)
+        self.assertIn(needle, lines[0])
+        self.assertNotIn('Traceback', err)
+
+    def test_unknown_scenario(self):
+        self.assertOneLineError("unknown scenario 'nope'", 'run',
+                                '--scenario', 'nope', '--kernel', 'vanilla')
+
+    def test_unknown_kernel(self):
+        self.assertOneLineError("unknown kernel 'linux'", 'run',
+                                '--scenario', 'redis_pagerank', '--kernel',
+                                'linux')
+
+    def test_bad_duration(self):
+        self.assertOneLineError('--duration', 'compare', '--scenario',
+                                'redis_pagerank', '--duration', '-1')
+
+    def test_bad_scenario_file(self):
+        d = reduced('redis_pagerank', cores=1)
+        d['vms'][0]['vcpus'] = 'many'
+        path = self.useFixture(_ScenarioFile(d)).path
+        self.assertOneLineError('vms.0.vcpus', 'run', '--scenario', path,
+                                '--kernel', 'vanilla')
+
+    def test_list(self):
+        rc, out, _ = self.main('list')
+        self.assertEqual(0, rc)
+        self.assertIn('redis_pagerank', out)
+        self.assertIn('haltpoll-enhanced', out)
+
+    def test_run_json(self):
+        path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=1, duration=0.3,
+                    warmup=0.1))).path
+        rc, out, err = self.main('run', '--scenario', path, '--kernel',
+                                 'haltpoll', '--json')
+        self.assertEqual(0, rc)
+        result = json.loads(out)
+        self.assertEqual('haltpoll', result['kernel'])
+        self.assertGreater(result['io_throughput'], 0)
+        self.assertIn('100%', err)         # progress went to stderr
+
+    def test_compare_table(self):
+        path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=1, duration=0.3,
+                    warmup=0.1))).path
+        rc, out, _ = self.main('compare', '--scenario', path,
+                               '--processes', '1')
+        self.assertEqual(0, rc)
+        for kernel in ('vanilla', 'polling', 'haltpoll',
+                       'haltpoll-enhanced', 'vsmtio'):
+            self.assertIn(kernel, out)
+        self.assertIn('1.000', out)
+        self.assertIn('vsmtio: the real agent ran', out)
+
+
+class TestPaperDirections(testtools.TestCase):
+    """§6's directions on a 4-core host (the shipped costs, unchanged).
+
+    Where the model does not reproduce a direction the test is an expected
+    failure and doc/benchmarks/simulator.rst says why: the model is not
+    tuned to the paper.
+    """
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.results = {}
+        for name in ('redis_pagerank', 'fig8_all_cpu_0_96'):
+            d = reduced(name)
+            fd, path = tempfile.mkstemp(suffix='.yaml')
+            with os.fdopen(fd, 'w') as f:
+                yaml.safe_dump(d, f)
+            try:
+                cls.results[name] = {k: runner.run(path, k)
+                                     for k in ('vanilla', 'vsmtio')}
+            finally:
+                os.unlink(path)
+
+    def ratio(self, name, key):
+        r = self.results[name]
+        return r['vsmtio'][key] / r['vanilla'][key]
+
+    def test_vsmtio_cuts_vcpu_switches(self):
+        self.assertLess(self.ratio('redis_pagerank', 'vcpu_switches_per_s'),
+                        0.75)
+
+    def test_vsmtio_does_not_spin(self):
+        r = self.results['redis_pagerank']['vsmtio']
+        self.assertEqual(0.0, r['spinning_pct'])
+        self.assertGreater(r['retention_pct'], 0.0)
+
+    @unittest.expectedFailure
+    def test_vsmtio_raises_io_throughput(self):
+        # About equal (0.99): vanilla's wake-up preemption already serves these
+        # I/O vCPUs within one switch (~20 us) of their wake-up.
+        self.assertGreater(self.ratio('redis_pagerank', 'io_throughput'),
+                           1.0)
+
+    @unittest.expectedFailure
+    def test_vsmtio_raises_cpu_throughput(self):
+        # Lower (~0.8): retention holds a third of the I/O siblings' time, more
+        # than the switches it saves cost at the shipped costs.
+        self.assertGreater(self.ratio('redis_pagerank', 'cpu_throughput'),
+                           1.0)
+
+    @unittest.expectedFailure
+    def test_all_cpu_control_within_two_percent(self):
+        # Fails by ~4%: with every vCPU CPU-bound, RASS lets the idle I/O
+        # sibling borrow whichever vCPU co-runs best with the CPU sibling's
+        # (§4.3.2), and the model's CPI co-run rates differ by several
+        # percent between pairings (PageRank beside Kmeans versus like with
+        # like), so symbiosis gains more than the paper's hardware showed.
+        self.assertAlmostEqual(
+            1.0, self.ratio('fig8_all_cpu_0_96', 'cpu_throughput'),
+            delta=0.02)

@@ -1,0 +1,48 @@
+"""nova's libvirt driver, plus context retention for the guests that ask.
+
+Select it with ``compute_driver = vsmtio.VsmtioLibvirtDriver`` and run
+``vsmtio-nova-compute`` (see :mod:`vsmtio_nova.virt`).  It behaves exactly
+like ``libvirt.LibvirtDriver`` except that the domain XML of an instance
+whose flavor or image asks for context retention lets the guest MWAIT
+(:mod:`vsmtio_nova.virt.libvirt.retention`).
+"""
+
+from oslo_log import log as logging
+
+import nova.conf
+from nova.virt.libvirt import driver as libvirt_driver
+
+from vsmtio_nova.virt.libvirt import retention
+
+CONF = nova.conf.CONF
+LOG = logging.getLogger(__name__)
+
+
+class VsmtioLibvirtDriver(libvirt_driver.LibvirtDriver):
+    """LibvirtDriver whose guests may hold their hyperthread with MWAIT."""
+
+    def _get_guest_xml(self, context, instance, network_info, disk_info,
+                       image_meta, *args, **kwargs):
+        # Checked first, so a bad value fails the build before any work.
+        wanted = retention.requested(instance)
+        xml = super()._get_guest_xml(context, instance, network_info,
+                                     disk_info, image_meta, *args, **kwargs)
+        if not wanted:
+            return xml
+        if CONF.libvirt.virt_type != 'kvm':
+            LOG.warning('Context retention asked for, but virt_type is %s: '
+                        'only KVM can let a guest MWAIT; starting it '
+                        'without.', CONF.libvirt.virt_type,
+                        instance=instance)
+            return xml
+        topology = (instance.numa_topology
+                    if instance.obj_attr_is_set('numa_topology') else None)
+        if not topology or not topology.cpu_pinning_requested:
+            LOG.warning('Context retention on shared (unpinned) CPUs: the '
+                        'guest holds its CPUs while idle; give it dedicated '
+                        'or vsmtio-managed CPUs.', instance=instance)
+        xml = retention.add_to_domain(xml)
+        LOG.debug('Context retention: MWAIT exits disabled (%s), '
+                  'hint-dedicated on', ' '.join(retention.QEMU_ARGS),
+                  instance=instance)
+        return xml
