@@ -44,7 +44,9 @@ class Vcpu(object):
         'halt_poll_ns', 'draw_burst', 'draw_device', 'stack', 'stack_mark',
         'run_ns', 'retention_ns', 'poll_ns', 'retentions',
         'retention_timeouts', 'instructions', 'cycles', 'base_cycles',
-        'miss_cycles', 'vol', 'invol', 'requests', 'req_acc')
+        'miss_cycles', 'vol', 'invol', 'requests', 'req_acc',
+        'peers', 'irq_rng', 'draw_handler', 'irq_to', 'irqs', 'saved',
+        'in_handler', 'handled')
 
     def __init__(self, ref, vm, wl, wl_idx, ghz, rng):
         self.ref = ref
@@ -75,6 +77,13 @@ class Vcpu(object):
         self.instructions = self.cycles = 0.0
         self.base_cycles = self.miss_cycles = 0.0
         self.vol = self.invol = self.requests = 0
+        self.peers = None
+        self.irq_rng = self.draw_handler = None
+        self.irq_to = None          # the vCPU the device interrupt lands on
+        self.irqs = []              # requesters whose interrupt it handles
+        self.saved = None           # own burst set aside for a handler
+        self.in_handler = False
+        self.handled = 0
         if wl.does_io:
             self.draw_burst = workloads.sampler(wl.burst, rng)
             self.draw_device = workloads.sampler(wl.device, rng)
@@ -178,6 +187,17 @@ class Simulation(object):
             th.rq.append(v)
             self.vcpus.append(v)
         self.by_ref = {v.ref: v for v in self.vcpus}
+        peers = {}
+        for v in self.vcpus:
+            peers.setdefault(v.vm, []).append(v)
+        for v in self.vcpus:
+            v.peers = peers[v.vm]
+            if v.wl.does_io and v.wl.irq:
+                # its own stream: the burst/device draws stay as without
+                v.irq_rng = random.Random('%d/%s/%d/irq' % (seed, v.vm,
+                                                            v.ref.index))
+                v.draw_handler = workloads.sampler(v.wl.irq['handler'],
+                                                   v.irq_rng)
         for th in self.threads:
             if th.rq:
                 v = self._pick(th)
@@ -199,7 +219,12 @@ class Simulation(object):
             t, _, kind, obj, ver = pop(heap)
             if kind == EV_IO:
                 self.now = t
-                self._io_done(obj)
+                tgt = obj.irq_to
+                if tgt is None:
+                    self._io_done(obj)
+                else:
+                    obj.irq_to = None
+                    self._irq(tgt, obj)
             elif kind == EV_ACT:
                 if obj.aver != ver:
                     continue
@@ -509,6 +534,9 @@ class Simulation(object):
 
     def _burst_done(self, th):
         v = th.curr
+        if v.in_handler:
+            self._handler_done(th, v)
+            return
         v.requests += 1
         self._vstate(v, V_RUN)
         acc, mark, req = v.acc, v.mark, v.req_acc
@@ -517,12 +545,70 @@ class Simulation(object):
             mark[i] = acc[i]
         v.work = False
         v.burst = None
+        if v.irq_rng is not None:
+            i = v.wl.irq_vcpu(v.ref.index, len(v.peers), v.irq_rng)
+            if i != v.ref.index:
+                v.irq_to = v.peers[i]
         self._push(self.now + v.draw_device(), EV_IO, v, 0)
         self._go_idle(th, v)
 
+    def _irq(self, t, r):
+        """``r``'s device interrupt lands on ``t`` (paper §6.3).
+
+        ``t`` must run a handler burst, set ahead of its own work, before
+        its IPI wakes ``r``; a running ``t`` takes it at once (posted
+        interrupt), a retaining or polling one without a switch, a halted
+        one is woken like any vCPU, a runnable one waits in its queue.
+        """
+        t.irqs.append(r)
+        h = t.draw_handler() * t.solo_rate
+        th = t.th
+        computing = (t.sstate == V_RUN and th.curr is t
+                     and th.state == COMPUTE)
+        if computing:
+            self._settle(th)
+        if t.in_handler:
+            t.burst += h
+        else:
+            t.in_handler = True
+            t.saved = t.burst if t.work else None
+            t.burst = h
+            if not computing:
+                t.work = True
+                self._resume(t)
+                return
+        if computing:
+            th.rate = -1.0
+            self._arm(th)
+
+    def _handler_done(self, th, t):
+        """``t`` ends its handler: own work resumes, the IPIs go out."""
+        reqs = t.irqs
+        t.irqs = []
+        t.in_handler = False
+        t.handled += len(reqs)
+        t.burst = t.saved
+        t.saved = None
+        if t.burst is None:
+            t.work = False
+            self._go_idle(th, t)
+        else:
+            th.rate = -1.0
+            self._arm(th)
+        for r in reqs:
+            self._io_done(r)
+
     def _io_done(self, v):
+        if v.in_handler:
+            # its own completion arrived while it handles another's
+            v.saved = v.draw_burst() * v.solo_rate
+            return
         v.work = True
         v.burst = v.draw_burst() * v.solo_rate
+        self._resume(v)
+
+    def _resume(self, v):
+        """``v`` has work again: resume, or wake it."""
         th = v.th
         s = v.sstate
         if s == V_RUN:
