@@ -32,6 +32,7 @@ STATES = ('idle', 'computing', 'polling', 'retaining', 'switching')
 V_SLEEP, V_READY, V_RUN = range(3)
 EV_IO, EV_ACT, EV_SLICE = range(3)
 ROLE_IO, ROLE_CPU = model.Role.IO, model.Role.CPU
+_push = heapq.heappush
 
 
 class Vcpu(object):
@@ -46,7 +47,7 @@ class Vcpu(object):
         'retention_timeouts', 'instructions', 'cycles', 'base_cycles',
         'miss_cycles', 'vol', 'invol', 'requests', 'req_acc',
         'peers', 'irq_rng', 'draw_handler', 'irq_to', 'irqs', 'saved',
-        'in_handler', 'handled')
+        'in_handler', 'handled', 'rate_by', 'corun_rate')
 
     def __init__(self, ref, vm, wl, wl_idx, ghz, rng):
         self.ref = ref
@@ -124,11 +125,18 @@ class Simulation(object):
     def __init__(self, scenario, kernel, seed=1):
         self.scenario = scenario
         self.kernel = kernels.get(kernel)
+        # the inner loop reads these flags, not the kernel's fields
+        idle = self.kernel.idle
+        self.idle = idle
+        self.guest_poll = idle == kernels.GUEST_POLL
+        self.halt_poll = idle == kernels.HALT_POLL
+        self.poll_runnable = self.kernel.poll_when_runnable
+        self.poll_stops = self.halt_poll and not self.poll_runnable
         self.seed = seed
         self.now = 0.0
         self.events = 0
         self.heap = []
-        self._seq = itertools.count()
+        self._seq = itertools.count().__next__   # ties: push order
         self.decisions = 0
         self.swaps = 0
         self.rass_active = False
@@ -187,6 +195,13 @@ class Simulation(object):
             th.rq.append(v)
             self.vcpus.append(v)
         self.by_ref = {v.ref: v for v in self.vcpus}
+        for v in self.vcpus:
+            # its speed by its sibling's state (Table 2), and beside each
+            # workload computing (co-run), precomputed for _arm
+            solo = v.solo_rate
+            v.rate_by = (solo, None, solo * self.f_poll,
+                         solo * self.f_retain, solo * self.f_switch)
+            v.corun_rate = [solo * f for f in self.corun[v.wl_idx]]
         peers = {}
         for v in self.vcpus:
             peers.setdefault(v.vm, []).append(v)
@@ -208,33 +223,35 @@ class Simulation(object):
     # -- event plumbing -------------------------------------------------
 
     def _push(self, t, kind, obj, ver):
-        heapq.heappush(self.heap, (t, next(self._seq), kind, obj, ver))
+        _push(self.heap, (t, self._seq(), kind, obj, ver))
 
     def advance_to(self, t_end):
         """Run every event up to ``t_end`` (ns) and settle the counters."""
         heap = self.heap
         pop = heapq.heappop
+        io_done, irq = self._io_done, self._irq
+        act_end, slice_end = self._act_end, self._slice_end
         n = 0
         while heap and heap[0][0] <= t_end:
             t, _, kind, obj, ver = pop(heap)
-            if kind == EV_IO:
-                self.now = t
-                tgt = obj.irq_to
-                if tgt is None:
-                    self._io_done(obj)
-                else:
-                    obj.irq_to = None
-                    self._irq(tgt, obj)
-            elif kind == EV_ACT:
+            if kind == EV_ACT:
                 if obj.aver != ver:
                     continue
                 self.now = t
-                self._act_end(obj)
+                act_end(obj)
+            elif kind == EV_IO:
+                self.now = t
+                tgt = obj.irq_to
+                if tgt is None:
+                    io_done(obj)
+                else:
+                    obj.irq_to = None
+                    irq(tgt, obj)
             else:
                 if obj.sver != ver:
                     continue
                 self.now = t
-                self._slice_end(obj)
+                slice_end(obj)
             n += 1
         self.events += n
         self.now = max(self.now, t_end)
@@ -289,28 +306,24 @@ class Simulation(object):
         sib = th.sib
         s = sib.state
         if s == COMPUTE:
-            rate = v.solo_rate * self.corun[v.wl_idx][sib.curr.wl_idx]
-        elif s == IDLE:
-            rate = v.solo_rate
-        elif s == SWITCH:
-            rate = v.solo_rate * self.f_switch
-        elif s == POLL:
-            rate = v.solo_rate * self.f_poll
+            rate = v.corun_rate[sib.curr.wl_idx]
         else:
-            rate = v.solo_rate * self.f_retain
+            rate = v.rate_by[s]
         if rate != th.rate:
             th.rate = rate
             if v.burst is not None:
                 th.aver += 1
                 t = self.now + max(v.burst, 0.0) / rate
-                heapq.heappush(self.heap, (t, next(self._seq), EV_ACT, th,
-                                           th.aver))
+                _push(self.heap, (t, self._seq(), EV_ACT, th,
+                                  th.aver))
 
     def _set(self, th, state, curr=None, nxt=None, until=None):
-        settle = self._settle
-        settle(th)
+        now = self.now
         sib = th.sib
-        settle(sib)
+        if th.last < now:
+            self._settle(th)
+        if sib.last < now:
+            self._settle(sib)
         th.state = state
         th.curr = curr
         th.next = nxt
@@ -319,8 +332,8 @@ class Simulation(object):
             th.rate = -1.0
             self._arm(th)
         elif until is not None:
-            heapq.heappush(self.heap, (until, next(self._seq), EV_ACT, th,
-                                       th.aver))
+            _push(self.heap, (until, self._seq(), EV_ACT, th,
+                              th.aver))
         if sib.state == COMPUTE:
             self._arm(sib)
 
@@ -355,8 +368,8 @@ class Simulation(object):
         if th.slice_ev is None or at < th.slice_ev:
             th.sver += 1
             th.slice_ev = at
-            heapq.heappush(self.heap, (at, next(self._seq), EV_SLICE, th,
-                                       th.sver))
+            _push(self.heap, (at, self._seq(), EV_SLICE, th,
+                              th.sver))
 
     def _pick(self, th, borrow=True):
         """The next vCPU for ``th`` (not removed from its queue)."""
@@ -393,7 +406,8 @@ class Simulation(object):
     def _take(self, th, v):
         src = v.th
         src.rq.remove(v)
-        self._migrate(v, src, th)
+        if src is not th:
+            self._migrate(v, src, th)
         v.th = th
         v.borrowed = th is not v.home
 
@@ -414,7 +428,10 @@ class Simulation(object):
             self._set(th, IDLE)
             self._dispatch_idle(th)
             return
-        self._vstate(v, V_RUN)
+        now = self.now           # _vstate, inlined: hot
+        v.acc[v.sstate] += now - v.since
+        v.since = now
+        v.sstate = V_RUN
         resumed = th.resuming
         th.resuming = False
         if v.work:
@@ -442,14 +459,14 @@ class Simulation(object):
         self._migrate(v, v.th, v.home)
         v.th = v.home
         v.borrowed = False
-        if v.work or self.kernel.idle == kernels.GUEST_POLL:
+        if v.work or self.guest_poll:
             self._vstate(v, V_READY)
             v.home.rq.append(v)
         else:
             self._vstate(v, V_SLEEP)
 
     def _go_idle(self, th, v):
-        idle = self.kernel.idle
+        idle = self.idle
         now = self.now
         v.idle_start = now
         if idle == kernels.BLOCK:
@@ -464,7 +481,7 @@ class Simulation(object):
             self._set(th, RETAIN, v, until=now + self.timeout_ns)
         else:
             window = v.halt_poll_ns
-            if window > 0 and (self.kernel.poll_when_runnable
+            if window > 0 and (self.poll_runnable
                                or not th.rq):
                 self._set(th, POLL, v, until=now + window)
             else:
@@ -481,7 +498,10 @@ class Simulation(object):
         """The running vCPU halts and is descheduled (voluntary)."""
         v = th.curr
         v.vol += 1
-        self._vstate(v, V_SLEEP)
+        now = self.now           # _vstate, inlined: hot
+        v.acc[v.sstate] += now - v.since
+        v.since = now
+        v.sstate = V_SLEEP
         nxt = self._pick(th)
         self._switch_to(th, nxt, self.c_block_switch if nxt is not None
                         else self.c_block_idle)
@@ -491,7 +511,7 @@ class Simulation(object):
         v = th.curr
         v.invol += 1
         home = v.home if v.borrowed else th
-        if v.work or self.kernel.idle == kernels.GUEST_POLL:
+        if v.work or self.guest_poll:
             self._vstate(v, V_READY)
             th.rq.append(v)
         else:
@@ -540,9 +560,11 @@ class Simulation(object):
         v.requests += 1
         self._vstate(v, V_RUN)
         acc, mark, req = v.acc, v.mark, v.req_acc
-        for i in (0, 1, 2):
-            req[i] += acc[i] - mark[i]
-            mark[i] = acc[i]
+        a0, a1, a2 = acc
+        req[0] += a0 - mark[0]
+        req[1] += a1 - mark[1]
+        req[2] += a2 - mark[2]
+        mark[:] = acc
         v.work = False
         v.burst = None
         if v.irq_rng is not None:
@@ -621,7 +643,7 @@ class Simulation(object):
                 else:
                     self._set(th, COMPUTE, v)
             elif st == POLL:
-                if self.kernel.idle == kernels.GUEST_POLL:
+                if self.guest_poll:
                     self._set(th, COMPUTE, v)
                 else:
                     self._halt_poll_adjust(v)
@@ -631,7 +653,7 @@ class Simulation(object):
             return
         if s == V_READY:
             return
-        if self.kernel.idle == kernels.HALT_POLL:
+        if self.halt_poll:
             self._halt_poll_adjust(v)
         self._wake(v)
 
@@ -642,12 +664,16 @@ class Simulation(object):
 
     def _wake(self, v):
         th = v.home
-        self._migrate(v, v.th, th)
+        if v.th is not th:
+            self._migrate(v, v.th, th)
         v.th = th
         floor = self._min_vr(th) - self.latency / 2.0
         if v.vruntime < floor:
             v.vruntime = floor          # CFS's gentle sleeper placement
-        self._vstate(v, V_READY)
+        now = self.now           # _vstate, inlined: hot
+        v.acc[v.sstate] += now - v.since
+        v.since = now
+        v.sstate = V_READY
         th.rq.append(v)
         st = th.state
         if st == IDLE:
@@ -666,17 +692,15 @@ class Simulation(object):
             # RASS: I/O-class vCPUs have strict priority on the I/O sibling
             self._preempt(th, v, self.c_preempt)
             return
-        if (st == POLL and self.kernel.idle == kernels.HALT_POLL
-                and not self.kernel.poll_when_runnable) or (
-                    st == RETAIN and self.ret_yields
-                    and v.role is ROLE_IO):
+        if (st == POLL and self.poll_stops) or (
+                st == RETAIN and self.ret_yields and v.role is ROLE_IO):
             # halt polling stops when single_task_running() turns false;
             # a retention yields to a runnable I/O-class vCPU the same way
             self._block(th)
             return
         self._settle(th)
         if cur.vruntime - v.vruntime > self.wakeup_gran * v.vr_scale:
-            if st == COMPUTE or self.kernel.idle == kernels.GUEST_POLL:
+            if st == COMPUTE or self.guest_poll:
                 self._preempt(th, v, self.c_preempt)
             else:
                 self._block(th)
@@ -701,7 +725,7 @@ class Simulation(object):
             nxt = self._pick(th, borrow=False)
             if nxt is not None and nxt.vruntime < v.vruntime:
                 if th.state == COMPUTE or (
-                        self.kernel.idle == kernels.GUEST_POLL):
+                        self.guest_poll):
                     self._preempt(th, nxt, self.c_tick)
                 else:
                     self._block(th)
