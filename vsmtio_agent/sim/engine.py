@@ -231,6 +231,7 @@ class Simulation(object):
         pop = heapq.heappop
         io_done, irq = self._io_done, self._irq
         act_end, slice_end = self._act_end, self._slice_end
+        run, burst_done = self._run, self._burst_done
         n = 0
         while heap and heap[0][0] <= t_end:
             t, _, kind, obj, ver = pop(heap)
@@ -238,7 +239,14 @@ class Simulation(object):
                 if obj.aver != ver:
                     continue
                 self.now = t
-                act_end(obj)
+                # the two commonest ends dispatched here (see _act_end)
+                st = obj.state
+                if st == SWITCH and obj.next is not None:
+                    run(obj, obj.next)
+                elif st == COMPUTE:
+                    burst_done(obj)
+                else:
+                    act_end(obj)
             elif kind == EV_IO:
                 self.now = t
                 tgt = obj.irq_to
@@ -329,8 +337,17 @@ class Simulation(object):
         th.next = nxt
         th.aver += 1
         if state == COMPUTE:
-            th.rate = -1.0
-            self._arm(th)
+            # _arm, inlined: a new burst timing is always pushed
+            s = sib.state
+            if s == COMPUTE:
+                rate = curr.corun_rate[sib.curr.wl_idx]
+            else:
+                rate = curr.rate_by[s]
+            th.rate = rate
+            if curr.burst is not None:
+                th.aver += 1
+                t = now + max(curr.burst, 0.0) / rate
+                _push(self.heap, (t, self._seq(), EV_ACT, th, th.aver))
         elif until is not None:
             _push(self.heap, (until, self._seq(), EV_ACT, th,
                               th.aver))
