@@ -46,7 +46,7 @@ class Vcpu(object):
         'run_ns', 'retention_ns', 'poll_ns', 'retentions',
         'retention_timeouts', 'instructions', 'cycles', 'base_cycles',
         'miss_cycles', 'vol', 'invol', 'requests', 'req_acc',
-        'peers', 'irq_rng', 'draw_handler', 'irq_to', 'irqs', 'saved',
+        'peers', 'draw_irq', 'draw_handler', 'irq_to', 'irqs', 'saved',
         'in_handler', 'handled', 'rate_by', 'corun_rate')
 
     def __init__(self, ref, vm, wl, wl_idx, ghz, rng):
@@ -79,7 +79,7 @@ class Vcpu(object):
         self.base_cycles = self.miss_cycles = 0.0
         self.vol = self.invol = self.requests = 0
         self.peers = None
-        self.irq_rng = self.draw_handler = None
+        self.draw_irq = self.draw_handler = None
         self.irq_to = None          # the vCPU the device interrupt lands on
         self.irqs = []              # requesters whose interrupt it handles
         self.saved = None           # own burst set aside for a handler
@@ -209,10 +209,10 @@ class Simulation(object):
             v.peers = peers[v.vm]
             if v.wl.does_io and v.wl.irq:
                 # its own stream: the burst/device draws stay as without
-                v.irq_rng = random.Random('%d/%s/%d/irq' % (seed, v.vm,
-                                                            v.ref.index))
-                v.draw_handler = workloads.sampler(v.wl.irq['handler'],
-                                                   v.irq_rng)
+                rng = random.Random('%d/%s/%d/irq' % (seed, v.vm,
+                                                      v.ref.index))
+                v.draw_irq = v.wl.irq_vcpu(v.ref.index, len(v.peers), rng)
+                v.draw_handler = workloads.sampler(v.wl.irq['handler'], rng)
         for th in self.threads:
             if th.rq:
                 v = self._pick(th)
@@ -584,8 +584,8 @@ class Simulation(object):
         mark[:] = acc
         v.work = False
         v.burst = None
-        if v.irq_rng is not None:
-            i = v.wl.irq_vcpu(v.ref.index, len(v.peers), v.irq_rng)
+        if v.draw_irq is not None:
+            i = v.draw_irq()
             if i != v.ref.index:
                 v.irq_to = v.peers[i]
         self._push(self.now + v.draw_device(), EV_IO, v, 0)

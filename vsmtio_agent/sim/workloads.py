@@ -18,6 +18,7 @@ completion is local unless there are fewer queues than vCPUs.
 """
 
 import dataclasses
+import functools
 import math
 from typing import Callable, Optional
 
@@ -63,17 +64,19 @@ class Workload:
                    irq=spec.get('irq'))
 
     def irq_vcpu(self, index, nvcpus, rng):
-        """The vCPU index whose interrupt completes ``index``'s request.
+        """Return a function drawing where ``index``'s completions land.
 
-        None without an ``irq`` model (the requester itself is woken).
+        It draws the index of the vCPU whose interrupt completes the
+        request; None without an ``irq`` model (the requester is woken).
         """
         irq = self.irq
         if not irq:
             return None
         queues = min(irq.get('queues') or nvcpus, nvcpus)
         if irq['steering'] == FLOW_HASH:
-            return rng.randrange(queues)
-        return index % queues
+            return functools.partial(rng.randrange, queues)
+        local = index % queues
+        return lambda: local
 
 
 def sampler(spec, rng) -> Callable[[], float]:
