@@ -32,6 +32,7 @@ STATES = ('idle', 'computing', 'polling', 'retaining', 'switching')
 V_SLEEP, V_READY, V_RUN = range(3)
 EV_IO, EV_ACT, EV_SLICE = range(3)
 ROLE_IO, ROLE_CPU = model.Role.IO, model.Role.CPU
+_push = heapq.heappush
 
 
 class Vcpu(object):
@@ -44,7 +45,9 @@ class Vcpu(object):
         'halt_poll_ns', 'draw_burst', 'draw_device', 'stack', 'stack_mark',
         'run_ns', 'retention_ns', 'poll_ns', 'retentions',
         'retention_timeouts', 'instructions', 'cycles', 'base_cycles',
-        'miss_cycles', 'vol', 'invol', 'requests', 'req_acc')
+        'miss_cycles', 'vol', 'invol', 'requests', 'req_acc',
+        'peers', 'draw_irq', 'draw_handler', 'irq_to', 'irqs', 'saved',
+        'in_handler', 'handled', 'rate_by', 'corun_rate')
 
     def __init__(self, ref, vm, wl, wl_idx, ghz, rng):
         self.ref = ref
@@ -75,6 +78,13 @@ class Vcpu(object):
         self.instructions = self.cycles = 0.0
         self.base_cycles = self.miss_cycles = 0.0
         self.vol = self.invol = self.requests = 0
+        self.peers = None
+        self.draw_irq = self.draw_handler = None
+        self.irq_to = None          # the vCPU the device interrupt lands on
+        self.irqs = []              # requesters whose interrupt it handles
+        self.saved = None           # own burst set aside for a handler
+        self.in_handler = False
+        self.handled = 0
         if wl.does_io:
             self.draw_burst = workloads.sampler(wl.burst, rng)
             self.draw_device = workloads.sampler(wl.device, rng)
@@ -115,11 +125,18 @@ class Simulation(object):
     def __init__(self, scenario, kernel, seed=1):
         self.scenario = scenario
         self.kernel = kernels.get(kernel)
+        # the inner loop reads these flags, not the kernel's fields
+        idle = self.kernel.idle
+        self.idle = idle
+        self.guest_poll = idle == kernels.GUEST_POLL
+        self.halt_poll = idle == kernels.HALT_POLL
+        self.poll_runnable = self.kernel.poll_when_runnable
+        self.poll_stops = self.halt_poll and not self.poll_runnable
         self.seed = seed
         self.now = 0.0
         self.events = 0
         self.heap = []
-        self._seq = itertools.count()
+        self._seq = itertools.count().__next__   # ties: push order
         self.decisions = 0
         self.swaps = 0
         self.rass_active = False
@@ -178,6 +195,24 @@ class Simulation(object):
             th.rq.append(v)
             self.vcpus.append(v)
         self.by_ref = {v.ref: v for v in self.vcpus}
+        for v in self.vcpus:
+            # its speed by its sibling's state (Table 2), and beside each
+            # workload computing (co-run), precomputed for _arm
+            solo = v.solo_rate
+            v.rate_by = (solo, None, solo * self.f_poll,
+                         solo * self.f_retain, solo * self.f_switch)
+            v.corun_rate = [solo * f for f in self.corun[v.wl_idx]]
+        peers = {}
+        for v in self.vcpus:
+            peers.setdefault(v.vm, []).append(v)
+        for v in self.vcpus:
+            v.peers = peers[v.vm]
+            if v.wl.does_io and v.wl.irq:
+                # its own stream: the burst/device draws stay as without
+                rng = random.Random('%d/%s/%d/irq' % (seed, v.vm,
+                                                      v.ref.index))
+                v.draw_irq = v.wl.irq_vcpu(v.ref.index, len(v.peers), rng)
+                v.draw_handler = workloads.sampler(v.wl.irq['handler'], rng)
         for th in self.threads:
             if th.rq:
                 v = self._pick(th)
@@ -188,28 +223,43 @@ class Simulation(object):
     # -- event plumbing -------------------------------------------------
 
     def _push(self, t, kind, obj, ver):
-        heapq.heappush(self.heap, (t, next(self._seq), kind, obj, ver))
+        _push(self.heap, (t, self._seq(), kind, obj, ver))
 
     def advance_to(self, t_end):
         """Run every event up to ``t_end`` (ns) and settle the counters."""
         heap = self.heap
         pop = heapq.heappop
+        io_done, irq = self._io_done, self._irq
+        act_end, slice_end = self._act_end, self._slice_end
+        run, burst_done = self._run, self._burst_done
         n = 0
         while heap and heap[0][0] <= t_end:
             t, _, kind, obj, ver = pop(heap)
-            if kind == EV_IO:
-                self.now = t
-                self._io_done(obj)
-            elif kind == EV_ACT:
+            if kind == EV_ACT:
                 if obj.aver != ver:
                     continue
                 self.now = t
-                self._act_end(obj)
+                # the two commonest ends dispatched here (see _act_end)
+                st = obj.state
+                if st == SWITCH and obj.next is not None:
+                    run(obj, obj.next)
+                elif st == COMPUTE:
+                    burst_done(obj)
+                else:
+                    act_end(obj)
+            elif kind == EV_IO:
+                self.now = t
+                tgt = obj.irq_to
+                if tgt is None:
+                    io_done(obj)
+                else:
+                    obj.irq_to = None
+                    irq(tgt, obj)
             else:
                 if obj.sver != ver:
                     continue
                 self.now = t
-                self._slice_end(obj)
+                slice_end(obj)
             n += 1
         self.events += n
         self.now = max(self.now, t_end)
@@ -264,38 +314,43 @@ class Simulation(object):
         sib = th.sib
         s = sib.state
         if s == COMPUTE:
-            rate = v.solo_rate * self.corun[v.wl_idx][sib.curr.wl_idx]
-        elif s == IDLE:
-            rate = v.solo_rate
-        elif s == SWITCH:
-            rate = v.solo_rate * self.f_switch
-        elif s == POLL:
-            rate = v.solo_rate * self.f_poll
+            rate = v.corun_rate[sib.curr.wl_idx]
         else:
-            rate = v.solo_rate * self.f_retain
+            rate = v.rate_by[s]
         if rate != th.rate:
             th.rate = rate
             if v.burst is not None:
                 th.aver += 1
                 t = self.now + max(v.burst, 0.0) / rate
-                heapq.heappush(self.heap, (t, next(self._seq), EV_ACT, th,
-                                           th.aver))
+                _push(self.heap, (t, self._seq(), EV_ACT, th,
+                                  th.aver))
 
     def _set(self, th, state, curr=None, nxt=None, until=None):
-        settle = self._settle
-        settle(th)
+        now = self.now
         sib = th.sib
-        settle(sib)
+        if th.last < now:
+            self._settle(th)
+        if sib.last < now:
+            self._settle(sib)
         th.state = state
         th.curr = curr
         th.next = nxt
         th.aver += 1
         if state == COMPUTE:
-            th.rate = -1.0
-            self._arm(th)
+            # _arm, inlined: a new burst timing is always pushed
+            s = sib.state
+            if s == COMPUTE:
+                rate = curr.corun_rate[sib.curr.wl_idx]
+            else:
+                rate = curr.rate_by[s]
+            th.rate = rate
+            if curr.burst is not None:
+                th.aver += 1
+                t = now + max(curr.burst, 0.0) / rate
+                _push(self.heap, (t, self._seq(), EV_ACT, th, th.aver))
         elif until is not None:
-            heapq.heappush(self.heap, (until, next(self._seq), EV_ACT, th,
-                                       th.aver))
+            _push(self.heap, (until, self._seq(), EV_ACT, th,
+                              th.aver))
         if sib.state == COMPUTE:
             self._arm(sib)
 
@@ -330,8 +385,8 @@ class Simulation(object):
         if th.slice_ev is None or at < th.slice_ev:
             th.sver += 1
             th.slice_ev = at
-            heapq.heappush(self.heap, (at, next(self._seq), EV_SLICE, th,
-                                       th.sver))
+            _push(self.heap, (at, self._seq(), EV_SLICE, th,
+                              th.sver))
 
     def _pick(self, th, borrow=True):
         """The next vCPU for ``th`` (not removed from its queue)."""
@@ -368,7 +423,8 @@ class Simulation(object):
     def _take(self, th, v):
         src = v.th
         src.rq.remove(v)
-        self._migrate(v, src, th)
+        if src is not th:
+            self._migrate(v, src, th)
         v.th = th
         v.borrowed = th is not v.home
 
@@ -389,7 +445,10 @@ class Simulation(object):
             self._set(th, IDLE)
             self._dispatch_idle(th)
             return
-        self._vstate(v, V_RUN)
+        now = self.now           # _vstate, inlined: hot
+        v.acc[v.sstate] += now - v.since
+        v.since = now
+        v.sstate = V_RUN
         resumed = th.resuming
         th.resuming = False
         if v.work:
@@ -417,14 +476,14 @@ class Simulation(object):
         self._migrate(v, v.th, v.home)
         v.th = v.home
         v.borrowed = False
-        if v.work or self.kernel.idle == kernels.GUEST_POLL:
+        if v.work or self.guest_poll:
             self._vstate(v, V_READY)
             v.home.rq.append(v)
         else:
             self._vstate(v, V_SLEEP)
 
     def _go_idle(self, th, v):
-        idle = self.kernel.idle
+        idle = self.idle
         now = self.now
         v.idle_start = now
         if idle == kernels.BLOCK:
@@ -439,7 +498,7 @@ class Simulation(object):
             self._set(th, RETAIN, v, until=now + self.timeout_ns)
         else:
             window = v.halt_poll_ns
-            if window > 0 and (self.kernel.poll_when_runnable
+            if window > 0 and (self.poll_runnable
                                or not th.rq):
                 self._set(th, POLL, v, until=now + window)
             else:
@@ -456,7 +515,10 @@ class Simulation(object):
         """The running vCPU halts and is descheduled (voluntary)."""
         v = th.curr
         v.vol += 1
-        self._vstate(v, V_SLEEP)
+        now = self.now           # _vstate, inlined: hot
+        v.acc[v.sstate] += now - v.since
+        v.since = now
+        v.sstate = V_SLEEP
         nxt = self._pick(th)
         self._switch_to(th, nxt, self.c_block_switch if nxt is not None
                         else self.c_block_idle)
@@ -466,7 +528,7 @@ class Simulation(object):
         v = th.curr
         v.invol += 1
         home = v.home if v.borrowed else th
-        if v.work or self.kernel.idle == kernels.GUEST_POLL:
+        if v.work or self.guest_poll:
             self._vstate(v, V_READY)
             th.rq.append(v)
         else:
@@ -509,20 +571,83 @@ class Simulation(object):
 
     def _burst_done(self, th):
         v = th.curr
+        if v.in_handler:
+            self._handler_done(th, v)
+            return
         v.requests += 1
         self._vstate(v, V_RUN)
         acc, mark, req = v.acc, v.mark, v.req_acc
-        for i in (0, 1, 2):
-            req[i] += acc[i] - mark[i]
-            mark[i] = acc[i]
+        a0, a1, a2 = acc
+        req[0] += a0 - mark[0]
+        req[1] += a1 - mark[1]
+        req[2] += a2 - mark[2]
+        mark[:] = acc
         v.work = False
         v.burst = None
+        if v.draw_irq is not None:
+            i = v.draw_irq()
+            if i != v.ref.index:
+                v.irq_to = v.peers[i]
         self._push(self.now + v.draw_device(), EV_IO, v, 0)
         self._go_idle(th, v)
 
+    def _irq(self, t, r):
+        """``r``'s device interrupt lands on ``t`` (paper §6.3).
+
+        ``t`` must run a handler burst, set ahead of its own work, before
+        its IPI wakes ``r``; a running ``t`` takes it at once (posted
+        interrupt), a retaining or polling one without a switch, a halted
+        one is woken like any vCPU, a runnable one waits in its queue.
+        """
+        t.irqs.append(r)
+        h = t.draw_handler() * t.solo_rate
+        th = t.th
+        computing = (t.sstate == V_RUN and th.curr is t
+                     and th.state == COMPUTE)
+        if computing:
+            self._settle(th)
+        if t.in_handler:
+            t.burst += h
+        else:
+            t.in_handler = True
+            t.saved = t.burst if t.work else None
+            t.burst = h
+            if not computing:
+                t.work = True
+                self._resume(t)
+                return
+        if computing:
+            th.rate = -1.0
+            self._arm(th)
+
+    def _handler_done(self, th, t):
+        """``t`` ends its handler: own work resumes, the IPIs go out."""
+        reqs = t.irqs
+        t.irqs = []
+        t.in_handler = False
+        t.handled += len(reqs)
+        t.burst = t.saved
+        t.saved = None
+        if t.burst is None:
+            t.work = False
+            self._go_idle(th, t)
+        else:
+            th.rate = -1.0
+            self._arm(th)
+        for r in reqs:
+            self._io_done(r)
+
     def _io_done(self, v):
+        if v.in_handler:
+            # its own completion arrived while it handles another's
+            v.saved = v.draw_burst() * v.solo_rate
+            return
         v.work = True
         v.burst = v.draw_burst() * v.solo_rate
+        self._resume(v)
+
+    def _resume(self, v):
+        """``v`` has work again: resume, or wake it."""
         th = v.th
         s = v.sstate
         if s == V_RUN:
@@ -535,7 +660,7 @@ class Simulation(object):
                 else:
                     self._set(th, COMPUTE, v)
             elif st == POLL:
-                if self.kernel.idle == kernels.GUEST_POLL:
+                if self.guest_poll:
                     self._set(th, COMPUTE, v)
                 else:
                     self._halt_poll_adjust(v)
@@ -545,7 +670,7 @@ class Simulation(object):
             return
         if s == V_READY:
             return
-        if self.kernel.idle == kernels.HALT_POLL:
+        if self.halt_poll:
             self._halt_poll_adjust(v)
         self._wake(v)
 
@@ -556,12 +681,16 @@ class Simulation(object):
 
     def _wake(self, v):
         th = v.home
-        self._migrate(v, v.th, th)
+        if v.th is not th:
+            self._migrate(v, v.th, th)
         v.th = th
         floor = self._min_vr(th) - self.latency / 2.0
         if v.vruntime < floor:
             v.vruntime = floor          # CFS's gentle sleeper placement
-        self._vstate(v, V_READY)
+        now = self.now           # _vstate, inlined: hot
+        v.acc[v.sstate] += now - v.since
+        v.since = now
+        v.sstate = V_READY
         th.rq.append(v)
         st = th.state
         if st == IDLE:
@@ -580,17 +709,15 @@ class Simulation(object):
             # RASS: I/O-class vCPUs have strict priority on the I/O sibling
             self._preempt(th, v, self.c_preempt)
             return
-        if (st == POLL and self.kernel.idle == kernels.HALT_POLL
-                and not self.kernel.poll_when_runnable) or (
-                    st == RETAIN and self.ret_yields
-                    and v.role is ROLE_IO):
+        if (st == POLL and self.poll_stops) or (
+                st == RETAIN and self.ret_yields and v.role is ROLE_IO):
             # halt polling stops when single_task_running() turns false;
             # a retention yields to a runnable I/O-class vCPU the same way
             self._block(th)
             return
         self._settle(th)
         if cur.vruntime - v.vruntime > self.wakeup_gran * v.vr_scale:
-            if st == COMPUTE or self.kernel.idle == kernels.GUEST_POLL:
+            if st == COMPUTE or self.guest_poll:
                 self._preempt(th, v, self.c_preempt)
             else:
                 self._block(th)
@@ -615,7 +742,7 @@ class Simulation(object):
             nxt = self._pick(th, borrow=False)
             if nxt is not None and nxt.vruntime < v.vruntime:
                 if th.state == COMPUTE or (
-                        self.kernel.idle == kernels.GUEST_POLL):
+                        self.guest_poll):
                     self._preempt(th, nxt, self.c_tick)
                 else:
                     self._block(th)

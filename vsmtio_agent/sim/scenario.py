@@ -70,6 +70,15 @@ _WORKLOAD = {
                 'additionalProperties': False},
         'burst': {'$ref': '#/$defs/dist'},
         'device': {'$ref': '#/$defs/dist'},
+        'irq': {
+            'type': 'object', 'required': ['steering', 'handler'],
+            'properties': {
+                'steering': {'enum': list(wl_mod.STEERINGS)},
+                'queues': {'type': 'integer', 'minimum': 1,
+                           'maximum': 4096},
+                'handler': {'$ref': '#/$defs/dist'},
+                'description': {'type': 'string'}},
+            'additionalProperties': False},
         'description': {'type': 'string'},
     },
     'additionalProperties': False,
@@ -261,7 +270,9 @@ def from_dict(doc, source='<scenario>'):
     if errors:
         e = errors[0]
         raise ScenarioError('%s: %s: %s' % (source, _field(e), e.message))
-    library = _data('workloads.yaml')
+    # keys starting with '_' hold YAML anchors shared by workloads
+    library = {k: v for k, v in _data('workloads.yaml').items()
+               if not k.startswith('_')}
     lib_errors = list(jsonschema.Draft202012Validator(
         {'$defs': {'dist': _DIST}, 'type': 'object',
          'additionalProperties': _WORKLOAD}).iter_errors(library))

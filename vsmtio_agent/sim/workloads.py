@@ -4,9 +4,21 @@ A CPU-bound vCPU always has work; its speed comes from its CPI stack. An
 I/O-bound vCPU loops: compute a burst, then wait on a device. Bursts are
 drawn in solo microseconds and turned into instructions with the CPI stack,
 so a burst takes longer when the sibling slows it down, as on real SMT.
+
+An I/O workload may say where its device completion interrupt lands
+(``irq``, paper §6.3 under Table 7): on another vCPU of the same VM, which
+must run an interrupt handler burst before its IPI wakes the requester.
+``steering: flow_hash`` is multiqueue virtio-net with RSS: the NIC's flow
+hash, not the requester, picks the receive queue, and queue ``j``'s
+interrupt is affine to vCPU ``j`` (virtio's affinity hint), so the
+completion lands on a uniformly drawn queue's vCPU; ``queues`` defaults to
+one per vCPU (what nova configures with ``hw_vif_multiqueue_enabled``).
+``steering: submitter`` is blk-mq: the submitting vCPU's own queue, so the
+completion is local unless there are fewer queues than vCPUs.
 """
 
 import dataclasses
+import functools
 import math
 from typing import Callable, Optional
 
@@ -14,6 +26,9 @@ CPU = 'cpu'
 IO = 'io'
 MIXED = 'mixed'
 KINDS = (CPU, IO, MIXED)
+FLOW_HASH = 'flow_hash'
+SUBMITTER = 'submitter'
+STEERINGS = (FLOW_HASH, SUBMITTER)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,6 +41,7 @@ class Workload:
     miss: float
     burst: Optional[dict] = None
     device: Optional[dict] = None
+    irq: Optional[dict] = None
 
     @property
     def cpi(self):
@@ -44,7 +60,23 @@ class Workload:
         return cls(name=name, kind=spec['kind'],
                    base=float(spec['cpi']['base']),
                    miss=float(spec['cpi']['miss']),
-                   burst=spec.get('burst'), device=spec.get('device'))
+                   burst=spec.get('burst'), device=spec.get('device'),
+                   irq=spec.get('irq'))
+
+    def irq_vcpu(self, index, nvcpus, rng):
+        """Return a function drawing where ``index``'s completions land.
+
+        It draws the index of the vCPU whose interrupt completes the
+        request; None without an ``irq`` model (the requester is woken).
+        """
+        irq = self.irq
+        if not irq:
+            return None
+        queues = min(irq.get('queues') or nvcpus, nvcpus)
+        if irq['steering'] == FLOW_HASH:
+            return functools.partial(rng.randrange, queues)
+        local = index % queues
+        return lambda: local
 
 
 def sampler(spec, rng) -> Callable[[], float]:

@@ -59,6 +59,13 @@ class TestValidation(testtools.TestCase):
         del wl['device']
         self.assertIn('workloads.w', self.error(doc(workloads={'w': wl})))
 
+    def test_bad_irq_steering(self):
+        wl = h.io_wl()
+        wl['irq'] = {'steering': 'nearest',
+                     'handler': {'dist': 'const', 'mean_us': 5}}
+        self.assertIn('workloads.w.irq.steering',
+                      self.error(doc(workloads={'w': wl})))
+
     def test_bad_cost(self):
         msg = self.error(doc(costs={'sibling_switching_speed': 1.5}))
         self.assertIn('costs.sibling_switching_speed', msg)
