@@ -10,6 +10,7 @@ period in dry-run mode).
 import importlib
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -21,7 +22,9 @@ import prettytable
 from stevedore import driver as stevedore_driver
 
 from vsmtio_agent.conf import CONF
+from vsmtio_agent.conf import opts as conf_opts
 from vsmtio_agent.drivers import base
+from vsmtio_agent.policy import engine
 
 LOG = logging.getLogger(__name__)
 
@@ -368,8 +371,42 @@ def parse_args(argv, conf=CONF):
     return conf
 
 
+def validate_conf(conf):
+    """Read every vsmtio option now, so a bad value stops the start.
+
+    oslo.config checks a value only when it is first read, and the agent
+    reads some options only deep inside a period: without this a typo in
+    the file would end a running agent with a traceback. Raises
+    ``cfg.Error`` or ``ValueError`` with a message naming the option.
+    """
+    for group, opts in conf_opts.list_opts():
+        for opt in opts:
+            try:
+                getattr(getattr(conf, group.name), opt.dest)
+            except cfg.Error as exc:
+                # oslo's message embeds a LocationInfo repr; keep the file
+                # and the reason (get_location would raise this again).
+                text = str(exc)
+                source = re.search(r"detail='([^']*)'", text)
+                raise ValueError('[%s] %s%s: %s' % (
+                    group.name, opt.dest,
+                    ' in %s' % source.group(1) if source else '',
+                    text.rpartition('is not valid: ')[2]))
+    opts = conf.vsmtio_agent
+    if opts.min_timeout_us > opts.max_timeout_us:
+        raise ValueError('[vsmtio_agent] min_timeout_us (%d) is above '
+                         'max_timeout_us (%d)'
+                         % (opts.min_timeout_us, opts.max_timeout_us))
+    engine.Params.from_conf(conf)
+
+
 def main(argv=None):
-    conf = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        conf = parse_args(sys.argv[1:] if argv is None else argv)
+        validate_conf(conf)
+    except (cfg.Error, ValueError) as exc:
+        print('vsmtio-agent: error: %s' % exc, file=sys.stderr)
+        return 2
     logging.setup(conf, 'vsmtio')
     command = conf.command.name
     if command == 'check':
