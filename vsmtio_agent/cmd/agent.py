@@ -24,6 +24,7 @@ from stevedore import driver as stevedore_driver
 from vsmtio_agent.conf import CONF
 from vsmtio_agent.conf import opts as conf_opts
 from vsmtio_agent.drivers import base
+from vsmtio_agent.host import checkpoint
 from vsmtio_agent.policy import engine
 
 LOG = logging.getLogger(__name__)
@@ -79,15 +80,6 @@ def load_driver(conf):
         raise base.HostDriverError('cannot load host driver %r: %s'
                                    % (name, exc))
     return mgr.driver
-
-
-def _write_json_atomic(path, data):
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = '%s.tmp.%d' % (path, os.getpid())
-    with open(tmp, 'w') as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
 
 
 def status_rows(agent):
@@ -218,8 +210,10 @@ class AgentService(_service_base().ServiceBase):
                     continue
                 self.collector.observe(self.agent, self.mode)
                 try:
-                    _write_json_atomic(opts.status_path,
-                                       status_document(self.agent, self.mode))
+                    checkpoint.write_json_atomic(
+                        opts.status_path,
+                        status_document(self.agent, self.mode),
+                        durable=False)
                 except OSError as exc:
                     LOG.debug('status file not written: %s', exc)
         finally:

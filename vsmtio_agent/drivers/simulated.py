@@ -24,13 +24,9 @@ class SimulatedHostDriver(base.HostDriver):
         if simulation is None:
             sc = scenario_mod.load(opts.scenario)
             simulation = engine.Simulation(sc, opts.kernel, opts.seed)
-            agent_opts = getattr(conf, 'vsmtio_agent', None)
-            if agent_opts is not None and simulation.kernel.agent:
-                # LTCR starts from the agent's initial timeout (§4.2)
-                simulation.timeout_ns = 1e3 * max(
-                    agent_opts.initial_timeout_us,
-                    agent_opts.reschedule_cost_us)
         self.simulation = simulation
+        # The host's own timeout (the scenario's, as a kernel's default);
+        # the agent's first decision puts LTCR's initial value in force.
         self._initial_timeout = simulation.timeout_ns
 
     def describe(self):
@@ -66,6 +62,6 @@ class SimulatedHostDriver(base.HostDriver):
                                 failed=len(messages), messages=messages)
 
     def restore(self):
-        # The simulated host outlives no one: putting the timeout back is
-        # all there is to restore (placements die with the simulation).
+        # Putting the host's own timeout back is all there is to restore
+        # (placements die with the simulation).
         self.simulation.timeout_ns = self._initial_timeout

@@ -18,6 +18,32 @@ import os
 
 LOG = logging.getLogger(__name__)
 
+
+def write_json_atomic(path, data, dir_mode=0o755, durable=True):
+    """Replace ``path`` with ``data`` as JSON, never leaving half a file.
+
+    Write a temporary file beside it and rename it over the old one. With
+    ``durable`` the file and its directory are fsynced too, so the new
+    content survives a crash right after; a file rewritten every period
+    (the status document) can skip that cost.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, mode=dir_mode, exist_ok=True)
+    tmp = '%s.tmp.%d' % (path, os.getpid())
+    with open(tmp, 'w') as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+    if durable:
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
 VERSION = 1
 
 
@@ -99,21 +125,10 @@ class Checkpoint:
         if self.empty:
             self.discard()
             return
-        directory = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        tmp = '%s.tmp.%d' % (self.path, os.getpid())
-        data = {'version': VERSION, 'boot_id': self.boot,
-                'domains': self.domains, 'knobs': self.knobs}
-        with open(tmp, 'w') as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        write_json_atomic(
+            self.path, {'version': VERSION, 'boot_id': self.boot,
+                        'domains': self.domains, 'knobs': self.knobs},
+            dir_mode=0o700)
 
     def discard(self):
         try:
