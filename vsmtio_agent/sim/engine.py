@@ -213,12 +213,32 @@ class Simulation(object):
                                                       v.ref.index))
                 v.draw_irq = v.wl.irq_vcpu(v.ref.index, len(v.peers), rng)
                 v.draw_handler = workloads.sampler(v.wl.irq['handler'], rng)
+        self._stagger_start(random.Random('%d/start' % seed))
+
+    def _stagger_start(self, rng):
+        """Start every hyperthread as a host whose VMs booted apart.
+
+        Each vCPU begins with its own vruntime lag and each hyperthread's
+        first slice is cut short by a random amount, so siblings' slices
+        are not in phase. Started in lockstep, two siblings that each
+        alternate the same two workloads would pair like with like for the
+        whole run, a pairing no real host holds (measured: +4% CPU for any
+        scheduler that pairs on purpose, on the 0:96 control).
+        """
+        for v in self.vcpus:
+            v.vruntime = rng.uniform(0.0, self.latency / 2.0)
         for th in self.threads:
             if th.rq:
                 v = self._pick(th)
                 self._take(th, v)
                 self._vstate(v, V_RUN)
                 self._run(th, v)
+                if th.curr is v and th.slice_ev is not None:
+                    at = th.slice_at = rng.uniform(self.now + self.min_gran,
+                                                   th.slice_at)
+                    th.sver += 1
+                    th.slice_ev = at
+                    self._push(at, EV_SLICE, th, th.sver)
 
     # -- event plumbing -------------------------------------------------
 

@@ -53,6 +53,20 @@ class TestVanilla(testtools.TestCase):
         self.assertGreater(h.vcpu(slow, 'cpu').instructions,
                            h.vcpu(fast, 'cpu').instructions)
 
+    def test_siblings_start_out_of_phase(self):
+        """Slices do not end in lockstep on the two siblings of a core."""
+        sc = h.tiny([('a', 'cpu', [0, 1]), ('b', 'cpu', [0, 1])])
+        seen = set()
+        for seed in range(1, 6):
+            sim = engine.Simulation(sc, 'vanilla', seed)
+            ends = [th.slice_at for th in sim.threads]
+            for end in ends:
+                self.assertGreaterEqual(end, sim.min_gran)
+                self.assertLessEqual(end, sim.latency / 2.0)
+            seen.add(round(ends[0] - ends[1]))
+        # five seeds, five different phase offsets
+        self.assertEqual(5, len(seen))
+
 
 class TestPolling(testtools.TestCase):
 
@@ -300,10 +314,16 @@ class TestRemoteInterrupt(testtools.TestCase):
                         workloads={'w': wl})
             v1 = h.vcpu(h.run(sc, 'vanilla'), 'io', 1)
             return v1.req_acc[engine.V_SLEEP] / v1.requests
-        local = wait_per_request(h.io_wl())
-        remote = wait_per_request(irq_wl())
+        # random waits: with constant ones the two vCPUs' request loops
+        # lock into one phase, and the handler then always (or never)
+        # finds vCPU 0 already running
+        local = wait_per_request(h.io_wl(dist='exponential'))
+        wl = irq_wl()
+        wl['device']['dist'] = 'exponential'
+        remote = wait_per_request(wl)
         sim = h.run(h.tiny([('cpu', 'cpu', [0])]), 'vanilla')
-        # at least a wake-up switch of vCPU 0 and its handler
+        # vCPU 0 mostly sleeps when the completion lands: at least a
+        # wake-up switch of vCPU 0, then its 5 us handler
         self.assertGreater(remote - local, sim.c_wake_idle + 5 * h.US)
 
     def test_a_retaining_handler_vcpu_needs_no_switch(self):
