@@ -19,13 +19,13 @@ Two modes (:meth:`LibvirtHostDriver.describe` says which and why):
 """
 
 import fcntl
-import logging
 import os
 import threading
 import time
 from xml.etree import ElementTree
 
 import libvirt
+from oslo_log import log as logging
 
 from vsmtio_agent.drivers import base
 from vsmtio_agent.host import checkpoint as checkpoint_mod

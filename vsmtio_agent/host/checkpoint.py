@@ -13,8 +13,9 @@ domain is tied to its libvirt id, which changes when the domain restarts.
 """
 
 import json
-import logging
 import os
+
+from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ turns that into missing counters (``None``), never into zeros.
 """
 
 import dataclasses
-import logging
 import os
 import re
 from typing import Optional
 
+from oslo_log import log as logging
 import psutil
 
 LOG = logging.getLogger(__name__)

@@ -6,8 +6,9 @@ root even for read-only module parameters, which then fail with EACCES.
 """
 
 import errno
-import logging
 import os
+
+from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
 
