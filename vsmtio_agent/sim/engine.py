@@ -30,7 +30,7 @@ from vsmtio_agent.sim import workloads
 IDLE, COMPUTE, POLL, RETAIN, SWITCH = range(5)
 STATES = ('idle', 'computing', 'polling', 'retaining', 'switching')
 V_SLEEP, V_READY, V_RUN = range(3)
-EV_IO, EV_ACT, EV_SLICE = range(3)
+EV_IO, EV_ACT, EV_SLICE, EV_TICK = range(4)
 ROLE_IO, ROLE_CPU = model.Role.IO, model.Role.CPU
 _push = heapq.heappush
 
@@ -47,7 +47,8 @@ class Vcpu(object):
         'retention_timeouts', 'instructions', 'cycles', 'base_cycles',
         'miss_cycles', 'vol', 'invol', 'requests', 'req_acc',
         'peers', 'draw_irq', 'draw_handler', 'irq_to', 'irqs', 'saved',
-        'in_handler', 'handled', 'rate_by', 'corun_rate')
+        'in_handler', 'handled', 'rate_by', 'corun_rate', 'load',
+        'busy_mark')
 
     def __init__(self, ref, vm, wl, wl_idx, ghz, rng):
         self.ref = ref
@@ -85,6 +86,8 @@ class Vcpu(object):
         self.saved = None           # own burst set aside for a handler
         self.in_handler = False
         self.handled = 0
+        self.load = 0.0             # PELT-like runnable average, 0..1
+        self.busy_mark = 0.0
         if wl.does_io:
             self.draw_burst = workloads.sampler(wl.burst, rng)
             self.draw_device = workloads.sampler(wl.device, rng)
@@ -98,7 +101,8 @@ class Thread(object):
 
     __slots__ = ('cpu', 'core_id', 'sib', 'is_io', 'state', 'curr', 'next',
                  'rq', 'last', 'rate', 'aver', 'sver', 'state_ns', 'min_vr',
-                 'slice_at', 'slice_ev', 'wake_pending', 'resuming')
+                 'slice_at', 'slice_ev', 'wake_pending', 'resuming',
+                 'picked_at')
 
     def __init__(self, cpu, core_id, is_io):
         self.cpu = cpu
@@ -117,6 +121,7 @@ class Thread(object):
         self.slice_ev = None        # time of the pending slice event
         self.wake_pending = False   # a wake-up landed during a switch
         self.resuming = False       # the switch is a VM re-entry, same vCPU
+        self.picked_at = 0.0        # when the running vCPU was switched in
 
 
 class Simulation(object):
@@ -159,6 +164,12 @@ class Simulation(object):
         self.latency = s['latency_us'] * 1e3
         self.min_gran = s['min_granularity_us'] * 1e3
         self.wakeup_gran = s['wakeup_granularity_us'] * 1e3
+        # per-VM cgroups (libvirt): cross-VM wake-ups are decided between
+        # the VMs' group entities; 0 = one flat run queue per hyperthread
+        self.group_shares = float(s['vm_cgroup_shares'])
+        self.tick_ns = 1e9 / s['tick_hz']
+        self.pelt_y = 0.5 ** (self.tick_ns / (s['load_half_life_ms'] * 1e6))
+        self.deferred = set()
         self.nr_latency = max(1, int(self.latency // self.min_gran))
         hp = scenario.haltpoll
         self.hp_max = (hp['enhanced_max_ns'] if self.kernel.enhanced
@@ -205,6 +216,8 @@ class Simulation(object):
         peers = {}
         for v in self.vcpus:
             peers.setdefault(v.vm, []).append(v)
+        self.peers = peers
+        self.vm_load = dict.fromkeys(peers, 0.0)
         for v in self.vcpus:
             v.peers = peers[v.vm]
             if v.wl.does_io and v.wl.irq:
@@ -214,6 +227,7 @@ class Simulation(object):
                 v.draw_irq = v.wl.irq_vcpu(v.ref.index, len(v.peers), rng)
                 v.draw_handler = workloads.sampler(v.wl.irq['handler'], rng)
         self._stagger_start(random.Random('%d/start' % seed))
+        self._push(self.tick_ns, EV_TICK, None, 0)
 
     def _stagger_start(self, rng):
         """Start every hyperthread as a host whose VMs booted apart.
@@ -275,11 +289,14 @@ class Simulation(object):
                 else:
                     obj.irq_to = None
                     irq(tgt, obj)
-            else:
+            elif kind == EV_SLICE:
                 if obj.sver != ver:
                     continue
                 self.now = t
                 slice_end(obj)
+            else:
+                self.now = t
+                self._tick()
             n += 1
         self.events += n
         self.now = max(self.now, t_end)
@@ -389,14 +406,7 @@ class Simulation(object):
         return th.min_vr
 
     def _arm_slice(self, th):
-        rq = th.rq
-        w = th.curr.weight
-        weights = w
-        for v in rq:
-            weights += v.weight
-        n = len(rq) + 1
-        period = self.latency if n <= self.nr_latency else n * self.min_gran
-        sl = period * w / weights
+        sl = self._ideal_slice(th)
         if sl < self.min_gran:
             sl = self.min_gran
         # one pending event per hyperthread: a later deadline is picked up
@@ -477,6 +487,7 @@ class Simulation(object):
             self._go_idle(th, v)
         if th.curr is v:
             if not resumed:
+                th.picked_at = now
                 self._arm_slice(th)
             elif th.slice_ev is None:   # a VM re-entry keeps its slice
                 th.sver += 1
@@ -736,11 +747,94 @@ class Simulation(object):
             self._block(th)
             return
         self._settle(th)
-        if cur.vruntime - v.vruntime > self.wakeup_gran * v.vr_scale:
-            if st == COMPUTE or self.guest_poll:
-                self._preempt(th, v, self.c_preempt)
-            else:
-                self._block(th)
+        gran = self.wakeup_gran * v.vr_scale
+        if self.group_shares and v.vm != cur.vm:
+            gran *= 1024.0 / self._group_weight(v)
+        if cur.vruntime - v.vruntime <= gran:
+            self.deferred.add(th)       # check_preempt_tick's turn
+            return
+        if st == COMPUTE or self.guest_poll:
+            self._preempt(th, v, self.c_preempt)
+        else:
+            self._block(th)
+
+    def _group_weight(self, v):
+        """The weight of ``v``'s VM on ``v``'s thread, ``v`` runnable there.
+
+        With each VM in its own cgroup, a wake-up from another VM is
+        decided between the two VMs' group entities (``find_matching_se``)
+        and the granularity scales with the woken entity's weight
+        (``wakeup_gran``: ``gran * NICE_0_LOAD / weight``). That weight is
+        the cgroup's shares split by load (``calc_group_shares``): shares x
+        (one runnable vCPU here) / (the VM's load elsewhere + 1). A VM
+        loaded on many CPUs weighs little on each, needs a lag beyond the
+        sleeper credit to preempt, and so waits for the tick.
+        """
+        tg = self.vm_load[v.vm] - v.load + 1.0
+        w = self.group_shares / tg if tg > 1.0 else self.group_shares
+        return w if w > 2.0 else 2.0    # MIN_SHARES
+
+    def _tick(self):
+        """The scheduler tick (all CPUs at once: ``skew_tick`` is off).
+
+        With VM cgroups, first updates every vCPU's runnable average (PELT:
+        a geometric series with ``load_half_life_ms``) and each VM's sum.
+        Then does ``check_preempt_tick`` where a woken vCPU lost wake-up
+        preemption: the running vCPU gives way once it has run
+        ``min_granularity`` since it was switched in and leads the waiting
+        one's vruntime by more than its ideal slice.
+        """
+        now = self.now
+        self._push(now + self.tick_ns, EV_TICK, None, 0)
+        if self.group_shares:
+            self._update_loads(now)
+        if self.deferred:
+            self._tick_preempt(now)
+
+    def _update_loads(self, now):
+        tick = self.tick_ns
+        y = self.pelt_y
+        for vm, vs in self.peers.items():
+            total = 0.0
+            for v in vs:
+                acc = v.acc
+                busy = acc[V_READY] + acc[V_RUN]
+                if v.sstate != V_SLEEP:
+                    busy += now - v.since
+                frac = (busy - v.busy_mark) / tick
+                v.busy_mark = busy
+                v.load = v.load * y + (1.0 - y) * frac
+                total += v.load
+            self.vm_load[vm] = total
+
+    def _tick_preempt(self, now):
+        for th in sorted(self.deferred, key=lambda t: t.cpu):
+            cur = th.curr
+            if th.state == SWITCH:
+                continue                # the switch's end checks again
+            best = self._pick(th, borrow=False) if cur is not None else None
+            if best is None or best.sstate != V_READY:
+                self.deferred.discard(th)
+                continue
+            if now - th.picked_at < self.min_gran:
+                continue
+            self._settle(th)
+            if cur.vruntime - best.vruntime > self._ideal_slice(th):
+                self.deferred.discard(th)
+                if th.state == COMPUTE or self.guest_poll:
+                    self._preempt(th, best, self.c_tick)
+                else:
+                    self._block(th)
+
+    def _ideal_slice(self, th):
+        """CFS's ``sched_slice`` for the running vCPU of ``th``."""
+        w = th.curr.weight
+        weights = w
+        for v in th.rq:
+            weights += v.weight
+        n = len(th.rq) + 1
+        period = self.latency if n <= self.nr_latency else n * self.min_gran
+        return period * w / weights
 
     def _slice_end(self, th):
         th.slice_ev = None

@@ -335,3 +335,64 @@ class TestRemoteInterrupt(testtools.TestCase):
             self.assertGreater(v0.handled, 1000)
             return v0.vol + v0.invol
         self.assertLess(switches('vsmtio'), 0.05 * switches('vanilla'))
+
+
+class TestVmCgroups(testtools.TestCase):
+    """Each VM in its own cgroup: cross-VM wake-ups (CFS group entities)."""
+
+    def ready_us(self, shares, io_vcpus=1):
+        sc = h.tiny([('io', 'io', [0] * io_vcpus), ('cpu', 'cpu', [0])],
+                    workloads={'io': h.io_wl(dist='exponential')},
+                    scheduler={'vm_cgroup_shares': shares})
+        sim = h.run(sc, 'vanilla')
+        io = [h.vcpu(sim, 'io', i) for i in range(io_vcpus)]
+        return (sum(v.req_acc[engine.V_READY] for v in io)
+                / sum(v.requests for v in io) / h.US), sim
+
+    def test_a_small_vm_still_preempts_on_wake_up(self):
+        # one vCPU: all of the VM's load is here, its group weighs 1024
+        ready, sim = self.ready_us(1024)
+        flat, _ = self.ready_us(0)
+        self.assertLess(ready, 2 * flat)
+        self.assertLess(ready, 100)
+
+    def test_a_light_group_waits_for_the_tick(self):
+        # shares 100: granularity 4 ms x 1024 / 100 > the 12 ms sleeper
+        # credit, so the woken VM waits until the CPU hog has run
+        # min_granularity (3 ms) and a tick (4 ms) comes
+        ready, sim = self.ready_us(100)
+        self.assertGreater(ready * h.US, sim.min_gran / 2)
+        self.assertLess(ready * h.US, sim.min_gran + sim.tick_ns)
+        cpu = h.vcpu(sim, 'cpu')
+        io = h.vcpu(sim, 'io')
+        # every preemption of the hog came from a tick, not a wake-up
+        self.assertLess(cpu.invol, sim.now / sim.min_gran)
+        self.assertGreater(io.requests, 100)
+
+    def test_group_weight_follows_the_vms_load_elsewhere(self):
+        sc = h.tiny([('io', 'io', [0]), ('cpu', 'cpu', [0])],
+                    scheduler={'vm_cgroup_shares': 1024})
+        sim = engine.Simulation(sc, 'vanilla', 1)
+        io = h.vcpu(sim, 'io')
+        sim.vm_load['io'] = io.load = 0.0
+        self.assertEqual(1024.0, sim._group_weight(io))
+        # the same VM busy on ten other CPUs: its share split eleven ways,
+        # a granularity above the sleeper credit
+        sim.vm_load['io'] = 10.0
+        w = sim._group_weight(io)
+        self.assertAlmostEqual(1024.0 / 11, w)
+        self.assertGreater(sim.wakeup_gran * 1024.0 / w, sim.latency / 2)
+        sim.vm_load['io'] = 1e6
+        self.assertEqual(2.0, sim._group_weight(io))    # MIN_SHARES
+
+    def test_pelt_load_tracks_runnable_time(self):
+        sc = h.tiny([('io', 'io', [0]), ('cpu', 'cpu', [1])],
+                    scheduler={'vm_cgroup_shares': 1024})
+        sim = h.run(sc, 'vanilla')
+        self.assertAlmostEqual(1.0, h.vcpu(sim, 'cpu').load, delta=0.01)
+        # the I/O vCPU is runnable for its burst and its switch-in
+        io = h.vcpu(sim, 'io')
+        share = (io.acc[engine.V_READY] + io.acc[engine.V_RUN]) / sim.now
+        self.assertGreater(share, 0.05)
+        self.assertAlmostEqual(share, io.load, delta=0.03)
+        self.assertAlmostEqual(sim.vm_load['cpu'], 1.0, delta=0.01)
