@@ -92,16 +92,22 @@ class TestAgentInProcess(RealGuestTestCase):
         spin = stats[model.VcpuRef(self.guest.uuid, SPINNER)]
         sleep = stats[model.VcpuRef(self.guest.uuid, SLEEPER)]
         # Told apart by real counters: the spinner runs whenever the host
-        # lets it and is preempted (MIST's I_cpu high); the sleeper runs
-        # little and blocks a hundred times a second or more.
+        # lets it; the sleeper runs little and blocks a hundred times a
+        # second or more.
         seen = 'spinner %s, sleeper %s' % (spin, sleep)
         self.assertGreater(spin.utilisation, 2 * sleep.utilisation, seen)
         period_s = sleep.period_ns / 1e9
         self.assertGreater(sleep.voluntary_switches / period_s, 50, seen)
         self.assertGreater(sleep.voluntary_switches,
                            2 * max(spin.voluntary_switches, 1), seen)
-        if spin.i_cpu is not None:   # None: too few switches to judge
-            self.assertGreater(spin.i_cpu, sleep.i_cpu or 0.0, seen)
+        # MIST's I_cpu is measured for the sleeper (it switches often
+        # enough). Its order against the spinner's is not asserted: how
+        # often the host preempts the spinner depends on what else runs on
+        # this shared machine (seen: 7 preemptions in 2 s on a quiet one).
+        self.assertIsNotNone(sleep.i_cpu, seen)
+        self.assertAlmostEqual(
+            sleep.involuntary_switches / sleep.voluntary_switches,
+            sleep.i_cpu, places=9, msg=seen)
         # TCG has no KVM halt statistics: retention is missing, not zero.
         if os.environ.get('VSMTIO_GUEST_TYPE', 'qemu') == 'qemu':
             self.assertIsNone(spin.retention_rate)
