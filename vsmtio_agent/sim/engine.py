@@ -248,11 +248,9 @@ class Simulation(object):
                 self._vstate(v, V_RUN)
                 self._run(th, v)
                 if th.curr is v and th.slice_ev is not None:
-                    at = th.slice_at = rng.uniform(self.now + self.min_gran,
-                                                   th.slice_at)
-                    th.sver += 1
-                    th.slice_ev = at
-                    self._push(at, EV_SLICE, th, th.sver)
+                    th.slice_at = rng.uniform(self.now + self.min_gran,
+                                              th.slice_at)
+                    self._slice_event(th, th.slice_at)
 
     # -- event plumbing -------------------------------------------------
 
@@ -413,10 +411,13 @@ class Simulation(object):
         # when the event fires, an earlier one needs a new event
         at = th.slice_at = self.now + sl
         if th.slice_ev is None or at < th.slice_ev:
-            th.sver += 1
-            th.slice_ev = at
-            _push(self.heap, (at, self._seq(), EV_SLICE, th,
-                              th.sver))
+            self._slice_event(th, at)
+
+    def _slice_event(self, th, at):
+        """Make ``at`` the one pending slice event of ``th``."""
+        th.sver += 1
+        th.slice_ev = at
+        _push(self.heap, (at, self._seq(), EV_SLICE, th, th.sver))
 
     def _pick(self, th, borrow=True):
         """The next vCPU for ``th`` (not removed from its queue)."""
@@ -490,9 +491,7 @@ class Simulation(object):
                 th.picked_at = now
                 self._arm_slice(th)
             elif th.slice_ev is None:   # a VM re-entry keeps its slice
-                th.sver += 1
-                th.slice_ev = max(th.slice_at, self.now)
-                self._push(th.slice_ev, EV_SLICE, th, th.sver)
+                self._slice_event(th, max(th.slice_at, now))
             if th.wake_pending:
                 th.wake_pending = False
                 self._check_wake_preempt(th)
@@ -753,8 +752,17 @@ class Simulation(object):
         if cur.vruntime - v.vruntime <= gran:
             self.deferred.add(th)       # check_preempt_tick's turn
             return
-        if st == COMPUTE or self.guest_poll:
-            self._preempt(th, v, self.c_preempt)
+        self._give_way(th, v, self.c_preempt)
+
+    def _give_way(self, th, nxt, cost):
+        """The running vCPU of ``th`` loses the thread to ``nxt``.
+
+        A computing (or guest-polling) vCPU is preempted; one that halted
+        (retaining, halt polling) is descheduled as a halt, and CFS then
+        picks the next vCPU itself.
+        """
+        if th.state == COMPUTE or self.guest_poll:
+            self._preempt(th, nxt, cost)
         else:
             self._block(th)
 
@@ -821,10 +829,7 @@ class Simulation(object):
             self._settle(th)
             if cur.vruntime - best.vruntime > self._ideal_slice(th):
                 self.deferred.discard(th)
-                if th.state == COMPUTE or self.guest_poll:
-                    self._preempt(th, best, self.c_tick)
-                else:
-                    self._block(th)
+                self._give_way(th, best, self.c_tick)
 
     def _ideal_slice(self, th):
         """CFS's ``sched_slice`` for the running vCPU of ``th``."""
@@ -842,9 +847,7 @@ class Simulation(object):
         if v is None:
             return
         if th.slice_at > self.now:
-            th.sver += 1
-            th.slice_ev = th.slice_at
-            self._push(th.slice_at, EV_SLICE, th, th.sver)
+            self._slice_event(th, th.slice_at)
             return
         self._settle(th)
         if v.borrowed:
@@ -855,11 +858,7 @@ class Simulation(object):
         else:
             nxt = self._pick(th, borrow=False)
             if nxt is not None and nxt.vruntime < v.vruntime:
-                if th.state == COMPUTE or (
-                        self.guest_poll):
-                    self._preempt(th, nxt, self.c_tick)
-                else:
-                    self._block(th)
+                self._give_way(th, nxt, self.c_tick)
                 return
         self._arm_slice(th)
 
