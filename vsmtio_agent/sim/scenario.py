@@ -157,8 +157,9 @@ SCHEMA = {
                 'min_granularity_us': {'type': 'number',
                                        'exclusiveMinimum': 0},
                 'wakeup_granularity_us': _NUM,
-                'vm_cgroup_shares': {'type': 'integer', 'minimum': 0,
-                                     'maximum': 262144},
+                # 0 (no VM cgroups) or cpu.shares' own range
+                'vm_cgroup_shares': {'type': 'integer', 'anyOf': [
+                    {'const': 0}, {'minimum': 2, 'maximum': 262144}]},
                 'tick_hz': {'type': 'number', 'minimum': 100,
                             'maximum': 1000},
                 'load_half_life_ms': {'type': 'number',

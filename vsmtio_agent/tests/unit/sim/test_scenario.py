@@ -39,6 +39,13 @@ class TestValidation(testtools.TestCase):
                                    'vcpus': -1}]))
         self.assertIn('vms.0.vcpus', msg)
 
+    def test_cgroup_shares_outside_cpu_shares_range(self):
+        for bad in (1, 262145):
+            msg = self.error(doc(scheduler={'vm_cgroup_shares': bad}))
+            self.assertIn('scheduler.vm_cgroup_shares', msg)
+        for good in (0, 2, 1024):
+            scenario.from_dict(doc(scheduler={'vm_cgroup_shares': good}))
+
     def test_unknown_workload(self):
         msg = self.error(doc(vms=[{'name': 'a', 'workload': 'nope',
                                    'vcpus': 1}]))
