@@ -4,7 +4,9 @@ import random
 
 import testtools
 
+from vsmtio_agent.sim import calibration
 from vsmtio_agent.sim import cpi
+from vsmtio_agent.sim import scenario
 from vsmtio_agent.sim import workloads
 
 
@@ -55,3 +57,42 @@ class TestCorun(testtools.TestCase):
 
     def test_speedup_outside_one_to_two_is_refused(self):
         self.assertRaises(ValueError, cpi.contention, 2.5, 0.6, 0.4)
+
+
+class TestCalibration(testtools.TestCase):
+    """The shipped I/O loops follow the paper's vanilla profile."""
+
+    def setUp(self):
+        super().setUp()
+        self.library = scenario._data('workloads.yaml')
+        self.costs = scenario._data('costs.yaml')
+
+    def test_shipped_loops_match_the_derivation(self):
+        self.assertEqual([], calibration.check(self.library, self.costs))
+
+    def test_an_edited_loop_is_reported(self):
+        self.library['hbase'] = dict(self.library['hbase'],
+                                     burst={'dist': 'const', 'mean_us': 10})
+        problems = calibration.check(self.library, self.costs)
+        self.assertEqual(1, len(problems))
+        self.assertIn('hbase: burst mean is 10.0 us', problems[0])
+
+    def test_loop_length_follows_the_switch_rate(self):
+        # HBase: 4 switches per loop (its completions land on another
+        # vCPU), 48 I/O vCPUs, 23.4k switches/s: a 8.2 ms loop, 49.5% of it
+        # waiting (Table 7: 901.8 of 1823.0 ms).
+        burst, device = calibration.loop_us('hbase', self.library,
+                                            self.costs)
+        self.assertAlmostEqual(4 * 48 / 23.4e3 * 1e6 * 901.8 / 1823.0,
+                               device, delta=0.5)
+        # the burst is the run share shrunk by the co-run slowdown
+        run = 4 * 48 / 23.4e3 * 1e6 * 266.2 / 1823.0
+        self.assertTrue(0.5 * run < burst < run, (burst, run))
+
+    def test_a_row_without_table7_uses_the_mean_shares(self):
+        shares = calibration.shares('hdfs')
+        self.assertAlmostEqual(1.0, sum(shares), places=9)
+        rows = [calibration.shares(n) for n in calibration.TABLE7]
+        for i in range(3):
+            self.assertTrue(min(r[i] for r in rows) <= shares[i]
+                            <= max(r[i] for r in rows))
