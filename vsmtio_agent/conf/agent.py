@@ -54,13 +54,16 @@ ltcr_opts = [
 
 rass_opts = [
     cfg.FloatOpt('io_min_retention_rate',
-                 default=0.02, min=0.0, max=1.0,
+                 default=0.005, min=0.0, max=1.0,
                  help='Share of a period a vCPU must spend in context '
                       'retention to be classed I/O-bound. RASS ranks vCPUs '
                       'by retention rate and balances the classes\' '
                       'weights, but a vCPU that barely retains is '
                       'CPU-bound whatever its rank, so that an all-CPU core '
-                      'runs its vCPUs on both siblings (paper §4.3.2).'),
+                      'runs its vCPUs on both siblings (paper §4.3.2). '
+                      'Keep it low: an I/O-bound vCPU whose waits last '
+                      'milliseconds retains only a few percent of a period '
+                      'while the timeout is still short.'),
     cfg.FloatOpt('idle_switch_threshold',
                  default=10.0, min=0.0, max=1000000.0,
                  help='Voluntary plus involuntary context switches per '

@@ -23,7 +23,7 @@ class Params:
     adjuster_std_threshold: float = 0.1
     adjuster_min_mean_gap: float = 0.1
     adjuster_max_swaps: int = 1
-    io_min_retention_rate: float = 0.02
+    io_min_retention_rate: float = 0.005
 
     @classmethod
     def from_conf(cls, conf):
