@@ -201,44 +201,21 @@ def averages(all_results):
     return '\n'.join(lines)
 
 
-# Paper Table 7: ms per request (run, ready, wait) under vanilla KVM,
-# enhanced HALT-Polling and vSMT-IO, for the I/O side of the Fig. 5 pairs.
-TABLE7 = {
-    'fig5_rocksdb_nginx': ('rocksdb', ((116.2, 132.6, 378.1),
-                                       (131.7, 88.0, 305.4),
-                                       (129.8, 69.0, 237.2))),
-    'fig5_clamav_binaryclassify': ('clamav', ((15.2, 45.7, 10.9),
-                                              (12.9, 29.7, 10.5),
-                                              (11.0, 21.1, 9.5))),
-    'fig5_postgresql_regression': ('postgresql', ((14.7, 37.6, 10.1),
-                                                  (12.3, 27.1, 9.4),
-                                                  (13.5, 19.7, 8.7))),
-    'fig5_mysql_prediction': ('mysql', ((111.4, 319.7, 88.9),
-                                        (90.7, 167.9, 89.5),
-                                        (87.5, 136.7, 80.6))),
-    'fig5_dbt1_multipleclassify': ('dbt1', ((346.2, 1831.4, 1390.2),
-                                            (361.6, 842.9, 1035.8),
-                                            (306.9, 643.2, 641.6))),
-    'fig5_hbase_pagerank': ('hbase', ((266.2, 655.0, 901.8),
-                                      (237.8, 323.3, 795.9),
-                                      (241.6, 315.0, 654.3))),
-    'fig5_mongodb_kmeans': ('mongodb', ((376.1, 528.6, 1444.1),
-                                        (365.3, 345.2, 1276.6),
-                                        (351.7, 256.0, 897.9))),
-}
-
-
 def table7(all_results):
     rows = []
-    for name, (wl, paper) in sorted(TABLE7.items()):
-        if name not in all_results:
+    for name in sorted(all_results):
+        paper = scenario.load(name).paper.get('per_request_ms')
+        if not paper:
             continue
-        for k, pv in zip(('vanilla', 'haltpoll-enhanced', 'vsmtio'), paper):
-            t = all_results[name][k]['workloads'][wl]['per_request_us']
+        res = all_results[name]
+        wl = [w for w, v in res['vanilla']['workloads'].items()
+              if 'per_request_us' in v][0]
+        for k in ('vanilla', 'haltpoll-enhanced', 'vsmtio'):
+            t = res[k]['workloads'][wl]['per_request_us']
             rows.append([wl if k == 'vanilla' else '', SHORT[k],
                          '%.0f / %.0f / %.0f' % (t['run'], t['ready'],
                                                  t['wait']),
-                         '%.1f / %.1f / %.1f' % pv])
+                         '%.1f / %.1f / %.1f' % tuple(paper[k])])
     if not rows:
         return ''
     return ('Table 7: time per request\n-------------------------\n\n'
@@ -253,16 +230,18 @@ def table7(all_results):
 
 
 SENSITIVITY_SCENARIO = 'fig5_hbase_pagerank'
+# (key, label, change): a scenario override, or 'x3' / 'T2ms'
 SENSITIVITY = (
-    ('shipped inputs', {}),
-    ('retention_yields: false', {'vsmtio': {'retention_yields': False}}),
-    ('switch costs x3 (vm_exit, context_switch, l1d_flush, ipi, '
+    ('ship', 'shipped inputs', {}),
+    ('noyield', 'retention_yields: false',
+     {'vsmtio': {'retention_yields': False}}),
+    ('x3', 'switch costs x3 (vm_exit, context_switch, l1d_flush, ipi, '
      'cache_refill)', 'x3'),
-    ('wakeup_granularity 24 ms (no wake-up boost)',
+    ('gran', 'wakeup_granularity 24 ms (no wake-up boost)',
      {'scheduler': {'wakeup_granularity_us': 24000}}),
-    ('one flat run queue (vm_cgroup_shares 0)',
+    ('flat', 'one flat run queue (vm_cgroup_shares 0)',
      {'scheduler': {'vm_cgroup_shares': 0}}),
-    ('retention timeout held at 2 ms (LTCR off)', 'T2ms'),
+    ('held', 'retention timeout held at 2 ms (LTCR off)', 'T2ms'),
 )
 HELD_TIMEOUT = {('vsmtio_agent', o): 2000 for o in (
     'initial_timeout_us', 'min_timeout_us', 'max_timeout_us')}
@@ -271,14 +250,14 @@ HELD_TIMEOUT = {('vsmtio_agent', o): 2000 for o in (
 def sensitivity(processes):
     """One Fig. 5 pair with one input changed at a time (not shipped).
 
-    Returns ``(rst, {label: normalised results})``.
+    Returns ``(rst, {key: (results, normalised results)})``.
     """
     path = os.path.join(scenario.SCENARIO_DIR,
                         SENSITIVITY_SCENARIO + '.yaml')
     with open(path) as f:
         base = yaml.safe_load(f)
     rows, found = [], {}
-    for label, change in SENSITIVITY:
+    for key, label, change in SENSITIVITY:
         doc = dict(base, duration_s=1.5)
         overrides = None
         if change == 'x3':
@@ -303,7 +282,7 @@ def sensitivity(processes):
         finally:
             os.unlink(tmp)
         norm = report.normalise(res)
-        found[label] = (res, norm)
+        found[key] = (res, norm)
         for k in ('haltpoll-enhanced', 'vsmtio'):
             first = k == 'haltpoll-enhanced'
             rows.append([label if first else '',
@@ -364,11 +343,13 @@ def facts(all_results, sens):
         if paper.get('vanilla'):
             van_sw.append(r['vanilla']['vcpu_switches_per_s']
                           / paper['vanilla'])
-        if n in TABLE7:
-            wl, rows = TABLE7[n]
-            t = r['vanilla']['workloads'][wl]['per_request_us']
+        row = (scenario.load(n).paper.get('per_request_ms')
+               or {}).get('vanilla')
+        if row:
+            t = [v['per_request_us'] for v in r['vanilla']['workloads']
+                 .values() if 'per_request_us' in v][0]
             ready_run.append(t['ready'] / t['run'])
-            paper_rr.append(rows[0][1] / rows[0][0])
+            paper_rr.append(row[1] / row[0])
     f['van_sw'] = _range(van_sw)
     f['ready_run'] = _range(ready_run, '%.1f')
     f['paper_ready_run'] = _range(paper_rr, '%.1f')
@@ -387,24 +368,20 @@ def facts(all_results, sens):
     f['f4_poll_cpu'] = _range([_ratio(r, 'polling', 'cpu_throughput')
                                for r in f4])
 
-    def sens_vs(label, key):
-        if label not in sens:
-            return '-'
-        res, norm = sens[label]
-        if key == 'sw':
-            return _f(norm['vsmtio']['switches_per_s']
-                      / norm['vanilla']['switches_per_s'])
-        return _f(norm['vsmtio'][key])
-    for short, label in (('flat', 'one flat run queue (vm_cgroup_shares 0)'),
-                         ('x3', SENSITIVITY[2][0]),
-                         ('held', SENSITIVITY[5][0]),
-                         ('noyield', 'retention_yields: false')):
+    for short in ('flat', 'x3', 'held', 'noyield'):
+        norm = sens[short][1] if short in sens else None
         for key in ('io', 'cpu', 'sw'):
-            f['%s_%s' % (short, key)] = sens_vs(label, key)
-    held = sens.get(SENSITIVITY[5][0])
+            if norm is None:
+                value = '-'
+            elif key == 'sw':
+                value = _f(norm['vsmtio']['switches_per_s']
+                           / norm['vanilla']['switches_per_s'])
+            else:
+                value = _f(norm['vsmtio'][key])
+            f['%s_%s' % (short, key)] = value
+    held, ship = sens.get('held'), sens.get('ship')
     f['held_ret'] = (_f(held[0]['vsmtio']['io_thread_retention_pct'], '%.0f')
                      if held else '-')
-    ship = sens.get('shipped inputs')
     f['timeout'] = ('%.0f' % ship[0]['vsmtio']['agent']['timeout_us']
                     if ship else '-')
     f['ship_ret'] = (_f(ship[0]['vsmtio']['io_thread_retention_pct'], '%.0f')

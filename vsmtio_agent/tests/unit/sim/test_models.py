@@ -65,15 +65,16 @@ class TestCalibration(testtools.TestCase):
     def setUp(self):
         super().setUp()
         self.library = scenario._data('workloads.yaml')
-        self.costs = scenario._data('costs.yaml')
+        self.pairs = calibration.pairs()
+        self.every = list(self.pairs.values())
 
     def test_shipped_loops_match_the_derivation(self):
-        self.assertEqual([], calibration.check(self.library, self.costs))
+        self.assertEqual([], calibration.check(self.library))
 
     def test_an_edited_loop_is_reported(self):
         self.library['hbase'] = dict(self.library['hbase'],
                                      burst={'dist': 'const', 'mean_us': 10})
-        problems = calibration.check(self.library, self.costs)
+        problems = calibration.check(self.library)
         self.assertEqual(1, len(problems))
         self.assertIn('hbase: burst mean is 10.0 us', problems[0])
 
@@ -81,8 +82,7 @@ class TestCalibration(testtools.TestCase):
         # HBase: 4 switches per loop (its completions land on another
         # vCPU), 48 I/O vCPUs, 23.4k switches/s: a 8.2 ms loop, 49.5% of it
         # waiting (Table 7: 901.8 of 1823.0 ms).
-        burst, device = calibration.loop_us('hbase', self.library,
-                                            self.costs)
+        burst, device = calibration.loop_us(self.pairs['hbase'], self.every)
         self.assertAlmostEqual(4 * 48 / 23.4e3 * 1e6 * 901.8 / 1823.0,
                                device, delta=0.5)
         # the burst is the run share shrunk by the co-run slowdown
@@ -90,9 +90,11 @@ class TestCalibration(testtools.TestCase):
         self.assertTrue(0.5 * run < burst < run, (burst, run))
 
     def test_a_row_without_table7_uses_the_mean_shares(self):
-        shares = calibration.shares('hdfs')
+        shares = calibration.shares(self.pairs['hdfs'], self.every)
         self.assertAlmostEqual(1.0, sum(shares), places=9)
-        rows = [calibration.shares(n) for n in calibration.TABLE7]
+        rows = [calibration.shares(sc, self.every)
+                for sc in self.every if 'per_request_ms' in sc.paper]
+        self.assertEqual(7, len(rows))
         for i in range(3):
             self.assertTrue(min(r[i] for r in rows) <= shares[i]
                             <= max(r[i] for r in rows))
