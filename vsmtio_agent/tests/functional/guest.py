@@ -20,6 +20,8 @@ import uuid
 import fixtures
 import libvirt
 
+from vsmtio_agent.tests import system_user
+
 CACHE = os.environ.get('VSMTIO_CACHE', '/var/tmp/vsmtio-host/guest')
 PACKAGES = {
     '/usr/sbin/libvirtd': 'libvirt-daemon',
@@ -139,12 +141,9 @@ class LibvirtDaemon(fixtures.Fixture):
         if self._reachable():
             raise Unavailable('a libvirtd the test did not start is already '
                               'running; it is left alone')
-        try:
-            _run('getent', 'passwd', 'libvirt-qemu')
-        except subprocess.CalledProcessError:
-            # libvirt 9.0 resolves this user before it reads qemu.conf.
-            _run('useradd', '--system', '--user-group', '--no-create-home',
-                 'libvirt-qemu')
+        why = system_user.ensure()
+        if why:
+            raise Unavailable(why)
         conf = '/etc/libvirt/qemu.conf'
         old = None
         if os.path.exists(conf):

@@ -29,6 +29,7 @@ from nova.virt import fake
 from nova.virt.libvirt import blockinfo
 from nova.virt.libvirt import driver as libvirt_driver
 
+from vsmtio_agent.tests import system_user
 from vsmtio_nova import virt
 from vsmtio_nova.virt.libvirt import driver
 from vsmtio_nova.virt.libvirt import retention
@@ -244,6 +245,9 @@ class TestRealLibvirt(DomainXMLTestCase):
             self.skipTest('libvirt-python is not installed')
         if not os.path.exists(self.QEMU_DRIVER):
             self.skipTest('libvirt-daemon-driver-qemu is not installed')
+        why = system_user.ensure()
+        if why:
+            self.skipTest(why)
         self.real = real_libvirt
 
     def _define(self, xml):
