@@ -24,7 +24,21 @@ def _rank_key(item):
     return (rate is None, -(rate or 0.0), ref)
 
 
-def classify(stats, min_retention_rate=0.0):
+def fair_share(stats, threads):
+    """Each vCPU's CFS share of its core's ``threads``, by weight."""
+    total = sum(st.weight for st in stats.values())
+    if not total:
+        return {}
+    return {ref: threads * st.weight / total for ref, st in stats.items()}
+
+
+def _over_share(st, share):
+    """Whether ``st`` computed beyond its fair share of the core."""
+    used = st.compute_share
+    return used is not None and used > share
+
+
+def classify(stats, min_retention_rate=0.0, threads=None):
     """Split one core's vCPUs into I/O-bound and CPU-bound (§4.3.1).
 
     Returns ``{ref: Role}``. The I/O class is the prefix of the ranking
@@ -37,13 +51,29 @@ def classify(stats, min_retention_rate=0.0):
     core "I/O-bound" and keep it off the other sibling, where §4.3.2 wants
     CPU-bound vCPUs on both siblings, paired by symbiosis. When too few
     vCPUs retain to balance the weights, all of them are I/O-bound.
+
+    With ``threads`` (the core's hyperthread count), the fairness
+    invariant holds: a vCPU that computed more than its CFS share of the
+    core (``threads * weight / core weight``) is CPU-bound whatever it
+    retains. The I/O sibling's strict priority exists to repay the time
+    retention charges an I/O-bound vCPU, not to give a vCPU that shapes
+    its waits (long computations between short waits) more CPU than its
+    weight: as CPU-bound it competes by weight like everyone else.
     """
-    ranked = sorted(stats.items(), key=_rank_key)
+    if threads:
+        shares = fair_share(stats, threads)
+        ranked = sorted(stats.items(), key=lambda item: (
+            _over_share(item[1], shares[item[0]]),) + _rank_key(item))
+    else:
+        shares = {}
+        ranked = sorted(stats.items(), key=_rank_key)
     total = sum(st.weight for _, st in ranked)
     best_k, best_gap, prefix = 0, total, 0
-    for k, (_, st) in enumerate(ranked, start=1):
+    for k, (ref, st) in enumerate(ranked, start=1):
         rate = st.retention_rate
         if rate is None or rate < min_retention_rate or rate <= 0:
+            break
+        if shares and _over_share(st, shares[ref]):
             break
         prefix += st.weight
         gap = abs(total - 2 * prefix)
@@ -65,24 +95,60 @@ def placement(core, role):
                            (core.cpu_thread, core.io_thread))
 
 
-def _dispatch_share(stack):
-    """Fraction of cycles a thread occupies the shared dispatch resources."""
-    return stack.base / stack.cpi if stack.cpi > 0 else 0.0
+# The SMT co-run model, the one CPI-stack computation in vsmtio: the
+# simulated host times co-running siblings with it (sim/cpi.py) and RASS
+# ranks borrowers with it. Its two constants come from the range of
+# combined speed-ups a pair of busy siblings shows (sim/data/costs.yaml):
+# the best pair (one thread only issues, the other only misses) reaches
+# the top of the range, the worst (both want the same resource) the bottom.
+PAIR_SPEEDUP_MIN = 1.0
+PAIR_SPEEDUP_MAX = 1.3
+
+
+def issue_share(base, miss):
+    """Fraction of a thread's solo cycles spent issuing instructions."""
+    total = base + miss
+    return base / total if total > 0 else 0.0
+
+
+def overlap(a, b):
+    """How much two threads want the same resource, 0..1.
+
+    ``a`` and ``b`` are ``(base, miss)`` CPI components. Issue-bound
+    threads collide on the issue slots, miss-bound ones on the memory
+    system (fill buffers, bandwidth); an issue-bound thread beside a
+    miss-bound one uses what the other leaves.
+    """
+    ua = issue_share(*a)
+    ub = issue_share(*b)
+    return ua * ub + (1.0 - ua) * (1.0 - ub)
+
+
+def pair_slowdown(a, b, speedup_min=PAIR_SPEEDUP_MIN,
+                  speedup_max=PAIR_SPEEDUP_MAX):
+    """Each sibling's CPI next to the other, over its CPI alone.
+
+    ``c0 + k * overlap(a, b)``, with ``c0`` and ``k`` solved so the pair's
+    combined speed ``2 / slowdown`` spans exactly
+    ``[speedup_min, speedup_max]``: no pair ever leaves the range the
+    source gives, whatever the CPI stacks.
+    """
+    if not 1.0 <= speedup_min <= speedup_max <= 2.0:
+        raise ValueError('SMT pair speed-ups must satisfy 1 <= min <= max '
+                         '<= 2, got min=%r max=%r'
+                         % (speedup_min, speedup_max))
+    c0 = 2.0 / speedup_max
+    k = 2.0 / speedup_min - c0
+    return c0 + k * overlap(a, b)
+
+
+def _parts(stack):
+    return (stack.base, stack.miss)
 
 
 def corun_speed(own, other):
-    """Predicted progress of ``own`` beside ``other``, relative to alone.
-
-    Cycle accounting: alone, a thread needs ``cpi`` cycles per
-    instruction; beside a sibling it additionally waits for the shared
-    resources in proportion to its own base cycles and to how much of the
-    time the sibling holds them. Miss cycles overlap with the sibling's
-    work, which is why memory-bound threads co-run well.
-    """
-    alone = own.cpi
-    if alone <= 0:
-        return 1.0
-    return alone / (alone + own.base * _dispatch_share(other))
+    """Predicted progress of ``own`` beside ``other``, relative to alone."""
+    return 1.0 / pair_slowdown(_parts(own), _parts(other))
 
 
 def symbiosis(a, b):

@@ -1,41 +1,32 @@
 """How fast a vCPU computes next to its sibling: the SMT co-run model.
 
-Two computing siblings share a core's issue slots; the cycles a thread
-spends waiting on misses leave slots free for the other (the cycle
-accounting view of paper §4.3.2). So a thread's base component is inflated
-by contention in proportion to how issue-bound its sibling is, and its miss
-component is not::
-
-    cpi_corun(a | b) = B_a * (1 + k * u_b) + M_a,   u_b = B_b / (B_b + M_b)
-
-``k`` is not free: it is solved from one input, the combined speed-up of
-two busy siblings running the reference CPI stack (``smt_corun_speedup``
-in ``data/costs.yaml``). Everything else follows from the two CPI stacks.
+Two computing siblings share a core: issue-bound threads collide on the
+issue slots, miss-bound threads on the memory system, and a pair of one of
+each overlaps best. The model is RASS's own
+(:func:`vsmtio_agent.policy.rass.pair_slowdown`): every pair's combined
+speed lies inside ``smt_pair_speedup`` (``data/costs.yaml``), the range of
+Hyper-Threading gains its source gives, and where in that range follows
+from the two CPI stacks alone.
 """
 
-
-def issue_share(base, miss):
-    """Fraction of a thread's solo cycles spent issuing instructions."""
-    return base / (base + miss)
+from vsmtio_agent.policy import rass
 
 
-def contention(speedup, ref_base, ref_miss):
-    """Solve ``k`` so the reference pair's combined speed is ``speedup``."""
-    if not 1.0 <= speedup <= 2.0:
-        raise ValueError('smt_corun_speedup must be within [1, 2], got %r'
-                         % (speedup,))
-    solo = ref_base + ref_miss
-    u = issue_share(ref_base, ref_miss)
-    # 2 * solo / (B (1 + k u) + M) = speedup
-    corun_cpi = 2.0 * solo / speedup
-    return (corun_cpi - ref_miss - ref_base) / (ref_base * u)
-
-
-def corun_factor(a, b, k):
+def corun_factor(a, b, speedup):
     """Speed of stack ``a`` next to computing stack ``b``, solo = 1.
 
-    ``a`` and ``b`` are ``(base, miss)`` pairs.
+    ``a`` and ``b`` are ``(base, miss)`` pairs; ``speedup`` is the
+    ``{min, max}`` mapping of ``smt_pair_speedup``.
     """
-    base_a, miss_a = a
-    u_b = issue_share(*b)
-    return (base_a + miss_a) / (base_a * (1.0 + k * u_b) + miss_a)
+    return 1.0 / rass.pair_slowdown(a, b, speedup['min'], speedup['max'])
+
+
+def warmup_ns(working_set_kib, evicted_kib, cap_kib, refill_gbps):
+    """Time a vCPU switched in loses refilling what was evicted.
+
+    The part of its working set the previous occupant could have evicted
+    (the smaller of the two working sets, at most the hyperthread's share
+    of the cache) is refilled at ``refill_gbps``.
+    """
+    kib = min(working_set_kib, evicted_kib, cap_kib)
+    return kib * 1024.0 / refill_gbps

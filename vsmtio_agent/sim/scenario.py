@@ -58,9 +58,11 @@ _DIST = {
 
 _WORKLOAD = {
     'type': 'object',
-    'required': ['kind', 'cpi'],
+    'required': ['kind', 'cpi', 'working_set_kib'],
     'properties': {
         'kind': {'enum': list(wl_mod.KINDS)},
+        'working_set_kib': {'type': 'number', 'minimum': 0,
+                            'maximum': 1048576},
         'cpi': {'type': 'object', 'required': ['base', 'miss'],
                 'properties': {
                     'base': {'type': 'number', 'exclusiveMinimum': 0,
@@ -137,17 +139,20 @@ SCHEMA = {
                     'type': 'number', 'exclusiveMinimum': 0, 'maximum': 1},
                 'sibling_retaining_speed': {
                     'type': 'number', 'exclusiveMinimum': 0, 'maximum': 1},
-                'smt_corun_speedup': {'type': 'number', 'minimum': 1,
-                                      'maximum': 2},
-                'reference_cpi': {
-                    'type': 'object', 'required': ['base', 'miss'],
+                'smt_pair_speedup': {
+                    'type': 'object', 'required': ['min', 'max'],
                     'properties': {
-                        'base': {'type': 'number', 'exclusiveMinimum': 0},
-                        'miss': {'type': 'number', 'minimum': 0}},
+                        'min': {'type': 'number', 'minimum': 1,
+                                'maximum': 2},
+                        'max': {'type': 'number', 'minimum': 1,
+                                'maximum': 2}},
                     'additionalProperties': False},
+                'cache_refill_gbps': {'type': 'number',
+                                      'exclusiveMinimum': 0},
+                'cache_share_kib': _NUM,
                 'vm_exit_ns': _NUM, 'context_switch_ns': _NUM,
                 'l1d_flush_ns': _NUM, 'ipi_ns': _NUM,
-                'cache_refill_ns': _NUM, 'retention_resume_ns': _NUM,
+                'retention_resume_ns': _NUM,
             },
             'additionalProperties': False},
         'scheduler': {
@@ -325,8 +330,12 @@ def from_dict(doc, source='<scenario>'):
         raise ScenarioError('%s: warmup_s: must be shorter than duration_s '
                             '(%g >= %g)' % (source, warmup, duration))
     switch_ns = (costs['vm_exit_ns'] + costs['context_switch_ns']
-                 + costs['l1d_flush_ns'] + costs['ipi_ns']
-                 + costs['cache_refill_ns'])
+                 + costs['l1d_flush_ns'] + costs['ipi_ns'])
+    pair = costs['smt_pair_speedup']
+    if pair['min'] > pair['max']:
+        raise ScenarioError('%s: costs.smt_pair_speedup: min must not '
+                            'exceed max (%g > %g)'
+                            % (source, pair['min'], pair['max']))
     init_t = doc.get('initial_timeout_us')
     init_ns = init_t * 1e3 if init_t else 2.0 * switch_ns
     return Scenario(

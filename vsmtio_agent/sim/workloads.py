@@ -42,6 +42,7 @@ class Workload:
     burst: Optional[dict] = None
     device: Optional[dict] = None
     irq: Optional[dict] = None
+    working_set_kib: float = 0.0
 
     @property
     def cpi(self):
@@ -61,7 +62,8 @@ class Workload:
                    base=float(spec['cpi']['base']),
                    miss=float(spec['cpi']['miss']),
                    burst=spec.get('burst'), device=spec.get('device'),
-                   irq=spec.get('irq'))
+                   irq=spec.get('irq'),
+                   working_set_kib=float(spec['working_set_kib']))
 
     def irq_vcpu(self, index, nvcpus, rng):
         """Return a function drawing where ``index``'s completions land.

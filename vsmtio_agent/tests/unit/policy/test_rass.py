@@ -1,3 +1,5 @@
+from hypothesis import given
+from hypothesis import strategies as st
 import testtools
 
 from vsmtio_agent import model
@@ -100,3 +102,43 @@ class TestSymbiosis(testtools.TestCase):
         self.assertEqual('k', rass.pick_symbiotic(
             self.compute, [('u', None), ('k', self.compute)]))
         self.assertIsNone(rass.pick_symbiotic(self.compute, []))
+
+
+class TestFairness(testtools.TestCase):
+    """No vCPU gets the I/O sibling by shaping its waits (issue 11)."""
+
+    def test_a_vcpu_computing_beyond_its_share_is_cpu_bound(self):
+        # four vCPUs on a two-thread core: a fair share is half a thread.
+        # The gamer computes 80% of the time between short retained waits.
+        st = {
+            helpers.ref(0): helpers.stats(0.15, utilisation=0.95),  # gamer
+            helpers.ref(1): helpers.stats(0.30, utilisation=0.40),  # I/O
+            helpers.ref(2): helpers.stats(0.0, utilisation=1.0),
+            helpers.ref(3): helpers.stats(0.0, utilisation=1.0)}
+        self.assertEqual(IO, rass.classify(st)[helpers.ref(0)])
+        fair = rass.classify(st, threads=2)
+        self.assertEqual(CPU, fair[helpers.ref(0)])
+        self.assertEqual(IO, fair[helpers.ref(1)])
+
+    def test_shares_follow_weights(self):
+        st = {helpers.ref(0): helpers.stats(0.2, weight=2048,
+                                            utilisation=0.9),
+              helpers.ref(1): helpers.stats(0.0, weight=1024),
+              helpers.ref(2): helpers.stats(0.0, weight=1024)}
+        shares = rass.fair_share(st, 2)
+        self.assertEqual(1.0, shares[helpers.ref(0)])
+        # 0.9 - 0.2 = 0.7 of a thread computed: within a share of 1.0
+        self.assertEqual(IO, rass.classify(st, threads=2)[helpers.ref(0)])
+
+    @given(st.lists(st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 1.0),
+                              st.integers(2, 88761)), min_size=1,
+                    max_size=8))
+    def test_invariant(self, vcpus):
+        stats = {helpers.ref(i): helpers.stats(r, weight=w,
+                                               utilisation=min(1.0, r + c))
+                 for i, (r, c, w) in enumerate(vcpus)}
+        shares = rass.fair_share(stats, 2)
+        for ref, role in rass.classify(stats, threads=2).items():
+            if role is IO:
+                self.assertLessEqual(stats[ref].compute_share,
+                                     shares[ref] + 1e-12)

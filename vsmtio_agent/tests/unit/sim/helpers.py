@@ -7,11 +7,15 @@ from vsmtio_agent.sim import scenario
 MS = 1e6
 US = 1e3
 
-CPU_WL = {'kind': 'cpu', 'cpi': {'base': 0.6, 'miss': 0.4}}
+# No cache refill unless a test asks for one: the tests of other mechanisms
+# stay about those mechanisms.
+CPU_WL = {'kind': 'cpu', 'cpi': {'base': 0.6, 'miss': 0.4},
+          'working_set_kib': 0}
 
 
-def io_wl(burst_us=20, wait_us=300, dist='const'):
+def io_wl(burst_us=20, wait_us=300, dist='const', working_set_kib=0):
     return {'kind': 'io', 'cpi': {'base': 0.9, 'miss': 0.6},
+            'working_set_kib': working_set_kib,
             'burst': {'dist': 'const', 'mean_us': burst_us},
             'device': {'dist': dist, 'mean_us': wait_us}}
 
