@@ -99,6 +99,9 @@ class VcpuCounters:
     hyperthread the vCPU last ran on and ``core_id`` the core the agent or
     the host has it on. ``base_cycles``/``miss_cycles`` are the cycle
     accounting components of §4.3.2, measured while the sibling retained.
+    ``halts`` counts the times the vCPU went idle (HLT, or MWAIT where the
+    guest retains): one per request a request loop serves, which is what a
+    host can see of I/O throughput without looking inside the guest.
     """
 
     weight: int = 1024
@@ -114,6 +117,7 @@ class VcpuCounters:
     voluntary_switches: Optional[int] = None
     involuntary_switches: Optional[int] = None
     runqueue_delay_ns: Optional[int] = None
+    halts: Optional[int] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +148,8 @@ class VcpuStats:
     Rates whose counters are missing are ``None``. ``i_cpu`` is MIST's
     involuntary / voluntary switch ratio, ``None`` when the vCPU is nearly
     idle (too few switches for the ratio to mean anything).
+    ``instruction_rate`` (retired per second) and ``halt_rate`` (idle
+    entries per second) are the throughputs LTCR and the guard judge by.
     """
 
     period_ns: int
@@ -159,6 +165,15 @@ class VcpuStats:
     involuntary_switches: Optional[int]
     i_cpu: Optional[float]
     runqueue_delay_ratio: Optional[float]
+    instruction_rate: Optional[float] = None
+    halt_rate: Optional[float] = None
+
+    @property
+    def compute_share(self):
+        """Share of the period spent running guest work (not retaining)."""
+        if self.utilisation is None:
+            return None
+        return max(0.0, self.utilisation - (self.retention_rate or 0.0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,8 +204,19 @@ class Swap:
 
 @dataclasses.dataclass(frozen=True)
 class Decision:
-    """What the policy engine asks of the host for the next period."""
+    """What the policy engine asks of the host for the next period.
+
+    ``placements`` is RASS's plan (each vCPU's class and hyperthreads);
+    ``split`` says whether to apply it, else every vCPU stays where the
+    host's own scheduler put it. ``retention`` says whether idle vCPUs may
+    retain their context at all (else they halt and block, as on a host
+    without vSMT-IO); ``borrow`` whether CPU-bound vCPUs may run on an idle
+    I/O sibling.
+    """
 
     timeout_ns: int
     placements: Mapping
     swaps: tuple = ()
+    retention: bool = True
+    split: bool = True
+    borrow: bool = True

@@ -2,12 +2,24 @@
 
 from oslo_config import cfg
 
-agent_group = cfg.OptGroup(
-    'vsmtio_agent',
-    title='vSMT-IO agent options',
-    help='The per-host vsmtio agent: its host driver, its period and the '
-         'parameters of the vSMT-IO policies (LTCR, RASS, Workload '
-         'Adjuster) it runs each period.')
+
+def new_group():
+    """A fresh ``[vsmtio_agent]`` group for one ConfigOpts.
+
+    ``ConfigOpts.register_group`` copies a group shallowly, so ConfigOpts
+    objects registered with one shared group share its options' overrides
+    (the simulator builds one per run: a kernel's overrides would leak
+    into the next run).
+    """
+    return cfg.OptGroup(
+        'vsmtio_agent',
+        title='vSMT-IO agent options',
+        help='The per-host vsmtio agent: its host driver, its period and '
+             'the parameters of the vSMT-IO policies (LTCR, RASS, Workload '
+             'Adjuster, the guard) it runs each period.')
+
+
+agent_group = new_group()
 
 driver_opts = [
     cfg.StrOpt('host_driver',
@@ -44,6 +56,18 @@ ltcr_opts = [
                default=10, min=1, max=1000000,
                help='Lower bound of the retention timeout LTCR may choose, '
                     'in microseconds.'),
+    cfg.StrOpt('ltcr_measure',
+               default='throughput', choices=[
+                   ('throughput', 'judge CPU-bound vCPUs by instructions '
+                    'retired per second and I/O-bound vCPUs by requests '
+                    'served (idle entries per second)'),
+                   ('paper', 'the paper\'s Algorithm 1 measures: IPC and '
+                    'context retentions per second')],
+               help='What LTCR\'s trial of a timeout compares with its '
+                    'baseline. IPC cannot see the hyperthread time a '
+                    'retention takes from CPU-bound vCPUs, so the paper\'s '
+                    'measure can accept longer timeouts while CPU-bound '
+                    'throughput falls (doc/source/policy.rst).'),
     cfg.IntOpt('max_timeout_us',
                default=5000, min=1, max=10000000,
                help='Upper bound of the retention timeout LTCR may choose, '
@@ -86,13 +110,65 @@ rass_opts = [
                default=1, min=0, max=64,
                help='At most this many vCPU swaps per period. 0 disables '
                     'the Workload Adjuster.'),
+    cfg.BoolOpt('fair_share',
+                default=True,
+                help='Enforce the fairness invariant in RASS: a vCPU that '
+                     'computed more than its CFS share of its core (by '
+                     'weight) is CPU-bound whatever it retains, so no '
+                     'tenant gains CPU beyond its weight, or takes the I/O '
+                     'sibling from honest I/O, by shaping its waits. Off '
+                     'is the paper\'s RASS.'),
+]
+
+guard_opts = [
+    cfg.BoolOpt('guard',
+                default=True,
+                help='Keep each mechanism (context retention, the RASS '
+                     'sibling split, borrowing) only where probe periods '
+                     'show it leaves neither class worse than the '
+                     'objective (guard_cpu_min, guard_io_min) and one '
+                     'class better. Off applies every mechanism always, as '
+                     'the paper does.'),
+    cfg.FloatOpt('guard_cpu_min',
+                 default=0.97, min=0.5, max=1.5,
+                 help='The objective for CPU-bound vCPUs: a mechanism is '
+                      'kept only if their instructions per second with it '
+                      'are at least this share of those without it.'),
+    cfg.FloatOpt('guard_io_min',
+                 default=1.0, min=0.5, max=1.5,
+                 help='The objective for I/O-bound vCPUs: a mechanism is '
+                      'kept only if the requests they serve per second '
+                      'with it are at least this share of those without '
+                      'it.'),
+    cfg.IntOpt('guard_probe_pairs',
+               default=8, min=2, max=64,
+               help='Periods with and without a mechanism compared in one '
+                    'probe (even: they run in ABBA order). More pairs '
+                    'detect smaller effects and cost more periods run '
+                    'without the mechanism.'),
+    cfg.FloatOpt('guard_confidence',
+                 default=0.9, min=0.6, max=0.999,
+                 help='Confidence of the one-sided t-tests that decide '
+                      'whether a class gained or lost in a probe.'),
+    cfg.IntOpt('guard_retest_periods',
+               default=150, min=10, max=100000,
+               help='Periods between two probes: each kept mechanism is '
+                    'retested in turn, and a dropped one is retried after '
+                    'this many periods, doubling up to eight times.'),
+    cfg.FloatOpt('guard_io_halt_rate',
+                 default=20.0, min=0.0, max=1000000.0,
+                 help='Idle entries per second from which a vCPU counts '
+                      'as I/O-bound when the guard measures the classes '
+                      '(a request loop idles once per request; a CPU-bound '
+                      'vCPU never does).'),
 ]
 
 
 def register_opts(conf):
-    conf.register_group(agent_group)
-    conf.register_opts(driver_opts + ltcr_opts + rass_opts, group=agent_group)
+    conf.register_group(new_group())
+    conf.register_opts(driver_opts + ltcr_opts + rass_opts + guard_opts,
+                       group=agent_group.name)
 
 
 def list_opts():
-    return {agent_group: driver_opts + ltcr_opts + rass_opts}
+    return {agent_group: driver_opts + ltcr_opts + rass_opts + guard_opts}

@@ -76,8 +76,8 @@ ALL_OPTS = libvirt_opts + host_opts + metrics_opts
 
 
 def register_opts(conf):
-    conf.register_group(agent.agent_group)
-    conf.register_opts(ALL_OPTS, group=agent.agent_group)
+    conf.register_group(agent.new_group())
+    conf.register_opts(ALL_OPTS, group=agent.agent_group.name)
 
 
 def list_opts():

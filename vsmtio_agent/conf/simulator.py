@@ -2,12 +2,18 @@
 
 from oslo_config import cfg
 
-sim_group = cfg.OptGroup(
-    'vsmtio_sim',
-    title='Simulated SMT host options',
-    help='The discrete-event simulated SMT host the agent drives with '
-         '``host_driver = simulated``: which scenario it runs and under '
-         'which kernel model.')
+
+def new_group():
+    """A fresh group per ConfigOpts (see ``conf.agent.new_group``)."""
+    return cfg.OptGroup(
+        'vsmtio_sim',
+        title='Simulated SMT host options',
+        help='The discrete-event simulated SMT host the agent drives with '
+             '``host_driver = simulated``: which scenario it runs and under '
+             'which kernel model.')
+
+
+sim_group = new_group()
 
 sim_opts = [
     cfg.StrOpt('scenario',
@@ -17,7 +23,7 @@ sim_opts = [
     cfg.StrOpt('kernel',
                default='vsmtio',
                choices=['vanilla', 'polling', 'haltpoll',
-                        'haltpoll-enhanced', 'vsmtio'],
+                        'haltpoll-enhanced', 'vsmtio-paper', 'vsmtio'],
                help='The host kernel model the simulated host runs.'),
     cfg.IntOpt('seed',
                default=1, min=0, max=2 ** 31 - 1,
@@ -32,8 +38,8 @@ sim_opts = [
 
 
 def register_opts(conf):
-    conf.register_group(sim_group)
-    conf.register_opts(sim_opts, group=sim_group)
+    conf.register_group(new_group())
+    conf.register_opts(sim_opts, group=sim_group.name)
 
 
 def list_opts():

@@ -3,14 +3,20 @@
 Each period: the Workload Adjuster may swap vCPUs between cores (§4.4);
 RASS classifies every core's vCPUs and plans their hyperthreads (§4.3);
 LTCR judges the period it just saw and picks the next retention timeout
-(§4.2). The engine keeps only what the next step needs (each vCPU's core,
-the roles in force, Algorithm 1's state) and does no I/O.
+(§4.2). The guard (:mod:`vsmtio_agent.policy.guard`) decides which of the
+mechanisms (retention, the sibling split, borrowing) are in force: LTCR
+tunes the timeout only in periods the guard is not probing, and only while
+retention is kept. Without the guard (the paper-literal configuration)
+every mechanism is always on. The engine keeps only what the next step
+needs (each vCPU's core, the roles in force, Algorithm 1's and the guard's
+state) and does no I/O.
 """
 
 import dataclasses
 
 from vsmtio_agent import model
 from vsmtio_agent.policy import adjuster
+from vsmtio_agent.policy import guard as guard_mod
 from vsmtio_agent.policy import ltcr
 from vsmtio_agent.policy import rass
 
@@ -24,6 +30,9 @@ class Params:
     adjuster_min_mean_gap: float = 0.1
     adjuster_max_swaps: int = 1
     io_min_retention_rate: float = 0.005
+    ltcr_measure: str = ltcr.THROUGHPUT
+    guard: guard_mod.Params = None
+    fair_share: bool = True
 
     @classmethod
     def from_conf(cls, conf):
@@ -37,7 +46,11 @@ class Params:
             adjuster_std_threshold=opts.adjuster_std_threshold,
             adjuster_min_mean_gap=opts.adjuster_min_mean_gap,
             adjuster_max_swaps=opts.adjuster_max_swaps,
-            io_min_retention_rate=opts.io_min_retention_rate)
+            io_min_retention_rate=opts.io_min_retention_rate,
+            ltcr_measure=opts.ltcr_measure,
+            guard=(guard_mod.Params.from_conf(conf) if opts.guard
+                   else None),
+            fair_share=opts.fair_share)
 
 
 class PolicyEngine(object):
@@ -49,8 +62,25 @@ class PolicyEngine(object):
         self.topology = topology
         self.params = params
         self.ltcr = ltcr.start(params.bounds)
+        self.guard = guard_mod.start() if params.guard else None
         self.assignment = {}
         self.roles = {}
+        # whether the period being run is LTCR's own (its data counts)
+        self._ltcr_period = self.guard is None
+
+    @property
+    def kept(self):
+        """The mechanisms the guard keeps (in force outside its probes)."""
+        if self.guard is None:
+            return frozenset(guard_mod.MECHANISMS)
+        return self.guard.kept
+
+    @property
+    def mechanisms(self):
+        """The mechanisms in force for the period being run."""
+        if self.guard is None:
+            return frozenset(guard_mod.MECHANISMS)
+        return self.guard.in_force
 
     @property
     def timeout_ns(self):
@@ -79,10 +109,26 @@ class PolicyEngine(object):
 
     def step(self, stats):
         """The :class:`~vsmtio_agent.model.Decision` for the next period."""
-        assignment = self._reconcile(stats)
         p = self.params
+        # LTCR judges the period just run if it was LTCR's own, under the
+        # roles planned for it; then the guard says what the next runs with
+        if self._ltcr_period:
+            self.ltcr = ltcr.step(
+                self.ltcr, p.bounds,
+                ltcr.performance(stats, self.roles, p.ltcr_measure),
+                p.ltcr_measure)
+        if self.guard is not None:
+            self.guard = guard_mod.step(self.guard, p.guard, stats)
+            self._ltcr_period = (not self.guard.probing
+                                 and guard_mod.RETENTION
+                                 in self.guard.in_force)
+            if not self._ltcr_period:
+                self.ltcr = ltcr.hold(self.ltcr)
+        active = self.mechanisms
+
+        assignment = self._reconcile(stats)
         swaps = ()
-        if p.adjuster_max_swaps:
+        if p.adjuster_max_swaps and guard_mod.SPLIT in active:
             rates = {ref: st.retention_rate for ref, st in stats.items()}
             swaps = adjuster.plan_swaps(
                 assignment, rates, p.adjuster_std_threshold,
@@ -93,19 +139,18 @@ class PolicyEngine(object):
         for ref, core in assignment.items():
             by_core.setdefault(core, {})[ref] = stats[ref]
         roles = {}
-        for core_stats in by_core.values():
-            roles.update(rass.classify(core_stats, p.io_min_retention_rate))
-
-        # The period just measured ran under the roles planned last time.
-        measured_roles = {ref: self.roles.get(ref, role)
-                          for ref, role in roles.items()}
-        self.ltcr = ltcr.step(self.ltcr, p.bounds,
-                              ltcr.performance(stats, measured_roles))
-
+        for core_id, core_stats in by_core.items():
+            threads = (len(self.topology.core(core_id).threads)
+                       if p.fair_share else None)
+            roles.update(rass.classify(core_stats, p.io_min_retention_rate,
+                                       threads))
         self.assignment = assignment
         self.roles = roles
         placements = {
             ref: rass.placement(self.topology.core(assignment[ref]), role)
             for ref, role in sorted(roles.items())}
         return model.Decision(timeout_ns=self.ltcr.effective_ns,
-                              placements=placements, swaps=swaps)
+                              placements=placements, swaps=swaps,
+                              retention=guard_mod.RETENTION in active,
+                              split=guard_mod.SPLIT in active,
+                              borrow=guard_mod.BORROW in active)

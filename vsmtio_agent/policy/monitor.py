@@ -83,7 +83,7 @@ def derive(prev, cur, idle_switch_threshold, topology=None):
             'run_ns', 'retention_ns', 'retentions', 'retention_timeouts',
             'instructions', 'cycles', 'base_cycles', 'miss_cycles',
             'voluntary_switches', 'involuntary_switches',
-            'runqueue_delay_ns')}
+            'runqueue_delay_ns', 'halts')}
         core = None
         if topology is not None and now.cpu is not None:
             found = topology.core_of(now.cpu)
@@ -105,5 +105,7 @@ def derive(prev, cur, idle_switch_threshold, topology=None):
                                      d['involuntary_switches'], period_s,
                                      idle_switch_threshold),
             runqueue_delay_ratio=_ratio(d['runqueue_delay_ns'], period_ns),
+            instruction_rate=_ratio(d['instructions'], period_s),
+            halt_rate=_ratio(d['halts'], period_s),
         )
     return stats

@@ -48,7 +48,7 @@ class Vcpu(object):
         'miss_cycles', 'vol', 'invol', 'requests', 'req_acc',
         'peers', 'draw_irq', 'draw_handler', 'irq_to', 'irqs', 'saved',
         'in_handler', 'handled', 'rate_by', 'corun_rate', 'load',
-        'busy_mark')
+        'busy_mark', 'cold', 'origin', 'halts')
 
     def __init__(self, ref, vm, wl, wl_idx, ghz, rng):
         self.ref = ref
@@ -88,6 +88,9 @@ class Vcpu(object):
         self.handled = 0
         self.load = 0.0             # PELT-like runnable average, 0..1
         self.busy_mark = 0.0
+        self.cold = 0.0             # ns of refill left: computes, no progress
+        self.origin = None          # the thread the host placed it on
+        self.halts = 0              # idle entries (HLT or MWAIT)
         if wl.does_io:
             self.draw_burst = workloads.sampler(wl.burst, rng)
             self.draw_device = workloads.sampler(wl.device, rng)
@@ -102,7 +105,7 @@ class Thread(object):
     __slots__ = ('cpu', 'core_id', 'sib', 'is_io', 'state', 'curr', 'next',
                  'rq', 'last', 'rate', 'aver', 'sver', 'state_ns', 'min_vr',
                  'slice_at', 'slice_ev', 'wake_pending', 'resuming',
-                 'picked_at')
+                 'picked_at', 'cached')
 
     def __init__(self, cpu, core_id, is_io):
         self.cpu = cpu
@@ -122,6 +125,7 @@ class Thread(object):
         self.wake_pending = False   # a wake-up landed during a switch
         self.resuming = False       # the switch is a VM re-entry, same vCPU
         self.picked_at = 0.0        # when the running vCPU was switched in
+        self.cached = None          # the vCPU whose working set it holds
 
 
 class Simulation(object):
@@ -145,19 +149,20 @@ class Simulation(object):
         self.decisions = 0
         self.swaps = 0
         self.rass_active = False
+        self.retain_on = True       # the agent's decision: retention allowed
+        self.borrow_on = True       # CPU-class vCPUs may borrow I/O siblings
         c = scenario.costs
         self.ghz = c['cpu_ghz']
         self.f_switch = c['sibling_switching_speed']
         self.f_poll = c['sibling_polling_speed']
         self.f_retain = c['sibling_retaining_speed']
         exit_, ctx = c['vm_exit_ns'], c['context_switch_ns']
-        flush, ipi, refill = (c['l1d_flush_ns'], c['ipi_ns'],
-                              c['cache_refill_ns'])
-        self.c_block_switch = exit_ + ctx + flush + refill
+        flush, ipi = c['l1d_flush_ns'], c['ipi_ns']
+        self.c_block_switch = exit_ + ctx + flush
         self.c_block_idle = exit_ + ctx
-        self.c_wake_idle = ipi + ctx + flush + refill
-        self.c_preempt = ipi + exit_ + ctx + flush + refill
-        self.c_tick = exit_ + ctx + flush + refill
+        self.c_wake_idle = ipi + ctx + flush
+        self.c_preempt = ipi + exit_ + ctx + flush
+        self.c_tick = exit_ + ctx + flush
         self.c_hp_resume = exit_ + flush
         self.c_ret_resume = c['retention_resume_ns']
         s = scenario.scheduler
@@ -179,13 +184,15 @@ class Simulation(object):
         self.timeout_ns = float(scenario.initial_timeout_ns)
         self.ret_yields = scenario.vsmtio['retention_yields']
 
-        k = cpi_model.contention(c['smt_corun_speedup'],
-                                 c['reference_cpi']['base'],
-                                 c['reference_cpi']['miss'])
+        pair = c['smt_pair_speedup']
         wls = scenario.workload_list
         self.corun = [[cpi_model.corun_factor((a.base, a.miss),
-                                              (b.base, b.miss), k)
+                                              (b.base, b.miss), pair)
                        for b in wls] for a in wls]
+        # the refill a vCPU of workload a needs after one of b ran (ns)
+        self.warmup = [[cpi_model.warmup_ns(
+            a.working_set_kib, b.working_set_kib, c['cache_share_kib'],
+            c['cache_refill_gbps']) for b in wls] for a in wls]
 
         n = scenario.cores
         self.topology = model.Topology.uniform(n)
@@ -202,7 +209,7 @@ class Simulation(object):
             v = Vcpu(model.VcpuRef(vm, i), vm, wl, index[wl.name],
                      self.ghz, rng)
             th = self.threads[cpu]
-            v.home = v.th = th
+            v.home = v.th = v.origin = th
             th.rq.append(v)
             self.vcpus.append(v)
         self.by_ref = {v.ref: v for v in self.vcpus}
@@ -319,7 +326,17 @@ class Simulation(object):
         v.run_ns += dt
         v.vruntime += dt * v.vr_scale
         if st == COMPUTE:
-            instr = th.rate * dt
+            cold = v.cold
+            if cold > 0.0:
+                # refilling its working set: cycles pass, nothing retires
+                if cold >= dt:
+                    v.cold = cold - dt
+                    instr = 0.0
+                else:
+                    v.cold = 0.0
+                    instr = th.rate * (dt - cold)
+            else:
+                instr = th.rate * dt
             v.instructions += instr
             v.cycles += dt * self.ghz
             sst = th.sib.state
@@ -356,7 +373,7 @@ class Simulation(object):
             th.rate = rate
             if v.burst is not None:
                 th.aver += 1
-                t = self.now + max(v.burst, 0.0) / rate
+                t = self.now + v.cold + max(v.burst, 0.0) / rate
                 _push(self.heap, (t, self._seq(), EV_ACT, th,
                                   th.aver))
 
@@ -381,7 +398,7 @@ class Simulation(object):
             th.rate = rate
             if curr.burst is not None:
                 th.aver += 1
-                t = now + max(curr.burst, 0.0) / rate
+                t = now + curr.cold + max(curr.burst, 0.0) / rate
                 _push(self.heap, (t, self._seq(), EV_ACT, th, th.aver))
         elif until is not None:
             _push(self.heap, (until, self._seq(), EV_ACT, th,
@@ -427,7 +444,7 @@ class Simulation(object):
                 if v.role is not ROLE_CPU and (
                         best is None or v.vruntime < best.vruntime):
                     best = v
-            if best is not None or not borrow:
+            if best is not None or not borrow or not self.borrow_on:
                 return best
             cands = [v for v in th.sib.rq if v.role is ROLE_CPU]
             cands.extend(v for v in th.rq if v.role is ROLE_CPU)
@@ -482,6 +499,14 @@ class Simulation(object):
         v.sstate = V_RUN
         resumed = th.resuming
         th.resuming = False
+        prev = th.cached
+        if prev is not v:
+            # switched in after another vCPU: refill what it evicted
+            th.cached = v
+            if prev is not None:
+                w = self.warmup[v.wl_idx][prev.wl_idx]
+                if w > v.cold:
+                    v.cold = w
         if v.work:
             self._set(th, COMPUTE, v)
         else:
@@ -516,6 +541,9 @@ class Simulation(object):
         idle = self.idle
         now = self.now
         v.idle_start = now
+        v.halts += 1
+        if idle == kernels.RETAIN and not self.retain_on:
+            idle = kernels.BLOCK        # the agent switched retention off
         if idle == kernels.BLOCK:
             self._block(th)
         elif idle == kernels.GUEST_POLL:
@@ -878,7 +906,7 @@ class Simulation(object):
                 base_cycles=int(v.base_cycles),
                 miss_cycles=int(v.miss_cycles),
                 voluntary_switches=v.vol, involuntary_switches=v.invol,
-                runqueue_delay_ns=int(ready))
+                runqueue_delay_ns=int(ready), halts=v.halts)
         return out
 
     def apply(self, decision):
@@ -895,8 +923,17 @@ class Simulation(object):
             changed += 1
         else:
             unchanged += 1
+        for flag, value in (('retain_on', decision.retention),
+                            ('borrow_on', decision.borrow)):
+            if getattr(self, flag) != value:
+                setattr(self, flag, value)
+                changed += 1
         self._measure_stacks()
         placed = decision.placements or {}
+        if not decision.split:
+            if self.rass_active:
+                changed += self._unsplit()
+            return changed, unchanged, tuple(messages)
         homes = {}
         for swap in decision.swaps or ():
             self.swaps += 1
@@ -927,9 +964,23 @@ class Simulation(object):
                 nxt = self._pick(th, borrow=False)
                 if nxt is not None:
                     self._preempt(th, nxt, self.c_preempt)
+                elif not self.borrow_on:
+                    self._evict(th)
             if th.state == IDLE:
                 self._dispatch_idle(th)
         return changed, unchanged, tuple(messages)
+
+    def _unsplit(self):
+        """Undo RASS: every vCPU back where the host placed it, no roles."""
+        self.rass_active = False
+        moved = 0
+        for v in self.vcpus:
+            if self._rehome(v, v.origin, None, None):
+                moved += 1
+        for th in self.threads:
+            if th.state == IDLE:
+                self._dispatch_idle(th)
+        return moved
 
     def _measure_stacks(self):
         """The kernel's per-period CPI stacks for RASS's symbiosis choice.

@@ -7,6 +7,8 @@ The other kernel models have no agent; the host just runs.
 """
 
 import concurrent.futures
+import dataclasses
+import statistics
 import sys
 import time
 
@@ -31,6 +33,8 @@ def make_conf(scenario, kernel, seed=1, duration=0.0, overrides=None):
     conf.set_override('kernel', kernel, 'vsmtio_sim')
     conf.set_override('seed', seed, 'vsmtio_sim')
     conf.set_override('duration', duration, 'vsmtio_sim')
+    for name, value in kernels.get(kernel).agent_conf:
+        conf.set_override(name, value, 'vsmtio_agent')
     for (group, name), value in (overrides or {}).items():
         conf.set_override(name, value, group)
     return conf
@@ -62,13 +66,56 @@ class _Progress(object):
         self.stream.flush()
 
 
-def run_conf(conf, progress=None):
-    """Run the scenario ``conf`` names; return the result dict."""
+def settled(history, window, tolerance=0.25):
+    """Whether the agent's state has stopped travelling.
+
+    ``history`` is one ``(timeout_ns, kept mechanisms)`` per period.
+    Settled means the guard kept the same mechanisms over the last two
+    ``window``s and the median timeout of the later window is within
+    ``1 + tolerance`` of the earlier one's: LTCR may still step by 10% and
+    back, as Algorithm 1 always does (a random walk where no step pays),
+    but no longer drifts.
+    """
+    if len(history) < 2 * window:
+        return False
+    recent = history[-2 * window:]
+    if len({kept for _, kept in recent}) != 1:
+        return False
+    before = statistics.median(t for t, _ in recent[:window])
+    after = statistics.median(t for t, _ in recent[window:])
+    return max(before, after) <= (1.0 + tolerance) * min(before, after)
+
+
+def steady_window(conf):
+    """Seconds of simulated time every kernel is measured over.
+
+    At steady state: one whole cycle of the guard's probing (its retest
+    interval and one probe), so the product's figure includes what
+    probing costs.
+    """
+    o = conf.vsmtio_agent
+    return (o.guard_retest_periods + 2 * o.guard_probe_pairs) * o.period
+
+
+def run_conf(conf, progress=None, steady=False, settle_window_s=10.0,
+             max_settle_s=120.0):
+    """Run the scenario ``conf`` names; return the result dict.
+
+    With ``steady``, the agent's kernels run until :func:`settled` (or
+    ``max_settle_s``, then the result says it did not settle) and every
+    kernel is then measured over :func:`steady_window`; otherwise the
+    scenario's (or ``duration``'s) fixed window is used.
+    """
     from vsmtio_agent.drivers import simulated
     opts = conf.vsmtio_sim
     driver = simulated.SimulatedHostDriver(conf)
     sim = driver.simulation
-    warmup, total = _window(sim.scenario, opts.duration)
+    if steady:
+        measure_s = steady_window(conf)
+        warmup = sim.scenario.warmup_s
+        total = warmup + measure_s
+    else:
+        warmup, total = _window(sim.scenario, opts.duration)
     prog = _Progress('%s/%s' % (sim.scenario.name, sim.kernel.name), total,
                      progress)
     wall0 = time.time()
@@ -78,16 +125,44 @@ def run_conf(conf, progress=None):
         from vsmtio_agent import agent as agent_mod
         ag = agent_mod.Agent(conf, driver)
         ag.tick()                       # first sample, initial timeout
+        period = conf.vsmtio_agent.period
+        window = max(1, int(round(settle_window_s / period)))
+        history = []
+        trajectory = []
+        settled_at = None if steady else 0.0
+        end_ns = None if steady else total * 1e9
         try:
-            while sim.now < total * 1e9:
-                if start is None and sim.now >= warmup * 1e9:
+            while end_ns is None or sim.now < end_ns:
+                if steady and end_ns is None:
+                    now_s = sim.now / 1e9
+                    if (settled(history, window) or
+                            now_s >= max_settle_s):
+                        settled_at = (now_s if settled(history, window)
+                                      else None)
+                        start = sim.totals()
+                        end_ns = sim.now + measure_s * 1e9
+                        prog.total = now_s + measure_s
+                elif start is None and sim.now >= warmup * 1e9:
                     start = sim.totals()
                 ag.tick()
+                engine = ag.engine
+                history.append((engine.timeout_ns,
+                                tuple(sorted(engine.kept))))
+                if len(history) % max(1, int(round(1.0 / period))) == 0:
+                    trajectory.append(
+                        (round(sim.now / 1e9, 3), engine.timeout_ns / 1e3,
+                         sorted(engine.mechanisms)))
                 prog(sim.now / 1e9)
+            guard = ag.engine.guard
             extra['agent'] = {
                 'decisions': sim.decisions, 'swaps': sim.swaps,
-                'period_s': conf.vsmtio_agent.period,
-                'timeout_us': sim.timeout_ns / 1e3}
+                'period_s': period,
+                'timeout_us': sim.timeout_ns / 1e3,
+                'settled_at_s': settled_at,
+                'mechanisms': list(history[-1][1]) if history else [],
+                'trajectory': trajectory,
+                'verdicts': ([dataclasses.asdict(v) for v in guard.verdicts]
+                             if guard is not None else None)}
         finally:
             ag.stop()
     else:
@@ -106,27 +181,27 @@ def run_conf(conf, progress=None):
 
 
 def run(scenario, kernel, seed=1, duration=0.0, progress=None,
-        overrides=None):
+        overrides=None, steady=False):
     """Run ``scenario`` (name or path) under ``kernel``."""
     kernels.get(kernel)
     scenario_mod.load(scenario)         # fail early, in this process
     return run_conf(make_conf(scenario, kernel, seed, duration, overrides),
-                    progress)
+                    progress, steady=steady)
 
 
 def _worker(args):
-    scenario, kernel, seed, duration, overrides, quiet = args
+    scenario, kernel, seed, duration, overrides, quiet, steady = args
     return run(scenario, kernel, seed, duration,
-               None if quiet else sys.stderr, overrides)
+               None if quiet else sys.stderr, overrides, steady)
 
 
 def compare(scenario, seed=1, duration=0.0, kernel_names=kernels.NAMES,
-            processes=2, progress=True, overrides=None):
+            processes=2, progress=True, overrides=None, steady=False):
     """Run every kernel model on ``scenario``; ``{kernel: result}``."""
     scenario_mod.load(scenario)
     for k in kernel_names:
         kernels.get(k)
-    jobs = [(scenario, k, seed, duration, overrides, not progress)
+    jobs = [(scenario, k, seed, duration, overrides, not progress, steady)
             for k in kernel_names]
     if processes <= 1:
         results = [_worker(j) for j in jobs]

@@ -85,3 +85,63 @@ class TestAlgorithm1(testtools.TestCase):
         # compare on either side.
         self.assertEqual({CPU: None, IO: None},
                          ltcr.mean_speedups(base, trial))
+
+
+class TestThroughputMeasure(testtools.TestCase):
+    """The product's LTCR judges classes by the work they get done."""
+
+    bounds = ltcr.Bounds(initial_ns=200 * US, min_ns=10 * US,
+                         max_ns=5000 * US, reschedule_cost_ns=50 * US)
+
+    def stats(self, ipc, instr, retentions, halts):
+        return {helpers.ref(0): helpers.stats(ipc=ipc,
+                                              instruction_rate=instr),
+                helpers.ref(1): helpers.stats(retention_frequency=retentions,
+                                              halt_rate=halts)}
+
+    roles = {helpers.ref(0): CPU, helpers.ref(1): IO}
+
+    def trial(self, measure, base, trial):
+        state = ltcr.start(self.bounds)
+        state = ltcr.step(state, self.bounds,
+                          ltcr.performance(base, self.roles, measure),
+                          measure)
+        return ltcr.step(state, self.bounds,
+                         ltcr.performance(trial, self.roles, measure),
+                         measure)
+
+    def test_ipc_up_while_instructions_fall_is_refused(self):
+        # the issue-11 case: a longer retention leaves the CPU-bound vCPU
+        # a resting sibling (IPC up) but less time (fewer instructions)
+        base = self.stats(ipc=1.0, instr=1e9, retentions=100, halts=100)
+        trial = self.stats(ipc=1.1, instr=0.9e9, retentions=120, halts=101)
+        self.assertEqual(220 * US, self.trial(ltcr.PAPER, base,
+                                              trial).desired_ns)
+        self.assertEqual(200 * US, self.trial(ltcr.THROUGHPUT, base,
+                                              trial).desired_ns)
+
+    def test_more_work_on_both_sides_is_kept(self):
+        base = self.stats(ipc=1.0, instr=1e9, retentions=100, halts=100)
+        trial = self.stats(ipc=1.0, instr=1.01e9, retentions=100, halts=102)
+        self.assertEqual(220 * US, self.trial(ltcr.THROUGHPUT, base,
+                                              trial).desired_ns)
+
+    def test_class_totals_not_vcpu_means(self):
+        # one idle-ish vCPU doubling does not outvote the class's total
+        a, b = helpers.ref(0), helpers.ref(2)
+        base = {a: (CPU, 1e9), b: (CPU, 1e6)}
+        trial = {a: (CPU, 0.9e9), b: (CPU, 2e6)}
+        self.assertAlmostEqual((0.9e9 + 2e6) / (1e9 + 1e6),
+                               ltcr.total_speedups(base, trial)[CPU])
+        self.assertGreater(ltcr.mean_speedups(base, trial)[CPU], 1.0)
+
+    def test_unknown_measure_is_refused(self):
+        self.assertRaises(ValueError, ltcr.performance, {}, {}, 'ipc')
+
+    def test_hold_restarts_the_loop_at_the_desired_timeout(self):
+        state = ltcr.LtcrState(300 * US, 330 * US, ltcr.Phase.TRY_UP,
+                               (('x', 1),))
+        held = ltcr.hold(state)
+        self.assertEqual((300 * US, 300 * US, ltcr.Phase.BASE_UP, ()),
+                         (held.desired_ns, held.effective_ns, held.phase,
+                          held.baseline))

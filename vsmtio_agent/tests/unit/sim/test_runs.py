@@ -74,7 +74,8 @@ class TestAgentOnSimulatedHost(testtools.TestCase):
         from vsmtio_agent import agent as agent_mod
         path = self.useFixture(_ScenarioFile(
             reduced('redis_pagerank', cores=2, duration=0.5))).path
-        conf = runner.make_conf(path, 'vsmtio')
+        # the paper's configuration applies RASS from the first period
+        conf = runner.make_conf(path, 'vsmtio-paper')
         driver = simulated.SimulatedHostDriver(conf)
         self.assertEqual('simulated', driver.describe().mode)
         ag = agent_mod.Agent(conf, driver)
@@ -214,68 +215,81 @@ class TestCli(testtools.TestCase):
         self.assertIn('vsmtio: the real agent ran', out)
 
 
-class TestPaperDirections(testtools.TestCase):
-    """§6's directions at the paper's size (the shipped inputs, unchanged).
+class TestSteadyState(testtools.TestCase):
+    """At the paper's size, after the agent settled (§6; issue 11).
 
     (HBase, PageRank) is a Fig. 5 pair whose I/O loop is derived from the
-    paper's vanilla profile. Where the model does not reproduce a direction
-    the test is an expected failure and doc/benchmarks/simulator.rst says
-    why: the model is not tuned to the paper.
+    paper's vanilla profile. ``vsmtio-paper`` is the paper taken literally,
+    ``vsmtio`` the product (throughput-judged LTCR, the guard, fairness).
+    Where the model does not reproduce one of the paper's directions the
+    test is an expected failure and doc/benchmarks/simulator.rst says why:
+    the model is not tuned to the paper.
     """
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
         cls.results = {}
-        # at full size: VM cgroups weigh a VM's vCPUs by how many CPUs it
-        # spreads over, and with 4 cores whether each core's siblings start
-        # in or out of phase moves vanilla by a few percent
-        for name in ('fig5_hbase_pagerank', 'fig8_all_cpu_0_96'):
-            d = reduced(name, cores=24)
-            fd, path = tempfile.mkstemp(suffix='.yaml')
-            with os.fdopen(fd, 'w') as f:
-                yaml.safe_dump(d, f)
-            try:
-                cls.results[name] = {k: runner.run(path, k)
-                                     for k in ('vanilla', 'vsmtio')}
-            finally:
-                os.unlink(path)
+        for name, kernels in (
+                ('fig5_hbase_pagerank', ('vanilla', 'vsmtio-paper',
+                                         'vsmtio')),
+                ('fig8_all_cpu_0_96', ('vanilla', 'vsmtio'))):
+            cls.results[name] = {k: runner.run(name, k, steady=True)
+                                 for k in kernels}
 
-    def ratio(self, name, key):
+    def ratio(self, name, key, kernel='vsmtio'):
         r = self.results[name]
-        return r['vsmtio'][key] / r['vanilla'][key]
+        return r[kernel][key] / r['vanilla'][key]
 
-    def test_vsmtio_raises_io_throughput(self):
-        # about 1.9: a woken I/O vCPU no longer waits for the tick behind
-        # a CPU-bound one (vanilla: ready 3.7x its run time per request)
-        self.assertGreater(self.ratio('fig5_hbase_pagerank', 'io_throughput'),
-                           1.2)
+    def test_the_agent_settled(self):
+        for kernel in ('vsmtio-paper', 'vsmtio'):
+            agent = self.results['fig5_hbase_pagerank'][kernel]['agent']
+            self.assertIsNotNone(agent['settled_at_s'], kernel)
+            self.assertTrue(agent['trajectory'])
 
-    def test_vsmtio_cuts_ready_time(self):
-        per = {k: r['workloads']['hbase']['per_request_us']
-               for k, r in self.results['fig5_hbase_pagerank'].items()}
-        self.assertLess(per['vsmtio']['ready'], 0.5 * per['vanilla']['ready'])
+    def test_paper_ltcr_grows_the_timeout_to_milliseconds(self):
+        # Algorithm 1 with IPC accepts step after step (§4.2; Table 6)
+        agent = self.results['fig5_hbase_pagerank']['vsmtio-paper']['agent']
+        self.assertGreater(agent['timeout_us'], 1000)
+
+    def test_paper_raises_io_throughput(self):
+        self.assertGreater(self.ratio('fig5_hbase_pagerank', 'io_throughput',
+                                      'vsmtio-paper'), 1.05)
+
+    def test_paper_cuts_vcpu_switches(self):
+        # retentions of milliseconds outlast most waits (Table 5)
+        self.assertLess(self.ratio('fig5_hbase_pagerank',
+                                   'vcpu_switches_per_s', 'vsmtio-paper'),
+                        0.6)
 
     def test_vsmtio_does_not_spin(self):
-        r = self.results['fig5_hbase_pagerank']['vsmtio']
-        self.assertEqual(0.0, r['spinning_pct'])
-        self.assertGreater(r['retention_pct'], 0.0)
+        for kernel in ('vsmtio-paper', 'vsmtio'):
+            r = self.results['fig5_hbase_pagerank'][kernel]
+            self.assertEqual(0.0, r['spinning_pct'])
+            self.assertGreater(r['retention_pct'], 0.0)
 
     @unittest.expectedFailure
-    def test_vsmtio_cuts_vcpu_switches(self):
-        # About doubled per second (fewer per request): the I/O vCPUs serve
-        # twice the requests and most waits outlast the retention timeout
-        # LTCR reaches in a 1.5 s run (~0.25 ms; the paper's "a few ms")
-        self.assertLess(
-            self.ratio('fig5_hbase_pagerank', 'vcpu_switches_per_s'), 1.0)
+    def test_paper_raises_cpu_throughput(self):
+        # Lower (about 0.9): the retention and the I/O vCPUs' sibling take
+        # hyperthread time the CPU-bound vCPUs used; the switches saved are
+        # worth less at the shipped costs (the break-even map in
+        # doc/benchmarks/simulator.rst shows what costs would turn it)
+        self.assertGreater(self.ratio('fig5_hbase_pagerank',
+                                      'cpu_throughput', 'vsmtio-paper'),
+                           1.0)
 
-    @unittest.expectedFailure
-    def test_vsmtio_raises_cpu_throughput(self):
-        # Lower (about 0.82): the I/O vCPUs' doubled service comes from
-        # CPU-bound time, and the switches it saves are worth less than
-        # that at the shipped costs
-        self.assertGreater(
-            self.ratio('fig5_hbase_pagerank', 'cpu_throughput'), 1.0)
+    def test_product_leaves_neither_class_worse(self):
+        self.assertGreaterEqual(
+            self.ratio('fig5_hbase_pagerank', 'cpu_throughput'), 0.97)
+        self.assertGreaterEqual(
+            self.ratio('fig5_hbase_pagerank', 'io_throughput'), 1.0)
+
+    def test_product_reports_its_verdicts(self):
+        agent = self.results['fig5_hbase_pagerank']['vsmtio']['agent']
+        judged = {v['mechanism'] for v in agent['verdicts']}
+        self.assertIn('retention', judged)
+        for v in agent['verdicts']:
+            self.assertTrue(v['reason'])
 
     def test_all_cpu_control_within_two_percent(self):
         # Held since the simulated host starts its vCPUs out of phase: in

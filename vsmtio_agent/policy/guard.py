@@ -1,0 +1,339 @@
+"""The guard: a mechanism stays on only where measurement shows it helps.
+
+The product's promise is that it never leaves a host worse. vSMT-IO's
+mechanisms can: a retention holds a hyperthread a CPU-bound vCPU could have
+used, the sibling split halves the threads CPU-bound vCPUs get when I/O is
+light, borrowing puts a CPU-bound vCPU where an I/O-bound one is about to
+wake. So the guard tests each mechanism against what the host does without
+it, on this host's own workloads, and keeps it only if neither class loses
+beyond the operator's objective and at least one gains.
+
+A test is a *probe block*: ``2 * pairs`` periods that alternate the
+candidate configuration (A) and the same without the mechanism (B) in
+ABBA order, so a drift in load weighs on both arms alike. Each period gives
+the CPU-bound class's instructions per second and the I/O-bound class's
+requests per second (idle entries, see :class:`~vsmtio_agent.model.
+VcpuCounters`). The log-ratios of the adjacent A/B periods are tested with
+a one-sided t-test:
+
+- a mechanism is *added* when the CPU-bound class is shown (the lower
+  confidence bound of its ratio) to keep at least ``cpu_min``, the
+  I/O-bound class's mean ratio meets ``io_min`` and is not significantly
+  below it, and one class is significantly faster: the burden of proof is
+  on the mechanism;
+- a kept mechanism is *retested* every ``retest_periods`` and dropped
+  when a class falls below the objective by more than ``hysteresis``, is
+  significantly below it, or neither class is faster any more;
+- a dropped mechanism is retried after an exponential back-off.
+
+The classes are fixed for the whole block from what does not depend on
+the mechanisms (a vCPU that idles at least ``io_halt_rate`` times a second
+is I/O-bound), so both arms are measured on the same vCPUs. A class that
+cannot be measured (no instruction counter: no PMU) cannot be shown not to
+lose, so no mechanism is kept while CPU-bound vCPUs are present.
+
+Mechanisms depend on each other: RASS's split classifies by retention rate
+and borrowing needs the split. A mechanism is tested only when what it
+needs is kept, and dropping one drops what needs it. The guard is pure:
+samples in, state out.
+"""
+
+import dataclasses
+import math
+from typing import Optional
+
+from scipy import stats as scipy_stats
+
+RETENTION = 'retention'
+SPLIT = 'split'
+BORROW = 'borrow'
+MECHANISMS = (RETENTION, SPLIT, BORROW)
+REQUIRES = {SPLIT: RETENTION, BORROW: SPLIT}
+
+HOLD = 'hold'
+PROBE = 'probe'
+ABBA = (True, False, False, True)       # A = with the mechanism
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    """The operator's objective and the probing schedule."""
+
+    cpu_min: float = 0.97
+    io_min: float = 1.0
+    pairs: int = 8
+    confidence: float = 0.9
+    hysteresis: float = 0.01
+    retest_periods: int = 150
+    max_backoff: int = 8
+    io_halt_rate: float = 20.0
+
+    def __post_init__(self):
+        if self.pairs < 2 or self.pairs % 2:
+            raise ValueError('probe pairs must be an even number >= 2, got '
+                             '%r' % (self.pairs,))
+        if not 0.5 < self.confidence < 1.0:
+            raise ValueError('confidence must be within (0.5, 1), got %r'
+                             % (self.confidence,))
+
+    @classmethod
+    def from_conf(cls, conf):
+        o = conf.vsmtio_agent
+        return cls(cpu_min=o.guard_cpu_min, io_min=o.guard_io_min,
+                   pairs=o.guard_probe_pairs,
+                   confidence=o.guard_confidence,
+                   retest_periods=o.guard_retest_periods,
+                   io_halt_rate=o.guard_io_halt_rate)
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """The outcome of one probe block, for logs, status and reports."""
+
+    mechanism: str
+    kept: bool
+    cpu_ratio: Optional[float]
+    io_ratio: Optional[float]
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class State:
+    kept: frozenset = frozenset()
+    phase: str = HOLD
+    countdown: int = 0
+    candidate: Optional[str] = None
+    adding: bool = True
+    position: int = 0
+    io_class: frozenset = frozenset()
+    samples: tuple = ()                 # (with, cpu, io, blind) a period
+    in_force: frozenset = frozenset()   # what the period being run has
+    backoff: tuple = ()                 # ((mechanism, periods, waited), ..)
+    turn: int = 0                       # round robin of the retests
+    verdicts: tuple = ()                # the last Verdict per mechanism
+
+    @property
+    def probing(self):
+        return self.phase == PROBE
+
+    def verdict(self, mechanism):
+        for v in self.verdicts:
+            if v.mechanism == mechanism:
+                return v
+        return None
+
+
+def start():
+    """The guard before any evidence: nothing kept, the first probe next."""
+    return State()
+
+
+def io_class(stats, params):
+    """The vCPUs measured as I/O-bound: they idle often enough."""
+    return frozenset(ref for ref, st in stats.items()
+                     if st.halt_rate is not None
+                     and st.halt_rate >= params.io_halt_rate)
+
+
+def measure(stats, io_refs):
+    """One period's ``(cpu, io, blind)``.
+
+    ``cpu`` is the CPU-bound class's instructions per second and ``io``
+    the I/O-bound class's requests per second, None for an empty class;
+    ``blind`` says the CPU-bound class exists but has no instruction
+    counter.
+    """
+    cpu = io = 0.0
+    n_cpu = n_io = 0
+    blind = False
+    for ref, st in stats.items():
+        if ref in io_refs:
+            if st.halt_rate is not None:
+                io += st.halt_rate
+                n_io += 1
+        else:
+            n_cpu += 1
+            if st.instruction_rate is None:
+                blind = True
+            else:
+                cpu += st.instruction_rate
+    return (cpu if n_cpu and not blind else None, io if n_io else None,
+            blind)
+
+
+def _closure(kept):
+    """``kept`` less every mechanism whose requirement is not in it."""
+    out = set(kept)
+    for m in MECHANISMS:                # requirements come first
+        need = REQUIRES.get(m)
+        if m in out and need is not None and need not in out:
+            out.discard(m)
+    return frozenset(out)
+
+
+def _arms(state):
+    """The A (with) and B (without) configurations of the block."""
+    m = state.candidate
+    if state.adding:
+        return state.kept | {m}, state.kept
+    return state.kept, _closure(state.kept - {m})
+
+
+def _addable(state):
+    """The first mechanism that may be added now, or None."""
+    waits = {m: (p, w) for m, p, w in state.backoff}
+    for m in MECHANISMS:
+        need = REQUIRES.get(m)
+        if m in state.kept or (need is not None and need not in state.kept):
+            continue
+        periods, waited = waits.get(m, (0, 0))
+        if waited >= periods:
+            return m
+    return None
+
+
+def _log_ratios(samples, index):
+    """Log of A over B for each adjacent pair of the ABBA sequence."""
+    out = []
+    for i in range(0, len(samples) - 1, 2):
+        a, b = samples[i], samples[i + 1]
+        if not a[0]:
+            a, b = b, a
+        va, vb = a[index], b[index]
+        if va is None or vb is None or va <= 0 or vb <= 0:
+            return None
+        out.append(math.log(va / vb))
+    return out
+
+
+def _p(logs, bound, alternative):
+    """One-sided t-test p-value of the mean log-ratio against ``bound``."""
+    if len(set(logs)) < 2:
+        mean = sum(logs) / len(logs)
+        hit = mean < bound if alternative == 'less' else mean > bound
+        return 0.0 if hit else 1.0
+    return float(scipy_stats.ttest_1samp(
+        logs, bound, alternative=alternative).pvalue)
+
+
+def judge(samples, params, adding, mechanism='mechanism'):
+    """The :class:`Verdict` of a finished probe block."""
+    if any(s[3] for s in samples):
+        return Verdict(mechanism, False, None, None,
+                       'CPU-bound throughput cannot be measured here (no '
+                       'instruction counter), so nothing shows it does '
+                       'not lose')
+    alpha = 1.0 - params.confidence
+    ratios = {}
+    worse = []
+    better = []
+    for name, index, floor in (('CPU', 1, params.cpu_min),
+                               ('I/O', 2, params.io_min)):
+        logs = _log_ratios(samples, index)
+        if not logs:
+            ratios[name] = None         # the class is empty or idle
+            continue
+        mean = sum(logs) / len(logs)
+        ratios[name] = math.exp(mean)
+        slack = 0.0 if adding else params.hysteresis
+        if (mean < math.log(floor - slack)
+                or _p(logs, math.log(floor), 'less') < alpha):
+            worse.append('%s %.3f < %.2f' % (name, ratios[name], floor))
+        elif (adding and name == 'CPU'
+                and _p(logs, math.log(floor), 'greater') >= alpha):
+            # the burden of proof is on the mechanism: the CPU side's
+            # lower confidence bound must clear the objective
+            worse.append('CPU %.3f not shown >= %.2f' % (ratios[name],
+                                                         floor))
+        if adding:
+            if _p(logs, 0.0, 'greater') < alpha:
+                better.append('%s %.3f' % (name, ratios[name]))
+        elif mean > 0.0:
+            better.append('%s %.3f' % (name, ratios[name]))
+    cpu_r, io_r = ratios['CPU'], ratios['I/O']
+    if worse:
+        return Verdict(mechanism, False, cpu_r, io_r,
+                       'a class loses: ' + ', '.join(worse))
+    if not better:
+        return Verdict(mechanism, False, cpu_r, io_r,
+                       'no class gains' + (' significantly' if adding
+                                           else ''))
+    return Verdict(mechanism, True, cpu_r, io_r,
+                   'gains: ' + ', '.join(better))
+
+
+def _with_verdict(verdicts, verdict):
+    kept = tuple(v for v in verdicts if v.mechanism != verdict.mechanism)
+    return kept + (verdict,)
+
+
+def step(state, params, stats):
+    """Account the period just run; return the state for the next one.
+
+    ``stats`` are the period's :class:`~vsmtio_agent.model.VcpuStats`,
+    measured under ``state.in_force``. The returned state's ``in_force``
+    is what the next period runs with.
+    """
+    if state.phase == PROBE:
+        return _probe_step(state, params, stats)
+    if state.countdown > 0:
+        return dataclasses.replace(
+            state, countdown=state.countdown - 1, in_force=state.kept,
+            backoff=tuple((m, p, w + 1) for m, p, w in state.backoff))
+    return _begin(state, params, stats)
+
+
+def _probe_step(state, params, stats):
+    sample = (ABBA[state.position % 4],) + measure(stats, state.io_class)
+    samples = state.samples + (sample,)
+    position = state.position + 1
+    if position < 2 * params.pairs:
+        a, b = _arms(state)
+        return dataclasses.replace(
+            state, samples=samples, position=position,
+            in_force=a if ABBA[position % 4] else b)
+    m = state.candidate
+    verdict = judge(samples, params, state.adding, m)
+    kept = set(state.kept)
+    waits = {x: (p, w) for x, p, w in state.backoff}
+    if verdict.kept:
+        kept.add(m)
+        waits.pop(m, None)
+    else:
+        kept.discard(m)
+        last = waits.get(m, (0, 0))[0]
+        waits[m] = (min(max(2 * last, params.retest_periods),
+                        params.retest_periods * params.max_backoff), 0)
+    kept = _closure(kept)
+    held = State(kept=kept, phase=HOLD, countdown=params.retest_periods,
+                 backoff=tuple((x, p, w) for x, (p, w)
+                               in sorted(waits.items())),
+                 turn=state.turn, verdicts=_with_verdict(state.verdicts,
+                                                         verdict),
+                 in_force=kept)
+    if verdict.kept and state.adding and _addable(held) is not None:
+        # what it unlocks is tested at once: the initial climb is quick
+        return _begin(held, params, stats)
+    return held
+
+
+def _begin(state, params, stats):
+    """Start the next probe block, or hold.
+
+    An addition if one is due, else the next kept mechanism's retest.
+    """
+    m = _addable(state)
+    adding = m is not None
+    turn = state.turn
+    if not adding:
+        kept = [x for x in MECHANISMS if x in state.kept]
+        if not kept:
+            return dataclasses.replace(state, countdown=params.retest_periods,
+                                       in_force=state.kept)
+        m = kept[turn % len(kept)]
+        turn += 1
+    probe = dataclasses.replace(
+        state, phase=PROBE, candidate=m, adding=adding, position=0,
+        samples=(), turn=turn, io_class=io_class(stats, params))
+    a, _b = _arms(probe)
+    return dataclasses.replace(probe, in_force=a)

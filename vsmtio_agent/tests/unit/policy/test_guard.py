@@ -1,0 +1,140 @@
+"""The guard keeps a mechanism only where the probes show it helps."""
+
+import random
+
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+import testtools
+
+from vsmtio_agent.policy import guard
+from vsmtio_agent.tests.unit.policy import helpers
+
+R = helpers.ref
+P = guard.Params(pairs=8, retest_periods=20)
+
+
+class Host(object):
+    """A host whose class throughputs depend on the mechanisms in force.
+
+    ``effects`` maps a mechanism to its (CPU, I/O) factor; the factors of
+    the mechanisms in force multiply. Each period adds ``noise`` (relative,
+    Gaussian) from a seeded generator.
+    """
+
+    def __init__(self, effects, noise=0.02, seed=1, io=True, pmu=True):
+        self.effects = effects
+        self.noise = noise
+        self.rng = random.Random(seed)
+        self.io = io
+        self.pmu = pmu
+
+    def stats(self, in_force):
+        cpu = io = 1.0
+        for m in in_force:
+            c, i = self.effects.get(m, (1.0, 1.0))
+            cpu *= c
+            io *= i
+
+        def jitter():
+            return 1.0 + self.rng.gauss(0.0, self.noise)
+        out = {R(0): helpers.stats(instruction_rate=(
+            1e9 * cpu * jitter() if self.pmu else None), halt_rate=0.0)}
+        if self.io:
+            out[R(1)] = helpers.stats(halt_rate=500.0 * io * jitter(),
+                                      instruction_rate=1e8)
+        return out
+
+
+def run(host, periods, params=P, state=None):
+    state = state or guard.start()
+    for _ in range(periods):
+        state = guard.step(state, params, host.stats(state.in_force))
+    return state
+
+
+class TestGuard(testtools.TestCase):
+
+    def test_keeps_what_helps_both_classes(self):
+        host = Host({guard.RETENTION: (1.02, 1.10),
+                     guard.SPLIT: (1.0, 1.2), guard.BORROW: (1.05, 1.0)})
+        state = run(host, 200)
+        self.assertEqual(set(guard.MECHANISMS), set(state.kept))
+        self.assertTrue(all(v.kept for v in state.verdicts))
+
+    def test_drops_what_costs_the_cpu_side(self):
+        # RASS's split: I/O x2.4 but CPU 0.82 (what the simulator measured)
+        host = Host({guard.RETENTION: (1.0, 1.05),
+                     guard.SPLIT: (0.82, 2.4)})
+        state = run(host, 200)
+        self.assertEqual({guard.RETENTION}, set(state.kept))
+        v = state.verdict(guard.SPLIT)
+        self.assertFalse(v.kept)
+        self.assertIn('CPU', v.reason)
+        self.assertAlmostEqual(0.82, v.cpu_ratio, delta=0.03)
+
+    def test_the_objective_is_the_operators(self):
+        host = Host({guard.RETENTION: (1.0, 1.05),
+                     guard.SPLIT: (0.82, 2.4)})
+        lenient = guard.Params(pairs=8, retest_periods=20, cpu_min=0.8)
+        self.assertIn(guard.SPLIT, run(host, 200, lenient).kept)
+
+    def test_drops_what_helps_no_class(self):
+        state = run(Host({}), 300)
+        self.assertEqual(frozenset(), state.kept)
+        self.assertIn('no class gains', state.verdict(guard.RETENTION)
+                      .reason)
+
+    def test_a_mechanism_waits_for_what_it_needs(self):
+        # borrowing alone would help, but never without the split
+        host = Host({guard.RETENTION: (1.0, 1.1), guard.SPLIT: (0.5, 1.0),
+                     guard.BORROW: (1.5, 1.0)})
+        state = run(host, 300)
+        self.assertNotIn(guard.BORROW, state.kept)
+        self.assertNotIn(guard.SPLIT, state.kept)
+
+    def test_blind_cpu_side_keeps_nothing(self):
+        # no PMU: nothing shows CPU-bound vCPUs do not lose
+        state = run(Host({guard.RETENTION: (0.5, 2.0)}, pmu=False), 200)
+        self.assertEqual(frozenset(), state.kept)
+        self.assertIn('cannot be measured',
+                      state.verdict(guard.RETENTION).reason)
+
+    def test_a_kept_mechanism_is_dropped_when_it_starts_to_hurt(self):
+        effects = {guard.RETENTION: (1.0, 1.1)}
+        host = Host(effects)
+        state = run(host, 60)
+        self.assertIn(guard.RETENTION, state.kept)
+        effects[guard.RETENTION] = (0.8, 1.1)   # the workload changed
+        state = run(host, 200, state=state)
+        self.assertNotIn(guard.RETENTION, state.kept)
+
+    def test_probes_alternate_in_abba_order(self):
+        state = guard.step(guard.start(), P, Host({}).stats(frozenset()))
+        self.assertTrue(state.probing)
+        seen = []
+        for _ in range(8):
+            seen.append(guard.RETENTION in state.in_force)
+            state = guard.step(state, P, Host({}).stats(state.in_force))
+        self.assertEqual([True, False, False, True] * 2, seen)
+
+    def test_bad_params_are_refused(self):
+        self.assertRaises(ValueError, guard.Params, pairs=3)
+        self.assertRaises(ValueError, guard.Params, confidence=1.0)
+
+    @settings(max_examples=30, deadline=None)
+    @given(st.floats(0.5, 0.95), st.floats(0.8, 3.0), st.integers(0, 1000))
+    def test_never_keeps_a_cpu_loss_beyond_the_objective(
+            self, cpu, io, seed):
+        # property: whatever it does for I/O, a mechanism that costs the
+        # CPU side more than the objective allows is not kept at the end
+        host = Host({guard.RETENTION: (cpu, io)}, seed=seed)
+        state = run(host, 150)
+        self.assertNotIn(guard.RETENTION, state.kept)
+
+    @settings(max_examples=30, deadline=None)
+    @given(st.floats(0.5, 0.99), st.integers(0, 1000))
+    def test_never_keeps_an_io_loss(self, io, seed):
+        host = Host({guard.RETENTION: (1.3, io)}, seed=seed)
+        state = run(host, 150)
+        self.assertNotIn(guard.RETENTION, state.kept)
