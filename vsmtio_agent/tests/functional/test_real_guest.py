@@ -98,8 +98,13 @@ class TestAgentInProcess(RealGuestTestCase):
         self.assertGreater(spin.utilisation, 2 * sleep.utilisation, seen)
         period_s = sleep.period_ns / 1e9
         self.assertGreater(sleep.voluntary_switches / period_s, 50, seen)
-        self.assertGreater(sleep.voluntary_switches,
-                           2 * max(spin.voluntary_switches, 1), seen)
+        # Per second of CPU the sleeper blocks far more often. Not per
+        # second of wall time: TCG's vCPU threads also block on QEMU's
+        # global lock, and on a loaded machine the spinner did so as often
+        # as the sleeper woke (seen: 538 against 510 in 2 s, load 6-13).
+        self.assertGreater(
+            sleep.voluntary_switches / max(sleep.utilisation, 1e-3),
+            2 * spin.voluntary_switches / max(spin.utilisation, 1e-3), seen)
         # MIST's I_cpu is measured for the sleeper (it switches often
         # enough). Its order against the spinner's is not asserted: how
         # often the host preempts the spinner depends on what else runs on
