@@ -25,6 +25,7 @@ from vsmtio_agent.conf import CONF
 from vsmtio_agent.conf import opts as conf_opts
 from vsmtio_agent.drivers import base
 from vsmtio_agent.host import checkpoint
+from vsmtio_agent.host import procfs
 from vsmtio_agent.policy import engine
 
 LOG = logging.getLogger(__name__)
@@ -167,6 +168,9 @@ class AgentService(_service_base().ServiceBase):
         from vsmtio_agent import agent as agent_mod
         from vsmtio_agent import metrics
         opts = self.conf.vsmtio_agent
+        # The libvirt driver holds each vCPU thread's procfs files open
+        # between periods, within a share of this limit.
+        procfs.raise_nofile_limit()
         self.driver = load_driver(self.conf)
         host = self.driver.describe()
         self.mode = host.mode

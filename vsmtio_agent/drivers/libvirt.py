@@ -54,6 +54,8 @@ _PATCHED_STATS = {'retention_ns': 'retention_ns.sum',
 _KVM_POLL_NS = ('halt_poll_success_ns.sum', 'halt_poll_fail_ns.sum')
 _KVM_POLLS = 'halt_attempted_poll.sum'
 _KVM_POLL_HITS = 'halt_successful_poll.sum'
+_NO_COUNTERS = procfs.ThreadCounters()
+_NO_RETENTION = {}   # never modified: a vCPU of a TCG domain has none
 
 
 class _Domain:
@@ -211,6 +213,8 @@ class LibvirtHostDriver(base.HostDriver):
                                 exc.get_error_message())
         for uuid in set(self._domains) - seen:
             self._forget(uuid, 'is no longer running')
+        # Files held open for a QEMU that exited or was replaced.
+        self._reader.retain({e.pid for e in self._domains.values()})
         return model.Snapshot(time_ns=now, vcpus=vcpus)
 
     def _track(self, dom):
@@ -275,10 +279,11 @@ class LibvirtHostDriver(base.HostDriver):
                     schedstat=prefix + 'delay' not in stats)
                 if thread is None:  # the thread is gone: rediscover
                     entry.tids = {}
-            thread = thread or procfs.ThreadCounters()
+            thread = thread or _NO_COUNTERS
             run_ns = stats.get(prefix + 'time', time_of.get(index))
             delay = stats.get(prefix + 'delay', thread.runqueue_delay_ns)
-            retention = self._retention(entry, stats, prefix)
+            retention = (self._retention(entry, stats, prefix)
+                         if entry.kvm else _NO_RETENTION)
             out[model.VcpuRef(entry.uuid, index)] = model.VcpuCounters(
                 cpu=thread.cpu if thread.cpu is not None
                 else cpu_of.get(index),
@@ -298,7 +303,7 @@ class LibvirtHostDriver(base.HostDriver):
         missing, not zero.
         """
         if not entry.kvm:
-            return {}
+            return _NO_RETENTION
         if self.abi_version:
             return {field: stats[prefix + key]
                     for field, key in _PATCHED_STATS.items()
@@ -792,6 +797,7 @@ class LibvirtHostDriver(base.HostDriver):
             except libvirt.libvirtError:
                 pass
             self._conn = None
+        self._reader.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd, self._owner = None, None
