@@ -103,6 +103,10 @@ class TestVcpuThreads(testtools.TestCase):
         self.assertEqual(fds + 3, len(os.listdir('/proc/self/fd')))
         named.stop.set()        # the thread wakes, runs and exits
         named.threads[0].join()
+        deadline = time.monotonic() + 10   # join() precedes the exit
+        while (os.path.exists('/proc/self/task/%d' % tid)
+               and time.monotonic() < deadline):
+            time.sleep(0.001)
         self.assertIsNone(reader.read(os.getpid(), tid))
         self.assertEqual(fds, len(os.listdir('/proc/self/fd')))
         self.assertIsNotNone(before.voluntary_switches)
