@@ -51,8 +51,11 @@ def parse_schedstat(text):
 
 
 def _switch_count(text, key):
-    """The value of line ``key`` (``...ctxt_switches:``) as an int."""
-    at = text.find('\n' + key)
+    """The value of line ``key`` (``...ctxt_switches:``) as an int.
+
+    Searched from the end: the kernel prints these lines last or nearly.
+    """
+    at = text.rfind('\n' + key)
     if at < 0:
         if not text.startswith(key):
             return None
