@@ -88,6 +88,7 @@ def make_host(tmp):
         conf.set_override(key, value, group='vsmtio_agent')
     driver = libvirt_driver.LibvirtHostDriver(conf)
     driver.interrupt()      # advance() returns at once: no sleep counted
+    driver.recover()        # the daemon's first step
     agent = agent_mod.Agent(conf, driver)
     agent.tick()
     agent.tick()

@@ -4,7 +4,8 @@
 SIGTERM or SIGINT stops it and restores the host. ``check`` prints what the
 host offers and what it lacks, as a doctor would. ``status`` prints the
 running agent's per-core view (or, with no agent running, one observed
-period in dry-run mode).
+period in dry-run mode). Only ``run`` without ``--dry-run`` writes to the
+host: it first recovers what a crashed agent left changed, then applies.
 """
 
 import importlib
@@ -25,6 +26,7 @@ from vsmtio_agent.conf import CONF
 from vsmtio_agent.conf import opts as conf_opts
 from vsmtio_agent.drivers import base
 from vsmtio_agent.host import checkpoint
+from vsmtio_agent.host import procfs
 from vsmtio_agent.policy import engine
 
 LOG = logging.getLogger(__name__)
@@ -167,7 +169,14 @@ class AgentService(_service_base().ServiceBase):
         from vsmtio_agent import agent as agent_mod
         from vsmtio_agent import metrics
         opts = self.conf.vsmtio_agent
+        # The libvirt driver holds each vCPU thread's procfs files open
+        # between periods, within a share of this limit.
+        procfs.raise_nofile_limit()
         self.driver = load_driver(self.conf)
+        if not opts.dry_run:
+            # The one place a crashed agent's leftovers are undone: before
+            # the first period, never by a dry run (nor status or check).
+            self.driver.recover()
         host = self.driver.describe()
         self.mode = host.mode
         LOG.info('vsmtio-agent: %s host (%s)%s', host.mode, host.reason,

@@ -5,6 +5,7 @@ stock or patched kernel) implements :class:`HostDriver`. The agent's loop is
 the same for all of them::
 
     topology = driver.topology()
+    driver.recover()                # the daemon only: undo a crashed run
     while running:
         driver.advance(period)      # a real host sleeps; the simulator runs
         snapshot = driver.sample()
@@ -75,6 +76,15 @@ class HostDriver(metaclass=abc.ABCMeta):
 
         Drivers change only what differs from what is already applied, and
         record every original value before they first change it.
+        """
+
+    def recover(self):
+        """Put back what a previous, crashed agent left changed.
+
+        The daemon calls this once at start, before its first period, and
+        only when it will apply (not for ``status``, ``check`` or
+        ``--dry-run``, which must write nothing). The default has nothing
+        to recover (the simulated host starts fresh).
         """
 
     @abc.abstractmethod

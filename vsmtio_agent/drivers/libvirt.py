@@ -54,6 +54,8 @@ _PATCHED_STATS = {'retention_ns': 'retention_ns.sum',
 _KVM_POLL_NS = ('halt_poll_success_ns.sum', 'halt_poll_fail_ns.sum')
 _KVM_POLLS = 'halt_attempted_poll.sum'
 _KVM_POLL_HITS = 'halt_successful_poll.sum'
+_NO_COUNTERS = procfs.ThreadCounters()
+_NO_RETENTION = {}   # never modified: a vCPU of a TCG domain has none
 
 
 class _Domain:
@@ -185,7 +187,7 @@ class LibvirtHostDriver(base.HostDriver):
         self._wake.set()
 
     def sample(self):
-        self._ensure_recovered()
+        """Observe every running domain; writes nothing to the host."""
         conn = self._connection()
         flags = libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE
         try:
@@ -211,6 +213,8 @@ class LibvirtHostDriver(base.HostDriver):
                                 exc.get_error_message())
         for uuid in set(self._domains) - seen:
             self._forget(uuid, 'is no longer running')
+        # Files held open for a QEMU that exited or was replaced.
+        self._reader.retain({e.pid for e in self._domains.values()})
         return model.Snapshot(time_ns=now, vcpus=vcpus)
 
     def _track(self, dom):
@@ -275,10 +279,11 @@ class LibvirtHostDriver(base.HostDriver):
                     schedstat=prefix + 'delay' not in stats)
                 if thread is None:  # the thread is gone: rediscover
                     entry.tids = {}
-            thread = thread or procfs.ThreadCounters()
+            thread = thread or _NO_COUNTERS
             run_ns = stats.get(prefix + 'time', time_of.get(index))
             delay = stats.get(prefix + 'delay', thread.runqueue_delay_ns)
-            retention = self._retention(entry, stats, prefix)
+            retention = (self._retention(entry, stats, prefix)
+                         if entry.kvm else _NO_RETENTION)
             out[model.VcpuRef(entry.uuid, index)] = model.VcpuCounters(
                 cpu=thread.cpu if thread.cpu is not None
                 else cpu_of.get(index),
@@ -298,7 +303,7 @@ class LibvirtHostDriver(base.HostDriver):
         missing, not zero.
         """
         if not entry.kvm:
-            return {}
+            return _NO_RETENTION
         if self.abi_version:
             return {field: stats[prefix + key]
                     for field, key in _PATCHED_STATS.items()
@@ -326,7 +331,10 @@ class LibvirtHostDriver(base.HostDriver):
     # -- apply ---------------------------------------------------------------
 
     def apply(self, decision):
-        self._ensure_recovered()
+        # Changing the host is apply's job, and it must never save a
+        # checkpoint over one a dead agent left: recover first, if the
+        # daemon has not (a driver used outside the daemon).
+        self.recover()
         if not self._owns_host():
             return base.ApplyResult(messages=(
                 'another vsmtio agent owns %s; not applying'
@@ -595,6 +603,20 @@ class LibvirtHostDriver(base.HostDriver):
             self._timeout_probe = (knob if ok else None, why)
         return self._timeout_probe
 
+    def _timeout_look(self):
+        """(knob or None, why) without writing: for ``describe``.
+
+        ``check``, ``status`` and dry runs describe the host and must not
+        write to it, so until an apply has probed the knob by writing its
+        value back, its mode and ``access(2)`` answer.
+        """
+        knob = sysfs_knobs.Knob(
+            self.opts.sysfs_root,
+            sysfs_knobs.RETENTION_TIMEOUT_NS if self.abi_version
+            else sysfs_knobs.HALT_POLL_NS)
+        ok, why = knob.probe(write=False)
+        return knob if ok else None, why
+
     def _timeout_change(self, timeout_ns, counts, messages):
         knob, why = self._timeout_target()
         if knob is None:
@@ -668,8 +690,14 @@ class LibvirtHostDriver(base.HostDriver):
                 'cannot write checkpoint %s: %s; changing nothing'
                 % (self.checkpoint.path, exc))
 
-    def _ensure_recovered(self):
-        """Once per start: restore what a crashed agent left changed."""
+    def recover(self):
+        """Once per start: restore what a crashed agent left changed.
+
+        The daemon's explicit first step (before any period). Until it
+        runs, this driver holds no lock and restores nothing, so
+        ``status``, ``check`` and ``--dry-run``, which never call it,
+        leave a dead agent's checkpoint and its changes as they are.
+        """
         if self._recovered:
             return
         self._recovered = True
@@ -690,6 +718,10 @@ class LibvirtHostDriver(base.HostDriver):
             self.restore()
 
     def restore(self):
+        if not self._recovered:
+            # Nothing was recovered or applied since start (a dry run): the
+            # checkpoint on disk, if any, is not ours to touch.
+            return
         if not self._owns_host():
             return
         remaining = 0
@@ -792,6 +824,7 @@ class LibvirtHostDriver(base.HostDriver):
             except libvirt.libvirtError:
                 pass
             self._conn = None
+        self._reader.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd, self._owner = None, None
@@ -816,7 +849,7 @@ class LibvirtHostDriver(base.HostDriver):
                         % (self.uri, conn.numOfDomains()))
         except (base.HostDriverError, libvirt.libvirtError) as exc:
             missing.append('libvirt: %s' % exc)
-        knob, why = self._timeout_target()
+        knob, why = self._timeout_probe or self._timeout_look()
         if knob is not None:
             caps.append('retention timeout -> %s' % knob.path)
         else:

@@ -15,6 +15,7 @@ domain is tied to its libvirt id, which changes when the domain restarts.
 import json
 import os
 
+import jsonschema
 from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
@@ -46,6 +47,45 @@ def write_json_atomic(path, data, dir_mode=0o755, durable=True):
 
 
 VERSION = 1
+
+_INDEX = '^[0-9]+$'     # a vCPU index, as a JSON object key
+# The file's format, checked whole on load (a hand-edited or truncated
+# file is refused, never half-restored).
+SCHEMA = {
+    'type': 'object',
+    'required': ['version'],
+    'properties': {
+        'version': {'const': VERSION},
+        'boot_id': {'type': ['string', 'null']},
+        'domains': {
+            'type': 'object',
+            'additionalProperties': {
+                'type': 'object',
+                'required': ['id'],
+                'properties': {
+                    'id': {'type': 'integer'},
+                    'pins': {
+                        'type': 'object',
+                        'propertyNames': {'pattern': _INDEX},
+                        'additionalProperties': {
+                            'type': 'array', 'items': {'type': 'integer'}},
+                    },
+                    'rass': {
+                        'type': 'object',
+                        'propertyNames': {'pattern': _INDEX},
+                        'additionalProperties': {'type': 'string'},
+                    },
+                    'cpu_shares': {'type': ['integer', 'null']},
+                },
+            },
+        },
+        'knobs': {
+            'type': 'object',
+            'additionalProperties': {'type': ['integer', 'string']},
+        },
+    },
+}
+_VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 
 
 class CheckpointError(Exception):
@@ -93,17 +133,13 @@ class Checkpoint:
             return False
         try:
             data = json.loads(text)
-            if not isinstance(data, dict) or data.get('version') != VERSION:
-                raise ValueError('unknown format/version')
+            error = jsonschema.exceptions.best_match(
+                _VALIDATOR.iter_errors(data))
+            if error is not None:
+                raise ValueError('%s at %s' % (
+                    error.message, error.json_path))
             domains = data.get('domains', {})
             knobs = data.get('knobs', {})
-            if not (isinstance(domains, dict) and isinstance(knobs, dict)):
-                raise ValueError('domains/knobs are not maps')
-            for rec in domains.values():
-                _check_domain(rec)
-            for path, value in knobs.items():
-                if not isinstance(value, (int, str)):
-                    raise ValueError('knob %s has %r' % (path, value))
         except ValueError as exc:
             aside = self.path + '.corrupt'
             os.replace(self.path, aside)
@@ -174,21 +210,3 @@ class Checkpoint:
             return False
         self.knobs[path] = value if isinstance(value, str) else int(value)
         return True
-
-
-def _check_domain(rec):
-    if not isinstance(rec, dict) or not isinstance(rec.get('id'), int):
-        raise ValueError('domain record without an id: %r' % (rec,))
-    pins = rec.get('pins', {})
-    if not isinstance(pins, dict) or not all(
-            k.isdigit() and isinstance(v, list)
-            and all(isinstance(c, int) for c in v)
-            for k, v in pins.items()):
-        raise ValueError('bad pins in %r' % (rec,))
-    rass = rec.get('rass', {})
-    if not isinstance(rass, dict) or not all(
-            k.isdigit() and isinstance(v, str) for k, v in rass.items()):
-        raise ValueError('bad rass classes in %r' % (rec,))
-    shares = rec.get('cpu_shares')
-    if shares is not None and not isinstance(shares, int):
-        raise ValueError('bad cpu_shares in %r' % (rec,))

@@ -10,13 +10,17 @@ psutil: psutil would re-validate each thread id and keeps one
 process-global procfs path, and it has no schedstat reader. psutil finds the
 QEMU process itself (:func:`find_qemu_pid`).
 
-Parsers raise :class:`ValueError` on malformed text; :func:`read_thread`
-turns that into missing counters (``None``), never into zeros.
+Parsers raise :class:`ValueError` on malformed text;
+:meth:`ThreadReader.read` turns that into missing counters (``None``), never
+into zeros. The reader keeps the files open between periods (one
+``pread(2)`` per file and period): ``doc/benchmarks/agent_tick.rst`` has the
+profile behind that.
 """
 
 import dataclasses
 import os
 import re
+import resource
 from typing import Optional
 
 from oslo_log import log as logging
@@ -25,8 +29,6 @@ import psutil
 LOG = logging.getLogger(__name__)
 
 _VCPU_COMM = re.compile(r'^CPU (\d+)/(KVM|TCG|HVF|WHPX)$')
-_SWITCHES = re.compile(r'^(non)?voluntary_ctxt_switches:[ \t]*(\S*)[ \t]*$',
-                       re.M)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,17 +50,36 @@ def parse_schedstat(text):
     return int(fields[0]), int(fields[1])
 
 
+def _switch_count(text, key):
+    """The value of line ``key`` (``...ctxt_switches:``) as an int.
+
+    Searched from the end: the kernel prints these lines last or nearly.
+    """
+    at = text.rfind('\n' + key)
+    if at < 0:
+        if not text.startswith(key):
+            return None
+        at = -1
+    start = at + 1 + len(key)
+    end = text.find('\n', start)
+    value = text[start:end if end >= 0 else len(text)].strip(' \t')
+    if not value.isdigit():
+        raise ValueError('malformed %s %r' % (key[:-1], value[:30]))
+    return int(value)
+
+
 def parse_status_switches(text):
-    """(voluntary, involuntary) context switches from a ``status`` file."""
-    found = {}
-    for non, value in _SWITCHES.findall(text):
-        if not value.isdigit():
-            raise ValueError('malformed %svoluntary_ctxt_switches %r'
-                             % (non, value[:30]))
-        found[non] = int(value)
-    if len(found) != 2:
+    """(voluntary, involuntary) context switches from a ``status`` file.
+
+    Two ``str.find`` calls rather than a regular expression over the whole
+    file: this runs for every vCPU every period, and a multi-line regex
+    scan of the ~1.4 KiB file was a fifth of the agent's sampling time.
+    """
+    voluntary = _switch_count(text, 'voluntary_ctxt_switches:')
+    involuntary = _switch_count(text, 'nonvoluntary_ctxt_switches:')
+    if voluntary is None or involuntary is None:
         raise ValueError('status has no context switch counts')
-    return found[''], found['non']
+    return voluntary, involuntary
 
 
 def parse_stat_cpu(text):
@@ -108,18 +129,61 @@ def vcpu_threads(pid, procfs_root='/proc'):
     return out
 
 
+# Descriptors the reader leaves to the rest of the agent (the libvirt
+# connection, the metrics server, logs) out of the soft RLIMIT_NOFILE.
+_RESERVED_FDS = 256
+
+
+def fd_budget():
+    """How many procfs files a :class:`ThreadReader` may hold open.
+
+    Half of what the soft ``RLIMIT_NOFILE`` leaves after a reserve: with
+    the common soft limit of 1024 that is 384 files (128 vCPUs at three
+    files each); the daemon raises its soft limit to the hard one at start
+    (:func:`raise_nofile_limit`), so a dense host keeps every file open.
+    """
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(0, (soft - _RESERVED_FDS) // 2)
+
+
+def raise_nofile_limit():
+    """Raise the soft ``RLIMIT_NOFILE`` to the hard one; return the soft.
+
+    Safe for the agent: nothing in it uses ``select(2)`` (which breaks on
+    descriptors above 1023); libvirt and Python's selectors use poll/epoll.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:
+            LOG.debug('RLIMIT_NOFILE stays at %s: %s', soft, exc)
+    return soft
+
+
 class ThreadReader:
-    """Reads :class:`ThreadCounters`; logs each kind of bad input once."""
+    """Reads :class:`ThreadCounters`; logs each kind of bad input once.
 
-    def __init__(self, procfs_root='/proc'):
+    The files of each thread are opened once and re-read with one
+    ``pread(2)`` at offset 0 each period (procfs regenerates a seq_file
+    read from offset 0). That is one system call instead of three and no
+    path walk through ``/proc/<pid>/task/<tid>``: measured here, 15 -> 9 us
+    of CPU for ``status``, 10 -> 4.6 us for ``stat``, 8 -> 1.3 us for
+    ``schedstat``. An open file stays bound to its task, so a reused
+    thread id can never be read as the old vCPU: a read of an exited
+    thread fails with ``ESRCH`` and the caller re-discovers. Beyond
+    ``max_open`` held files (:func:`fd_budget`) files are opened per read.
+    """
+
+    def __init__(self, procfs_root='/proc', max_open=None):
         self.root = procfs_root
+        self.max_open = fd_budget() if max_open is None else max_open
         self._warned = set()
-
-    _FILES = (('status', parse_status_switches,
-               ('voluntary_switches', 'involuntary_switches')),
-              ('stat', parse_stat_cpu, ('cpu',)))
-    _SCHEDSTAT = (('schedstat', parse_schedstat,
-                   ('run_ns', 'runqueue_delay_ns')),)
+        self._held = {}     # pid -> {(tid, file name): fd}
+        self._nheld = 0
 
     def read(self, pid, tid, schedstat=True):
         """Counters of thread ``tid`` of process ``pid``.
@@ -128,27 +192,60 @@ class ThreadReader:
         already reports them for qemu domains). Returns ``None`` if the
         thread is gone (the caller re-discovers).
         """
-        base = '%s/%d/task/%d/' % (self.root, pid, tid)
-        values = {}
-        files = self._FILES + (self._SCHEDSTAT if schedstat else ())
         try:
-            for name, parse, keys in files:
-                try:
-                    parsed = parse(_read(base + name))
-                except ValueError as exc:
-                    self._warn_once(name, 'ignoring %s of thread %s: %s'
-                                    % (name, tid, exc))
-                    continue
-                except PermissionError as exc:
-                    self._warn_once(name + '-perm', 'cannot read %s: %s'
-                                    % (name, exc))
-                    continue
-                if not isinstance(parsed, tuple):
-                    parsed = (parsed,)
-                values.update(zip(keys, parsed))
+            switches = self._parsed(pid, tid, 'status',
+                                    parse_status_switches) or (None, None)
+            cpu = self._parsed(pid, tid, 'stat', parse_stat_cpu)
+            times = (self._parsed(pid, tid, 'schedstat', parse_schedstat)
+                     if schedstat else None) or (None, None)
         except (FileNotFoundError, ProcessLookupError):
+            self.forget(pid, tid)
             return None
-        return ThreadCounters(**values)
+        return ThreadCounters(times[0], times[1], switches[0], switches[1],
+                              cpu)
+
+    def _parsed(self, pid, tid, name, parse):
+        """``parse`` of one file; None (logged once) when unusable."""
+        try:
+            return parse(self._text(pid, tid, name))
+        except ValueError as exc:
+            self._warn_once(name, 'ignoring %s of thread %s: %s'
+                            % (name, tid, exc))
+        except PermissionError as exc:
+            self._warn_once(name + '-perm', 'cannot read %s: %s'
+                            % (name, exc))
+        return None
+
+    def _text(self, pid, tid, name):
+        held = self._held.get(pid)
+        fd = held.get((tid, name)) if held is not None else None
+        if fd is None:
+            path = '%s/%d/task/%d/%s' % (self.root, pid, tid, name)
+            if self._nheld >= self.max_open:
+                return _read(path)
+            fd = os.open(path, os.O_RDONLY)
+            self._held.setdefault(pid, {})[(tid, name)] = fd
+            self._nheld += 1
+        return os.pread(fd, 4096, 0).decode('ascii', 'replace')
+
+    def forget(self, pid, tid=None):
+        """Close the files held for thread ``tid`` (all of ``pid``'s)."""
+        held = self._held.get(pid)
+        if not held:
+            return
+        for key in [k for k in held if tid is None or k[0] == tid]:
+            os.close(held.pop(key))
+            self._nheld -= 1
+        if not held:
+            del self._held[pid]
+
+    def retain(self, pids):
+        """Close the files of every process not in ``pids``."""
+        for pid in [p for p in self._held if p not in pids]:
+            self.forget(pid)
+
+    def close(self):
+        self.retain(())
 
     def _warn_once(self, key, message):
         if key not in self._warned:

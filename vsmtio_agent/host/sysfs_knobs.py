@@ -95,10 +95,27 @@ class Knob:
     def write(self, value):
         self.write_text('%d' % int(value))
 
-    def probe(self):
-        """Return (writable, reason). Writes the current value back."""
+    def probe(self, write=True):
+        """Return (writable, reason).
+
+        With ``write`` the current value is written back: the only sure
+        test. Without, nothing is written and the file's mode and
+        ``access(2)`` decide (``access`` alone says yes to root): for
+        commands that must not change the host.
+        """
         if not self.exists():
             return False, '%s does not exist' % self.path
+        if not write:
+            try:
+                self.read()
+                mode = os.stat(self.path).st_mode
+            except (KnobError, OSError) as exc:
+                return False, str(exc)
+            if not mode & 0o222 or not os.access(self.path, os.W_OK):
+                return False, '%s is read-only (mode %03o)' % (
+                    self.path, mode & 0o777)
+            return True, '%s is writable by its mode (not written)' % (
+                self.path)
         try:
             self.write(self.read())
         except KnobError as exc:

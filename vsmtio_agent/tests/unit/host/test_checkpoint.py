@@ -68,5 +68,21 @@ class TestCheckpoint(testtools.TestCase):
             self.assertIn('is corrupt', log.output)
             self.assertTrue(c.empty)
 
+    def test_schema_names_what_is_wrong(self):
+        os.makedirs(os.path.dirname(self.path))
+        for doc, where in (
+                ({'version': 1, 'domains': {'u': {'pins': {}}}},
+                 "'id' is a required property at $.domains.u"),
+                ({'version': 1, 'domains': {'u': {'id': 1,
+                                                  'rass': {'x': 'io'}}}},
+                 "at $.domains.u.rass"),
+                ({'version': 1, 'knobs': {'k': [1]}}, 'at $.knobs.k')):
+            self.useFixture(fixtures.FakeLogger())
+            with open(self.path, 'w') as f:
+                json.dump(doc, f)
+            exc = self.assertRaises(checkpoint.CheckpointError,
+                                    checkpoint.Checkpoint(self.path).load)
+            self.assertIn(where, str(exc))
+
     def test_boot_id_of_this_machine(self):
         self.assertEqual(36, len(checkpoint.boot_id()))

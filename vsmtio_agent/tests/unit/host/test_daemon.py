@@ -3,6 +3,7 @@
 import io
 import os
 import socket
+import sys
 import urllib.request
 
 import fixtures
@@ -131,3 +132,65 @@ class TestDaemon(tld.DriverTestCase):
         self.assertEqual([tld.ALL, tld.ALL], dom.pins())
         self.assertIn('dry run: would set timeout', self.log.output)
         svc.stop()
+
+
+class TestDryRunsWriteNothing(tld.DriverTestCase):
+    """``status``, ``check`` and ``--dry-run`` against a dead agent's mess.
+
+    Real libvirt (``test:///default``): a killed agent left vCPU 0 pinned,
+    the knob changed and its checkpoint on disk. None of the observing
+    commands may touch any of it, not even rewrite a value unchanged; only
+    the daemon's start restores it.
+    """
+
+    conf_for = TestDaemon.conf_for
+
+    def setUp(self):
+        super().setUp()
+        self.dom = self.useFixture(tld.TestDomain())
+        self.conf = self.conf_for(period=0.05, metrics_port=0)
+        dead = tld.libvirt_driver.LibvirtHostDriver(self.conf)
+        dead.sample()
+        dead.apply(tld.model.Decision(50000, {
+            tld.model.VcpuRef(self.dom.uuid, 0):
+                tld.placement(2, tld.model.Role.CPU, 2)}))
+        dead.close()    # killed: no restore
+        self.left = tld.host_state(self.conf, self.sysfs)
+        self.assertEqual([{2}, tld.ALL], self.dom.pins())
+        self.assertEqual(50000, self.sysfs.read_knob())
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', io.StringIO()))
+
+    def assertUntouched(self):
+        self.assertEqual(self.left, tld.host_state(self.conf, self.sysfs))
+        self.assertEqual([{2}, tld.ALL], self.dom.pins())
+        self.assertNotIn('did not undo', self.log.output)
+
+    def test_status_check_and_dry_run_then_the_daemon_restores(self):
+        self.assertEqual(0, agent_cmd._status(self.conf))
+        self.assertIn('dry-run mode', sys.stdout.getvalue())
+        self.assertUntouched()
+        self.assertEqual(0, agent_cmd._check(self.conf))
+        self.assertIn('retention timeout ->', sys.stdout.getvalue())
+        self.assertUntouched()
+        self.conf.set_override('dry_run', True, group='vsmtio_agent')
+        svc = agent_cmd.AgentService(self.conf, periods=3)
+        svc.start()
+        svc.wait()
+        svc.stop()
+        self.assertIn('dry run: would set timeout', self.log.output)
+        self.assertUntouched()
+
+        # The daemon's start, before its first period, undoes it all.
+        self.conf.set_override('dry_run', False, group='vsmtio_agent')
+        svc = agent_cmd.AgentService(self.conf, periods=2)
+        seen = len(self.log.output)
+        svc.start()
+        log = self.log.output[seen:]
+        self.assertLess(log.index('did not undo'),
+                        log.index('vsmtio-agent: stock host'))
+        svc.wait()
+        svc.stop()
+        self.assertEqual([tld.ALL, tld.ALL], self.dom.pins())
+        self.assertEqual(200000, self.sysfs.read_knob())
+        self.assertFalse(os.path.exists(
+            self.conf.vsmtio_agent.checkpoint_path))

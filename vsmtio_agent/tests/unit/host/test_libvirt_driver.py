@@ -59,6 +59,24 @@ def placement(core, role, *threads):
     return model.Placement(core, role, threads[0], tuple(threads))
 
 
+def host_state(conf, sysfs):
+    """What a write to the host would change, to compare before/after.
+
+    The knob's and the checkpoint's bytes and modification times (a
+    write of the same value still moves the time), and the files beside
+    the checkpoint (its lock, a moved-aside copy).
+    """
+    path = conf.vsmtio_agent.checkpoint_path
+    state = {'files': sorted(os.listdir(os.path.dirname(path)))}
+    for name in (path, sysfs.knob):
+        try:
+            with open(name, 'rb') as f:
+                state[name] = (f.read(), os.stat(name).st_mtime_ns)
+        except FileNotFoundError:
+            state[name] = None
+    return state
+
+
 class DriverTestCase(testtools.TestCase):
 
     def setUp(self):
@@ -203,15 +221,44 @@ class TestApplyAndRestore(DriverTestCase):
         conf = self.conf
         second = libvirt_driver.LibvirtHostDriver(conf)
         self.addCleanup(second.close)
-        second.sample()
+        second.recover()    # the daemon's first step
         self.assertEqual([ALL, ALL], dom.pins())
         self.assertEqual(200000, self.sysfs.read_knob())
         self.assertIn('did not undo', self.log.output)
 
+    def test_observing_writes_nothing_recover_restores(self):
+        # A dead agent left vCPU 0 pinned and the knob changed. A second
+        # driver that only observes and describes (status, check, a dry
+        # run) leaves all of it, and the checkpoint, exactly as it is.
+        dom = self.useFixture(TestDomain())
+        dead = self.driver()
+        dead.sample()
+        dead.apply(model.Decision(50000, {
+            model.VcpuRef(dom.uuid, 0): placement(2, model.Role.CPU, 2)}))
+        dead.close()        # killed: no restore
+        before = host_state(self.conf, self.sysfs)
+        observer = libvirt_driver.LibvirtHostDriver(self.conf)
+        self.addCleanup(observer.close)
+        observer.sample()
+        observer.describe()
+        observer.sample()
+        observer.restore()  # what Agent.stop calls after a dry run
+        observer.close()
+        self.assertEqual(before, host_state(self.conf, self.sysfs))
+        self.assertEqual([{2}, ALL], dom.pins())
+        self.assertNotIn('did not undo', self.log.output)
+        daemon = libvirt_driver.LibvirtHostDriver(self.conf)
+        self.addCleanup(daemon.close)
+        daemon.recover()
+        self.assertEqual([ALL, ALL], dom.pins())
+        self.assertEqual(200000, self.sysfs.read_knob())
+        self.assertFalse(os.path.exists(self.conf.vsmtio_agent
+                                        .checkpoint_path))
+
     def test_one_agent_per_host(self):
         dom = self.useFixture(TestDomain())
         first = self.driver()
-        first.sample()
+        first.recover()     # a daemon started: it holds the host
         second = libvirt_driver.LibvirtHostDriver(self.conf)
         self.addCleanup(second.close)
         second.sample()
@@ -285,6 +332,7 @@ class TestFaults(DriverTestCase):
         path = self.conf.vsmtio_agent.checkpoint_path
         with open(path, 'w') as f:
             f.write('{"version": 1, "domains": {"x": ')
+        drv.recover()
         drv.sample()
         self.assertIn('is corrupt', self.log.output)
         self.assertTrue(os.path.exists(path + '.corrupt'))

@@ -91,6 +91,50 @@ class TestVcpuThreads(testtools.TestCase):
             self.assertGreaterEqual(c.voluntary_switches, 1)
             self.assertIn(c.cpu, range(os.cpu_count()))
 
+    def test_held_files_are_read_afresh_and_closed(self):
+        # The reader keeps each thread's files open across periods: a
+        # second read must see the thread's new counters, and the files
+        # must be closed when the thread, or its process, is let go.
+        named = self.useFixture(NamedThreads(1, accel='KVM'))
+        tid = named.tids[0]
+        fds = len(os.listdir('/proc/self/fd'))
+        reader = procfs.ThreadReader()
+        before = reader.read(os.getpid(), tid)
+        self.assertEqual(fds + 3, len(os.listdir('/proc/self/fd')))
+        named.stop.set()        # the thread wakes, runs and exits
+        named.threads[0].join()
+        deadline = time.monotonic() + 10   # join() precedes the exit
+        while (os.path.exists('/proc/self/task/%d' % tid)
+               and time.monotonic() < deadline):
+            time.sleep(0.001)
+        self.assertIsNone(reader.read(os.getpid(), tid))
+        self.assertEqual(fds, len(os.listdir('/proc/self/fd')))
+        self.assertIsNotNone(before.voluntary_switches)
+
+    def test_held_files_see_new_counters(self):
+        tid = threading.get_native_id()
+        reader = procfs.ThreadReader()
+        first = reader.read(os.getpid(), tid)
+        time.sleep(0.001)       # one more voluntary switch
+        second = reader.read(os.getpid(), tid)
+        self.assertGreater(second.voluntary_switches,
+                           first.voluntary_switches)
+        self.assertGreater(second.run_ns, first.run_ns)
+        reader.retain({os.getpid()})
+        self.assertIsNotNone(reader.read(os.getpid(), tid))
+        fds = len(os.listdir('/proc/self/fd'))
+        reader.retain(())
+        self.assertEqual(fds - 3, len(os.listdir('/proc/self/fd')))
+
+    def test_beyond_the_budget_files_are_opened_per_read(self):
+        tid = threading.get_native_id()
+        fds = len(os.listdir('/proc/self/fd'))
+        reader = procfs.ThreadReader(max_open=0)
+        counters = reader.read(os.getpid(), tid)
+        self.assertIsNotNone(counters.voluntary_switches)
+        self.assertIsNotNone(counters.cpu)
+        self.assertEqual(fds, len(os.listdir('/proc/self/fd')))
+
     def test_gone_process_or_thread(self):
         self.assertEqual({}, procfs.vcpu_threads(2 ** 22 + 7))
         self.assertIsNone(procfs.ThreadReader().read(os.getpid(), 2 ** 22))

@@ -1,5 +1,7 @@
 """Kernel knobs: found writable by a no-op write, refused ones reported."""
 
+import os
+
 import testtools
 
 from vsmtio_agent.host import sysfs_knobs
@@ -24,6 +26,20 @@ class TestKnob(testtools.TestCase):
         self.assertIn('Permission denied', why)
         exc = self.assertRaises(sysfs_knobs.KnobError, knob.write, 1)
         self.assertTrue(exc.denied)
+
+    def test_look_without_writing(self):
+        # check, status and dry runs may not write, not even the same value.
+        sysfs = self.useFixture(host_fixtures.FakeSysfs())
+        knob = sysfs_knobs.Knob(sysfs.root, sysfs_knobs.HALT_POLL_NS)
+        mtime = os.stat(knob.path).st_mtime_ns
+        ok, why = knob.probe(write=False)
+        self.assertTrue(ok, why)
+        self.assertEqual(mtime, os.stat(knob.path).st_mtime_ns)
+        ro = self.useFixture(host_fixtures.FakeSysfs(knob_writable=False))
+        ok, why = sysfs_knobs.Knob(ro.root,
+                                   sysfs_knobs.HALT_POLL_NS).probe(write=False)
+        self.assertFalse(ok)
+        self.assertIn('read-only (mode 444)', why)
 
     def test_missing_and_garbage(self):
         sysfs = self.useFixture(host_fixtures.FakeSysfs())
