@@ -79,8 +79,14 @@ def build_parser():
                            choices=(1, 2, 3, 4),
                            help='worker processes (default 2)')
         c.add_argument('--seed', type=_seed, default=1)
-        c.add_argument('--duration', type=_positive, default=0.0,
-                       help='simulated seconds (default: the scenario\'s)')
+        when = c.add_mutually_exclusive_group()
+        when.add_argument('--duration', type=_positive, default=0.0,
+                          help='simulated seconds (default: the '
+                               'scenario\'s)')
+        when.add_argument('--steady', action='store_true',
+                          help='run the agent until its state settles, '
+                               'then measure every kernel over one cycle '
+                               'of the guard\'s probing')
         c.add_argument('--json', action='store_true',
                        help='print JSON instead of tables')
     return p
@@ -109,12 +115,14 @@ def main(argv=None):
             return 0
         if args.command == 'run':
             result = runner.run(args.scenario, args.kernel, args.seed,
-                                args.duration, progress=sys.stderr)
+                                args.duration, progress=sys.stderr,
+                                steady=args.steady)
             print(json.dumps(result, indent=2, sort_keys=True)
                   if args.json else report.run_table(result))
             return 0
         results = runner.compare(args.scenario, args.seed, args.duration,
-                                 processes=args.processes)
+                                 processes=args.processes,
+                                 steady=args.steady)
         if args.json:
             print(json.dumps({'results': results,
                               'normalised': report.normalise(results)},

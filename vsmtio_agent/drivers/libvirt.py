@@ -341,12 +341,18 @@ class LibvirtHostDriver(base.HostDriver):
                 % self.opts.checkpoint_path,))
         counts = {'applied': 0, 'unchanged': 0, 'failed': 0}
         messages = []
-        pins, shares = self._plan(decision, counts, messages)
-        knob = self._timeout_change(decision.timeout_ns, counts, messages)
-        classes, io_cpus = [], None
-        if self.abi_version:
-            classes = self._rass_classes(decision, counts, messages)
-            io_cpus = self._rass_io_cpus(counts, messages)
+        # What the guard switched off goes back to the host's own values;
+        # a knob is never moved for a mechanism the agent does not keep.
+        self._withdraw(decision, counts, messages)
+        pins, shares, classes, io_cpus, knob = [], [], [], None, None
+        if decision.split:
+            pins, shares = self._plan(decision, counts, messages)
+            if self.abi_version:
+                classes = self._rass_classes(decision, counts, messages)
+                io_cpus = self._rass_io_cpus(counts, messages)
+        if decision.retention:
+            knob = self._timeout_change(decision.timeout_ns, counts,
+                                        messages)
         if not (pins or shares or knob or classes or io_cpus):
             return base.ApplyResult(messages=tuple(messages), **counts)
         # Originals first, on disk, before any change.
@@ -485,6 +491,43 @@ class LibvirtHostDriver(base.HostDriver):
             return False
         counts['applied'] += 1
         return True
+
+    def _withdraw(self, decision, counts, messages):
+        """Put back what belongs to mechanisms ``decision`` turns off.
+
+        The split's pins, shares and RASS classes when it is off; the
+        retention timeout knob when retention is off. Recorded originals
+        are written back and leave the checkpoint, as at stop.
+        """
+        if not decision.split and self.checkpoint.domains:
+            try:
+                conn = self._connection()
+            except base.HostDriverError as exc:
+                counts['failed'] += 1
+                messages.append('cannot withdraw the split: %s' % exc)
+                conn = None
+            if conn is not None:
+                for uuid in sorted(self.checkpoint.domains):
+                    if self._restore_domain(conn, uuid):
+                        counts['applied'] += 1
+                    else:
+                        counts['failed'] += 1
+                self._save_checkpoint()
+        if not decision.retention and self._timeout_applied is not None:
+            knob, _why = self._timeout_target()
+            original = (self.checkpoint.knobs.get(knob.relpath)
+                        if knob is not None else None)
+            if original is not None:
+                try:
+                    knob.write(original)
+                except sysfs_knobs.KnobError as exc:
+                    counts['failed'] += 1
+                    messages.append(str(exc))
+                    return
+                del self.checkpoint.knobs[knob.relpath]
+                self._save_checkpoint()
+                counts['applied'] += 1
+            self._timeout_applied = None
 
     def _plan(self, decision, counts, messages):
         """The pin and share changes that differ from what is in place."""

@@ -203,12 +203,26 @@ def compare_table(results, baseline='vanilla'):
     lines = [head, t.get_string(), workload_table(results).get_string()]
     for kernel, r in results.items():
         if 'agent' in r:
-            a = r['agent']
-            lines.append('%s: the real agent ran %d periods of %g s; final '
-                         'retention timeout %.0f us; %d swaps'
-                         % (kernel, a['decisions'], a['period_s'],
-                            a['timeout_us'], a['swaps']))
+            lines.extend(agent_lines(kernel, r['agent']))
     return '\n'.join(lines)
+
+
+def agent_lines(kernel, a):
+    """What the real agent did: periods, timeout, settling, verdicts."""
+    settled = a.get('settled_at_s')
+    lines = ['%s: the real agent ran %d periods of %g s; final retention '
+             'timeout %.0f us; %d swaps; %s; mechanisms kept: %s'
+             % (kernel, a['decisions'], a['period_s'], a['timeout_us'],
+                a['swaps'],
+                'settled after %.1f s' % settled if settled
+                else 'not settled (fixed window)' if settled is None
+                else 'fixed window',
+                ', '.join(a.get('mechanisms') or ()) or 'none')]
+    for v in a.get('verdicts') or ():
+        lines.append('  guard: %s %s (%s)' % (
+            v['mechanism'], 'kept' if v['kept'] else 'dropped',
+            v['reason']))
+    return lines
 
 
 def _x(v):

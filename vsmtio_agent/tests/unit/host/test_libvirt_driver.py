@@ -196,6 +196,37 @@ class TestApplyAndRestore(DriverTestCase):
         self.assertFalse(os.path.exists(self.conf.vsmtio_agent
                                         .checkpoint_path))
 
+    def test_what_the_guard_drops_goes_back(self):
+        # issue 11: no knob stays moved for a mechanism the agent does not
+        # keep; the split's pins and shares and the timeout come back
+        dom = self.useFixture(TestDomain())
+        drv = self.driver()
+        drv.sample()
+        plan = {
+            model.VcpuRef(dom.uuid, 0): placement(0, model.Role.IO, 4),
+            model.VcpuRef(dom.uuid, 1): placement(1, model.Role.CPU, 1, 5)}
+        drv.apply(model.Decision(timeout_ns=50000, placements=plan))
+        self.assertEqual([{4}, {1, 5}], dom.pins())
+        self.assertEqual(50000, self.sysfs.read_knob())
+        drv.apply(model.Decision(timeout_ns=50000, placements=plan,
+                                 split=False))
+        self.assertEqual([ALL, ALL], dom.pins())
+        self.assertEqual(50000, self.sysfs.read_knob())
+        self.assertNotIn(dom.uuid, self.checkpoint_data()['domains'])
+        drv.apply(model.Decision(timeout_ns=55000, placements=plan,
+                                 retention=False, split=False))
+        self.assertEqual(200000, self.sysfs.read_knob())
+        # nothing left to restore: no checkpoint
+        self.assertFalse(os.path.exists(self.conf.vsmtio_agent
+                                        .checkpoint_path))
+        # and a decision that keeps nothing never moves the knob
+        fresh = self.driver()
+        fresh.sample()
+        fresh.apply(model.Decision(timeout_ns=70000, placements=plan,
+                                   retention=False, split=False))
+        self.assertEqual(200000, self.sysfs.read_knob())
+        self.assertEqual([ALL, ALL], dom.pins())
+
     def test_stays_inside_the_cpus_nova_gave(self):
         # nova pinned this guest to CPUs 1 and 5 (core 1).
         dom = self.useFixture(TestDomain(cpuset='1,5'))

@@ -133,8 +133,10 @@ class TestGuard(testtools.TestCase):
         self.assertNotIn(guard.RETENTION, state.kept)
 
     @settings(max_examples=30, deadline=None)
-    @given(st.floats(0.5, 0.99), st.integers(0, 1000))
+    @given(st.floats(0.5, 0.97), st.integers(0, 1000))
     def test_never_keeps_an_io_loss(self, io, seed):
+        # beyond what the probes can resolve: the hysteresis (1%) and the
+        # periods' noise (2% here) hide smaller losses
         host = Host({guard.RETENTION: (1.3, io)}, seed=seed)
         state = run(host, 150)
         self.assertNotIn(guard.RETENTION, state.kept)
