@@ -40,9 +40,11 @@ def make_conf(scenario, kernel, seed=1, duration=0.0, overrides=None):
     return conf
 
 
-def _window(sc, duration):
+def _window(sc, duration, warmup_s=None):
     total = duration or sc.duration_s
-    warmup = sc.warmup_s if sc.warmup_s < total else total / 4.0
+    warmup = sc.warmup_s if warmup_s is None else warmup_s
+    if warmup >= total:
+        warmup = total / 4.0
     return warmup, total
 
 
@@ -98,7 +100,7 @@ def steady_window(conf):
 
 
 def run_conf(conf, progress=None, steady=False, settle_window_s=10.0,
-             max_settle_s=120.0):
+             max_settle_s=120.0, warmup_s=None):
     """Run the scenario ``conf`` names; return the result dict.
 
     With ``steady``, the agent's kernels run until :func:`settled` (or
@@ -115,7 +117,7 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=10.0,
         warmup = sim.scenario.warmup_s
         total = warmup + measure_s
     else:
-        warmup, total = _window(sim.scenario, opts.duration)
+        warmup, total = _window(sim.scenario, opts.duration, warmup_s)
     prog = _Progress('%s/%s' % (sim.scenario.name, sim.kernel.name), total,
                      progress)
     wall0 = time.time()
@@ -181,12 +183,12 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=10.0,
 
 
 def run(scenario, kernel, seed=1, duration=0.0, progress=None,
-        overrides=None, steady=False):
+        overrides=None, steady=False, warmup_s=None):
     """Run ``scenario`` (name or path) under ``kernel``."""
     kernels.get(kernel)
     scenario_mod.load(scenario)         # fail early, in this process
     return run_conf(make_conf(scenario, kernel, seed, duration, overrides),
-                    progress, steady=steady)
+                    progress, steady=steady, warmup_s=warmup_s)
 
 
 def _worker(args):
