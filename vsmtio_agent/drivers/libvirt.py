@@ -29,6 +29,7 @@ from oslo_log import log as logging
 
 from vsmtio_agent.drivers import base
 from vsmtio_agent.host import checkpoint as checkpoint_mod
+from vsmtio_agent.host import perf
 from vsmtio_agent.host import procfs
 from vsmtio_agent.host import sysfs_knobs
 from vsmtio_agent.host import topology as topology_mod
@@ -89,6 +90,8 @@ class LibvirtHostDriver(base.HostDriver):
         self._domains = {}
         self._wake = threading.Event()
         self._reader = procfs.ThreadReader(opts.procfs_root)
+        # per-vCPU instructions: what the guard judges CPU-bound vCPUs by
+        self._perf = perf.ThreadCounters('instructions')
         self._topology = None
         self._recovered = False
         self._lock_fd = None
@@ -215,6 +218,8 @@ class LibvirtHostDriver(base.HostDriver):
             self._forget(uuid, 'is no longer running')
         # Files held open for a QEMU that exited or was replaced.
         self._reader.retain({e.pid for e in self._domains.values()})
+        self._perf.retain({t for e in self._domains.values()
+                           for t in e.tids.values()})
         return model.Snapshot(time_ns=now, vcpus=vcpus)
 
     def _track(self, dom):
@@ -284,7 +289,11 @@ class LibvirtHostDriver(base.HostDriver):
             delay = stats.get(prefix + 'delay', thread.runqueue_delay_ns)
             retention = (self._retention(entry, stats, prefix)
                          if entry.kvm else _NO_RETENTION)
+            instructions = (self._perf.read(tids[index]) if index in tids
+                            else None)
             out[model.VcpuRef(entry.uuid, index)] = model.VcpuCounters(
+                instructions=instructions,
+                halts=stats.get(prefix + 'halt_exits.sum'),
                 cpu=thread.cpu if thread.cpu is not None
                 else cpu_of.get(index),
                 run_ns=run_ns if run_ns is not None else thread.run_ns,
@@ -868,6 +877,7 @@ class LibvirtHostDriver(base.HostDriver):
                 pass
             self._conn = None
         self._reader.close()
+        self._perf.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd, self._owner = None, None
@@ -907,10 +917,16 @@ class LibvirtHostDriver(base.HostDriver):
         pmu = any(os.path.exists(os.path.join(
             self.opts.sysfs_root, 'bus/event_source/devices', dev,
             'events/instructions')) for dev in ('cpu', 'cpu_core'))
-        missing.append('per-vCPU IPC: %s' % (
-            'the host has a PMU, but libvirt\'s perf events are per domain '
-            'and per-vCPU counting is not wired' if pmu else
-            'no hardware PMU on this host (no cpu events in sysfs)'))
+        if self._perf.unavailable:
+            missing.append('per-vCPU instructions: %s; the guard keeps no '
+                           'mechanism it cannot judge'
+                           % self._perf.unavailable)
+        elif pmu:
+            caps.append('per-vCPU instructions through perf_event_open')
+        else:
+            missing.append('per-vCPU instructions: no hardware PMU on this '
+                           'host (no cpu events in sysfs); the guard keeps '
+                           'no mechanism it cannot judge')
         missing.extend(self._degraded)
         if self.abi_version:
             mode = 'patched'

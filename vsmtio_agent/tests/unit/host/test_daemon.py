@@ -67,7 +67,7 @@ class TestDaemon(tld.DriverTestCase):
         self.assertIn('mode: stock', text)
         self.assertIn('core 0   0,4', text)
         self.assertIn('+ libvirt test:///default reachable', text)
-        self.assertIn('- per-vCPU IPC: no hardware PMU', text)
+        self.assertIn('- per-vCPU instructions: no hardware PMU', text)
 
     def test_loop_metrics_status_and_restore(self):
         dom = self.useFixture(tld.TestDomain())
