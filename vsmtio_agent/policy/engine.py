@@ -110,20 +110,9 @@ class PolicyEngine(object):
     def step(self, stats):
         """The :class:`~vsmtio_agent.model.Decision` for the next period."""
         p = self.params
-        # LTCR judges the period just run if it was LTCR's own, under the
-        # roles planned for it; then the guard says what the next runs with
-        if self._ltcr_period:
-            self.ltcr = ltcr.step(
-                self.ltcr, p.bounds,
-                ltcr.performance(stats, self.roles, p.ltcr_measure),
-                p.ltcr_measure)
+        ltcr_owned = self._ltcr_period      # was the period just run LTCR's?
         if self.guard is not None:
             self.guard = guard_mod.step(self.guard, p.guard, stats)
-            self._ltcr_period = (not self.guard.probing
-                                 and guard_mod.RETENTION
-                                 in self.guard.in_force)
-            if not self._ltcr_period:
-                self.ltcr = ltcr.hold(self.ltcr)
         active = self.mechanisms
 
         assignment = self._reconcile(stats)
@@ -144,6 +133,23 @@ class PolicyEngine(object):
                        if p.fair_share else None)
             roles.update(rass.classify(core_stats, p.io_min_retention_rate,
                                        threads))
+
+        # LTCR judges the period just run, if it was its own, under the
+        # roles planned for it (a new vCPU: the role it has now)
+        if ltcr_owned:
+            measured_roles = {ref: self.roles.get(ref, role)
+                              for ref, role in roles.items()}
+            self.ltcr = ltcr.step(
+                self.ltcr, p.bounds,
+                ltcr.performance(stats, measured_roles, p.ltcr_measure),
+                p.ltcr_measure)
+        if self.guard is not None:
+            self._ltcr_period = (not self.guard.probing
+                                 and guard_mod.RETENTION
+                                 in self.guard.in_force)
+            if not self._ltcr_period:
+                self.ltcr = ltcr.hold(self.ltcr)
+
         self.assignment = assignment
         self.roles = roles
         placements = {

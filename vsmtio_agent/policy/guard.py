@@ -357,8 +357,23 @@ def _begin(state, params, stats):
                                        in_force=state.kept)
         m = kept[turn % len(kept)]
         turn += 1
+    io_refs = io_class(stats, params)
+    if measure(stats, io_refs)[2]:
+        # blind on the CPU side: no probe at all, for a probe's A arms
+        # would move host knobs for a trial nothing can judge
+        verdict = judge(((True, None, None, True),), params, adding, m)
+        waits = {x: (p, w) for x, p, w in state.backoff}
+        last = waits.get(m, (0, 0))[0]
+        waits[m] = (min(max(2 * last, params.retest_periods),
+                        params.retest_periods * params.max_backoff), 0)
+        kept = _closure(state.kept - {m})
+        return dataclasses.replace(
+            state, kept=kept, in_force=kept, turn=turn,
+            countdown=params.retest_periods,
+            backoff=tuple((x, p, w) for x, (p, w) in sorted(waits.items())),
+            verdicts=_with_verdict(state.verdicts, verdict))
     probe = dataclasses.replace(
         state, phase=PROBE, candidate=m, adding=adding, position=0,
-        samples=(), turn=turn, io_class=io_class(stats, params))
+        samples=(), turn=turn, io_class=io_refs)
     a, _b = _arms(probe)
     return dataclasses.replace(probe, in_force=a)

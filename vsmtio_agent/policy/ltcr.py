@@ -31,7 +31,9 @@ each class gets done does not.
 
 A trial is kept only if both classes sped up; a class with no vCPU that
 has a usable measurement vetoes the change, so the timeout never moves
-on half the evidence (a host without a PMU keeps its initial timeout).
+on half the evidence, and no trial even starts from a baseline that lacks
+a class: a host without a PMU keeps its initial timeout and never moves
+the knob for a trial it could not judge.
 """
 
 import dataclasses
@@ -162,6 +164,12 @@ def start(bounds):
     return LtcrState(desired_ns=t, effective_ns=t, phase=Phase.BASE_UP)
 
 
+def judgeable(perf):
+    """Whether both classes have a usable measurement in ``perf``."""
+    seen = {role for role, value in perf.values() if value is not None}
+    return model.Role.CPU in seen and model.Role.IO in seen
+
+
 def hold(state):
     """Abandon a trial in flight: back to measuring a baseline at T_d.
 
@@ -179,6 +187,11 @@ def step(state, bounds, perf, measure=PAPER):
     timeout for the next period.
     """
     t_d = state.desired_ns
+    if state.phase in (Phase.BASE_UP, Phase.BASE_DOWN) and not judgeable(
+            perf):
+        # a trial this host could not judge would only move the knob (on a
+        # stock host, kvm.halt_poll_ns for every guest): measure again
+        return LtcrState(t_d, t_d, state.phase)
     if state.phase is Phase.BASE_UP:
         return LtcrState(t_d, bounds.clamp(t_d * GROW), Phase.TRY_UP,
                          tuple(perf.items()))

@@ -76,8 +76,11 @@ class RealGuestTestCase(testtools.TestCase):
 class TestAgentInProcess(RealGuestTestCase):
 
     def test_tells_vcpus_apart_pins_and_restores(self):
+        # The guard off: this host counts no instructions, so the guard
+        # would keep nothing (test_the_guard_keeps_nothing_it_cannot_judge);
+        # this test is about the pinning and its restore.
         conf = host_fixtures.make_conf(
-            self, libvirt_uri=guest_mod.URI, period=0.5)
+            self, libvirt_uri=guest_mod.URI, period=0.5, guard=False)
         driver = libvirt_driver.LibvirtHostDriver(conf)
         agent = agent_mod.Agent(conf, driver)
         agent.tick()
@@ -139,6 +142,31 @@ class TestAgentInProcess(RealGuestTestCase):
             self.assertIn('Retention timeout not applicable',
                           self.log.output)
 
+    def test_the_guard_keeps_nothing_it_cannot_judge(self):
+        # issue 11: no PMU here, so nothing shows the CPU-bound side does
+        # not lose: no pin, no share, no knob moves, and the verdict says so
+        conf = host_fixtures.make_conf(
+            self, libvirt_uri=guest_mod.URI, period=0.2,
+            guard_probe_pairs=2, guard_retest_periods=10)
+        driver = libvirt_driver.LibvirtHostDriver(conf)
+        agent = agent_mod.Agent(conf, driver)
+        knob = sysfs_knobs.Knob('/sys', sysfs_knobs.HALT_POLL_NS)
+        before = knob.read()
+        for _ in range(8):
+            agent.tick()
+            self.assertEqual(self.original_affinity, self.affinity())
+            self.assertEqual(self.original_shares, self.shares())
+            self.assertEqual(before, knob.read())
+        verdict = agent.engine.guard.verdict('retention')
+        self.assertIsNotNone(verdict)
+        self.assertFalse(verdict.kept)
+        self.assertIn('cannot be measured', verdict.reason)
+        self.assertEqual(frozenset(), agent.engine.kept)
+        self.assertIn('per-vCPU instructions', '\n'.join(
+            driver.describe().missing))
+        agent.stop()
+        self.assertFalse(os.path.exists(conf.vsmtio_agent.checkpoint_path))
+
     def test_domain_destroyed_between_sample_and_apply(self):
         conf = host_fixtures.make_conf(
             self, libvirt_uri=guest_mod.URI, period=0.2)
@@ -170,7 +198,9 @@ class TestDaemon(RealGuestTestCase):
         self.checkpoint = os.path.join(self.dir, 'ckpt.json')
         self.status = os.path.join(self.dir, 'status.json')
         with open(self.conf_file, 'w') as f:
+            # the guard off: the daemon's pins are what this test follows
             f.write('[vsmtio_agent]\nlibvirt_uri = %s\nperiod = 0.3\n'
+                    'guard = false\n'
                     'checkpoint_path = %s\nstatus_path = %s\n'
                     'metrics_port = %d\nlibvirt_retry_initial = 0.2\n'
                     'libvirt_retry_max = 1\n'

@@ -27,7 +27,8 @@ class TestPolicyEngine(testtools.TestCase):
               R(1): helpers.stats(0.5, core_id=0, retention_frequency=800),
               R(2): helpers.stats(0.0, core_id=1, ipc=1.0),
               R(3): helpers.stats(0.01, core_id=1, ipc=1.1)}
-        eng = engine.PolicyEngine(self.topo, params())
+        # the paper's measures: these stats carry IPC and retention counts
+        eng = engine.PolicyEngine(self.topo, params(ltcr_measure=ltcr.PAPER))
         d = eng.step(st)
         self.assertEqual(1, len(d.swaps))
         by_core = {}

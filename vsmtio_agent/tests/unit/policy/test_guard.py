@@ -93,9 +93,15 @@ class TestGuard(testtools.TestCase):
         self.assertNotIn(guard.BORROW, state.kept)
         self.assertNotIn(guard.SPLIT, state.kept)
 
-    def test_blind_cpu_side_keeps_nothing(self):
-        # no PMU: nothing shows CPU-bound vCPUs do not lose
-        state = run(Host({guard.RETENTION: (0.5, 2.0)}, pmu=False), 200)
+    def test_blind_cpu_side_keeps_nothing_and_never_probes(self):
+        # no PMU: nothing shows CPU-bound vCPUs do not lose, and a probe's
+        # A arms would move host knobs for a trial nothing can judge
+        host = Host({guard.RETENTION: (0.5, 2.0)}, pmu=False)
+        state = guard.start()
+        for _ in range(200):
+            state = guard.step(state, P, host.stats(state.in_force))
+            self.assertEqual(frozenset(), state.in_force)
+            self.assertFalse(state.probing)
         self.assertEqual(frozenset(), state.kept)
         self.assertIn('cannot be measured',
                       state.verdict(guard.RETENTION).reason)

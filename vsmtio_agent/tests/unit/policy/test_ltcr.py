@@ -54,11 +54,13 @@ class TestAlgorithm1(testtools.TestCase):
 
     def test_a_class_without_measurements_vetoes(self):
         # No PMU: CPU-bound vCPUs have no IPC, so the timeout never moves
-        # on the I/O side's evidence alone.
+        # on the I/O side's evidence alone; and since issue 11 no trial
+        # starts either (a trial would move the host's knob for nothing)
         state, seen = self.run_periods(ltcr.start(self.bounds),
                                        perf(None, 100), perf(None, 200))
         self.assertEqual(200 * US, state.desired_ns)
-        self.assertEqual(ltcr.Phase.BASE_DOWN, state.phase)
+        self.assertEqual(ltcr.Phase.BASE_UP, state.phase)
+        self.assertEqual([200 * US, 200 * US], [s[2] for s in seen])
 
     def test_initial_timeout_is_at_least_a_reschedule(self):
         b = ltcr.Bounds(initial_ns=20 * US, min_ns=10 * US,
@@ -145,3 +147,18 @@ class TestThroughputMeasure(testtools.TestCase):
         self.assertEqual((300 * US, 300 * US, ltcr.Phase.BASE_UP, ()),
                          (held.desired_ns, held.effective_ns, held.phase,
                           held.baseline))
+
+
+class TestNoUnjudgeableTrials(testtools.TestCase):
+    """issue 11: a host without IPC/instructions never moves its knob."""
+
+    bounds = ltcr.Bounds(initial_ns=200 * US, min_ns=10 * US,
+                         max_ns=5000 * US, reschedule_cost_ns=50 * US)
+
+    def test_no_trial_without_both_classes(self):
+        state = ltcr.start(self.bounds)
+        for _ in range(10):
+            state = ltcr.step(state, self.bounds, perf(None, 100))
+            self.assertEqual(200 * US, state.effective_ns)
+        state = ltcr.step(state, self.bounds, perf(1.0, 100))
+        self.assertEqual(220 * US, state.effective_ns)
