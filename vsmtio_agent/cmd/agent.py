@@ -8,6 +8,7 @@ period in dry-run mode). Only ``run`` without ``--dry-run`` writes to the
 host: it first recovers what a crashed agent left changed, then applies.
 """
 
+import dataclasses
 import importlib
 import json
 import os
@@ -89,13 +90,13 @@ def status_rows(agent):
     decision = agent.last_decision
     if decision is None:
         return []
-    pins = {}
-    if hasattr(agent.driver, 'vcpu_pins'):
-        pins = agent.driver.vcpu_pins()
+    pins = agent.driver.vcpu_pins()
     rows = []
     for ref, placement in sorted(decision.placements.items()):
         st = agent.last_stats.get(ref)
-        pinned = pins.get(ref, placement.threads)
+        # what the host has; the plan only where the split is applied
+        pinned = pins.get(ref, placement.threads if decision.split
+                          else ())
         rows.append({
             'core': placement.core_id, 'domain': ref.domain,
             'vcpu': ref.index, 'class': placement.role.value,
@@ -109,10 +110,14 @@ def status_rows(agent):
 
 def status_document(agent, mode):
     decision = agent.last_decision
+    guard = agent.engine.guard
     return {'time': time.time(), 'pid': os.getpid(), 'mode': mode,
             'period': agent.opts.period, 'ticks': agent.ticks,
             'timeout_ns': decision.timeout_ns if decision else None,
-            'dry_run': agent.opts.dry_run, 'vcpus': status_rows(agent)}
+            'dry_run': agent.opts.dry_run, 'vcpus': status_rows(agent),
+            'mechanisms': sorted(agent.engine.kept),
+            'verdicts': ([dataclasses.asdict(v) for v in guard.verdicts]
+                         if guard is not None else None)}
 
 
 def format_status(doc):
@@ -136,7 +141,17 @@ def format_status(doc):
             % (doc['mode'], doc['period'], doc['ticks'],
                'n/a' if timeout is None else '%d us' % (timeout // 1000),
                ', dry run' if doc.get('dry_run') else ''))
-    return head + '\n' + table.get_string()
+    lines = [head]
+    if doc.get('verdicts') is None:
+        lines.append('guard off: every mechanism applied')
+    else:
+        lines.append('mechanisms kept: %s' % (
+            ', '.join(doc.get('mechanisms') or ()) or 'none'))
+        for v in doc['verdicts']:
+            lines.append('  guard: %s %s (%s)' % (
+                v['mechanism'], 'kept' if v['kept'] else 'dropped',
+                v['reason']))
+    return '\n'.join(lines) + '\n' + table.get_string()
 
 
 def _service_base():
@@ -234,7 +249,7 @@ class AgentService(_service_base().ServiceBase):
     def stop(self, graceful=False):
         """Stop ticking, then put the host back as it was."""
         self._stop.set()
-        if self.driver is not None and hasattr(self.driver, 'interrupt'):
+        if self.driver is not None:
             self.driver.interrupt()
         if self._thread is not None:
             self._thread.join()

@@ -93,3 +93,18 @@ class HostDriver(metaclass=abc.ABCMeta):
 
     def close(self):
         """Release connections; the default has none."""
+
+    def interrupt(self):
+        """End a pending :meth:`advance` early (the daemon is stopping).
+
+        The default has nothing to interrupt (an ``advance`` that does not
+        sleep).
+        """
+
+    def vcpu_pins(self):
+        """``{VcpuRef: frozenset of CPUs}`` as the host has them now.
+
+        For ``status``: what is in force, not what was planned. The
+        default (a host without pinning) knows none.
+        """
+        return {}
