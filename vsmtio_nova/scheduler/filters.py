@@ -76,6 +76,10 @@ class WorkloadMixFilter(filters.BaseHostFilter):
     @staticmethod
     def _passes(state, opts, host_state):
         if not state.classified:
+            # Never refused, but the host is marked as seen by this
+            # request (hostmix.Ledger): nova does not call the weighers
+            # when a single host is left.
+            state.mix(host_state)
             return True
         current, why = state.mix(host_state)
         if current is None:

@@ -1,10 +1,14 @@
 """The request path on hosts that publish their mix (no instance loaded)."""
 
+from nova.scheduler import filters as nova_filters
+from nova.scheduler import weights as nova_weights
 from nova import test
 
 from vsmtio_nova.compute import stats as mix_stats
+from vsmtio_nova.scheduler import filters
 from vsmtio_nova.scheduler import hostmix
 from vsmtio_nova.scheduler import mix
+from vsmtio_nova.scheduler import weights
 from vsmtio_nova.tests.unit import base
 from vsmtio_nova import workload
 
@@ -67,3 +71,20 @@ class SummaryTest(test.NoDBTestCase):
     def test_malformed_summary_falls_back(self):
         hs = base.host('h', stats={mix_stats.IO_VCPUS: 'many'})
         self.assertIsNone(hostmix.summary(hs, IO, 2))
+
+    def test_auto_request_marks_the_hosts_it_sees(self):
+        # An I/O request looks at h, then an 'auto' request is filtered
+        # and weighed on h and placed there: its growth must not count as
+        # I/O. (nova skips the weighers when one host is left, so the
+        # filter marks the hosts too.)
+        for hosts in (1, 2):
+            hs = [published('h%d' % i, 2, 2) for i in range(hosts)]
+            for h in hs:
+                hostmix.summary(h, IO, 4)
+            auto = base.spec(None, 4)
+            passed = nova_filters.HostFilterHandler().get_filtered_objects(
+                [filters.WorkloadMixFilter()], hs, auto, 0)
+            nova_weights.HostWeightHandler().get_weighed_objects(
+                [weights.WorkloadMixWeigher()], passed, auto)
+            hs[0].consume_from_request(auto)
+            self.assertEqual(mix.Mix(2, 2), hostmix.summary(hs[0], CPU, 2))
