@@ -52,6 +52,17 @@ vsmtio_opts = [
                     'candidate host; an instance\'s flavor changes only when '
                     'it is resized, and then its old class counts for at '
                     'most this long. 0 loads every request afresh.'),
+    cfg.StrOpt('measured_class_secret',
+               secret=True,
+               help='nova-compute: the secret the vsmtio agents sign the '
+                    'measured class of an instance with (server metadata '
+                    '``vsmtio:measured_class``). With it, an instance whose '
+                    'flavor is ``auto`` counts in its host\'s mix with the '
+                    'class the agent measured; a value without a valid '
+                    'signature (server metadata is writable by the '
+                    'instance\'s owner) is ignored. Unset: measured classes '
+                    'are ignored and ``auto`` instances are not counted. '
+                    'Set the same value in every agent\'s configuration.'),
     cfg.FloatOpt('weight_multiplier',
                  default=1.0, min=0.0,
                  help='Multiplier of the ``WorkloadMixWeigher``. Its weights '

@@ -7,8 +7,14 @@ on hosts where nova is not importable.
 """
 
 import enum
+import hmac
 
 EXTRA_SPEC_WORKLOAD = 'vsmtio:workload'
+
+#: Server metadata key under which the agent publishes the class it measured
+#: for an instance: ``<class>:<signature>`` (see :func:`sign_measured`).
+#: Namespaced like the extra spec so it cannot clash with a user's keys.
+MEASURED_CLASS_KEY = 'vsmtio:measured_class'
 
 
 class WorkloadClass(str, enum.Enum):
@@ -43,3 +49,41 @@ def parse(value):
 def from_extra_specs(extra_specs):
     """The declared class of a flavor's extra specs (unset is ``AUTO``)."""
     return parse((extra_specs or {}).get(EXTRA_SPEC_WORKLOAD))
+
+
+def _signature(secret, instance_uuid, cls):
+    msg = ('%s:%s' % (instance_uuid, cls.value)).encode()
+    return hmac.new(secret.encode(), msg, 'sha256').hexdigest()
+
+
+def sign_measured(secret, instance_uuid, cls):
+    """The :data:`MEASURED_CLASS_KEY` value the agent writes for an instance.
+
+    Server metadata is writable by the instance's owner, so the value
+    carries an HMAC-SHA256 of the instance uuid and the class under a
+    secret only the agents and the computes hold. An owner can delete the
+    value (the instance then counts with its declared class) or put back an
+    earlier value the agent wrote for this same instance, but cannot make
+    up a class, nor copy another instance's value.
+    """
+    cls = WorkloadClass(cls)
+    return '%s:%s' % (cls.value, _signature(secret, instance_uuid, cls))
+
+
+def verify_measured(secret, instance_uuid, value):
+    """The measured class in ``value`` if its signature holds, else None.
+
+    ``auto`` is no measurement; without a secret nothing is trusted.
+    """
+    if not secret or not isinstance(value, str):
+        return None
+    cls, _sep, sig = value.partition(':')
+    try:
+        cls = WorkloadClass(cls)
+    except ValueError:
+        return None
+    if cls is WorkloadClass.AUTO:
+        return None
+    if not hmac.compare_digest(sig, _signature(secret, instance_uuid, cls)):
+        return None
+    return cls

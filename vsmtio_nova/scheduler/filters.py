@@ -22,11 +22,22 @@ LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
 
 
+def free_vcpus(host_state, vcpus):
+    """vCPUs the host still has room for after placing ``vcpus``."""
+    total = (host_state.vcpus_total or 0) * (
+        host_state.cpu_allocation_ratio or 1.0)
+    return total - (host_state.vcpus_used or 0) - vcpus
+
+
 class WorkloadMixFilter(filters.BaseHostFilter):
-    """Keep the I/O share of each host's classified vCPUs within bounds.
+    """Keep every host able to end within its I/O share bounds.
 
     A host fails when this instance would push its share outside
-    ``[min_io_fraction, max_io_fraction]``.
+    ``[min_io_fraction, max_io_fraction]`` so far that even filling the
+    host's remaining vCPUs with the other class could not bring it back
+    (:func:`~vsmtio_nova.scheduler.mix.violates`): a full host is held to
+    the band itself, a host with room may pass through it while a burst of
+    one class arrives, and the weigher sends the other class there first.
 
     Only a host already holding ``filter_min_classified_vcpus`` classified
     vCPUs is judged. A request of class ``auto`` passes everywhere, and so
@@ -65,6 +76,10 @@ class WorkloadMixFilter(filters.BaseHostFilter):
     @staticmethod
     def _passes(state, opts, host_state):
         if not state.classified:
+            # Never refused, but the host is marked as seen by this
+            # request (hostmix.Ledger): nova does not call the weighers
+            # when a single host is left.
+            state.mix(host_state)
             return True
         current, why = state.mix(host_state)
         if current is None:
@@ -74,14 +89,16 @@ class WorkloadMixFilter(filters.BaseHostFilter):
             return True
         low, high = settings.bounds(host_state, opts)
         broken = mix.violates(current, state.cls, state.vcpus, low, high,
-                              opts.min_classified)
+                              opts.min_classified,
+                              free_vcpus(host_state, state.vcpus))
         if broken is None:
             return True
         after, bound = broken
         LOG.debug('%(host)s fails WorkloadMixFilter: %(vcpus)d %(cls)s '
                   'vCPUs would move its I/O share from %(before).3f '
                   '(io=%(io)d cpu=%(cpu)d vCPUs) to %(after).3f, beyond '
-                  '%(bound).3f of [%(low).3f, %(high).3f]',
+                  '%(bound).3f of [%(low).3f, %(high).3f], with too few '
+                  'free vCPUs to come back',
                   {'host': host_state, 'vcpus': state.vcpus,
                    'cls': state.cls.value, 'before': current.share(),
                    'io': current.io, 'cpu': current.cpu, 'after': after,

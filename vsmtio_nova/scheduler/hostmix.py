@@ -1,10 +1,17 @@
 """What one scheduling request knows of each host's I/O : CPU mix.
 
-The filter and the weigher share one :class:`RequestMixes` per request
-(a ``RequestSpec`` object), so the flavors of the instances already on the
-hosts are loaded at most once per request, in one cell-targeted batch per
-cell, never one query per instance or per host; :class:`ClassCache` keeps
-what was loaded for later requests.
+A host running :class:`~vsmtio_nova.compute.stats.MixStats` publishes its
+mix in its node's stats, which nova reads into ``HostState.stats`` at every
+request: the mix costs two dict lookups per host, warm or cold, and
+:func:`summary` adds what this scheduler placed there since (the
+:class:`Ledger`). That is the request path.
+
+Hosts without the summary (a compute without ``MixStats``) fall back to
+counting their instances: the filter and the weigher share one
+:class:`RequestMixes` per request (a ``RequestSpec`` object), so the
+flavors of those hosts' instances are loaded at most once per request, in
+one cell-targeted batch per cell, never one query per instance or per
+host; :class:`ClassCache` keeps what was loaded for later requests.
 """
 
 import collections
@@ -19,6 +26,7 @@ from nova import context as nova_context
 from nova import exception
 from nova import objects
 
+from vsmtio_nova.compute import stats as mix_stats
 from vsmtio_nova import conf as vsmtio_conf  # noqa: F401 (registers [vsmtio])
 from vsmtio_nova.scheduler import mix
 from vsmtio_nova import workload
@@ -32,6 +40,68 @@ BATCH_SIZE = 1000
 
 def host_key(host_state):
     return host_state.host, host_state.nodename
+
+
+class Ledger:
+    """This scheduler's placements on one host since its stats were read.
+
+    nova refreshes a ``HostState`` from its compute node only when the node
+    was saved after the last refresh, and in between counts its own
+    placements by incrementing ``num_instances`` in ``consume_from_request``
+    (for every instance of a multi-create too). Until the host has claimed
+    an instance its stats do not count it, so a burst of requests would all
+    see the same mix. The ledger, kept on the ``HostState`` itself, turns
+    each growth of ``num_instances`` into vCPUs of the class of the last
+    request that looked at the host: the request that chose a host looked
+    at it just before nova consumed it. When the host state is refreshed
+    from its node (nova then replaces ``stats`` with the node's dict, and
+    ``num_instances`` with the node's count) the stats count what the host
+    claimed and the ledger starts again, as nova's ``num_instances`` does.
+    (``updated`` is no marker: ``consume_from_request`` moves it too.)
+
+    Concurrent requests looking at the same host in between may have a
+    placement counted with the other's class, until the next refresh; the
+    same window in which nova's own filters see each other's
+    ``num_instances``.
+    """
+
+    __slots__ = ('stats', 'seen', 'io', 'cpu', 'cls', 'vcpus')
+
+    def __init__(self, stats, seen):
+        self.stats, self.seen = stats, seen
+        self.io = self.cpu = self.vcpus = 0
+        self.cls = None
+
+
+_IO = workload.WorkloadClass.IO
+_CPU = workload.WorkloadClass.CPU
+
+
+def summary(host_state, cls, vcpus):
+    """The host's published mix plus this scheduler's placements since.
+
+    None when the host publishes no summary. Records the request (``cls``,
+    ``vcpus``) as the host's last observer (see :class:`Ledger`).
+    """
+    stats = getattr(host_state, 'stats', None)
+    io = stats.get(mix_stats.IO_VCPUS) if stats else None
+    if io is None:
+        return None
+    try:
+        io, cpu = int(io), int(stats.get(mix_stats.CPU_VCPUS, 0))
+    except (TypeError, ValueError):
+        return None
+    num = host_state.num_instances or 0
+    led = getattr(host_state, '_vsmtio_ledger', None)
+    if led is None or led.stats is not stats:
+        led = host_state._vsmtio_ledger = Ledger(stats, num)
+    elif num > led.seen:
+        if led.cls is _IO:
+            led.io += (num - led.seen) * led.vcpus
+        elif led.cls is _CPU:
+            led.cpu += (num - led.seen) * led.vcpus
+    led.seen, led.cls, led.vcpus = num, cls, vcpus
+    return mix.Mix(io + led.io, cpu + led.cpu)
 
 
 class ClassCache:
@@ -125,7 +195,10 @@ class RequestMixes:
         if spec_obj.obj_attr_is_set('instance_uuid') and \
                 spec_obj.instance_uuid:
             self._own.add(spec_obj.instance_uuid)
-        new = [hs for hs in host_states if host_key(hs) not in self._hosts]
+        # Hosts publishing their mix need nothing loaded.
+        new = [hs for hs in host_states
+               if mix_stats.IO_VCPUS not in (getattr(hs, 'stats', None) or ())
+               and host_key(hs) not in self._hosts]
         if not new:
             return
         now = time.monotonic()
@@ -212,6 +285,9 @@ class RequestMixes:
         Returns ``(Mix, None)``, or ``(None, reason)`` when the host's
         instances are unknown.
         """
+        published = summary(host_state, self.cls, self.vcpus)
+        if published is not None:
+            return published, None
         try:
             base, baseline, why = self._hosts[host_key(host_state)]
         except KeyError:

@@ -3,18 +3,18 @@
 A host's *mix* counts the vCPUs of its instances whose flavor declares
 ``vsmtio:workload`` ``io`` or ``cpu``. vCPUs, not instances, because vSMT-IO
 pairs hyperthreads: one 8-vCPU I/O guest balances eight 1-vCPU CPU guests.
-``auto`` (or unset) flavors are unknown to the scheduler and not counted.
+``auto`` (or unset) flavors count with the class the agent measured when a
+trusted measurement exists (see :mod:`vsmtio_nova.compute.stats`), else not.
 """
 
 import typing
 
 from vsmtio_nova import workload
 
-#: Pseudo-vCPUs held at the target share when the weigher judges a host.
-#: Without it an empty host and a full homogeneous host look alike (both
-#: reach share 1.0 after an I/O instance); with it the empty host, whose
-#: share says nothing yet, is judged closer to the target.
-PRIOR_VCPUS = 1.0
+
+#: Classified vCPUs a host's squared imbalance is spread over beyond its
+#: own (see :func:`weigh`): the weigher's view of an empty or small host.
+PRIOR_VCPUS = 16.0
 
 
 class Mix(typing.NamedTuple):
@@ -41,10 +41,6 @@ class Mix(typing.NamedTuple):
             return Mix(self.io, self.cpu + vcpus)
         return self
 
-    def smoothed_share(self, target, prior=PRIOR_VCPUS):
-        """The share with ``prior`` pseudo-vCPUs held at ``target``."""
-        return (self.io + target * prior) / (self.classified + prior)
-
 
 #: Exact extra-spec values: a dict lookup, not a parse, per instance.
 _BY_VALUE = {c.value: c for c in workload.WorkloadClass}
@@ -67,28 +63,64 @@ def classify_flavor(flavor):
     return cls, int(flavor.vcpus or 0)
 
 
-def weigh(mix, cls, vcpus, target):
-    """The weigher's raw weight; higher is better, 0 is on target.
+def imbalance(mix, target):
+    """Signed I/O vCPUs above the target share: ``io - target * classified``.
 
-    Minus the distance from ``target`` of the host's (smoothed) I/O share
-    after placing ``vcpus`` vCPUs of ``cls``.
+    Zero on target; a host's share is ``target + imbalance / classified``.
     """
-    return -abs(mix.plus(cls, vcpus).smoothed_share(target) - target)
+    return mix.io - target * mix.classified
 
 
-def violates(mix, cls, vcpus, low, high, min_classified):
-    """Whether placing breaks the ``[low, high]`` bounds of the I/O share.
+def weigh(mix, cls, vcpus, target):
+    """The weigher's raw weight: what placing here does to the fleet.
+
+    The fleet's distance from its target is the sum over hosts of
+    ``imbalance**2 / (classified + PRIOR_VCPUS)``, about ``classified *
+    (share - target)**2``: each host's squared share deviation weighed by
+    its classified vCPUs, with :data:`PRIOR_VCPUS` keeping a small host's
+    share (which says little yet) from dominating. Placing changes one
+    host's term only, so the weight is that term's decrease (higher is
+    better, negative harms).
+
+    Scoring the change, not where the host ends, is what holds under
+    adversarial orders: the term is convex in each class's vCPUs, so a
+    burst of one class spreads over the hosts it harms least (empty hosts
+    first, then the least loaded with that class) instead of stacking on a
+    few, and the other class then goes first to the hosts furthest from
+    the target instead of to whichever host it would leave nearest to it.
+    """
+    after = mix.plus(cls, vcpus)
+    before_imb = imbalance(mix, target)
+    after_imb = imbalance(after, target)
+    return (before_imb * before_imb / (mix.classified + PRIOR_VCPUS)
+            - after_imb * after_imb / (after.classified + PRIOR_VCPUS))
+
+
+def violates(mix, cls, vcpus, low, high, min_classified, free=0):
+    """Whether placing leaves the host unable to get within ``[low, high]``.
 
     Returns ``(share_after, bound)`` for a violation, else None. A host is
-    judged only once it holds ``min_classified`` classified vCPUs. An I/O
-    instance can only raise the share and a CPU instance only lower it, so
-    a host already outside the band still takes what brings it back.
+    judged only once it holds ``min_classified`` classified vCPUs.
+
+    ``free`` is the vCPUs the host still has room for after this
+    placement. A placement beyond a bound is refused only when even
+    filling that room with the other class could not bring the host back
+    within it: refusing more would turn an order of arrivals (forty I/O
+    servers, then forty CPU servers) into "No valid host" while the fleet
+    has room for both, and the weigher brings such a host back first. A
+    full host (``free`` 0) is held to the band itself. An I/O instance can
+    only raise the share and a CPU instance only lower it, so a host
+    already outside the band still takes what brings it back.
     """
     if mix.classified < min_classified or not vcpus:
         return None
-    after = mix.plus(cls, vcpus).share()
-    if cls is workload.WorkloadClass.IO and after > high:
-        return after, high
-    if cls is workload.WorkloadClass.CPU and after < low:
-        return after, low
+    after = mix.plus(cls, vcpus)
+    share = after.share()
+    free = max(free, 0)
+    if cls is workload.WorkloadClass.IO and share > high:
+        if after.io / (after.classified + free) > high:
+            return share, high
+    elif cls is workload.WorkloadClass.CPU and share < low:
+        if (after.io + free) / (after.classified + free) < low:
+            return share, low
     return None

@@ -1,4 +1,4 @@
-"""``WorkloadMixWeigher``: prefer the host left closest to the target mix.
+"""``WorkloadMixWeigher``: prefer the placement that helps the fleet most.
 
 Enable it in nova.conf: add
 ``vsmtio_nova.scheduler.weights.WorkloadMixWeigher`` to
@@ -14,19 +14,20 @@ from vsmtio_nova.scheduler import settings
 
 
 class WorkloadMixWeigher(weights.BaseHostWeigher):
-    """Prefer the host left closest to its target I/O share.
+    """Prefer the placement that brings the fleet closest to its target.
 
-    Weight = minus the distance between the host's I/O share of classified
-    vCPUs after placing this instance and the host's target (``[vsmtio]
-    target_io_fraction`` or aggregate ``vsmtio:target_io_fraction``).
+    Weight = how much placing this instance decreases the host's squared
+    imbalance (its I/O vCPUs above the host's target share, ``[vsmtio]
+    target_io_fraction`` or aggregate ``vsmtio:target_io_fraction``), that
+    is the decrease of the fleet's total (:func:`~vsmtio_nova.scheduler.
+    mix.weigh`). Scoring the change rather than where the host ends keeps
+    hosts from being stranded by the order of arrivals.
 
-    The share is taken with one pseudo-vCPU at the target
-    (:data:`~vsmtio_nova.scheduler.mix.PRIOR_VCPUS`) so an empty host ranks
-    above a homogeneous one. A request of class ``auto`` gets the same
-    weight on every host (neutral: nova normalises equal weights to 0). A
+    A request of class ``auto`` gets the same weight on every host
+    (neutral: nova normalises equal weights to 0), but still marks the
+    hosts it saw (see :class:`~vsmtio_nova.scheduler.hostmix.Ledger`). A
     host whose instances cannot be known is weighed as an empty host.
-    Instances of this request already placed during a multi-create count
-    (see :class:`~vsmtio_nova.scheduler.hostmix.RequestMixes`).
+    Instances of this request already placed during a multi-create count.
     """
 
     def weight_multiplier(self, host_state):
@@ -44,9 +45,9 @@ class WorkloadMixWeigher(weights.BaseHostWeigher):
 
     @staticmethod
     def _weight(state, opts, host_state):
+        current, _why = state.mix(host_state)
         if not state.classified:
             return 0.0
-        current, _why = state.mix(host_state)
         if current is None:
             current = mix.Mix()
         return mix.weigh(current, state.cls, state.vcpus,

@@ -9,10 +9,14 @@ the API reports it (the flavor's extra specs of each server).
 import collections
 from importlib import metadata
 
+import fixtures
+
+from nova.compute import resource_tracker
 from nova.scheduler import weights as nova_weights
 from nova.tests.functional.api import client
 from nova.tests.functional import integrated_helpers
 
+from vsmtio_nova.compute import stats as mix_stats
 from vsmtio_nova import conf  # noqa: F401 (registers [vsmtio] for flags)
 from vsmtio_nova import workload
 
@@ -54,6 +58,7 @@ class WorkloadMixTest(integrated_helpers._IntegratedTestBase):
         # from the mix (and the tie-break) alone.
         self.flags(api_paste_config=api_paste_ini(), group='wsgi')
         self.flags(compute_driver='fake.MediumFakeDriver')
+        self.flags(cores=100, instances=100, group='quota')
         self.flags(available_filters=[
             'nova.scheduler.filters.all_filters', FILTER],
             group='filter_scheduler')
@@ -62,6 +67,12 @@ class WorkloadMixTest(integrated_helpers._IntegratedTestBase):
         self.flags(weight_classes=[
             WEIGHER, __name__ + '.HostNameTieBreakWeigher'],
             group='filter_scheduler')
+        # The computes keep their mix in their stats, as vsmtio-nova-compute
+        # makes them do.
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.compute.resource_tracker.compute_stats',
+            resource_tracker.compute_stats))
+        mix_stats.install()
         super().setUp()
         self.flavors = {
             cls: self._create_flavor(
@@ -69,8 +80,18 @@ class WorkloadMixTest(integrated_helpers._IntegratedTestBase):
                 extra_spec=({workload.EXTRA_SPEC_WORKLOAD: cls}
                             if cls != 'unset' else None))
             for cls in ('io', 'cpu', 'auto', 'unset')}
+        for cls in ('io', 'cpu'):
+            self.flavors[cls + '4'] = self._create_flavor(
+                name=cls + '4', vcpu=4, memory_mb=512, disk=1, ephemeral=0,
+                extra_spec={workload.EXTRA_SPEC_WORKLOAD: cls})
+        self.flavors['io6'] = self._create_flavor(
+            name='io6', vcpu=6, memory_mb=512, disk=1, ephemeral=0,
+            extra_spec={workload.EXTRA_SPEC_WORKLOAD: 'io'})
 
     def _setup_compute_service(self):
+        # 10 vCPUs per host, not overcommitted: hosts fill up. (Set here:
+        # nova's base setUp resets it before it starts the computes.)
+        self.flags(cpu_allocation_ratio=1.0, initial_cpu_allocation_ratio=1.0)
         for host in HOSTS:
             self._start_compute(host)
         return self.computes[HOSTS[0]]
@@ -163,35 +184,83 @@ class WorkloadMixTest(integrated_helpers._IntegratedTestBase):
                          sorted(self.host_of(s) for s in servers))
         self.assertEqual({h: (2, 2) for h in HOSTS}, self.mixes())
 
-    def test_filter_turns_an_unbalancing_request_into_no_valid_host(self):
+    def test_filter_refuses_what_a_host_could_not_come_back_from(self):
         for host in HOSTS:
             self.boot('io', host=host)
-            self.boot('io', host=host)
+            self.boot('io6', host=host)
         self.flags(min_io_fraction=0.25, max_io_fraction=0.75,
                    filter_min_classified_vcpus=4, group='vsmtio')
-        # Every host holds 4 I/O vCPUs: another I/O guest breaks the bound
-        # everywhere.
+        # Every host holds 8 I/O vCPUs of 10: another I/O guest would leave
+        # 10 of 10 I/O with no room for a CPU guest to bring it back.
         server = self.boot('io', expected_state='ERROR')
         self.assertIn('No valid host', server['fault']['message'])
         # A CPU guest brings a host back towards the band; an unknown
         # ('auto') guest is never refused.
         self.assertEqual('host1', self.host_of(self.boot('cpu')))
-        self.assertEqual('host1', self.host_of(self.boot('auto')))
-        self.assertEqual({'host1': (4, 2), 'host2': (4, 0),
-                          'host3': (4, 0)}, self.mixes())
+        self.boot('auto')
+        mixes = self.mixes()
+        self.assertEqual((8, 2), mixes['host1'])
+        self.assertEqual({(8, 0)}, {mixes['host2'], mixes['host3']})
 
-    def test_filter_keeps_a_host_within_bounds(self):
+    def test_filter_keeps_a_host_able_to_come_back(self):
         # With the weigher off, nothing but the filter and the tie-break
-        # decide: host1 takes I/O guests up to the bound, then host2 does.
+        # decide: host1 takes I/O guests while a CPU guest could still
+        # bring it within the bound, then host2 does.
         self.flags(weight_multiplier=0.0, max_io_fraction=0.75,
                    filter_min_classified_vcpus=4, group='vsmtio')
         self.boot('cpu', host='host1')
         self.boot('cpu', host='host2')
         placed = [self.host_of(self.boot('io')) for _ in range(6)]
-        # host1: 2 CPU vCPUs; I/O 2 -> 0.5, 4 -> 0.67 (judged from 4
-        # classified vCPUs on), 6 -> 0.75, 8 -> 0.8 refused.
+        # host1: 2 CPU vCPUs of 10; I/O 6 leaves 2 free, 6/10 at worst; I/O
+        # 8 would leave none: 8/10 > 0.75, refused.
         self.assertEqual(['host1'] * 3 + ['host2'] * 3, placed)
         self.assertEqual({'host1': (6, 2), 'host2': (6, 2)}, self.mixes())
+
+    def assert_within(self, low, high):
+        for host, (io, cpu) in self.mixes().items():
+            self.assertTrue(low <= io / (io + cpu) <= high,
+                            '%s ends at io=%d cpu=%d' % (host, io, cpu))
+
+    def test_io_burst_then_cpu_burst_mixes_every_host(self):
+        # The adversarial order: a tenant's I/O servers, largest first,
+        # then its CPU servers. Each request sees the placements before it
+        # (the hosts' stats, or the scheduler's own count until the host
+        # has claimed).
+        self.flags(min_io_fraction=0.25, max_io_fraction=0.75,
+                   filter_min_classified_vcpus=4, group='vsmtio')
+        for cls in ('io4', 'io4', 'io4', 'io', 'io', 'io',
+                    'cpu4', 'cpu4', 'cpu4'):
+            self.boot(cls)
+        self.assertEqual({h: (6, 4) for h in HOSTS}, self.mixes())
+        self.assert_within(0.25, 0.75)
+
+    def test_multi_create_bursts_mix_every_host(self):
+        self.flags(min_io_fraction=0.25, max_io_fraction=0.75,
+                   filter_min_classified_vcpus=4, group='vsmtio')
+        self.boot_many('io', 6)
+        self.boot_many('cpu', 6)
+        self.assertEqual({h: (4, 4) for h in HOSTS}, self.mixes())
+
+    def test_auto_instance_counts_with_its_measured_class(self):
+        # The agent on host2 measured the 'auto' guest as I/O-bound and
+        # published it, signed, in its metadata; the compute recounts
+        # its mix in its periodic task. The CPU guest then complements
+        # host2 (the tie-break alone would pick host1).
+        self.flags(measured_class_secret='agents-only', group='vsmtio')
+        server = self.boot('auto', host='host2')
+        self.admin_api.post_server_metadata(server['id'], {
+            workload.MEASURED_CLASS_KEY: workload.sign_measured(
+                'agents-only', server['id'], 'io')})
+        self._run_periodics()
+        self.assertEqual('host2', self.host_of(self.boot('cpu')))
+
+    def test_measurement_written_by_the_owner_is_ignored(self):
+        self.flags(measured_class_secret='agents-only', group='vsmtio')
+        server = self.boot('auto', host='host2')
+        self.api.post_server_metadata(
+            server['id'], {workload.MEASURED_CLASS_KEY: 'io'})
+        self._run_periodics()
+        self.assertEqual('host1', self.host_of(self.boot('cpu')))
 
     def test_aggregate_overrides_target(self):
         # host1 is an I/O farm: target share 1.0 there, 0.5 elsewhere.
@@ -242,8 +311,10 @@ class WorkloadMixWithNovaWeighersTest(WorkloadMixTest):
     test_complements_homogeneous_hosts = None
     test_auto_and_unset_flavors_are_not_counted = None
     test_multi_create_knows_its_earlier_instances = None
-    test_filter_turns_an_unbalancing_request_into_no_valid_host = None
-    test_filter_keeps_a_host_within_bounds = None
+    test_filter_refuses_what_a_host_could_not_come_back_from = None
+    test_filter_keeps_a_host_able_to_come_back = None
+    test_auto_instance_counts_with_its_measured_class = None
+    test_measurement_written_by_the_owner_is_ignored = None
     test_aggregate_overrides_target = None
     test_aggregate_overrides_multiplier = None
 

@@ -72,6 +72,22 @@ class WorkloadMixFilterTest(test.NoDBTestCase):
                                                     base.spec('io')))
         self.assertEqual([], self.passing([cpu_only], base.spec('cpu')))
 
+    def test_host_with_room_to_come_back_passes(self):
+        # 6 I/O vCPUs and 2 CPU vCPUs (3 / 1 instances of 2 vCPUs): another
+        # I/O guest takes the share to 0.8, beyond 0.75. With 12 vCPUs in
+        # all, 2 stay free: at best 8 / 12 = 0.67, so the host can come
+        # back; with 10, none stay free and it cannot.
+        roomy = base.loaded('roomy', io=3, cpu=1, vcpus_total=12,
+                            vcpus_used=8, cpu_allocation_ratio=1.0)
+        full = base.loaded('full', io=3, cpu=1, vcpus_total=10,
+                           vcpus_used=8, cpu_allocation_ratio=1.0)
+        self.assertEqual(['roomy'], self.passing([roomy, full],
+                                                 base.spec('io')))
+        # The allocation ratio counts: 10 vCPUs at 2.0 leave room.
+        full.cpu_allocation_ratio = 2.0
+        self.assertEqual(['full', 'roomy'], self.passing([roomy, full],
+                                                         base.spec('io')))
+
     def test_auto_request_passes_everywhere(self):
         hosts = [base.loaded('io_only', io=8), base.loaded('cpu_only', cpu=8)]
         self.assertEqual(['cpu_only', 'io_only'],

@@ -28,12 +28,6 @@ class MixTest(testtools.TestCase):
     def test_auto_adds_nothing(self):
         self.assertEqual(mix.Mix(1, 2), mix.Mix(1, 2).plus(AUTO, 4))
 
-    def test_smoothed_share_pulls_little_evidence_to_target(self):
-        self.assertEqual(0.5, mix.Mix().smoothed_share(0.5))
-        self.assertAlmostEqual(2.5 / 3, mix.Mix(2, 0).smoothed_share(0.5))
-        self.assertAlmostEqual(100.5 / 101,
-                               mix.Mix(100, 0).smoothed_share(0.5))
-
     def test_classify_flavor(self):
         self.assertEqual((IO, 4), mix.classify_flavor(base.flavor('io', 4)))
         self.assertEqual((CPU, 1), mix.classify_flavor(base.flavor('cpu', 1)))
@@ -53,18 +47,38 @@ class WeighTest(testtools.TestCase):
         self.assertGreater(mix.weigh(io_heavy, CPU, 2, 0.5),
                            mix.weigh(cpu_heavy, CPU, 2, 0.5))
 
-    def test_landing_on_target_weighs_zero(self):
-        self.assertEqual(0.0, mix.weigh(mix.Mix(2, 4), IO, 2, 0.5))
-        self.assertEqual(0.0, mix.weigh(mix.Mix(0, 3), IO, 1, 0.25))
+    def test_weight_is_the_decrease_of_the_squared_imbalance(self):
+        # Mix(2, 4) is 1 I/O vCPU short of 0.5; 2 more I/O vCPUs land on
+        # target: its term falls from 1 / (6 + prior) to 0.
+        prior = mix.PRIOR_VCPUS
+        self.assertEqual(-1.0, mix.imbalance(mix.Mix(2, 4), 0.5))
+        self.assertAlmostEqual(1 / (6 + prior),
+                               mix.weigh(mix.Mix(2, 4), IO, 2, 0.5))
+        self.assertAlmostEqual(-1 / (2 + prior),
+                               mix.weigh(mix.Mix(), IO, 2, 0.5))
+        self.assertEqual(0.0, mix.imbalance(mix.Mix(1, 3), 0.25))
 
-    def test_empty_host_beats_homogeneous_host(self):
+    def test_furthest_host_is_repaired_first(self):
+        # Scoring where the host ends would send a CPU guest to the host it
+        # balances exactly (2, 0), stranding the host an I/O burst filled;
+        # scoring what the placement changes repairs the worse host first.
+        self.assertGreater(mix.weigh(mix.Mix(18, 0), CPU, 2, 0.5),
+                           mix.weigh(mix.Mix(2, 0), CPU, 2, 0.5))
+
+    def test_burst_spreads_over_the_least_loaded_hosts(self):
         self.assertGreater(mix.weigh(mix.Mix(), IO, 2, 0.5),
+                           mix.weigh(mix.Mix(2, 0), IO, 2, 0.5))
+        self.assertGreater(mix.weigh(mix.Mix(2, 0), IO, 2, 0.5),
                            mix.weigh(mix.Mix(4, 0), IO, 2, 0.5))
 
     def test_target_moves_the_preference(self):
-        # With target 0.8 an I/O-leaning host is right for an I/O guest.
-        a, b = mix.Mix(6, 2), mix.Mix(2, 6)
-        self.assertGreater(mix.weigh(a, IO, 2, 0.8), mix.weigh(b, IO, 2, 0.8))
+        # At 0.5 the all-CPU host needs the I/O guest; at 0.9 the mixed
+        # host, further below 0.9 in vCPUs, needs it more.
+        mixed, cpu_only = mix.Mix(4, 4), mix.Mix(0, 2)
+        self.assertGreater(mix.weigh(cpu_only, IO, 2, 0.5),
+                           mix.weigh(mixed, IO, 2, 0.5))
+        self.assertGreater(mix.weigh(mixed, IO, 2, 0.9),
+                           mix.weigh(cpu_only, IO, 2, 0.9))
 
 
 class ViolatesTest(testtools.TestCase):
@@ -103,3 +117,22 @@ class ViolatesTest(testtools.TestCase):
     def test_auto_or_zero_vcpus_never_violates(self):
         self.assertIsNone(mix.violates(mix.Mix(8, 0), AUTO, 2, 0.25, 0.75, 0))
         self.assertIsNone(mix.violates(mix.Mix(8, 0), IO, 0, 0.25, 0.75, 0))
+
+    def test_host_with_room_may_pass_through_the_band(self):
+        # 8 I/O vCPUs on a host with 40 more free: 8 of 48 could be I/O.
+        self.assertIsNone(
+            mix.violates(mix.Mix(6, 0), IO, 2, 0.25, 0.75, 4, free=40))
+        self.assertIsNone(
+            mix.violates(mix.Mix(0, 6), CPU, 2, 0.25, 0.75, 4, free=40))
+
+    def test_host_without_room_to_come_back_violates(self):
+        # 8 I/O vCPUs and 2 free: at best 8/10 > 0.75.
+        self.assertEqual(
+            (1.0, 0.75),
+            mix.violates(mix.Mix(6, 0), IO, 2, 0.25, 0.75, 4, free=2))
+        # 8 I/O vCPUs and 3 free: 8/11 <= 0.75, recoverable.
+        self.assertIsNone(
+            mix.violates(mix.Mix(6, 0), IO, 2, 0.25, 0.75, 4, free=3))
+        self.assertEqual(
+            (0.0, 0.25),
+            mix.violates(mix.Mix(0, 6), CPU, 2, 0.25, 0.75, 4, free=2))

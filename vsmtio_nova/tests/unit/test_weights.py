@@ -37,14 +37,17 @@ class WorkloadMixWeigherTest(test.NoDBTestCase):
         self.assertEqual('cpu_heavy', self.best(hosts, base.spec('io')))
         self.assertEqual('io_heavy', self.best(hosts, base.spec('cpu')))
 
-    def test_weights_are_ordered_by_distance_after_placing(self):
-        hosts = [base.loaded('a', io=0, cpu=3),   # io 2 -> 2/8 vCPUs
-                 base.loaded('b', io=1, cpu=3),   # io 2 -> 4/8: target
-                 base.loaded('c', io=4, cpu=0)]   # io 2 -> 10/10
+    def test_weights_are_ordered_by_what_the_placement_repairs(self):
+        # Imbalance (I/O vCPUs above half the classified): a -3 -> -2,
+        # b -2 -> -1, c +2 -> +3. The host furthest below the target
+        # gains most.
+        hosts = [base.loaded('a', io=0, cpu=3),
+                 base.loaded('b', io=1, cpu=3),
+                 base.loaded('c', io=2, cpu=0)]
         w = self.weighed(hosts, base.spec('io', 2))
-        self.assertEqual(1.0, w['b'])
+        self.assertEqual(1.0, w['a'])
         self.assertEqual(0.0, w['c'])
-        self.assertTrue(0.0 < w['a'] < 1.0)
+        self.assertTrue(0.0 < w['b'] < 1.0)
 
     def test_counts_vcpus_not_instances(self):
         # 'few' has one 8-vCPU CPU guest, 'many' four 1-vCPU CPU guests: an
@@ -72,26 +75,32 @@ class WorkloadMixWeigherTest(test.NoDBTestCase):
         hosts = [base.loaded('same', io=2), base.host('empty')]
         self.assertEqual('empty', self.best(hosts, base.spec('io')))
 
+    @staticmethod
+    def small_and_large():
+        # At target 0.5 an I/O guest belongs on the all-CPU 'b'; at 0.9 on
+        # the mixed 'a', further below 0.9 in vCPUs.
+        return [base.loaded('a', io=4, cpu=4, vcpus=1),
+                base.loaded('b', cpu=2, vcpus=1)]
+
     def test_aggregate_target_override(self):
-        # Target 0.25: the I/O guest belongs with three CPU guests' worth.
-        hosts = [base.loaded('a', io=1, cpu=1), base.loaded('b', cpu=3)]
-        self.assertEqual('a', self.best(hosts, base.spec('io')))
+        hosts = self.small_and_large()
+        self.assertEqual('b', self.best(hosts, base.spec('io')))
         for h in hosts:
             h.aggregates = [base.aggregate(
-                **{'vsmtio:target_io_fraction': '0.25'})]
-        self.assertEqual('b', self.best(hosts, base.spec('io')))
+                **{'vsmtio:target_io_fraction': '0.9'})]
+        self.assertEqual('a', self.best(hosts, base.spec('io')))
 
     def test_config_target(self):
-        hosts = [base.loaded('a', io=1, cpu=1), base.loaded('b', cpu=3)]
-        self.flags(target_io_fraction=0.25, group='vsmtio')
-        self.assertEqual('b', self.best(hosts, base.spec('io')))
+        hosts = self.small_and_large()
+        self.flags(target_io_fraction=0.9, group='vsmtio')
+        self.assertEqual('a', self.best(hosts, base.spec('io')))
 
     def test_bad_aggregate_target_falls_back_to_config(self):
-        hosts = [base.loaded('a', io=1, cpu=1), base.loaded('b', cpu=3)]
+        hosts = self.small_and_large()
         for h in hosts:
             h.aggregates = [base.aggregate(
                 **{'vsmtio:target_io_fraction': '1.5'})]
-        self.assertEqual('a', self.best(hosts, base.spec('io')))
+        self.assertEqual('b', self.best(hosts, base.spec('io')))
         self.assertIn('is not a fraction in [0, 1]', self.stdlog.logger.output)
 
     def test_multiplier_from_config_and_aggregate(self):

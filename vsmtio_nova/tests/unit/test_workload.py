@@ -52,3 +52,27 @@ class TestNovaValidators(testtools.TestCase):
         err = self.assertRaises(exception.ValidationError,
                                 validators.validate, 'vsmtio:colour', 'red')
         self.assertIn('vsmtio:colour', str(err))
+
+
+class MeasuredClassTest(testtools.TestCase):
+
+    def test_signed_value_round_trips(self):
+        value = workload.sign_measured('s', 'uuid-1', 'cpu')
+        self.assertTrue(value.startswith('cpu:'))
+        self.assertEqual(workload.WorkloadClass.CPU,
+                         workload.verify_measured('s', 'uuid-1', value))
+
+    def test_untrusted_values(self):
+        value = workload.sign_measured('s', 'uuid-1', 'io')
+        for secret, uuid, v in (('s', 'uuid-2', value),   # copied
+                                ('t', 'uuid-1', value),   # other secret
+                                (None, 'uuid-1', value),  # no secret
+                                ('s', 'uuid-1', 'io'),    # unsigned
+                                ('s', 'uuid-1', 'gpu:00'),
+                                ('s', 'uuid-1', None),
+                                ('s', 'uuid-1', value.replace('io', 'cpu'))):
+            self.assertIsNone(workload.verify_measured(secret, uuid, v), v)
+
+    def test_auto_is_no_measurement(self):
+        value = workload.sign_measured('s', 'uuid-1', 'auto')
+        self.assertIsNone(workload.verify_measured('s', 'uuid-1', value))

@@ -1,0 +1,1 @@
+"""The compute side of the vsmtio scheduler: each host's mix summary."""

@@ -1,0 +1,130 @@
+"""Each host's I/O : CPU mix, kept by nova-compute in its node's stats.
+
+The scheduler must know every candidate host's mix at every request.
+Counting it there means classifying every instance on every host, and
+``HostState.instances`` holds uuids without flavors: the flavors would be
+loaded from the cell databases on the request path (about half a
+millisecond per instance). So the host counts its own mix instead, where
+nova counts ``num_instances``: :class:`MixStats` extends nova's
+``nova.compute.stats.Stats``, the dict the resource tracker keeps per node
+and saves as ``ComputeNode.stats``, which the scheduler reads into
+``HostState.stats`` at every request anyway. The scheduler then reads two
+numbers per host (:data:`IO_VCPUS`, :data:`CPU_VCPUS`).
+
+Consistency: the resource tracker calls ``update_stats_for_instance`` for
+every claim, every instance state change and every removal, under its
+lock, and saves the node with the stats it changed; its periodic task
+clears the stats and recounts every instance. The mix therefore moves in
+the same save as nova's own ``num_instances`` (which ``NumInstancesFilter``
+trusts), is never further behind than it, and any drift is repaired by
+the next periodic task. Between a scheduling decision and the claim on the
+host the scheduler counts its own placements itself (see
+:mod:`vsmtio_nova.scheduler.hostmix`), as nova does for ``num_instances``.
+
+A host that does not run :class:`MixStats` (not installed, or an older
+compute) has no summary; the scheduler then falls back to loading its
+instances' flavors.
+"""
+
+import types
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from nova.compute import resource_tracker
+from nova.compute import stats as compute_stats
+
+from vsmtio_nova import conf as vsmtio_conf  # noqa: F401 (registers [vsmtio])
+from vsmtio_nova.scheduler import mix
+from vsmtio_nova import workload
+
+LOG = logging.getLogger(__name__)
+CONF = cfg.CONF
+
+#: ``ComputeNode.stats`` keys: vCPUs counted I/O-bound and CPU-bound.
+IO_VCPUS = 'vsmtio_io_vcpus'
+CPU_VCPUS = 'vsmtio_cpu_vcpus'
+
+
+def classify(instance, secret):
+    """``(WorkloadClass, vcpus)`` the host counts an instance with.
+
+    The flavor's declared class; for an ``auto`` flavor the class the agent
+    measured, when :data:`~vsmtio_nova.workload.MEASURED_CLASS_KEY` carries
+    a value signed with ``secret`` for this instance (server metadata is
+    writable by the instance's owner: an unsigned or forged value is
+    ignored). The metadata is read only for ``auto`` flavors and only with
+    a secret set, so declared instances cost no metadata load.
+    """
+    cls, vcpus = mix.classify_flavor(instance.flavor)
+    if cls is not workload.WorkloadClass.AUTO or not secret:
+        return cls, vcpus
+    try:
+        value = (instance.metadata or {}).get(workload.MEASURED_CLASS_KEY)
+    except Exception as e:  # a failed lazy load must not break accounting
+        LOG.debug('vsmtio: no metadata for instance %s: %s',
+                  instance.uuid, e)
+        return cls, vcpus
+    measured = workload.verify_measured(secret, instance.uuid, value)
+    if measured is None:
+        if value is not None:
+            LOG.warning('vsmtio: instance %s has %s=%r without a valid '
+                        'signature; counting it with its declared class',
+                        instance.uuid, workload.MEASURED_CLASS_KEY, value)
+        return cls, vcpus
+    return measured, vcpus
+
+
+class MixStats(compute_stats.Stats):
+    """nova's per-node stats plus the node's I/O and CPU vCPUs."""
+
+    def __init__(self):
+        super().__init__()
+        self.classes = {}   # uuid -> (WorkloadClass, vcpus) counted
+        self._reset_mix()
+
+    def _reset_mix(self):
+        self.classes.clear()
+        self[IO_VCPUS] = self[CPU_VCPUS] = 0
+
+    def clear(self):
+        super().clear()
+        self._reset_mix()
+
+    def update_stats_for_instance(self, instance, is_removed=False):
+        super().update_stats_for_instance(instance, is_removed)
+        uuid = instance['uuid']
+        self._count(self.classes.pop(uuid, None), -1)
+        if uuid not in self.states:  # removed (nova popped its state)
+            return
+        try:
+            known = classify(instance, CONF.vsmtio.measured_class_secret)
+        except Exception as e:
+            # An instance without a loadable flavor is not counted; the
+            # next periodic recount tries again.
+            LOG.warning('vsmtio: cannot classify instance %s: %s', uuid, e)
+            return
+        self.classes[uuid] = known
+        self._count(known, 1)
+
+    def _count(self, known, sign):
+        if known is None:
+            return
+        cls, vcpus = known
+        if cls is workload.WorkloadClass.IO:
+            self[IO_VCPUS] += sign * vcpus
+        elif cls is workload.WorkloadClass.CPU:
+            self[CPU_VCPUS] += sign * vcpus
+
+
+def install():
+    """Make nova's resource tracker keep :class:`MixStats` per node.
+
+    The tracker builds its per-node stats from ``compute_stats.Stats``, its
+    only use of that module, when it is created; so this must run before
+    nova-compute starts its manager (``vsmtio-nova-compute`` does). Only
+    the tracker's reference is replaced: ``nova.compute.stats.Stats`` itself
+    must stay nova's class, whose methods name it in their ``super()``
+    calls.
+    """
+    resource_tracker.compute_stats = types.SimpleNamespace(Stats=MixStats)
