@@ -356,21 +356,34 @@ def main(argv=None):
                    help='also write every result as JSON here')
     p.add_argument('--only', default='', help='scenario name prefix')
     p.add_argument('--processes', type=int, default=2)
+    p.add_argument('--from-json', default=None,
+                   help='write the document and pictures again from a '
+                        '--json file of an earlier run, running nothing')
     args = p.parse_args(argv)
 
-    names = [n for n in scenario.shipped() if n.startswith(args.only)]
-    t0 = time.time()
-    results, noise = run_all(names, args.processes)
-    main_wall = time.time() - t0
-    grid = {}
-    if TRAJECTORY in results:
-        settled_t = results[TRAJECTORY]['vsmtio-paper']['agent'][
-            'timeout_us']
-        grid = breakeven(settled_t, args.processes)
-    total_wall = time.time() - t0
+    if args.from_json:
+        with open(args.from_json) as f:
+            doc = json.load(f)
+        results, noise = doc['results'], doc['noise']
+        grid = {(int(k.split('/')[0]), float(k.split('/')[1])): tuple(v)
+                for k, v in doc['breakeven'].items()}
+        main_wall, total_wall = doc['wall_s']['main'], doc['wall_s']['total']
+        names = sorted(results)
+    else:
+        names = [n for n in scenario.shipped() if n.startswith(args.only)]
+        t0 = time.time()
+        results, noise = run_all(names, args.processes)
+        main_wall = time.time() - t0
+        grid = {}
+        if TRAJECTORY in results:
+            settled_t = results[TRAJECTORY]['vsmtio-paper']['agent'][
+                'timeout_us']
+            grid = breakeven(settled_t, args.processes)
+        total_wall = time.time() - t0
     if args.json:
         with open(args.json, 'w') as f:
             json.dump({'results': results, 'noise': noise,
+                       'wall_s': {'main': main_wall, 'total': total_wall},
                        'breakeven': {'%s/%s' % k: v
                                      for k, v in grid.items()}},
                       f, indent=1, sort_keys=True)
@@ -388,7 +401,9 @@ def document(results, noise, grid, names, main_wall, total_wall, args):
     out = [HEAD.format(
         date=time.strftime('%Y-%m-%d'), python=platform.python_version(),
         cpus=os.cpu_count(), wall=total_wall / 60.0,
-        main=main_wall / 60.0, n=len(names), k=len(KERNELS),
+        main=(' (%.1f min before the map)' % (main_wall / 60.0)
+              if main_wall is not None else ''),
+        n=len(names), k=len(KERNELS),
         png=os.path.basename(args.png),
         map_png=os.path.basename(args.map_png))]
     out.append(SUMMARY_HEAD)
@@ -396,15 +411,16 @@ def document(results, noise, grid, names, main_wall, total_wall, args):
                           'min CPU'], rows) + '\n')
     spread = [noise_floor(results[n], noise[n]) for n in names
               if n in noise]
-    if spread:
+    io_spread = [x[0] for x in spread if x[0] is not None]
+    cpu_spread = [x[1] for x in spread if x[1] is not None]
+    if io_spread and cpu_spread:
         out.append('- The noise floor: vanilla run again at seed %d over '
                    'the same window differs from seed 1 by up to %.3f in '
                    'I/O and %.3f in CPU (median %.3f and %.3f): two runs '
                    'of one kernel drift apart that far by chance alone.\n'
-                   % (NOISE_SEED, max(x[0] for x in spread),
-                      max(x[1] for x in spread),
-                      statistics.median(x[0] for x in spread),
-                      statistics.median(x[1] for x in spread)))
+                   % (NOISE_SEED, max(io_spread), max(cpu_spread),
+                      statistics.median(io_spread),
+                      statistics.median(cpu_spread)))
     out.append('- The product (``vsmtio``) below 0.97 CPU or 1.0 I/O of '
                'vanilla: %s.\n' % ('; '.join(misses) or 'none'))
     out.append('- Scenarios where a baseline kernel beats the product on '
@@ -527,8 +543,9 @@ Simulated SMT host: benchmark at steady state
 
 Printed by ``tox -e bench`` (``tools/bench_sim.py``) on {date}: Python
 {python}, {cpus} CPUs, two worker processes; {n} shipped scenarios under
-{k} kernel models took {main:.1f} min, the break-even map after them
-{wall:.1f} min in all. Every number below was printed by that run.
+{k} kernel models (and vanilla at a second seed, the noise floor), then
+the break-even map, took {wall:.1f} min in all{main}. Every number below
+was printed by that run.
 
 Every run is at steady state: the real agent drives ``vsmtio-paper`` (the
 paper taken literally: Algorithm 1 judged by IPC and retention frequency,
