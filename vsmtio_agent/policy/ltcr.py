@@ -100,6 +100,17 @@ def performance(stats, roles, measure=PAPER):
     return perf
 
 
+def _paired(baseline, trial):
+    """``(role, before, after)`` per vCPU measured in both periods.
+
+    Only under the same role in both.
+    """
+    for ref, (role, after) in trial.items():
+        role_before, before = baseline.get(ref, (None, None))
+        if role_before is role and before is not None and after is not None:
+            yield role, before, after
+
+
 def mean_speedups(baseline, trial):
     """Mean speed-up per role between two performance maps.
 
@@ -107,13 +118,9 @@ def mean_speedups(baseline, trial):
     positive baseline count. A role with none maps to None.
     """
     ratios = {model.Role.CPU: [], model.Role.IO: []}
-    for ref, (role, after) in trial.items():
-        role_before, before = baseline.get(ref, (None, None))
-        if role_before is not role or before is None or after is None:
-            continue
-        if before <= 0:
-            continue
-        ratios[role].append(after / before)
+    for role, before, after in _paired(baseline, trial):
+        if before > 0:
+            ratios[role].append(after / before)
     return {role: (statistics.fmean(r) if r else None)
             for role, r in ratios.items()}
 
@@ -125,10 +132,7 @@ def total_speedups(baseline, trial):
     with none, or with nothing done in the baseline, maps to None.
     """
     sums = {model.Role.CPU: [0.0, 0.0], model.Role.IO: [0.0, 0.0]}
-    for ref, (role, after) in trial.items():
-        role_before, before = baseline.get(ref, (None, None))
-        if role_before is not role or before is None or after is None:
-            continue
+    for role, before, after in _paired(baseline, trial):
         sums[role][0] += before
         sums[role][1] += after
     return {role: (after / before if before > 0 else None)
