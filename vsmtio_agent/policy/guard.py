@@ -98,6 +98,7 @@ class Verdict:
     cpu_ratio: Optional[float]
     io_ratio: Optional[float]
     reason: str
+    loses: bool = False     # a class lost (not merely no gain shown)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,13 +231,17 @@ def _p(logs, bound, alternative):
         logs, bound, alternative=alternative).pvalue)
 
 
+def _blind(mechanism):
+    return Verdict(mechanism, False, None, None,
+                   'CPU-bound throughput cannot be measured here (no '
+                   'instruction counter), so nothing shows it does not '
+                   'lose', loses=True)
+
+
 def judge(samples, params, adding, mechanism='mechanism'):
     """The :class:`Verdict` of a finished probe block."""
     if any(s[3] for s in samples):
-        return Verdict(mechanism, False, None, None,
-                       'CPU-bound throughput cannot be measured here (no '
-                       'instruction counter), so nothing shows it does '
-                       'not lose')
+        return _blind(mechanism)
     alpha = (1.0 - params.confidence) / 2.0     # two classes tested
     ratios = {}
     worse = []
@@ -264,7 +269,7 @@ def judge(samples, params, adding, mechanism='mechanism'):
     cpu_r, io_r = ratios['CPU'], ratios['I/O']
     if worse:
         return Verdict(mechanism, False, cpu_r, io_r,
-                       'a class loses: ' + ', '.join(worse))
+                       'a class loses: ' + ', '.join(worse), loses=True)
     if not better:
         return Verdict(mechanism, False, cpu_r, io_r,
                        'no class gains significantly')
@@ -275,6 +280,15 @@ def judge(samples, params, adding, mechanism='mechanism'):
 def _with_verdict(verdicts, verdict):
     kept = tuple(v for v in verdicts if v.mechanism != verdict.mechanism)
     return kept + (verdict,)
+
+
+def _backed_off(backoff, m, params):
+    """``backoff`` with ``m`` dropped now: its wait doubled, capped."""
+    waits = {x: (p, w) for x, p, w in backoff}
+    last = waits.get(m, (0, 0))[0]
+    waits[m] = (min(max(2 * last, params.retest_periods),
+                    params.retest_periods * params.max_backoff), 0)
+    return tuple((x, p, w) for x, (p, w) in sorted(waits.items()))
 
 
 def step(state, params, stats):
@@ -307,8 +321,7 @@ def _probe_step(state, params, stats):
     strikes = set(state.strikes)
     if verdict.kept:
         strikes.discard(m)
-    elif (not state.adding and m not in strikes
-            and not verdict.reason.startswith('a class loses')):
+    elif not state.adding and m not in strikes and not verdict.loses:
         # hysteresis: a kept mechanism that only stopped showing a gain
         # stays for one more retest
         strikes.add(m)
@@ -317,22 +330,15 @@ def _probe_step(state, params, stats):
             reason=verdict.reason + ' (once: kept until the next retest)')
     else:
         strikes.discard(m)
-    kept = set(state.kept)
-    waits = {x: (p, w) for x, p, w in state.backoff}
     if verdict.kept:
         added = _arms(state)[0] - state.kept
-        kept |= added
-        for x in added:
-            waits.pop(x, None)
+        kept = _closure(state.kept | added)
+        backoff = tuple(b for b in state.backoff if b[0] not in added)
     else:
-        kept.discard(m)
-        last = waits.get(m, (0, 0))[0]
-        waits[m] = (min(max(2 * last, params.retest_periods),
-                        params.retest_periods * params.max_backoff), 0)
-    kept = _closure(kept)
+        kept = _closure(state.kept - {m})
+        backoff = _backed_off(state.backoff, m, params)
     held = State(kept=kept, phase=HOLD, countdown=params.retest_periods,
-                 backoff=tuple((x, p, w) for x, (p, w)
-                               in sorted(waits.items())),
+                 backoff=backoff,
                  turn=state.turn, strikes=frozenset(strikes & kept),
                  verdicts=_with_verdict(state.verdicts, verdict),
                  in_force=kept)
@@ -361,17 +367,12 @@ def _begin(state, params, stats):
     if measure(stats, io_refs)[2]:
         # blind on the CPU side: no probe at all, for a probe's A arms
         # would move host knobs for a trial nothing can judge
-        verdict = judge(((True, None, None, True),), params, adding, m)
-        waits = {x: (p, w) for x, p, w in state.backoff}
-        last = waits.get(m, (0, 0))[0]
-        waits[m] = (min(max(2 * last, params.retest_periods),
-                        params.retest_periods * params.max_backoff), 0)
         kept = _closure(state.kept - {m})
         return dataclasses.replace(
             state, kept=kept, in_force=kept, turn=turn,
             countdown=params.retest_periods,
-            backoff=tuple((x, p, w) for x, (p, w) in sorted(waits.items())),
-            verdicts=_with_verdict(state.verdicts, verdict))
+            backoff=_backed_off(state.backoff, m, params),
+            verdicts=_with_verdict(state.verdicts, _blind(m)))
     probe = dataclasses.replace(
         state, phase=PROBE, candidate=m, adding=adding, position=0,
         samples=(), turn=turn, io_class=io_refs)
