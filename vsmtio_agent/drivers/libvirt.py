@@ -524,19 +524,30 @@ class LibvirtHostDriver(base.HostDriver):
                 self._save_checkpoint()
         if not decision.retention and self._timeout_applied is not None:
             knob, _why = self._timeout_target()
-            original = (self.checkpoint.knobs.get(knob.relpath)
-                        if knob is not None else None)
-            if original is not None:
-                try:
-                    knob.write(original)
-                except sysfs_knobs.KnobError as exc:
+            if knob is not None and knob.relpath in self.checkpoint.knobs:
+                error = self._restore_knob(knob.relpath)
+                if error:
                     counts['failed'] += 1
-                    messages.append(str(exc))
+                    messages.append(error)
                     return
-                del self.checkpoint.knobs[knob.relpath]
                 self._save_checkpoint()
                 counts['applied'] += 1
             self._timeout_applied = None
+
+    def _restore_knob(self, relpath):
+        """Write a knob's recorded original back; the error text, if any.
+
+        On success the knob leaves the checkpoint (the caller saves it).
+        """
+        value = self.checkpoint.knobs[relpath]
+        knob = sysfs_knobs.knob_for(self.opts.sysfs_root, relpath, value)
+        try:
+            knob.write(value)
+        except sysfs_knobs.KnobError as exc:
+            return str(exc)
+        del self.checkpoint.knobs[relpath]
+        LOG.info('Restored %s to %s', knob.path, value)
+        return None
 
     def _plan(self, decision, counts, messages):
         """The pin and share changes that differ from what is in place."""
@@ -790,16 +801,10 @@ class LibvirtHostDriver(base.HostDriver):
                     if not self._restore_domain(conn, uuid):
                         remaining += 1
         for relpath in sorted(self.checkpoint.knobs):
-            value = self.checkpoint.knobs[relpath]
-            knob = sysfs_knobs.knob_for(self.opts.sysfs_root, relpath, value)
-            try:
-                knob.write(value)
-            except sysfs_knobs.KnobError as exc:
-                LOG.error('Cannot restore %s: %s', relpath, exc)
+            error = self._restore_knob(relpath)
+            if error:
+                LOG.error('Cannot restore %s: %s', relpath, error)
                 remaining += 1
-                continue
-            del self.checkpoint.knobs[relpath]
-            LOG.info('Restored %s to %s', knob.path, value)
         self._timeout_applied = None
         try:
             self.checkpoint.save()
