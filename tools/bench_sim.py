@@ -450,6 +450,7 @@ def document(results, noise, grid, names, main_wall, total_wall, args):
         main=(' (%.1f min before the map)' % (main_wall / 60.0)
               if main_wall is not None else ''),
         n=len(names), k=len(KERNELS),
+        seeds=' and '.join(str(x) for x in REPLICATE_SEEDS),
         png=os.path.basename(args.png),
         map_png=os.path.basename(args.map_png))]
     out.append(SUMMARY_HEAD)
@@ -594,7 +595,7 @@ Simulated SMT host: benchmark at steady state
 
 Printed by ``tox -e bench`` (``tools/bench_sim.py``) on {date}: Python
 {python}, {cpus} CPUs, two worker processes; {n} shipped scenarios under
-{k} kernel models (and vanilla at a second seed, the noise floor), then
+{k} kernel models, the product and vanilla again at seeds {seeds}, then
 the break-even map, took {wall:.1f} min in all{main}. Every number below
 was printed by that run.
 
