@@ -1,0 +1,125 @@
+"""The contract every knob the agent changes goes through (tuned's way).
+
+One actuator per kind of knob (vCPU pinning, cpu shares, the retention
+timeout, a thread's RASS class, block I/O weight, IRQ affinity, real-time
+policy, ...). Each can *read* the host's current value, and its ``write``
+first *records* the original in a ``Record`` (the checkpoint, persisted
+before the host is touched) and then *writes*; ``restore`` writes the
+recorded original back and forgets it. So whatever the agent changed can
+be put back at stop, after a crash (the next start restores the record),
+and when the policy withdraws a mechanism, by code that knows nothing
+about the knob.
+
+Keys are strings (they are JSON object keys in the checkpoint); values
+are whatever JSON can hold. The first recorded original wins: writing a
+knob twice never records the agent's own value as the original.
+"""
+
+import abc
+
+
+class ActuatorError(Exception):
+    """A knob could not be read or written; ``denied`` if by permission.
+
+    A denied write degrades the mechanism (the agent says so and stops
+    trying); any other error is counted and retried next period.
+    """
+
+    def __init__(self, message, denied=False):
+        super().__init__(message)
+        self.denied = denied
+
+
+class Record(metaclass=abc.ABCMeta):
+    """Where originals are kept: implemented by the checkpoint.
+
+    ``record`` must make the original durable before it returns, so that
+    a crash between it and the write leaves something to restore.
+    """
+
+    @abc.abstractmethod
+    def record(self, kind, key, original):
+        """Keep ``original`` for (kind, key) unless one is kept already."""
+
+    @abc.abstractmethod
+    def original(self, kind, key):
+        """The kept original; ``KeyError`` if none."""
+
+    @abc.abstractmethod
+    def forget(self, kind, key):
+        """Drop the kept original (it has been written back)."""
+
+    @abc.abstractmethod
+    def keys(self, kind):
+        """The keys of ``kind`` with a kept original, sorted."""
+
+
+class MemoryRecord(Record):
+    """A record that lives only in memory: for tests and the simulator."""
+
+    def __init__(self):
+        self.kept = {}
+
+    def record(self, kind, key, original):
+        self.kept.setdefault(kind, {}).setdefault(key, original)
+
+    def original(self, kind, key):
+        return self.kept[kind][key]
+
+    def forget(self, kind, key):
+        section = self.kept.get(kind, {})
+        section.pop(key, None)
+        if not section:
+            self.kept.pop(kind, None)
+
+    def keys(self, kind):
+        return sorted(self.kept.get(kind, {}))
+
+
+class Actuator(metaclass=abc.ABCMeta):
+    """One kind of knob: read, record, write, restore."""
+
+    #: The record section this kind of knob is kept under.
+    kind = None
+
+    def __init__(self, record):
+        self.record = record
+
+    @abc.abstractmethod
+    def read(self, key):
+        """The host's current value; ``ActuatorError`` if unreadable."""
+
+    @abc.abstractmethod
+    def _set(self, key, value):
+        """Put ``value`` on the host; ``ActuatorError`` on failure."""
+
+    def write(self, key, value):
+        """Record the original (once), then change the host."""
+        try:
+            self.record.original(self.kind, key)
+        except KeyError:
+            self.record.record(self.kind, key, self.read(key))
+        self._set(key, value)
+
+    def restore(self, key):
+        """Write the original back and forget it; a no-op if none kept."""
+        try:
+            original = self.record.original(self.kind, key)
+        except KeyError:
+            return
+        self._set(key, original)
+        self.record.forget(self.kind, key)
+
+    def restore_all(self):
+        """Restore every kept original; the (key, error) pairs that failed.
+
+        A failed key stays recorded, to be tried again later (at the next
+        stop or start), never dropped.
+        """
+        failed = []
+        for key in self.record.keys(self.kind):
+            try:
+                self.restore(key)
+            except ActuatorError as exc:
+                failed.append((key, exc))
+        return failed
