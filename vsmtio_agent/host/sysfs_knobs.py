@@ -10,6 +10,8 @@ import os
 
 from oslo_log import log as logging
 
+from vsmtio_agent.actuators import base as actuator_base
+
 LOG = logging.getLogger(__name__)
 
 # Stock KVM: how long a halted vCPU polls before it sleeps, in ns. The
@@ -45,12 +47,8 @@ def patched_abi(sysfs_root):
                      % (version, knob.path))
 
 
-class KnobError(Exception):
+class KnobError(actuator_base.ActuatorError):
     """A knob could not be read or written; ``denied`` if by permission."""
-
-    def __init__(self, message, denied=False):
-        super().__init__(message)
-        self.denied = denied
 
 
 class Knob:
@@ -131,9 +129,3 @@ class TextKnob(Knob):
 
     def write(self, value):
         self.write_text(str(value))
-
-
-def knob_for(root, relpath, value):
-    """The knob class that holds ``value`` (as recorded in a checkpoint)."""
-    cls = TextKnob if isinstance(value, str) else Knob
-    return cls(root, relpath)
