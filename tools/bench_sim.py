@@ -37,8 +37,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from vsmtio_agent.sim import kernels  # noqa: E402
 from vsmtio_agent.sim import report  # noqa: E402
-from vsmtio_agent.sim import runner  # noqa: E402
 from vsmtio_agent.sim import scenario  # noqa: E402
+from vsmtio_agent import simulate as runner  # noqa: E402
 
 KERNELS = kernels.NAMES
 SHORT = {'vanilla': 'van', 'polling': 'poll', 'haltpoll': 'hp',

@@ -8,11 +8,11 @@ period in dry-run mode). Only ``run`` without ``--dry-run`` writes to the
 host: it first recovers what a crashed agent left changed, then applies.
 """
 
+import argparse
 import dataclasses
 import importlib
 import json
 import os
-import re
 import sys
 import threading
 import time
@@ -23,6 +23,7 @@ from oslo_log import log as logging
 import prettytable
 from stevedore import driver as stevedore_driver
 
+from vsmtio_agent import cmd
 from vsmtio_agent.conf import CONF
 from vsmtio_agent.conf import opts as conf_opts
 from vsmtio_agent.drivers import base
@@ -32,7 +33,9 @@ from vsmtio_agent.policy import engine
 
 LOG = logging.getLogger(__name__)
 
-COMMANDS = ('run', 'check', 'status')
+COMMANDS = (('run', 'Run the agent (default).'),
+            ('check', 'Print what the host offers.'),
+            ('status', 'Print the per-core vCPU table.'))
 
 cli_opts = [
     cfg.StrOpt('host-driver',
@@ -50,9 +53,19 @@ cli_opts = [
 
 
 def _add_commands(subparsers):
-    subparsers.add_parser('run', help='Run the agent (default).')
-    subparsers.add_parser('check', help='Print what the host offers.')
-    subparsers.add_parser('status', help='Print the per-core vCPU table.')
+    """The sub-commands; ``run`` when none is given.
+
+    The command-line options are accepted after the command too
+    (``vsmtio-agent status --host-driver libvirt``): each sub-command's
+    parser carries the same options, and one given there overrides one
+    given before the command.
+    """
+    subparsers.required = False
+    subparsers.default = 'run'
+    for name, helptext in COMMANDS:
+        parser = subparsers.add_parser(name, help=helptext)
+        for opt in cli_opts:
+            cmd.add_argument(parser, opt, default=argparse.SUPPRESS)
 
 
 command_opt = cfg.SubCommandOpt('command', title='Commands',
@@ -85,15 +98,17 @@ def load_driver(conf):
     return mgr.driver
 
 
-def status_rows(agent):
-    """The per-vCPU rows ``status`` prints, from the agent's last period."""
-    decision = agent.last_decision
-    if decision is None:
+def status_rows(period, pins):
+    """The per-vCPU rows ``status`` prints, from one :class:`Period`.
+
+    ``pins`` is the driver's ``vcpu_pins()``: what the host has.
+    """
+    if period is None or period.start:
         return []
-    pins = agent.driver.vcpu_pins()
+    decision = period.decision
     rows = []
     for ref, placement in sorted(decision.placements.items()):
-        st = agent.last_stats.get(ref)
+        st = period.stats.get(ref)
         # what the host has; the plan only where the split is applied
         pinned = pins.get(ref, placement.threads if decision.split
                           else ())
@@ -108,16 +123,18 @@ def status_rows(agent):
     return rows
 
 
-def status_document(agent, mode):
-    decision = agent.last_decision
-    guard = agent.engine.guard
+def status_document(period, driver, opts, mode):
+    """The status file's document of one :class:`Period`."""
+    ran = period is not None and not period.start
     return {'time': time.time(), 'pid': os.getpid(), 'mode': mode,
-            'period': agent.opts.period, 'ticks': agent.ticks,
-            'timeout_ns': decision.timeout_ns if decision else None,
-            'dry_run': agent.opts.dry_run, 'vcpus': status_rows(agent),
-            'mechanisms': sorted(agent.engine.kept),
-            'verdicts': ([dataclasses.asdict(v) for v in guard.verdicts]
-                         if guard is not None else None)}
+            'period': opts.period, 'ticks': period.number if period else 0,
+            'timeout_ns': period.decision.timeout_ns if ran else None,
+            'dry_run': opts.dry_run,
+            'vcpus': status_rows(period, driver.vcpu_pins()),
+            'mechanisms': sorted(period.kept) if period else [],
+            'verdicts': ([dataclasses.asdict(v) for v in period.verdicts]
+                         if period and period.verdicts is not None
+                         else None)}
 
 
 def format_status(doc):
@@ -175,7 +192,6 @@ class AgentService(_service_base().ServiceBase):
         self.driver = None
         self.collector = None
         self.metrics_server = None
-        self._stop = threading.Event()
         self._thread = None
         self._done = threading.Event()
         self.mode = None
@@ -213,43 +229,34 @@ class AgentService(_service_base().ServiceBase):
         self._thread.start()
 
     def _loop(self):
-        opts = self.conf.vsmtio_agent
         try:
-            while not self._stop.is_set():
-                if self.periods and self.agent.ticks >= self.periods:
-                    break
-                try:
-                    self.agent.tick()
-                except base.HostDriverError as exc:
-                    LOG.warning('Period skipped: %s', exc)
-                    self.collector.tick_failed()
-                    self._stop.wait(opts.period)
-                    continue
-                except Exception:
-                    LOG.exception('Period failed; the agent goes on')
-                    self.collector.tick_failed()
-                    self._stop.wait(opts.period)
-                    continue
-                if self.agent.last_decision is None:
-                    continue
-                self.collector.observe(self.agent, self.mode)
-                try:
-                    checkpoint.write_json_atomic(
-                        opts.status_path,
-                        status_document(self.agent, self.mode),
-                        durable=False)
-                except OSError as exc:
-                    LOG.debug('status file not written: %s', exc)
+            self.agent.loop(self.periods, after=self._published,
+                            on_error=lambda _exc: self.collector.tick_failed())
         finally:
             self._done.set()
+
+    def _published(self, period):
+        """Metrics and the status file of one finished period."""
+        if period.start:
+            return
+        self.collector.observe(period, self.mode)
+        opts = self.conf.vsmtio_agent
+        try:
+            checkpoint.write_json_atomic(
+                opts.status_path,
+                status_document(period, self.driver, opts, self.mode),
+                durable=False)
+        except OSError as exc:
+            LOG.debug('status file not written: %s', exc)
 
     def wait(self):
         self._done.wait()
 
     def stop(self, graceful=False):
         """Stop ticking, then put the host back as it was."""
-        self._stop.set()
-        if self.driver is not None:
+        if self.agent is not None:
+            self.agent.halt()
+        elif self.driver is not None:
             self.driver.interrupt()
         if self._thread is not None:
             self._thread.join()
@@ -354,7 +361,8 @@ def _status(conf):
         print('error: %s' % exc)
         return 1
     try:
-        print(format_status(status_document(agent, drv.describe().mode)))
+        print(format_status(status_document(
+            agent.period, drv, opts, drv.describe().mode)))
     finally:
         drv.close()
     return 0
@@ -374,9 +382,6 @@ def _alive(pid):
 
 def parse_args(argv, conf=CONF):
     """Parse ``argv`` into ``conf``; ``run`` when no command is given."""
-    # The command goes last so options may come before or after it.
-    commands = [a for a in argv if a in COMMANDS] or ['run']
-    argv = [a for a in argv if a not in COMMANDS] + commands[-1:]
     conf.register_cli_opts(cli_opts)
     conf.register_cli_opt(command_opt)
     logging.register_options(conf)
@@ -402,20 +407,42 @@ def validate_conf(conf):
             try:
                 getattr(getattr(conf, group.name), opt.dest)
             except cfg.Error as exc:
-                # oslo's message embeds a LocationInfo repr; keep the file
-                # and the reason (get_location would raise this again).
-                text = str(exc)
-                source = re.search(r"detail='([^']*)'", text)
+                # The type's own error (what oslo raised this one from)
+                # says why; the files say where.
+                source = _file_setting(conf, group.name, opt.dest)
                 raise ValueError('[%s] %s%s: %s' % (
                     group.name, opt.dest,
-                    ' in %s' % source.group(1) if source else '',
-                    text.rpartition('is not valid: ')[2]))
+                    ' in %s' % source if source else '',
+                    exc.__context__ or exc))
     opts = conf.vsmtio_agent
     if opts.min_timeout_us > opts.max_timeout_us:
         raise ValueError('[vsmtio_agent] min_timeout_us (%d) is above '
                          'max_timeout_us (%d)'
                          % (opts.min_timeout_us, opts.max_timeout_us))
     engine.Params.from_conf(conf)
+
+
+def _file_setting(conf, group, name):
+    """The configuration file that sets ``[group] name`` last, or None."""
+    files = list(conf.config_file or ())
+    dirs = conf.config_dir or ()
+    for directory in [dirs] if isinstance(dirs, str) else dirs:
+        try:
+            files += sorted(os.path.join(directory, n)
+                            for n in os.listdir(directory)
+                            if n.endswith('.conf'))
+        except OSError:
+            pass
+    found = None
+    for path in files:
+        sections = {}
+        try:
+            cfg.ConfigParser(path, sections).parse()
+        except (OSError, cfg.ParseError):
+            continue
+        if name in sections.get(group, {}):
+            found = path
+    return found
 
 
 def main(argv=None):

@@ -1,9 +1,15 @@
 """Run a scenario under one kernel model, or under all of them.
 
-Under the ``vsmtio`` kernel the REAL agent drives the simulated host: every
-period ``Agent(conf, SimulatedHostDriver(conf)).tick()`` runs the host for
-the period, samples its counters and applies the policy engine's decision.
-The other kernel models have no agent; the host just runs.
+Under the ``vsmtio`` kernels the REAL agent drives the simulated host: its
+one loop (:meth:`Agent.loop`) over ``SimulatedHostDriver`` runs the host for
+each period, samples its counters and applies the policy engine's
+decision, exactly as the daemon does on a real host. The other kernel
+models have no agent; the host just runs.
+
+This module sits above ``agent``, ``drivers`` and ``sim`` (the host
+model), which know nothing of it: the simulator stays a host, and what
+runs an agent on it lives with the other things that run agents
+(``cmd``, this module).
 """
 
 import concurrent.futures
@@ -14,8 +20,10 @@ import time
 
 from oslo_config import cfg
 
+from vsmtio_agent import agent as agent_mod
 from vsmtio_agent.conf import agent as agent_conf
 from vsmtio_agent.conf import simulator as sim_conf
+from vsmtio_agent.drivers import simulated
 from vsmtio_agent.sim import kernels
 from vsmtio_agent.sim import report
 from vsmtio_agent.sim import scenario as scenario_mod
@@ -108,7 +116,6 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=10.0,
     kernel is then measured over :func:`steady_window`; otherwise the
     scenario's (or ``duration``'s) fixed window is used.
     """
-    from vsmtio_agent.drivers import simulated
     opts = conf.vsmtio_sim
     driver = simulated.SimulatedHostDriver(conf)
     sim = driver.simulation
@@ -124,49 +131,55 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=10.0,
     start = None
     extra = {}
     if sim.kernel.agent:
-        from vsmtio_agent import agent as agent_mod
         ag = agent_mod.Agent(conf, driver)
-        ag.tick()                       # first sample, initial timeout
-        period = conf.vsmtio_agent.period
-        window = max(1, int(round(settle_window_s / period)))
+        period_s = conf.vsmtio_agent.period
+        window = max(1, int(round(settle_window_s / period_s)))
+        every = max(1, int(round(1.0 / period_s)))
         history = []
         trajectory = []
-        settled_at = None if steady else 0.0
-        end_ns = None if steady else total * 1e9
+        state = {'start': None, 'end_ns': None if steady else total * 1e9,
+                 'settled_at': None if steady else 0.0}
+
+        def before():
+            """Whether to run another period; starts the measurement."""
+            if state['end_ns'] is not None and sim.now >= state['end_ns']:
+                return False
+            if steady and state['end_ns'] is None:
+                now_s = sim.now / 1e9
+                if settled(history, window) or now_s >= max_settle_s:
+                    state['settled_at'] = (now_s if settled(history, window)
+                                           else None)
+                    state['start'] = sim.totals()
+                    state['end_ns'] = sim.now + measure_s * 1e9
+                    prog.total = now_s + measure_s
+            elif state['start'] is None and sim.now >= warmup * 1e9:
+                state['start'] = sim.totals()
+            return True
+
+        def after(period):
+            history.append((period.timeout_ns, tuple(sorted(period.kept))))
+            if len(history) % every == 0:
+                trajectory.append(
+                    (round(sim.now / 1e9, 3), period.timeout_ns / 1e3,
+                     sorted(period.mechanisms)))
+            prog(sim.now / 1e9)
+
         try:
-            while end_ns is None or sim.now < end_ns:
-                if steady and end_ns is None:
-                    now_s = sim.now / 1e9
-                    if (settled(history, window) or
-                            now_s >= max_settle_s):
-                        settled_at = (now_s if settled(history, window)
-                                      else None)
-                        start = sim.totals()
-                        end_ns = sim.now + measure_s * 1e9
-                        prog.total = now_s + measure_s
-                elif start is None and sim.now >= warmup * 1e9:
-                    start = sim.totals()
-                ag.tick()
-                engine = ag.engine
-                history.append((engine.timeout_ns,
-                                tuple(sorted(engine.kept))))
-                if len(history) % max(1, int(round(1.0 / period))) == 0:
-                    trajectory.append(
-                        (round(sim.now / 1e9, 3), engine.timeout_ns / 1e3,
-                         sorted(engine.mechanisms)))
-                prog(sim.now / 1e9)
-            guard = ag.engine.guard
+            ag.tick()                   # first sample, initial timeout
+            ag.loop(before=before, after=after)
+            verdicts = ag.period.verdicts
             extra['agent'] = {
                 'decisions': sim.decisions, 'swaps': sim.swaps,
-                'period_s': period,
+                'period_s': period_s,
                 'timeout_us': sim.timeout_ns / 1e3,
-                'settled_at_s': settled_at,
+                'settled_at_s': state['settled_at'],
                 'mechanisms': list(history[-1][1]) if history else [],
                 'trajectory': trajectory,
-                'verdicts': ([dataclasses.asdict(v) for v in guard.verdicts]
-                             if guard is not None else None)}
+                'verdicts': ([dataclasses.asdict(v) for v in verdicts]
+                             if verdicts is not None else None)}
         finally:
             ag.stop()
+        start = state['start']
     else:
         t = 0.0
         while t < total - 1e-12:
