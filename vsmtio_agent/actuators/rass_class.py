@@ -8,7 +8,8 @@ there is nothing to restore.
 """
 
 from vsmtio_agent.actuators import base
-from vsmtio_agent.host import sysfs_knobs
+from vsmtio_agent.actuators import kernel_knob
+from vsmtio_agent.linux import kernel_knobs
 
 KIND = 'rass'
 
@@ -27,14 +28,16 @@ class RassClass(base.Actuator):
         where = self.thread_of(int(key))
         if where is None:
             raise base.ActuatorError('vCPU %s has no thread' % key)
-        return sysfs_knobs.TextKnob(
-            self.root, '%d/task/%d/%s' % (where + (sysfs_knobs.SCHED_RASS,)))
+        return kernel_knobs.TextKnob(
+            self.root, '%d/task/%d/%s' % (where + (kernel_knobs.SCHED_RASS,)))
 
     def read(self, key):
-        return self.knob(key).read()
+        with kernel_knob.translated():
+            return self.knob(key).read()
 
     def _set(self, key, value):
-        self.knob(key).write(value)
+        with kernel_knob.translated():
+            self.knob(key).write(value)
 
     def restore(self, key):
         if self.thread_of(int(key)) is None:

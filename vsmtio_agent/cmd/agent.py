@@ -23,12 +23,12 @@ from oslo_log import log as logging
 import prettytable
 from stevedore import driver as stevedore_driver
 
+from vsmtio_agent.actuators import checkpoint
 from vsmtio_agent import cmd
 from vsmtio_agent.conf import CONF
 from vsmtio_agent.conf import opts as conf_opts
 from vsmtio_agent.drivers import base
-from vsmtio_agent.host import checkpoint
-from vsmtio_agent.host import procfs
+from vsmtio_agent.linux import procfs
 from vsmtio_agent.policy import engine
 
 LOG = logging.getLogger(__name__)

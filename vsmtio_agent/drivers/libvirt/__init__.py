@@ -31,6 +31,7 @@ import threading
 import libvirt
 
 from vsmtio_agent.actuators import base as actuator_base
+from vsmtio_agent.actuators import checkpoint as checkpoint_mod
 from vsmtio_agent.actuators import libvirt_errors
 from vsmtio_agent.drivers import base
 from vsmtio_agent.drivers.libvirt import applylog
@@ -39,9 +40,8 @@ from vsmtio_agent.drivers.libvirt import domains as domains_mod
 from vsmtio_agent.drivers.libvirt import planning
 from vsmtio_agent.drivers.libvirt import recovery
 from vsmtio_agent.drivers.libvirt import sampling
-from vsmtio_agent.host import checkpoint as checkpoint_mod
-from vsmtio_agent.host import sysfs_knobs
-from vsmtio_agent.host import topology as topology_mod
+from vsmtio_agent.linux import kernel_knobs
+from vsmtio_agent.linux import topology as topology_mod
 
 _PATCHED_STATS = sampling.PATCHED_STATS
 
@@ -56,7 +56,7 @@ class LibvirtHostDriver(base.HostDriver):
         self.uri = opts.libvirt_uri
         self._wake = threading.Event()
         self._topology = None
-        self.abi_version, self._abi_why = sysfs_knobs.patched_abi(
+        self.abi_version, self._abi_why = kernel_knobs.patched_abi(
             opts.sysfs_root)
         self.checkpoint = checkpoint_mod.Checkpoint(
             opts.checkpoint_path, checkpoint_mod.boot_id(opts.procfs_root))

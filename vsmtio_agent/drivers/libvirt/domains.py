@@ -12,7 +12,7 @@ from xml.etree import ElementTree
 from vsmtio_agent.actuators import base as actuator_base
 from vsmtio_agent.actuators import pinning
 from vsmtio_agent.actuators import shares as shares_mod
-from vsmtio_agent.host import procfs
+from vsmtio_agent.linux import procfs
 from vsmtio_agent import model
 
 # How long a domain whose QEMU process was not found is left alone before

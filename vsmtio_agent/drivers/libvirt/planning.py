@@ -18,8 +18,8 @@ from vsmtio_agent.actuators import kernel_knob
 from vsmtio_agent.actuators import pinning
 from vsmtio_agent.actuators import rass_class
 from vsmtio_agent.actuators import shares as shares_mod
-from vsmtio_agent.host import sysfs_knobs
-from vsmtio_agent.host import topology as topology_mod
+from vsmtio_agent.linux import kernel_knobs
+from vsmtio_agent.linux import topology as topology_mod
 from vsmtio_agent import model
 
 LOG = logging.getLogger(__name__)
@@ -82,8 +82,8 @@ class RetentionTimeout:
 
     def __init__(self, sysfs_root, patched):
         self.patched = patched
-        self.relpath = (sysfs_knobs.RETENTION_TIMEOUT_NS if patched
-                        else sysfs_knobs.HALT_POLL_NS)
+        self.relpath = (kernel_knobs.RETENTION_TIMEOUT_NS if patched
+                        else kernel_knobs.HALT_POLL_NS)
         self.root = sysfs_root
         self.probed = None      # (knob or None, why) once an apply probed
         self.applied = None
@@ -92,7 +92,7 @@ class RetentionTimeout:
     def target(self):
         """(knob, why): probed by writing its value back, once."""
         if self.probed is None:
-            knob = sysfs_knobs.Knob(self.root, self.relpath)
+            knob = kernel_knobs.Knob(self.root, self.relpath)
             ok, why = knob.probe()
             self.probed = (knob if ok else None, why)
         return self.probed
@@ -106,7 +106,7 @@ class RetentionTimeout:
         """
         if self.probed is not None:
             return self.probed
-        knob = sysfs_knobs.Knob(self.root, self.relpath)
+        knob = kernel_knobs.Knob(self.root, self.relpath)
         ok, why = knob.probe(write=False)
         return knob if ok else None, why
 
@@ -123,13 +123,13 @@ class RetentionTimeout:
             return None
         value = int(timeout_ns)
         if self.patched:
-            value = min(value, sysfs_knobs.RETENTION_TIMEOUT_MAX_NS)
+            value = min(value, kernel_knobs.RETENTION_TIMEOUT_MAX_NS)
         if value == self.applied:
             log.same()
             return None
         try:
             current = knob.read()
-        except sysfs_knobs.KnobError as exc:
+        except kernel_knobs.KnobError as exc:
             log.fail(str(exc))
             return None
         if current == value:
@@ -235,7 +235,7 @@ class Planner:
         """
         if self.io_cpus_done:
             return []
-        key = sysfs_knobs.RASS_IO_CPUS
+        key = kernel_knobs.RASS_IO_CPUS
         want = topology_mod.format_cpu_list(
             c.io_thread for c in self.topology().cores
             if len(c.threads) > 1)

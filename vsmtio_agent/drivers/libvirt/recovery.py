@@ -16,6 +16,7 @@ import libvirt
 from oslo_log import log as logging
 
 from vsmtio_agent.actuators import base as actuator_base
+from vsmtio_agent.actuators import checkpoint as checkpoint_mod
 from vsmtio_agent.actuators import kernel_knob
 from vsmtio_agent.actuators import libvirt_errors
 from vsmtio_agent.actuators import pinning
@@ -23,7 +24,6 @@ from vsmtio_agent.actuators import rass_class
 from vsmtio_agent.actuators import shares as shares_mod
 from vsmtio_agent.drivers import base
 from vsmtio_agent.drivers.libvirt import domains as domains_mod
-from vsmtio_agent.host import checkpoint as checkpoint_mod
 
 LOG = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from oslo_log import log as logging
 
 from vsmtio_agent.actuators import libvirt_errors
 from vsmtio_agent.drivers import base
-from vsmtio_agent.host import perf
-from vsmtio_agent.host import procfs
+from vsmtio_agent.linux import perf
+from vsmtio_agent.linux import procfs
 from vsmtio_agent import model
 
 LOG = logging.getLogger(__name__)

@@ -12,12 +12,12 @@ import libvirt
 import testtools
 
 from vsmtio_agent.actuators import base
+from vsmtio_agent.actuators import checkpoint
 from vsmtio_agent.actuators import kernel_knob
 from vsmtio_agent.actuators import libvirt_errors
 from vsmtio_agent.actuators import pinning
 from vsmtio_agent.actuators import rass_class
 from vsmtio_agent.actuators import shares
-from vsmtio_agent.host import checkpoint
 from vsmtio_agent.tests.unit.host import fixtures as host_fixtures
 from vsmtio_agent.tests.unit.host import test_libvirt_driver as tld
 

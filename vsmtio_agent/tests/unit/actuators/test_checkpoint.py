@@ -6,7 +6,7 @@ import os
 import fixtures
 import testtools
 
-from vsmtio_agent.host import checkpoint
+from vsmtio_agent.actuators import checkpoint
 
 
 class TestCheckpoint(testtools.TestCase):

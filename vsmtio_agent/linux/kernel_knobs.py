@@ -1,6 +1,9 @@
-"""Writable kernel knobs: the patched kernel's timeout, or KVM halt polling.
+"""Writable kernel files: KVM's and the patched kernel's knobs.
 
-A knob is one sysfs file holding one integer. Whether it can be changed is
+The retention timeout (the patched kernel's, or KVM's halt polling), the
+patched kernel's ``rass_io_cpus`` under sysfs and each thread's
+``sched_rass`` under procfs. A knob is one file holding one integer (or,
+for :class:`TextKnob`, one word or a CPU list). Whether it can be changed is
 found by writing its current value back (a no-op): ``access(2)`` says yes to
 root even for read-only module parameters, which then fail with EACCES.
 """
@@ -9,8 +12,6 @@ import errno
 import os
 
 from oslo_log import log as logging
-
-from vsmtio_agent.actuators import base as actuator_base
 
 LOG = logging.getLogger(__name__)
 
@@ -47,8 +48,12 @@ def patched_abi(sysfs_root):
                      % (version, knob.path))
 
 
-class KnobError(actuator_base.ActuatorError):
+class KnobError(Exception):
     """A knob could not be read or written; ``denied`` if by permission."""
+
+    def __init__(self, message, denied=False):
+        super().__init__(message)
+        self.denied = denied
 
 
 class Knob:
