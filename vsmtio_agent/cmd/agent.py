@@ -9,18 +9,15 @@ host: it first recovers what a crashed agent left changed, then applies.
 """
 
 import argparse
-import dataclasses
 import importlib
 import json
 import os
 import sys
 import threading
-import time
 import warnings
 
 from oslo_config import cfg
 from oslo_log import log as logging
-import prettytable
 from stevedore import driver as stevedore_driver
 
 from vsmtio_agent.actuators import checkpoint
@@ -30,6 +27,7 @@ from vsmtio_agent.conf import opts as conf_opts
 from vsmtio_agent.drivers import base
 from vsmtio_agent.linux import procfs
 from vsmtio_agent.policy import engine
+from vsmtio_agent import status
 
 LOG = logging.getLogger(__name__)
 
@@ -96,79 +94,6 @@ def load_driver(conf):
         raise base.HostDriverError('cannot load host driver %r: %s'
                                    % (name, exc))
     return mgr.driver
-
-
-def status_rows(period, pins):
-    """The per-vCPU rows ``status`` prints, from one :class:`Period`.
-
-    ``pins`` is the driver's ``vcpu_pins()``: what the host has.
-    """
-    if period is None or period.start:
-        return []
-    decision = period.decision
-    rows = []
-    for ref, placement in sorted(decision.placements.items()):
-        st = period.stats.get(ref)
-        # what the host has; the plan only where the split is applied
-        pinned = pins.get(ref, placement.threads if decision.split
-                          else ())
-        rows.append({
-            'core': placement.core_id, 'domain': ref.domain,
-            'vcpu': ref.index, 'class': placement.role.value,
-            'retention_rate': getattr(st, 'retention_rate', None),
-            'utilisation': getattr(st, 'utilisation', None),
-            'ipc': getattr(st, 'ipc', None),
-            'i_cpu': getattr(st, 'i_cpu', None),
-            'pinned': sorted(pinned)})
-    return rows
-
-
-def status_document(period, driver, opts, mode):
-    """The status file's document of one :class:`Period`."""
-    ran = period is not None and not period.start
-    return {'time': time.time(), 'pid': os.getpid(), 'mode': mode,
-            'period': opts.period, 'ticks': period.number if period else 0,
-            'timeout_ns': period.decision.timeout_ns if ran else None,
-            'dry_run': opts.dry_run,
-            'vcpus': status_rows(period, driver.vcpu_pins()),
-            'mechanisms': sorted(period.kept) if period else [],
-            'verdicts': ([dataclasses.asdict(v) for v in period.verdicts]
-                         if period and period.verdicts is not None
-                         else None)}
-
-
-def format_status(doc):
-    """A per-core table of one status document."""
-    def num(value, fmt='%.2f'):
-        return 'n/a' if value is None else fmt % value
-
-    table = prettytable.PrettyTable(
-        ['core', 'domain', 'vcpu', 'class', 'retention', 'util', 'IPC',
-         'I_cpu', 'pinned'])
-    table.align = 'l'
-    for row in sorted(doc['vcpus'], key=lambda r: (r['core'], r['domain'],
-                                                   r['vcpu'])):
-        table.add_row([row['core'], row['domain'], row['vcpu'], row['class'],
-                       num(row['retention_rate'], '%.3f'),
-                       num(row.get('utilisation')), num(row['ipc']),
-                       num(row['i_cpu']),
-                       ','.join(map(str, row['pinned']))])
-    timeout = doc['timeout_ns']
-    head = ('mode %s, period %.2f s, %d period(s), retention timeout %s%s'
-            % (doc['mode'], doc['period'], doc['ticks'],
-               'n/a' if timeout is None else '%d us' % (timeout // 1000),
-               ', dry run' if doc.get('dry_run') else ''))
-    lines = [head]
-    if doc.get('verdicts') is None:
-        lines.append('guard off: every mechanism applied')
-    else:
-        lines.append('mechanisms kept: %s' % (
-            ', '.join(doc.get('mechanisms') or ()) or 'none'))
-        for v in doc['verdicts']:
-            lines.append('  guard: %s %s (%s)' % (
-                v['mechanism'], 'kept' if v['kept'] else 'dropped',
-                v['reason']))
-    return '\n'.join(lines) + '\n' + table.get_string()
 
 
 def _service_base():
@@ -244,7 +169,7 @@ class AgentService(_service_base().ServiceBase):
         try:
             checkpoint.write_json_atomic(
                 opts.status_path,
-                status_document(period, self.driver, opts, self.mode),
+                status.document(period, self.driver, opts, self.mode),
                 durable=False)
         except OSError as exc:
             LOG.debug('status file not written: %s', exc)
@@ -346,7 +271,7 @@ def _status(conf):
               % (opts.status_path, exc))
         return 1
     if doc is not None and _alive(doc.get('pid')):
-        print(format_status(doc))
+        print(status.format_table(doc))
         return 0
     print('no running agent (%s absent or stale); observing one period '
           'in dry-run mode:' % opts.status_path)
@@ -361,7 +286,7 @@ def _status(conf):
         print('error: %s' % exc)
         return 1
     try:
-        print(format_status(status_document(
+        print(status.format_table(status.document(
             agent.period, drv, opts, drv.describe().mode)))
     finally:
         drv.close()

@@ -85,6 +85,10 @@ class Restorer:
         self.timeout = timeout
         self.lock = HostLock(checkpoint.path)
         self.knobs = kernel_knob.KernelKnob(checkpoint, opts.sysfs_root)
+        # Every actuator of host-wide knobs: each kind it records is
+        # restored at stop and after a crash (a new kind joins here;
+        # domain knobs join domain_actuators).
+        self.host_actuators = [self.knobs]
         self.recovered = False
 
     def save(self):
@@ -144,11 +148,12 @@ class Restorer:
                 for uuid in sorted(self.checkpoint.domains()):
                     if not self.restore_domain(conn, uuid):
                         remaining += 1
-        for relpath in self.checkpoint.keys(kernel_knob.KIND):
-            error = self.restore_knob(relpath)
-            if error:
-                LOG.error('Cannot restore %s: %s', relpath, error)
-                remaining += 1
+        for actuator in self.host_actuators:
+            for key in self.checkpoint.keys(actuator.kind):
+                error = self.restore_host(actuator, key)
+                if error:
+                    LOG.error('Cannot restore %s: %s', key, error)
+                    remaining += 1
         self.timeout.applied = None
         try:
             self.checkpoint.save()
@@ -212,17 +217,19 @@ class Restorer:
         elif actuator.kind == rass_class.KIND:
             entry.rass[int(key)] = value
 
-    def restore_knob(self, relpath):
-        """Write a knob's recorded original back; the error text, if any.
+    def restore_host(self, actuator, key):
+        """Write a host-wide original back; the error text, if any.
 
-        On success the knob leaves the checkpoint (the caller saves it).
+        On success it leaves the checkpoint (the caller saves it).
         """
-        value = self.checkpoint.original(kernel_knob.KIND, relpath)
+        value = self.checkpoint.original(actuator.kind, key)
         try:
-            self.knobs.restore(relpath)
+            actuator.restore(key)
         except actuator_base.ActuatorError as exc:
             return str(exc)
-        LOG.info('Restored %s to %s', self.knobs.knob(relpath).path, value)
+        where = (self.knobs.knob(key).path if actuator is self.knobs
+                 else '%s %s' % (actuator.kind, key))
+        LOG.info('Restored %s to %s', where, value)
         return None
 
     def withdraw(self, decision, log):
@@ -249,7 +256,7 @@ class Restorer:
             knob, _why = self.timeout.target()
             if knob is not None and knob.relpath in self.checkpoint.keys(
                     kernel_knob.KIND):
-                error = self.restore_knob(knob.relpath)
+                error = self.restore_host(self.knobs, knob.relpath)
                 if error:
                     log.fail(error)
                     return

@@ -286,6 +286,30 @@ class TestApplyAndRestore(DriverTestCase):
         self.assertFalse(os.path.exists(self.conf.vsmtio_agent
                                         .checkpoint_path))
 
+    def test_an_upgrade_restores_what_the_previous_version_left(self):
+        # A version-1 checkpoint (the agent before the actuators) and the
+        # changes it records: vCPU 1 pinned to CPU 3, the knob at 50000.
+        dom = self.useFixture(TestDomain())
+        self.driver()
+        dom.dom.pinVcpu(1, tuple(c == 3 for c in range(8)))
+        with open(self.sysfs.knob, 'w') as f:
+            f.write('50000\n')
+        path = self.conf.vsmtio_agent.checkpoint_path
+        with open(path, 'w') as f:
+            json.dump({
+                'version': 1, 'boot_id': None,
+                'domains': {dom.uuid: {
+                    'id': dom.dom.ID(), 'name': dom.name,
+                    'pins': {'1': list(range(8))}, 'cpu_shares': None,
+                    'rass': {}}},
+                'knobs': {'module/kvm/parameters/halt_poll_ns': 200000}}, f)
+        upgraded = libvirt_driver.LibvirtHostDriver(self.conf)
+        self.addCleanup(upgraded.close)
+        upgraded.recover()
+        self.assertEqual([ALL, ALL], dom.pins())
+        self.assertEqual(200000, self.sysfs.read_knob())
+        self.assertFalse(os.path.exists(path))
+
     def test_one_agent_per_host(self):
         dom = self.useFixture(TestDomain())
         first = self.driver()
