@@ -20,6 +20,7 @@ from the costs, the workloads and the kernel model.
 import heapq
 import itertools
 import random
+import typing
 
 from vsmtio_agent import model
 from vsmtio_agent.policy import rass
@@ -33,6 +34,17 @@ V_SLEEP, V_READY, V_RUN = range(3)
 EV_IO, EV_ACT, EV_SLICE, EV_TICK = range(4)
 ROLE_IO, ROLE_CPU = model.Role.IO, model.Role.CPU
 _push = heapq.heappush
+
+
+class VcpuTotals(typing.NamedTuple):
+    """One vCPU's cumulative figures at an instant (reports difference two)."""
+
+    instructions: float
+    requests: int
+    switches: int
+    per_request: tuple      # sleep, ready, run ns summed over requests
+    retentions: int
+    retention_timeouts: int
 
 
 class Vcpu(object):
@@ -1053,8 +1065,8 @@ class Simulation(object):
                          for s in range(len(STATES))],
             'io_state_ns': [sum(th.state_ns[s] for th in self.threads
                                 if th.is_io) for s in range(len(STATES))],
-            'vcpus': {v.ref: (v.instructions, v.requests, v.vol + v.invol,
-                              tuple(v.req_acc), v.retentions,
-                              v.retention_timeouts)
-                      for v in self.vcpus},
+            'vcpus': {v.ref: VcpuTotals(
+                v.instructions, v.requests, v.vol + v.invol,
+                tuple(v.req_acc), v.retentions, v.retention_timeouts)
+                for v in self.vcpus},
         }
