@@ -960,9 +960,16 @@ class Simulation(object):
             if v is None:
                 messages.append('unknown vCPU %s' % (ref,))
                 continue
-            homes[v] = (p.home, p.role, tuple(p.threads))
+            if decision.applies(p):
+                homes[v] = (p.home, p.role, tuple(p.threads))
         if self.kernel.rass and homes:
             self.rass_active = True
+        # a split of part of the host: a vCPU off the split cores goes
+        # back to where the host placed it, with no class
+        for v in self.vcpus:
+            if v not in homes and (v.home is not v.origin
+                                   or v.role is not None):
+                homes[v] = (v.origin.cpu, None, None)
         for v, (home, role, threads) in homes.items():
             if not 0 <= home < len(self.threads):
                 messages.append('vCPU %s: no hyperthread %s' % (v.ref, home))
