@@ -186,6 +186,22 @@ def measure(stats, io_refs):
             blind)
 
 
+def climbed(state):
+    """Whether every mechanism that may be tried has been judged once.
+
+    Until then the guard is still on its first climb (retention, the
+    split, each wider split in turn) and what it keeps is not yet what it
+    will keep; later changes come from retests and retries only.
+    """
+    for m in MECHANISMS:
+        need = REQUIRES.get(m)
+        if need is not None and need not in state.kept:
+            continue
+        if state.verdict(m) is None:
+            return False
+    return True
+
+
 def split_share(mechanisms):
     """The widest split level among ``mechanisms`` (0 without a split)."""
     return max((SHARES[m] for m in mechanisms if m in SHARES), default=0.0)
