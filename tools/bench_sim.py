@@ -98,10 +98,11 @@ REPLICATED = ('vanilla', 'vsmtio')
 
 def _job(args):
     name, kernel = args
-    t = time.time()
+    t, c = time.time(), time.process_time()
     r = runner.run(name, kernel, steady=True,
                    batches=BATCHES if kernel in REPLICATED else 1)
     r['bench_wall_s'] = time.time() - t
+    r['bench_cpu_s'] = time.process_time() - c
     return name, kernel, r
 
 
@@ -332,6 +333,7 @@ def _scenario_file(name, costs):
 
 def _map_job(args):
     refill_us, pair_max, kernel, timeout_us = args
+    c = time.process_time()
     gbps = (256 * 1024 / (refill_us * 1e3)) if refill_us else 1e9
     path = _scenario_file(TRAJECTORY, {
         'cache_refill_gbps': gbps,
@@ -346,7 +348,7 @@ def _map_job(args):
     finally:
         os.unlink(path)
     return refill_us, pair_max, kernel, r['cpu_throughput'], \
-        r['io_throughput']
+        r['io_throughput'], time.process_time() - c
 
 
 def breakeven(timeout_us, processes):
@@ -358,15 +360,17 @@ def breakeven(timeout_us, processes):
     jobs = [(r, p, k, timeout_us) for r in REFILL_US for p in PAIR_MAX
             for k in ('vanilla', 'vsmtio-paper')]
     got = {}
+    cpu_s = 0.0
     with concurrent.futures.ProcessPoolExecutor(processes) as pool:
-        for r, p, k, cpu, io in pool.map(_map_job, jobs):
+        for r, p, k, cpu, io, used in pool.map(_map_job, jobs):
             got[(r, p, k)] = (cpu, io)
+            cpu_s += used
     grid = {}
     for r in REFILL_US:
         for p in PAIR_MAX:
             v, s = got[(r, p, 'vanilla')], got[(r, p, 'vsmtio-paper')]
             grid[(r, p)] = (s[0] / v[0], s[1] / v[1])
-    return grid
+    return grid, cpu_s
 
 
 def pictures(results, grid, png, map_png):
@@ -461,38 +465,46 @@ def main(argv=None):
         grid = {(int(k.split('/')[0]), float(k.split('/')[1])): tuple(v)
                 for k, v in doc['breakeven'].items()}
         main_wall, total_wall = doc['wall_s']['main'], doc['wall_s']['total']
+        cpu_s = doc['wall_s'].get('cpu')
         names = sorted(results)
     else:
         names = [n for n in scenario.shipped() if n.startswith(args.only)]
         t0 = time.time()
         results = run_all(names, args.processes)
         main_wall = time.time() - t0
-        grid = {}
+        grid, map_cpu = {}, 0.0
         if TRAJECTORY in results:
             settled_t = results[TRAJECTORY]['vsmtio-paper']['agent'][
                 'timeout_us']
-            grid = breakeven(settled_t, args.processes)
+            grid, map_cpu = breakeven(settled_t, args.processes)
         total_wall = time.time() - t0
+        cpu_s = map_cpu + sum(r['bench_cpu_s'] for res in results.values()
+                              for r in res.values())
     if args.json:
         with open(args.json, 'w') as f:
             json.dump({'results': results,
-                       'wall_s': {'main': main_wall, 'total': total_wall},
+                       'wall_s': {'main': main_wall, 'total': total_wall,
+                                  'cpu': cpu_s},
                        'breakeven': {'%s/%s' % k: v
                                      for k, v in grid.items()}},
                       f, indent=1, sort_keys=True)
     pictures(results, grid, args.png, args.map_png)
-    text = document(results, grid, names, main_wall, total_wall, args)
+    text = document(results, grid, names, main_wall, total_wall, cpu_s,
+                    args)
     with open(args.out, 'w') as f:
         f.write(text)
     sys.stdout.write(text)
     return 0
 
 
-def document(results, grid, names, main_wall, total_wall, args):
+def document(results, grid, names, main_wall, total_wall, cpu_s, args):
     rows, misses, dominated = summary(results)
     out = [HEAD.format(
         date=time.strftime('%Y-%m-%d'), python=platform.python_version(),
         cpus=os.cpu_count(), wall=total_wall / 60.0,
+        cpu=('; the workers used %.1f CPU-minutes, %.1f min of wall time '
+             'on two idle cores' % (cpu_s / 60.0, cpu_s / 120.0)
+             if cpu_s else ''),
         main=(' (%.1f min before the map)' % (main_wall / 60.0)
               if main_wall is not None else ''),
         n=len(names), k=len(KERNELS),
@@ -654,7 +666,7 @@ Simulated SMT host: benchmark at steady state
 Printed by ``tox -e bench`` (``tools/bench_sim.py``) on {date}: Python
 {python}, {cpus} CPUs, two worker processes; {n} shipped scenarios under
 {k} kernel models (the product and vanilla over {batches} consecutive
-windows), then the break-even map, took {wall:.1f} min in all{main}.
+windows), then the break-even map, took {wall:.1f} min in all{main}{cpu}.
 Every number below was printed by that run.
 
 Every run is at steady state: the real agent drives ``vsmtio-paper`` (the
