@@ -24,8 +24,8 @@ def rows(period, pins):
     for ref, placement in sorted(decision.placements.items()):
         st = period.stats.get(ref)
         # what the host has; the plan only where the split is applied
-        pinned = pins.get(ref, placement.threads if decision.split
-                          else ())
+        pinned = pins.get(ref, placement.threads
+                          if decision.applies(placement) else ())
         rows.append({
             'core': placement.core_id, 'domain': ref.domain,
             'vcpu': ref.index, 'class': placement.role.value,

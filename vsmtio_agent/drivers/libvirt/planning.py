@@ -178,11 +178,23 @@ class Planner:
                 log.same()
                 continue
             touched.add(entry.uuid)
-            if placement.role == model.Role.IO:
+            if (placement.role == model.Role.IO
+                    and decision.applies(placement)):
                 io_domains.add(entry.uuid)
             if not self.degradations.allows(PIN):
                 continue
             allowed = self._allowed(entry, ref.index) & host
+            if not decision.applies(placement):
+                # off the split's cores: where nova put it
+                want = self._allowed(entry, ref.index)
+                if want != entry.pins[ref.index]:
+                    changes.append(Change(
+                        PIN, pinning.VcpuPinning(
+                            entry.record(self.checkpoint), entry.dom),
+                        str(ref.index), sorted(want), entry, ref.index))
+                else:
+                    log.same()
+                continue
             want = frozenset(placement.threads) & allowed
             if not want:
                 log.same()
@@ -270,11 +282,16 @@ class Planner:
                 except actuator_base.ActuatorError as exc:
                     log.fail(str(exc))
                     continue
-            if current == placement.role.value:
+            want = placement.role.value
+            if not decision.applies(placement):
+                # off the split's cores: the class it had before the agent
+                want = self._original(entry, rass_class.KIND,
+                                      str(ref.index), current)
+            if current == want:
                 log.same()
                 continue
             changes.append(Change(RASS, actuator, str(ref.index),
-                                  placement.role.value, entry, ref.index))
+                                  want, entry, ref.index))
         return changes
 
     def written(self, change):

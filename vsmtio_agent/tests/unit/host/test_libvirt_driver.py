@@ -227,6 +227,27 @@ class TestApplyAndRestore(DriverTestCase):
         self.assertEqual(200000, self.sysfs.read_knob())
         self.assertEqual([ALL, ALL], dom.pins())
 
+    def test_a_split_of_part_of_the_host_pins_only_its_cores(self):
+        # issue 11's graded split: core 0 split, core 1 not; a vCPU whose
+        # core leaves the split goes back to where nova put it
+        dom = self.useFixture(TestDomain())
+        drv = self.driver()
+        drv.sample()
+        plan = {
+            model.VcpuRef(dom.uuid, 0): placement(0, model.Role.IO, 4),
+            model.VcpuRef(dom.uuid, 1): placement(1, model.Role.CPU, 1, 5)}
+        drv.apply(model.Decision(timeout_ns=50000, placements=plan,
+                                 split_cores=frozenset({0})))
+        self.assertEqual([{4}, ALL], dom.pins())
+        drv.apply(model.Decision(timeout_ns=50000, placements=plan,
+                                 split_cores=frozenset({0, 1})))
+        self.assertEqual([{4}, {1, 5}], dom.pins())
+        drv.apply(model.Decision(timeout_ns=50000, placements=plan,
+                                 split_cores=frozenset({1})))
+        self.assertEqual([ALL, {1, 5}], dom.pins())
+        drv.restore()
+        self.assertEqual([ALL, ALL], dom.pins())
+
     def test_stays_inside_the_cpus_nova_gave(self):
         # nova pinned this guest to CPUs 1 and 5 (core 1).
         dom = self.useFixture(TestDomain(cpuset='1,5'))
