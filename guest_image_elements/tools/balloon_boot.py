@@ -24,6 +24,7 @@ import contextlib
 import os
 import random
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -437,6 +438,8 @@ def bench(seconds, repeat, modargs=()):
 
 
 def main(argv=None):
+    # A SIGTERM unwinds like an error: cgroups removed, QEMU killed.
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     sub = ap.add_subparsers(dest='cmd', required=True)
     c = sub.add_parser('check', help='boot once, print the guest report')

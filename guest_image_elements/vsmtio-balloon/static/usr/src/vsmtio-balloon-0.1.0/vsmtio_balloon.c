@@ -27,18 +27,21 @@
  *    interrupt returns control to it: a device interrupt or wake-up IPI
  *    counted on this CPU ends the balloon's share (the tick and its own
  *    hrtimer, local APIC interrupts, do not).  The kernel's idle injection
- *    (play_idle_precise(), or idle_inject, which Debian's 6.1 does not
- *    build) cannot do that: its forced idle ends only on its timer, so an
- *    I/O wake-up would wait it out;
- *  - the size: the host's cap, when the host passes it (an SMBIOS type 11
- *    OEM string "vsmtio:cpu_cap=<quota_us>/<period_us>", added by the
- *    vsmtio nova compute driver), or the cap_pct parameter; otherwise the
- *    guest's second clock, steal time (/proc/stat's steal: time the vCPU
- *    was runnable but not run, which under KVM includes cgroup quota
- *    throttling), grown while steal persists and decayed while it is zero.
- *    With a known cap the balloon takes exactly what the cap makes
- *    unavailable (1 - cap), never more; without one it is bounded by
- *    max_pct.  Uncapped and steal-free: it is off, and its threads sleep.
+ *    cannot do that: play_idle_precise() ends its forced idle only on its
+ *    timer, so an I/O wake-up would wait it out (and the idle_inject
+ *    framework is not built in Debian's 6.1);
+ *  - the size: what the cap makes unavailable (1 - cap), when the host
+ *    passes the cap (an SMBIOS type 11 OEM string
+ *    "vsmtio:cpu_cap=<quota_us>/<period_us>", added by the vsmtio nova
+ *    compute driver) or the cap_pct parameter gives it; plus "extra" while
+ *    the vCPU still loses time, as the guest sees it through its second
+ *    clock: steal time (KVM reports a vCPU thread's run-queue wait, and a
+ *    cgroup-throttled thread waits there) or the balloon thread's own
+ *    lateness (a FIFO thread is woken late only when the vCPU was not
+ *    running; the measure that works where the host gives no steal time,
+ *    as under TCG).  Without a cap the extra alone sizes it, from steal
+ *    time.  Never more than max_pct of a quantum; uncapped and losing no
+ *    time, it is off and its threads sleep.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -212,7 +215,7 @@ static bool vb_active(void)
 
 /*
  * Each quantum: halt for the balloon's share, then sleep for the rest,
- * which belongs to the guest's tasks.  Share an I/O event cut short is
+ * belonging to the guest's tasks.  Share an I/O event cut short is
  * owed and halted in the next quanta (at most half a quantum more each),
  * so a steady stream of I/O does not hand the compute tasks the budget
  * the balloon is there to keep.  Waking later than asked means the vCPU
@@ -248,9 +251,16 @@ static int vb_thread(void *data)
 			   min(share + repay, halted), quantum);
 		WRITE_ONCE(vc->quanta, vc->quanta + 1);
 
+		/*
+		 * The guest's tasks always get their part of the quantum, even
+		 * when the halt ended late (the vCPU was throttled meanwhile):
+		 * a FIFO thread that went straight on halting would starve
+		 * them.
+		 */
 		next = ktime_add_ns(start, quantum);
-		if (!ktime_before(ktime_get(), next))
-			continue;
+		next = max_t(ktime_t, next,
+			     ktime_add_ns(ktime_get(),
+					  quantum - (share + repay)));
 		set_current_state(TASK_IDLE);
 		if (!kthread_should_stop())
 			schedule_hrtimeout_range(&next, 20 * NSEC_PER_USEC,
@@ -271,7 +281,7 @@ static DECLARE_DELAYED_WORK(vb_resize_work, vb_resize);
 /*
  * Over the last interval, in permille of the vCPUs' wall time: steal time
  * (the host's account, KVM), and the lateness of the balloon threads (the
- * guest's own account, which also works where the host gives no steal).
+ * guest's own account, valid also where the host gives no steal).
  */
 static void vb_lost_time(unsigned int *steal, unsigned int *lost)
 {
