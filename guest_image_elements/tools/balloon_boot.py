@@ -67,8 +67,9 @@ threads() { ps -o comm | grep -c '^\[*vsmtio_balloon'; }
 say "begin=1"
 say "kernel=$(uname -r)"
 say "ncpu=$(grep -c ^processor /proc/cpuinfo)"
-say "clocksource=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
-say "clockevent=$(cat /sys/devices/system/clockevents/clockevent0/current_device)"
+D=/sys/devices/system
+say "clocksource=$(cat $D/clocksource/clocksource0/current_clocksource)"
+say "clockevent=$(cat $D/clockevents/clockevent0/current_device)"
 say "hres=$(grep -m1 hres_active /proc/timer_list | tr -d ' ')"
 say "resolution=$(grep -m1 '\.resolution' /proc/timer_list | tr -d ' ')"
 for e in /sys/firmware/dmi/entries/11-*; do
