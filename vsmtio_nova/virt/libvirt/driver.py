@@ -4,7 +4,9 @@ Select it with ``compute_driver = vsmtio.VsmtioLibvirtDriver`` and run
 ``vsmtio-nova-compute`` (see :mod:`vsmtio_nova.virt`).  It behaves exactly
 like ``libvirt.LibvirtDriver`` except that the domain XML of an instance
 whose flavor or image asks for context retention lets the guest MWAIT
-(:mod:`vsmtio_nova.virt.libvirt.retention`).
+(:mod:`vsmtio_nova.virt.libvirt.retention`), and that of an instance whose
+flavor asks for the CPU balloon tells the guest its CPU cap
+(:mod:`vsmtio_nova.balloon`).
 """
 
 from oslo_log import log as logging
@@ -12,6 +14,8 @@ from oslo_log import log as logging
 import nova.conf
 from nova.virt.libvirt import driver as libvirt_driver
 
+from vsmtio_nova import balloon
+from vsmtio_nova.virt.libvirt import balloon as balloon_xml
 from vsmtio_nova.virt.libvirt import retention
 
 CONF = nova.conf.CONF
@@ -25,8 +29,13 @@ class VsmtioLibvirtDriver(libvirt_driver.LibvirtDriver):
                        image_meta, *args, **kwargs):
         # Checked first, so a bad value fails the build before any work.
         wanted = retention.requested(instance)
+        ballooned = balloon.requested(instance.flavor)
         xml = super()._get_guest_xml(context, instance, network_info,
                                      disk_info, image_meta, *args, **kwargs)
+        # --- CPU balloon (xBalloon): tell the guest its cap. ---
+        if ballooned:
+            xml = self._add_balloon_cap(xml, instance)
+        # --- end CPU balloon ---
         if not wanted:
             return xml
         if CONF.libvirt.virt_type != 'kvm':
@@ -46,3 +55,17 @@ class VsmtioLibvirtDriver(libvirt_driver.LibvirtDriver):
                   'hint-dedicated on', ' '.join(retention.QEMU_ARGS),
                   instance=instance)
         return xml
+
+    # --- CPU balloon (xBalloon) ---
+    @staticmethod
+    def _add_balloon_cap(xml, instance):
+        strings = balloon.oem_strings(instance.flavor)
+        if not strings:
+            LOG.info('CPU balloon asked for without quota:cpu_quota: the '
+                     'guest sizes it from steal time alone.',
+                     instance=instance)
+            return xml
+        LOG.debug('CPU balloon: SMBIOS OEM string %s', strings,
+                  instance=instance)
+        return balloon_xml.add_to_domain(xml, strings)
+    # --- end CPU balloon ---
