@@ -24,7 +24,8 @@ running ``ps -eLo`` itself.
 Reported as CPU time per period (this process and its children) and as a
 share of one core at the agent's period. Run: ``python tools/bench_tick.py``
 (pyperf options apply, e.g. ``--fast``); ``--phases`` instead times each
-phase of the period (sample, derive, step, apply) for each reader.
+phase of the period (sample, derive, step, apply) for each reader, and
+``--files`` one read of each procfs file of a vCPU thread.
 """
 
 import atexit
@@ -113,6 +114,7 @@ def start_host(idle_domains=0):
     atexit.register(lambda: [p.kill() for p in procs])
     # test:///default's domains live as long as a connection to it does.
     _KEEP.append(conn)
+    return procs
 
 
 def make_agent(tmp, native, gate):
@@ -203,25 +205,30 @@ def timed(setup, period):
 
 
 def phases(args):
-    """CPU ms of each phase of the period, for each reader."""
+    """CPU ms of each phase of the period, for each reader.
+
+    The readers' agents share the host and take turns, one period each,
+    so that a load that drifts during the run (a shared machine) weighs on
+    each alike.
+    """
     import tempfile
 
     from vsmtio_agent.policy import monitor
 
     start_host(args.idle_domains)
-    print('%-24s %8s %8s %8s %8s %8s' % ('ms CPU per period', 'sample',
-                                         'derive', 'step', 'apply', 'all'))
-    for name, (native, gate) in READERS.items():
-        agent = make_agent(tempfile.mkdtemp(prefix='vsmtio-bench-'), native,
-                           gate)
-        driver, spent = agent.driver, [0.0] * 4
-        last = driver.sample()
-        for _ in range(args.periods):
+    agents = {name: make_agent(tempfile.mkdtemp(prefix='vsmtio-bench-'),
+                               native, gate)
+              for name, (native, gate) in READERS.items()}
+    spent = {name: [0.0] * 4 for name in agents}
+    last = {name: agent.driver.sample() for name, agent in agents.items()}
+    for _ in range(args.periods):
+        for name, agent in agents.items():
+            driver = agent.driver
             time.sleep(args.period)
             t0 = time.process_time()
             snap = driver.sample()
             t1 = time.process_time()
-            stats = monitor.derive(last, snap,
+            stats = monitor.derive(last[name], snap,
                                    agent.opts.idle_switch_threshold,
                                    agent.topology)
             t2 = time.process_time()
@@ -229,13 +236,51 @@ def phases(args):
             t3 = time.process_time()
             driver.apply(decision)
             t4 = time.process_time()
-            last = snap
+            last[name] = snap
             for i, dt in enumerate((t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
-                spent[i] += dt
-        ms = [s / args.periods * 1e3 for s in spent]
+                spent[name][i] += dt
+    print('%-24s %8s %8s %8s %8s %8s' % ('ms CPU per period', 'sample',
+                                         'derive', 'step', 'apply', 'all'))
+    for name, agent in agents.items():
+        ms = [s / args.periods * 1e3 for s in spent[name]]
         print('%-24s %8.2f %8.2f %8.2f %8.2f %8.2f'
               % ((name,) + tuple(ms) + (sum(ms),)))
         agent.stop()
+
+
+def files(args):
+    """CPU us of one ``pread`` of each procfs file of a vCPU thread.
+
+    The kernel's cost of generating the file, plus a Python loop's (the
+    ``/dev/null`` line), swept over the 200 threads ``--period`` apart.
+    """
+    from vsmtio_agent.host import procfs
+
+    procs = start_host(args.idle_domains)
+    tids = [(p.pid, t) for p in procs
+            for t in procfs.vcpu_threads(p.pid).values()]
+    paths = {name: ['/proc/%d/task/%d/%s' % (pid, tid, name)
+                    for pid, tid in tids]
+             for name in ('schedstat', 'stat', 'status', 'sched', 'io')}
+    paths['/dev/null'] = ['/dev/null'] * len(tids)
+    print('%-10s %8s %8s' % ('file', 'us/read', 'bytes'))
+    for name, names in paths.items():
+        try:
+            fds = [os.open(path, os.O_RDONLY) for path in names]
+        except OSError as exc:
+            print('%-10s %s' % (name, exc))
+            continue
+        spent = 0.0
+        for _ in range(args.periods):
+            time.sleep(args.period)
+            start = time.process_time()
+            for fd in fds:
+                os.pread(fd, 4096, 0)
+            spent += time.process_time() - start
+        print('%-10s %8.2f %8d' % (name, spent / args.periods / len(fds)
+                                   * 1e6, len(os.pread(fds[0], 4096, 0))))
+        for fd in fds:
+            os.close(fd)
 
 
 def main():
@@ -259,11 +304,17 @@ def main():
         '--phases', action='store_true',
         help='time each phase of the period for each reader, then exit')
     runner.argparser.add_argument(
+        '--files', action='store_true',
+        help='time one pread of each procfs file of a thread, then exit')
+    runner.argparser.add_argument(
         '--periods', type=int, default=100,
-        help='periods timed per reader with --phases (default: 100)')
+        help='periods timed with --phases or --files (default: 100)')
     args = runner.parse_args()
     if args.phases:
         phases(args)
+        return
+    if args.files:
+        files(args)
         return
     runner.metadata['description'] = (
         'CPU seconds per agent period, %d vCPU threads, %d idle domains'
