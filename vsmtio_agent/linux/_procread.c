@@ -120,6 +120,8 @@ switch_count(const char *s, Py_ssize_t len, const char *key)
     size_t klen = strlen(key);
     const char *p, *end, *e = s + len;
 
+    if ((size_t)len < klen)
+        return NULL;
     for (p = e - klen; p >= s; p--) {
         if (memcmp(p, key, klen) == 0 && (p == s || p[-1] == '\n'))
             break;
@@ -192,7 +194,7 @@ read_thread(PyObject *self, PyObject *args)
     PyObject *last, *v[7] = {NULL}, *result = NULL;
     char buf[BUF];
     Py_ssize_t len;
-    long bad = 0;
+    long bad = 0, before;
     int rc, i;
 
     (void)self;
@@ -236,8 +238,10 @@ read_thread(PyObject *self, PyObject *args)
                 v[i] = PyTuple_GET_ITEM(last, i);
                 Py_INCREF(v[i]);
             }
-            bad |= PyLong_AsLong(PyTuple_GET_ITEM(last, 6))
-                & ~(BAD_SCHEDSTAT | DENIED_SCHEDSTAT);
+            before = PyLong_AsLong(PyTuple_GET_ITEM(last, 6));
+            if (before == -1 && PyErr_Occurred())
+                goto done;
+            bad |= before & ~(BAD_SCHEDSTAT | DENIED_SCHEDSTAT);
             goto build;
         }
     }
