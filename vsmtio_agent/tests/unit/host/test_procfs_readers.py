@@ -89,6 +89,21 @@ class TestTheCReaderIsBuilt(testtools.TestCase):
         self.assertTrue(procfs.ThreadReader().native)
         self.assertFalse(procfs.ThreadReader(native=False).native)
 
+    def test_without_it_python_reads_and_says_so(self):
+        # An install without gcc or Python's headers: what the agent does.
+        log = self.useFixture(fixtures.FakeLogger())
+        self.useFixture(fixtures.MonkeyPatch(
+            'vsmtio_agent.host.procfs._procread', None))
+        self.assertFalse(procfs.native_available())
+        reader = procfs.ThreadReader()
+        self.assertFalse(reader.native)
+        self.assertIn('C reader (vsmtio_agent.host._procread) was not built',
+                      log.output)
+        self.assertRaises(RuntimeError, procfs.ThreadReader, native=True)
+        counters = reader.read(os.getpid(), threading.get_native_id())
+        self.assertIsNotNone(counters.voluntary_switches)
+        reader.close()
+
 
 class TestRealThreads(testtools.TestCase):
 
