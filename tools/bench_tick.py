@@ -76,7 +76,7 @@ def _no_gate_reader(native):
     The same held files and parsers: only the gate is taken away, by never
     handing the reader its last reading.
     """
-    from vsmtio_agent.host import procfs
+    from vsmtio_agent.linux import procfs
 
     class NoGate(procfs.ThreadReader):
         def __init__(self, *args, **kwargs):
@@ -127,7 +127,7 @@ def make_agent(tmp, native, gate):
     from vsmtio_agent.conf import agent as agent_conf
     from vsmtio_agent.conf import host as host_conf
     from vsmtio_agent.drivers import libvirt as libvirt_driver
-    from vsmtio_agent.host import procfs
+    from vsmtio_agent.linux import procfs
 
     # The host's read-only kvm.halt_poll_ns would warn once per worker.
     logging.getLogger('vsmtio_agent').setLevel(logging.ERROR)
@@ -254,7 +254,7 @@ def files(args):
     The kernel's cost of generating the file, plus a Python loop's (the
     ``/dev/null`` line), swept over the 200 threads ``--period`` apart.
     """
-    from vsmtio_agent.host import procfs
+    from vsmtio_agent.linux import procfs
 
     procs = start_host(args.idle_domains)
     tids = [(p.pid, t) for p in procs

@@ -93,11 +93,11 @@ class TestTheCReaderIsBuilt(testtools.TestCase):
         # An install without gcc or Python's headers: what the agent does.
         log = self.useFixture(fixtures.FakeLogger())
         self.useFixture(fixtures.MonkeyPatch(
-            'vsmtio_agent.host.procfs._procread', None))
+            'vsmtio_agent.linux.procfs._procread', None))
         self.assertFalse(procfs.native_available())
         reader = procfs.ThreadReader()
         self.assertFalse(reader.native)
-        self.assertIn('C reader (vsmtio_agent.host._procread) was not built',
+        self.assertIn('C reader (vsmtio_agent.linux._procread) was not built',
                       log.output)
         self.assertRaises(RuntimeError, procfs.ThreadReader, native=True)
         counters = reader.read(os.getpid(), threading.get_native_id())
