@@ -7,23 +7,35 @@ their domain's ``-uuid`` on the command line, read through procfs by the
 libvirt driver; the domains themselves are libvirt ``test:///default``
 domains with those UUIDs (20 vCPUs each), so libvirt calls, pinning and
 shares are real libvirt API calls. One period = sample, derive, policy
-step, apply (the sleep between periods is not counted).
+step, apply. Periods are ``--period`` apart (the agent's default, 0.1 s) as
+in the daemon; the sleep between them is not counted, but it is what lets
+the vCPUs run between two readings. Each vCPU thread wakes every 50 ms, so
+by default every vCPU runs in every period (the procfs reader's worst
+case); ``--idle-domains N`` makes N domains' vCPUs wake every 2 s instead.
 
-Baselines, in the same process: reading the same counters the way ``ps``
-does, scanning every process and thread of the host, in-process with
-psutil (``psutil full scan``) and by running ``ps -eLo`` itself.
+The agent's period is measured with each procfs reader, in the same run:
+the C reader and the pure-Python one, each with the ``schedstat`` gate
+(``status`` and ``stat`` only for threads that ran) and without it (every
+file of every thread, every period: what the agent did before the gate).
+Baselines, in the same run: reading the same counters the way ``ps`` does,
+scanning every process and thread of the host, in-process with psutil and by
+running ``ps -eLo`` itself.
 
 Reported as CPU time per period (this process and its children) and as a
-share of one core at a 1 s period. Run: ``python tools/bench_tick.py``
-(pyperf options apply, e.g. ``--fast``).
+share of one core at the agent's period. Run: ``python tools/bench_tick.py``
+(pyperf options apply, e.g. ``--fast``); ``--phases`` instead times each
+phase of the period (sample, derive, step, apply) for each reader, and
+``--files`` one read of each procfs file of a vCPU thread.
 """
 
 import atexit
+import functools
 import logging
 import os
 import resource
 import subprocess
 import sys
+import time
 import uuid
 
 import psutil
@@ -34,12 +46,13 @@ CHILD = r'''
 import sys, threading, time
 with open('/proc/self/comm', 'w') as f:
     f.write('qemu-bench')
+wake = float(sys.argv[4])
 def vcpu(i):
     tid = threading.get_native_id()
     with open('/proc/self/task/%d/comm' % tid, 'w') as f:
         f.write('CPU %d/KVM' % i)
     while True:
-        time.sleep(0.05)     # a mostly idle vCPU: wakes 20 times a second
+        time.sleep(wake)     # a mostly idle vCPU that wakes now and then
 for i in range(int(sys.argv[3])):
     threading.Thread(target=vcpu, args=(i,), daemon=True).start()
 sys.stdout.write('ready\n'); sys.stdout.flush()
@@ -47,6 +60,8 @@ sys.stdin.read()
 '''
 DOMAIN_XML = """<domain type='test'><name>bench-%s</name><uuid>%s</uuid>
 <memory>65536</memory><vcpu>%d</vcpu><os><type>hvm</type></os></domain>"""
+BUSY_WAKE, IDLE_WAKE = 0.05, 2.0
+_KEEP = []
 
 
 def cpu_seconds():
@@ -55,29 +70,67 @@ def cpu_seconds():
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def make_host(tmp):
+def _no_gate_reader(native):
+    """A reader that reads every file every period (no ``schedstat`` gate).
+
+    The same held files and parsers: only the gate is taken away, by never
+    handing the reader its last reading.
+    """
+    from vsmtio_agent.linux import procfs
+
+    class NoGate(procfs.ThreadReader):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, native=native, **kwargs)
+            read = self._read_thread
+            self._read_thread = lambda fds, last, bad: read(fds, None, bad)
+    return NoGate
+
+
+READERS = {
+    # name: (native, gate)
+    'C reader': (True, True),
+    'Python reader': (False, True),
+    'C reader, no gate': (True, False),
+    'Python reader, no gate': (False, False),
+}
+
+
+def start_host(idle_domains=0):
     """Start the vCPU thread processes and their test-driver domains."""
     import libvirt
+
+    conn = libvirt.open('test:///default')
+    procs = []
+    for n in range(DOMAINS):
+        dom_uuid = str(uuid.uuid4())
+        wake = IDLE_WAKE if n < idle_domains else BUSY_WAKE
+        proc = subprocess.Popen(
+            [sys.executable, '-c', CHILD, '-uuid', dom_uuid, str(VCPUS),
+             str(wake)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        proc.stdout.readline()
+        procs.append(proc)
+        conn.createXML(DOMAIN_XML % (dom_uuid[:8], dom_uuid, VCPUS))
+    atexit.register(lambda: [p.kill() for p in procs])
+    # test:///default's domains live as long as a connection to it does.
+    _KEEP.append(conn)
+    return procs
+
+
+def make_agent(tmp, native, gate):
+    """The agent with the libvirt driver and the reader asked for."""
+    from unittest import mock
+
     from oslo_config import cfg
 
     from vsmtio_agent import agent as agent_mod
     from vsmtio_agent.conf import agent as agent_conf
     from vsmtio_agent.conf import host as host_conf
     from vsmtio_agent.drivers import libvirt as libvirt_driver
+    from vsmtio_agent.linux import procfs
 
     # The host's read-only kvm.halt_poll_ns would warn once per worker.
     logging.getLogger('vsmtio_agent').setLevel(logging.ERROR)
-    conn = libvirt.open('test:///default')
-    procs = []
-    for _ in range(DOMAINS):
-        dom_uuid = str(uuid.uuid4())
-        proc = subprocess.Popen(
-            [sys.executable, '-c', CHILD, '-uuid', dom_uuid, str(VCPUS)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        proc.stdout.readline()
-        procs.append(proc)
-        conn.createXML(DOMAIN_XML % (dom_uuid[:8], dom_uuid, VCPUS))
-    atexit.register(lambda: [p.kill() for p in procs])
     conf = cfg.ConfigOpts()
     agent_conf.register_opts(conf)
     host_conf.register_opts(conf)
@@ -86,7 +139,11 @@ def make_host(tmp):
                        ('checkpoint_path', os.path.join(tmp, 'ckpt.json')),
                        ('period', 1.0)):
         conf.set_override(key, value, group='vsmtio_agent')
-    driver = libvirt_driver.LibvirtHostDriver(conf)
+    reader = (functools.partial(procfs.ThreadReader, native=native) if gate
+              else _no_gate_reader(native))
+    # The driver builds its reader as procfs.ThreadReader(procfs_root).
+    with mock.patch.object(procfs, 'ThreadReader', reader):
+        driver = libvirt_driver.LibvirtHostDriver(conf)
     driver.interrupt()      # advance() returns at once: no sleep counted
     driver.recover()        # the daemon's first step
     agent = agent_mod.Agent(conf, driver)
@@ -125,42 +182,172 @@ def ps_scan():
                           capture_output=True, check=True).stdout
 
 
-def timed(func):
+def timed(setup, period):
+    """A pyperf time function: CPU seconds of ``loops`` periods.
+
+    ``setup`` returns the function to run each period; it is called once
+    per worker, before any timing.
+    """
+    state = {}
+
     def bench(loops):
-        start = cpu_seconds()
+        if 'func' not in state:
+            state['func'] = setup()
+        func = state['func']
+        spent = 0.0
         for _ in range(loops):
+            time.sleep(period)
+            start = cpu_seconds()
             func()
-        return cpu_seconds() - start
+            spent += cpu_seconds() - start
+        return spent
     return bench
+
+
+def phases(args):
+    """CPU ms of each phase of the period, for each reader.
+
+    The readers' agents share the host and take turns, one period each,
+    so that a load that drifts during the run (a shared machine) weighs on
+    each alike.
+    """
+    import tempfile
+
+    from vsmtio_agent.policy import monitor
+
+    start_host(args.idle_domains)
+    agents = {name: make_agent(tempfile.mkdtemp(prefix='vsmtio-bench-'),
+                               native, gate)
+              for name, (native, gate) in READERS.items()}
+    spent = {name: [0.0] * 4 for name in agents}
+    last = {name: agent.driver.sample() for name, agent in agents.items()}
+    for _ in range(args.periods):
+        for name, agent in agents.items():
+            driver = agent.driver
+            time.sleep(args.period)
+            t0 = time.process_time()
+            snap = driver.sample()
+            t1 = time.process_time()
+            stats = monitor.derive(last[name], snap,
+                                   agent.opts.idle_switch_threshold,
+                                   agent.topology)
+            t2 = time.process_time()
+            decision = agent.engine.step(stats)
+            t3 = time.process_time()
+            driver.apply(decision)
+            t4 = time.process_time()
+            last[name] = snap
+            for i, dt in enumerate((t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+                spent[name][i] += dt
+    print('%-24s %8s %8s %8s %8s %8s' % ('ms CPU per period', 'sample',
+                                         'derive', 'step', 'apply', 'all'))
+    for name, agent in agents.items():
+        ms = [s / args.periods * 1e3 for s in spent[name]]
+        print('%-24s %8.2f %8.2f %8.2f %8.2f %8.2f'
+              % ((name,) + tuple(ms) + (sum(ms),)))
+        agent.stop()
+
+
+def files(args):
+    """CPU us of one ``pread`` of each procfs file of a vCPU thread.
+
+    The kernel's cost of generating the file, plus a Python loop's (the
+    ``/dev/null`` line), swept over the 200 threads ``--period`` apart.
+    """
+    from vsmtio_agent.linux import procfs
+
+    procs = start_host(args.idle_domains)
+    tids = [(p.pid, t) for p in procs
+            for t in procfs.vcpu_threads(p.pid).values()]
+    paths = {name: ['/proc/%d/task/%d/%s' % (pid, tid, name)
+                    for pid, tid in tids]
+             for name in ('schedstat', 'stat', 'status', 'sched', 'io')}
+    paths['/dev/null'] = ['/dev/null'] * len(tids)
+    print('%-10s %8s %8s' % ('file', 'us/read', 'bytes'))
+    for name, names in paths.items():
+        try:
+            fds = [os.open(path, os.O_RDONLY) for path in names]
+        except OSError as exc:
+            print('%-10s %s' % (name, exc))
+            continue
+        spent = 0.0
+        for _ in range(args.periods):
+            time.sleep(args.period)
+            start = time.process_time()
+            for fd in fds:
+                os.pread(fd, 4096, 0)
+            spent += time.process_time() - start
+        print('%-10s %8.2f %8d' % (name, spent / args.periods / len(fds)
+                                   * 1e6, len(os.pread(fds[0], 4096, 0))))
+        for fd in fds:
+            os.close(fd)
 
 
 def main():
     import tempfile
-    runner = pyperf.Runner(processes=2, values=5, warmups=1)
-    runner.metadata['description'] = (
-        'CPU seconds per agent period, %d vCPU threads' % (DOMAINS * VCPUS))
+
+    def pass_args(cmd, args):
+        cmd.extend(('--period', str(args.period),
+                    '--idle-domains', str(args.idle_domains)))
+
+    runner = pyperf.Runner(processes=2, values=5, warmups=1,
+                           add_cmdline_args=pass_args)
+    runner.argparser.add_argument(
+        '--period', type=float, default=0.1,
+        help='seconds between periods, not counted (default: 0.1, the '
+             "agent's default period)")
+    runner.argparser.add_argument(
+        '--idle-domains', type=int, default=0, choices=range(DOMAINS + 1),
+        help='domains whose vCPUs wake every %g s instead of every %g s'
+             % (IDLE_WAKE, BUSY_WAKE))
+    runner.argparser.add_argument(
+        '--phases', action='store_true',
+        help='time each phase of the period for each reader, then exit')
+    runner.argparser.add_argument(
+        '--files', action='store_true',
+        help='time one pread of each procfs file of a thread, then exit')
+    runner.argparser.add_argument(
+        '--periods', type=int, default=100,
+        help='periods timed with --phases or --files (default: 100)')
     args = runner.parse_args()
-    tick = None
-    if args.worker:     # the host is built where the benchmark runs
-        tick = make_host(tempfile.mkdtemp(prefix='vsmtio-bench-')).tick
+    if args.phases:
+        phases(args)
+        return
+    if args.files:
+        files(args)
+        return
+    runner.metadata['description'] = (
+        'CPU seconds per agent period, %d vCPU threads, %d idle domains'
+        % (DOMAINS * VCPUS, args.idle_domains))
+
+    def host(native, gate):
+        start_host(args.idle_domains)
+        return make_agent(tempfile.mkdtemp(prefix='vsmtio-bench-'), native,
+                          gate).tick
+
     results = {}
-    for name, func in (('agent period (libvirt driver)', tick),
-                       ('psutil full scan', psutil_scan),
+    for name, (native, gate) in READERS.items():
+        name = 'agent period, %s' % name
+        results[name] = runner.bench_time_func(
+            name, timed(functools.partial(host, native, gate), args.period))
+    for name, func in (('psutil full scan', psutil_scan),
                        ('ps -eLo full scan', ps_scan)):
-        results[name] = runner.bench_time_func(name, timed(func))
+        results[name] = runner.bench_time_func(
+            name, timed(lambda f=func: f, args.period))
     if args.worker or None in results.values():
         return
-    base = results['agent period (libvirt driver)'].mean()
+    base = results['agent period, C reader'].mean()
     print()
-    print('%-32s %12s %14s %10s' % ('per 1 s period', 'CPU ms', 'core share',
-                                    'vs agent'))
+    print('%-36s %10s %12s %10s' % ('%g s period' % args.period, 'CPU ms',
+                                    'core share', 'vs C'))
     for name, bench in results.items():
-        mean = bench.mean()
-        print('%-32s %12.2f %13.2f%% %9.1fx'
-              % (name, mean * 1e3, mean * 100, mean / base))
-    print('(%d vCPU threads in %d domains; %d CPUs; CPU time of this '
-          'process and its children)' % (DOMAINS * VCPUS, DOMAINS,
-                                         os.cpu_count()))
+        mean, dev = bench.mean(), bench.stdev()
+        print('%-36s %6.2f ±%.2f %11.2f%% %9.1fx'
+              % (name, mean * 1e3, dev * 1e3, mean / args.period * 100,
+                 mean / base))
+    print('(%d vCPU threads in %d domains, %d of them idle; %d CPUs; CPU '
+          'time of this process and its children)'
+          % (DOMAINS * VCPUS, DOMAINS, args.idle_domains, os.cpu_count()))
 
 
 if __name__ == '__main__':
