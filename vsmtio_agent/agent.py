@@ -10,6 +10,7 @@ from oslo_log import log as logging
 
 from vsmtio_agent import model
 from vsmtio_agent.policy import engine as engine_mod
+from vsmtio_agent.policy import mist
 from vsmtio_agent.policy import monitor
 
 LOG = logging.getLogger(__name__)
@@ -42,6 +43,9 @@ class Agent(object):
                      len(decision.placements),
                      ', '.join('%s<->%s' % (s.a, s.b)
                                for s in decision.swaps) or 'none')
+            for domain, verdict in sorted(decision.protect.items()):
+                LOG.info('dry run: would protect %s: %s', domain,
+                         verdict.reason)
             return None
         result = self.driver.apply(decision)
         if result is not None and result.failed:
@@ -71,7 +75,9 @@ class Agent(object):
         stats = monitor.derive(self.last_snapshot, snapshot,
                                self.opts.idle_switch_threshold,
                                self.topology)
-        decision = self.engine.step(stats)
+        vms = mist.observe(self.last_snapshot, snapshot, stats,
+                           self.opts.idle_switch_threshold)
+        decision = self.engine.step(stats, vms)
         self.last_result = self._apply(decision)
         self.last_snapshot = snapshot
         self.last_stats = stats

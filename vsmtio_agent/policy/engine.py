@@ -18,6 +18,7 @@ from vsmtio_agent import model
 from vsmtio_agent.policy import adjuster
 from vsmtio_agent.policy import guard as guard_mod
 from vsmtio_agent.policy import ltcr
+from vsmtio_agent.policy import mist as mist_mod
 from vsmtio_agent.policy import rass
 
 US = 1000
@@ -33,6 +34,7 @@ class Params:
     ltcr_measure: str = ltcr.THROUGHPUT
     guard: guard_mod.Params = None
     fair_share: bool = True
+    mist: mist_mod.Params = None
 
     @classmethod
     def from_conf(cls, conf):
@@ -50,7 +52,11 @@ class Params:
             ltcr_measure=opts.ltcr_measure,
             guard=(guard_mod.Params.from_conf(conf) if opts.guard
                    else None),
-            fair_share=opts.fair_share)
+            fair_share=opts.fair_share,
+            # MIST's options are the daemon's (absent from the simulator's
+            # configuration): no option, no MIST.
+            mist=(mist_mod.Params.from_conf(conf)
+                  if getattr(opts, 'mist', False) else None))
 
 
 class PolicyEngine(object):
@@ -67,6 +73,8 @@ class PolicyEngine(object):
         self.roles = {}
         # whether the period being run is LTCR's own (its data counts)
         self._ltcr_period = self.guard is None
+        self.mist_states = {}     # MIST's detector memory, per domain
+        self.mist_verdicts = {}   # its last verdict per reserved domain
 
     @property
     def kept(self):
@@ -107,8 +115,12 @@ class PolicyEngine(object):
             assignment[ref] = core
         return assignment
 
-    def step(self, stats):
-        """The :class:`~vsmtio_agent.model.Decision` for the next period."""
+    def step(self, stats, vms=None):
+        """The :class:`~vsmtio_agent.model.Decision` for the next period.
+
+        ``vms`` (``{domain: mist.VmPeriod}``, from :func:`mist.observe`)
+        feeds MIST's detector where it is configured.
+        """
         p = self.params
         ltcr_owned = self._ltcr_period      # was the period just run LTCR's?
         if self.guard is not None:
@@ -159,4 +171,13 @@ class PolicyEngine(object):
                               placements=placements, swaps=swaps,
                               retention=guard_mod.RETENTION in active,
                               split=guard_mod.SPLIT in active,
-                              borrow=guard_mod.BORROW in active)
+                              borrow=guard_mod.BORROW in active,
+                              protect=self._mist_step(vms))
+
+    def _mist_step(self, vms):
+        """MIST's protection set for the next period (empty without it)."""
+        if self.params.mist is None or vms is None:
+            return {}
+        self.mist_states, self.mist_verdicts = mist_mod.step(
+            self.params.mist, self.mist_states, vms)
+        return mist_mod.protection_set(self.mist_verdicts)
