@@ -28,6 +28,7 @@ import libvirt
 from oslo_log import log as logging
 
 from vsmtio_agent.drivers import base
+from vsmtio_agent.drivers import mist_host
 from vsmtio_agent.host import checkpoint as checkpoint_mod
 from vsmtio_agent.host import perf
 from vsmtio_agent.host import procfs
@@ -109,6 +110,10 @@ class LibvirtHostDriver(base.HostDriver):
             opts.sysfs_root)
         self.checkpoint = checkpoint_mod.Checkpoint(
             opts.checkpoint_path, checkpoint_mod.boot_id(opts.procfs_root))
+        # MIST: block I/O, reservations and its own knobs (mist_host)
+        self.mist = (mist_host.MistHost(opts, self._lookup,
+                                        shares_held=self._rass_shares)
+                     if getattr(opts, 'mist', False) else None)
 
     # -- connection -------------------------------------------------------
 
@@ -220,7 +225,8 @@ class LibvirtHostDriver(base.HostDriver):
         self._reader.retain({e.pid for e in self._domains.values()})
         self._perf.retain({t for e in self._domains.values()
                            for t in e.tids.values()})
-        return model.Snapshot(time_ns=now, vcpus=vcpus)
+        domains = self.mist.domain_counters(conn) if self.mist else {}
+        return model.Snapshot(time_ns=now, vcpus=vcpus, domains=domains)
 
     def _track(self, dom):
         uuid, dom_id = dom.UUIDString(), dom.ID()
@@ -353,6 +359,9 @@ class LibvirtHostDriver(base.HostDriver):
         # What the guard switched off goes back to the host's own values;
         # a knob is never moved for a mechanism the agent does not keep.
         self._withdraw(decision, counts, messages)
+        if self.mist is not None:
+            self.mist.apply(decision.protect, self._domains, counts,
+                            messages)
         pins, shares, classes, io_cpus, knob = [], [], [], None, None
         if decision.split:
             pins, shares = self._plan(decision, counts, messages)
@@ -582,6 +591,8 @@ class LibvirtHostDriver(base.HostDriver):
             entry = self._domains[uuid]
             if not self._can_share or entry.shares is None or factor == 1:
                 continue
+            if self.mist and self.mist.shares.original_value(uuid):
+                continue    # MIST's fallback holds them: one writer a knob
             original = self._original_shares(entry)
             want = original
             if uuid in io_domains:
@@ -766,6 +777,8 @@ class LibvirtHostDriver(base.HostDriver):
         self._recovered = True
         if not self._owns_host():
             return
+        if self.mist is not None:
+            self.mist.recover()
         try:
             pending = self.checkpoint.load()
         except checkpoint_mod.CheckpointError:
@@ -787,7 +800,7 @@ class LibvirtHostDriver(base.HostDriver):
             return
         if not self._owns_host():
             return
-        remaining = 0
+        remaining = self.mist.restore() if self.mist is not None else 0
         if self.checkpoint.domains:
             try:
                 conn = self._connection()
@@ -933,6 +946,10 @@ class LibvirtHostDriver(base.HostDriver):
                            'host (no cpu events in sysfs); the guard keeps '
                            'no mechanism it cannot judge')
         missing.extend(self._degraded)
+        if self.mist is not None:
+            mist_caps, mist_missing = self.mist.describe()
+            caps.extend(mist_caps)
+            missing.extend(mist_missing)
         if self.abi_version:
             mode = 'patched'
             reason = ('%s: retention counters, timeout and RASS classes '
@@ -947,6 +964,18 @@ class LibvirtHostDriver(base.HostDriver):
         return base.HostMode(mode=mode, reason=reason,
                              capabilities=tuple(caps),
                              missing=tuple(missing))
+
+    def _lookup(self, uuid):
+        """The running domain ``uuid`` (for MIST's actuators)."""
+        try:
+            return self._connection().lookupByUUIDString(uuid)
+        except base.HostDriverError as exc:
+            raise libvirt.libvirtError(str(exc))
+
+    def _rass_shares(self, uuid):
+        """Whether the RASS split holds the domain's cpu shares."""
+        rec = self.checkpoint.domains.get(uuid)
+        return bool(rec) and rec.get('cpu_shares') is not None
 
     def vcpu_threads(self):
         """{VcpuRef: tid} of the vCPU threads found (for status, tests)."""
