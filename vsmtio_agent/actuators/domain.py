@@ -14,6 +14,7 @@ value in it, is new).
 
 import libvirt
 
+from vsmtio_agent.actuators import attempt
 from vsmtio_agent.actuators import base
 
 _DENIED = (libvirt.VIR_ERR_ACCESS_DENIED, libvirt.VIR_ERR_OPERATION_DENIED,
@@ -78,7 +79,8 @@ class _DomainParam(base.Actuator):
         now = self.read(uuid)
         if now['value'] == number:
             return False
-        self.write(uuid, {'name': now['name'], 'value': int(number)})
+        attempt.write(self, uuid, {'name': now['name'],
+                                   'value': int(number)})
         return True
 
     def original_value(self, uuid):

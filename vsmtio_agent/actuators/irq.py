@@ -12,6 +12,7 @@ import errno
 import os
 import re
 
+from vsmtio_agent.actuators import attempt
 from vsmtio_agent.actuators import base
 from vsmtio_agent.host import topology
 
@@ -99,5 +100,5 @@ class IrqAffinity(base.Actuator):
         want = topology.format_cpu_list(cpus)
         if self.read(str(irq)) == want:
             return False
-        self.write(str(irq), want)
+        attempt.write(self, str(irq), want)
         return True

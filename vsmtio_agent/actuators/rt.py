@@ -95,8 +95,8 @@ def rt_mode(procfs_root, cgroup_root, cgroup_path):
     if runtime == 0:
         return None, 'kernel.sched_rt_runtime_us is 0: no real-time runtime'
     root = cpu_controller_root(cgroup_root)
-    if (root and cgroup_path is not None
-            and os.path.exists(os.path.join(root, RT_FILE))):
+    # a thread in the root group runs on the host-wide budget itself
+    if root and cgroup_path and os.path.exists(os.path.join(root, RT_FILE)):
         return 'group', ('real-time group scheduling: runtime granted per '
                          'vCPU cgroup under %s' % root)
     return 'global', ('real-time runtime bounded host-wide at %d us per '

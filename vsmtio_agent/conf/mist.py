@@ -65,17 +65,35 @@ action_opts = [
                help='SCHED_RR priority of a protected VM\'s vCPU threads. '
                     'Low by default: above every normal task, below the '
                     'kernel\'s interrupt threads (50) and watchdogs (99).'),
+    cfg.StrOpt('mist_rt_threads',
+               default='all', choices=[
+                   ('all', 'every thread of the domain\'s QEMU process: '
+                    'vCPUs and the emulator and I/O threads that serve '
+                    'its disks, as MIST makes the whole VM real-time'),
+                   ('vcpus', 'the vCPU threads only')],
+               help='Which threads of a protected domain run at real-time '
+                    'priority. A guest\'s block I/O is served by QEMU\'s '
+                    'emulator and I/O threads: with ``vcpus`` they stay in '
+                    'CFS beside the interferer (doc/benchmarks/mist.rst '
+                    'measures both).'),
     cfg.IntOpt('mist_rt_runtime_us',
-               default=100000, min=1000, max=1000000,
-               help='On hosts with real-time group scheduling (the vCPU '
+               default=400000, min=1000, max=1000000,
+               help='On hosts with real-time group scheduling (the '
                     'thread\'s cpu cgroup has ``cpu.rt_runtime_us``), the '
-                    'real-time budget granted to each protected vCPU per '
-                    'real-time period (``sched_rt_period_us``, 1 s by '
-                    'default), down the cgroup path from the root; it '
-                    'bounds what a protected vCPU can take from the rest '
-                    'of the host. Without group scheduling the host-wide '
-                    '``kernel.sched_rt_runtime_us`` bounds it, and a host '
-                    'where that is -1 (unbounded) gets the fallback.'),
+                    'real-time runtime granted to each cpu cgroup of a '
+                    'protected domain (libvirt gives each vCPU and the '
+                    'emulator one) per real-time period '
+                    '(``sched_rt_period_us``, 1 s by default); their '
+                    'parents get the sum, which the host caps at '
+                    '``kernel.sched_rt_runtime_us`` (a grant beyond it '
+                    'fails and that domain gets the cpu shares fallback). '
+                    'A throttled real-time thread waits for the next '
+                    'period instead of falling back to CFS, so size it to '
+                    'what the reserved I/O needs (the MIST paper profiles '
+                    'IOPS against runtime). Without group scheduling the '
+                    'host-wide ``kernel.sched_rt_runtime_us`` bounds RT '
+                    'threads, and a host where that is -1 (unbounded) '
+                    'gets the fallback.'),
     cfg.FloatOpt('mist_cpu_shares_factor',
                  default=4.0, min=1.0, max=64.0,
                  help='The fallback where the host grants no real-time '

@@ -31,6 +31,7 @@ from xml.etree import ElementTree
 import libvirt
 from oslo_log import log as logging
 
+from vsmtio_agent.actuators import attempt
 from vsmtio_agent.actuators import base as act_base
 from vsmtio_agent.actuators import domain as domain_act
 from vsmtio_agent.actuators import irq as irq_act
@@ -204,11 +205,26 @@ class MistHost(object):
             why = 'vCPU threads of %s not found' % entry.name
         self._shares_fallback(entry, why, counts, messages)
 
+    def _thread_ids(self, entry):
+        if self.opts.mist_rt_threads == 'vcpus':
+            return sorted(entry.tids.values())
+        try:
+            return sorted(int(t) for t in os.listdir(os.path.join(
+                self.opts.procfs_root, str(entry.pid), 'task')))
+        except OSError as exc:
+            raise act_base.ActuatorError('threads of %s: %s'
+                                         % (entry.name, exc))
+
     def _rt_threads(self, entry, counts):
-        """SCHED_RR for every vCPU thread, granting runtime first."""
+        """SCHED_RR for the domain's threads, granting runtime first.
+
+        Threads get ``SCHED_RESET_ON_FORK``: a thread QEMU starts later
+        (its I/O worker pool) begins in CFS and is raised at the next
+        period, and none outlives a release at real-time priority.
+        """
         threads = self._threads.setdefault(entry.uuid, {})
         keys = {}
-        for tid in entry.tids.values():
+        for tid in self._thread_ids(entry):
             keys['%d/%d' % (entry.pid, tid)] = rt.cpu_cgroup(
                 self.opts.procfs_root, entry.pid, tid)
         first = next(iter(keys.values()), None)
@@ -219,13 +235,19 @@ class MistHost(object):
         threads.update(keys)
         if mode == 'group':
             self._grant()
-        want = {'policy': os.SCHED_RR,
+        want = {'policy': os.SCHED_RR | os.SCHED_RESET_ON_FORK,
                 'priority': self.opts.mist_rt_priority}
         for key in sorted(keys):
-            now = self.policy.read(key)
+            try:
+                now = self.policy.read(key)
+            except act_base.ActuatorError:
+                if self.opts.mist_rt_threads == 'all':
+                    threads.pop(key, None)
+                    continue    # a worker thread that has just exited
+                raise
             if (now['policy'], now['priority']) != (want['policy'],
                                                     want['priority']):
-                self.policy.write(key, want)
+                attempt.write(self.policy, key, want)
                 counts['applied'] += 1
 
     def _grant(self):
@@ -244,7 +266,7 @@ class MistHost(object):
         for group, value in rt.grants(self.runtime, leaves,
                                       self.opts.mist_rt_runtime_us):
             if self.runtime.read(group) != value:
-                self.runtime.write(group, value)
+                attempt.write(self.runtime, group, value)
 
     def _release_threads(self, uuid, messages):
         """Threads back to their policy, then unneeded runtime back.
