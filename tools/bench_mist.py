@@ -56,9 +56,12 @@ def run_phase(agent, guest, seconds):
 
 
 def policies(guest):
+    """The vCPU threads' policies and the domain's blkio weight, as text."""
     pid, tids = mist_guests.vcpu_threads(guest.uuid)
-    return sorted(POLICY.get(os.sched_getscheduler(t), '?')
-                  for t in tids.values())
+    names = sorted(POLICY.get(os.sched_getscheduler(t)
+                              & ~os.SCHED_RESET_ON_FORK, '?')
+                   for t in tids.values())
+    return names + ['blkio %d' % guest.dom.blkioParameters(0)['weight']]
 
 
 def main():
