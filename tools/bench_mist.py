@@ -7,13 +7,14 @@ libvirt (``mist_guests``). Phases, each ``--seconds`` long, the guest's
 IOPS measured from the host (libvirt block statistics over the phase):
 
 ``solo``         the reserved guest alone, the agent observing (dry run);
-                 its reservation is then set to ``--reserve`` x this rate
+                 then its reservation is set (``--reserve-iops``)
 ``interfered``   the interferer running, the agent observing (dry run:
                  it says whether it would protect, and writes nothing)
 ``protected``    the agent live: measured from the period MIST fired
 ``restored``     the agent stopped (everything put back), interferer on
 
-``interfered``/``protected`` alternate ``--rounds`` times. It prints each
+``interfered``/``protected`` alternate ``--rounds`` times in ABBA order
+(the machine's other load drifts). It prints each
 phase and the ratios against ``solo`` and ``interfered`` of the same run,
 and checks that the vCPU threads went to SCHED_RR and came back.
 
@@ -55,6 +56,29 @@ def run_phase(agent, guest, seconds):
     return iops, icpu, fired
 
 
+def interfered_phase(agent, reader, args):
+    observer = agent(True)
+    iops, icpu, fired = run_phase(observer, reader, args.seconds)
+    observer.stop()
+    return ('interfered', iops, icpu, fired, policies(reader))
+
+
+def protected_phase(agent, reader, args):
+    live = agent(False)
+    t0, ticks = time.monotonic(), 0
+    while reader.uuid not in getattr(live.tick(), 'protect', {}):
+        ticks += 1
+        if time.monotonic() - t0 > 60:
+            live.stop()
+            raise SystemExit('MIST did not fire in 60 s')
+    fire_s = time.monotonic() - t0
+    iops, icpu, fired = run_phase(live, reader, args.seconds)
+    held = policies(reader)
+    live.stop()
+    return ('protected', iops, icpu, fired, held,
+            'fired after %d periods (%.1f s)' % (ticks + 1, fire_s))
+
+
 def policies(guest):
     """The vCPU threads' policies and the domain's blkio weight, as text."""
     pid, tids = mist_guests.vcpu_threads(guest.uuid)
@@ -68,8 +92,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--seconds', type=float, default=10.0)
     parser.add_argument('--rounds', type=int, default=2)
-    parser.add_argument('--reserve', type=float, default=0.9,
-                        help='reservation as a share of the solo rate')
+    parser.add_argument('--reserve-iops', type=int, default=10 ** 6,
+                        help='the reserved guest\'s reservation; the '
+                        'default is beyond any TCG guest, so it is always '
+                        'below it and I_cpu decides')
     parser.add_argument('--interferer-vcpus', type=int, default=2)
     parser.add_argument('--rt-threads', choices=('all', 'vcpus'),
                         default='all')
@@ -99,31 +125,21 @@ def main():
         solo, icpu, _ = run_phase(observer, reader, args.seconds)
         observer.stop()
         rows.append(('solo', solo, icpu, False, policies(reader)))
-        reservation = max(1, int(solo * args.reserve))
+        reservation = args.reserve_iops
         reader.reserve(reservation)
 
         spinner = mist_guests.MistGuest(emb.conn, 'spinner',
                                         vcpus=args.interferer_vcpus)
         spinner.setUp()
-        for _ in range(args.rounds):
-            observer = agent(True)
-            iops, icpu, fired = run_phase(observer, reader, args.seconds)
-            observer.stop()
-            rows.append(('interfered', iops, icpu, fired, policies(reader)))
-
-            live = agent(False)
-            t0, ticks = time.monotonic(), 0
-            while reader.uuid not in (live.tick() or _NoDecision).protect:
-                ticks += 1
-                if time.monotonic() - t0 > 60:
-                    raise SystemExit('MIST did not fire in 60 s')
-            fire_s = time.monotonic() - t0
-            iops, icpu, fired = run_phase(live, reader, args.seconds)
-            held = policies(reader)
-            live.stop()
-            rows.append(('protected', iops, icpu, fired, held,
-                         'fired after %d periods (%.1f s)' % (ticks + 1,
-                                                              fire_s)))
+        for n in range(args.rounds):
+            # ABBA order: drift in the machine's other load cancels out
+            order = (('interfered', 'protected') if n % 2 == 0
+                     else ('protected', 'interfered'))
+            for phase in order:
+                if phase == 'interfered':
+                    rows.append(interfered_phase(agent, reader, args))
+                else:
+                    rows.append(protected_phase(agent, reader, args))
         restored, _ = reader.iops(args.seconds), None
         rows.append(('restored', restored, [], False, policies(reader)))
         spinner.cleanUp()
@@ -131,11 +147,11 @@ def main():
     finally:
         emb.cleanUp()
 
-    print('MIST on real qemu (TCG) guests: reservation %d IOPS '
-          '(%.2f x solo), %d-vCPU interferer, %.0f s phases, %d rounds, '
+    print('MIST on real qemu (TCG) guests: reservation %d IOPS, '
+          '%d-vCPU interferer, %.0f s phases, %d rounds, '
           'period 0.5 s, threshold 0.05, 3 periods to act; real-time: %s '
           'threads, %d us per cgroup per second'
-          % (reservation, args.reserve, args.interferer_vcpus,
+          % (reservation, args.interferer_vcpus,
              args.seconds, args.rounds, args.rt_threads,
              args.rt_runtime_us))
     interfered = [r[1] for r in rows if r[0] == 'interfered']
@@ -152,13 +168,14 @@ def main():
                      ','.join(pol) + ('  ' + row[5] if len(row) > 5
                                       else '')))
     protected = [r[1] for r in rows if r[0] == 'protected']
-    print('protected / interfered (mean of rounds): %.2f; protected / '
-          'solo: %.2f' % (statistics.mean(protected) / base,
-                          statistics.mean(protected) / solo))
-
-
-class _NoDecision(object):
-    protect = {}
+    print('interfered IOPS per round: %s; protected: %s'
+          % (' '.join('%.0f' % v for v in interfered),
+             ' '.join('%.0f' % v for v in protected)))
+    print('protected / interfered: %.2f (means), %.2f (medians); '
+          'protected / solo: %.2f'
+          % (statistics.mean(protected) / base,
+             statistics.median(protected) / statistics.median(interfered),
+             statistics.mean(protected) / solo))
 
 
 if __name__ == '__main__':

@@ -90,6 +90,8 @@ class TestIrq(testtools.TestCase):
         os.unlink(self.fake.affinity_file(39))
         os.makedirs(self.fake.affinity_file(39))    # EISDIR on write
         self.assertRaises(base.ActuatorError, self.act.move, 39, {1})
+        # the write never happened: nothing recorded for a restore to redo
+        self.assertEqual([], self.record.keys(self.act.kind))
 
     def test_a_vanished_irq_restores_as_nothing(self):
         self.act.move(36, {0})
@@ -307,3 +309,33 @@ class TestFileRecord(testtools.TestCase):
         rec = actuator_record.FileRecord(self.path)
         self.assertRaises(base.ActuatorError, rec.record, 'k', 'x', 1)
         self.assertRaises(KeyError, rec.original, 'k', 'x')
+
+
+class TestAttempt(testtools.TestCase):
+
+    def test_a_refused_write_leaves_no_record(self):
+        fake = self.useFixture(FakeIrqs())
+        record = base.MemoryRecord()
+
+        class Refusing(irq.IrqAffinity):
+            def _set(self, key, value):
+                raise base.ActuatorError('EPERM', denied=True)
+
+        act = Refusing(record, fake.root)
+        e = self.assertRaises(base.ActuatorError, act.move, 36, {0})
+        self.assertTrue(e.denied)
+        self.assertEqual([], record.keys(act.kind))
+        self.assertEqual([], act.restore_all())
+
+    def test_a_write_that_changed_the_knob_stays_recorded(self):
+        fake = self.useFixture(FakeIrqs())
+        record = base.MemoryRecord()
+
+        class HalfWay(irq.IrqAffinity):
+            def _set(self, key, value):
+                super()._set(key, value)
+                raise base.ActuatorError('failed after writing')
+
+        act = HalfWay(record, fake.root)
+        self.assertRaises(base.ActuatorError, act.move, 36, {0})
+        self.assertEqual(['36'], record.keys(act.kind))
