@@ -77,36 +77,11 @@ def block_totals(stats):
     return reqs, nbytes
 
 
-class MistHost(object):
-    """Measures reserved domains and applies MIST's protection set."""
+class Meter(object):
+    """Block I/O and the admitted reservation of every running domain."""
 
-    def __init__(self, opts, lookup, record=None, shares_held=None):
-        """Build the actuators over ``record`` (default: a file record).
-
-        ``lookup(uuid)`` gives a virDomain; ``shares_held(uuid)`` says
-        whether the RASS side holds that domain's cpu shares (then MIST's
-        fallback leaves them alone: one writer per knob).
-        """
-        self.opts = opts
-        self.record = record or actuator_record.FileRecord(
-            opts.checkpoint_path + '.actuators.json',
-            checkpoint.boot_id(opts.procfs_root))
-        self.policy = rt.ThreadPolicy(self.record, opts.procfs_root)
-        self.cgroup_root = os.path.join(opts.sysfs_root, 'fs/cgroup')
-        controller = rt.cpu_controller_root(self.cgroup_root)
-        self.runtime = (rt.CgroupRtRuntime(self.record, controller)
-                        if controller else None)
-        self.blkio = domain_act.BlkioWeight(self.record, lookup)
-        self.shares = domain_act.CpuShares(self.record, lookup)
-        self.irq = irq_act.IrqAffinity(self.record, opts.procfs_root)
-        self.shares_held = shares_held or (lambda uuid: False)
-        self.unsupported = {}       # mechanism -> why it is not tried
-        self.protected = {}         # uuid -> {'cpu': 'rt'|'shares', ...}
-        self._threads = {}          # uuid -> {thread key: cgroup or None}
+    def __init__(self):
         self._reservations = {}     # uuid -> (domain id, Reservation)
-        self._irq_refused = set()
-
-    # -- measuring ---------------------------------------------------------
 
     def reservation(self, dom):
         """The domain's honoured :class:`~vsmtio_agent.model.Reservation`."""
@@ -151,6 +126,40 @@ class MistHost(object):
         for uuid in set(self._reservations) - live:
             del self._reservations[uuid]
         return out
+
+
+class MistHost(object):
+    """Measures reserved domains and applies MIST's protection set."""
+
+    def __init__(self, opts, lookup, record=None, shares_held=None):
+        """Build the actuators over ``record`` (default: a file record).
+
+        ``lookup(uuid)`` gives a virDomain; ``shares_held(uuid)`` says
+        whether the RASS side holds that domain's cpu shares (then MIST's
+        fallback leaves them alone: one writer per knob).
+        """
+        self.opts = opts
+        self.record = record or actuator_record.FileRecord(
+            opts.checkpoint_path + '.actuators.json',
+            checkpoint.boot_id(opts.procfs_root))
+        self.policy = rt.ThreadPolicy(self.record, opts.procfs_root)
+        self.cgroup_root = os.path.join(opts.sysfs_root, 'fs/cgroup')
+        controller = rt.cpu_controller_root(self.cgroup_root)
+        self.runtime = (rt.CgroupRtRuntime(self.record, controller)
+                        if controller else None)
+        self.blkio = domain_act.BlkioWeight(self.record, lookup)
+        self.shares = domain_act.CpuShares(self.record, lookup)
+        self.irq = irq_act.IrqAffinity(self.record, opts.procfs_root)
+        self.shares_held = shares_held or (lambda uuid: False)
+        self.unsupported = {}       # mechanism -> why it is not tried
+        self.protected = {}         # uuid -> {'cpu': 'rt'|'shares', ...}
+        self._threads = {}          # uuid -> {thread key: cgroup or None}
+        self.meter = Meter()
+        self._irq_refused = set()
+
+    def domain_counters(self, conn):
+        """``{uuid: DomainCounters}`` of every running domain."""
+        return self.meter.domain_counters(conn)
 
     # -- protecting --------------------------------------------------------
 
