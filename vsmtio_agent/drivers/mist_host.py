@@ -416,8 +416,9 @@ class MistHost(object):
                 'release' % (self.opts.mist_icpu_threshold,
                              self.opts.mist_act_periods,
                              self.opts.mist_clear_periods)]
+        # as for a guest's thread: libvirt puts them below the root group
         mode, why = rt.rt_mode(self.opts.procfs_root, self.cgroup_root,
-                               '' if self.runtime else None)
+                               'machine' if self.runtime else None)
         (caps if mode else []).append('MIST cpu: %s' % why)
         missing = [] if mode else ['MIST real-time: %s (fallback: cpu '
                                    'shares x%.1f)'
