@@ -18,15 +18,17 @@ IOPS measured from the host (libvirt block statistics over the phase):
 phase and the ratios against ``solo`` and ``interfered`` of the same run,
 and checks that the vCPU threads went to SCHED_RR and came back.
 
-Run (root): python tools/bench_mist.py [--seconds 10] [--rounds 2]
+Run (root): python tools/bench_mist.py [--seconds 10] [--rounds 4]
+[--rt-threads all|vcpus]
 """
 
 import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
+
+import fixtures
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__),
                                                 '..')))
@@ -91,7 +93,7 @@ def policies(guest):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--seconds', type=float, default=10.0)
-    parser.add_argument('--rounds', type=int, default=2)
+    parser.add_argument('--rounds', type=int, default=4)
     parser.add_argument('--reserve-iops', type=int, default=10 ** 6,
                         help='the reserved guest\'s reservation; the '
                         'default is beyond any TCG guest, so it is always '
@@ -102,35 +104,36 @@ def main():
     parser.add_argument('--rt-runtime-us', type=int, default=400000)
     args = parser.parse_args()
 
-    emb = mist_guests.EmbeddedLibvirt()
-    emb.setUp()
-    tmp = tempfile.mkdtemp(prefix='bench-mist-')
+    with fixtures.TempDir() as tmp, mist_guests.EmbeddedLibvirt() as emb:
+        # fixtures: the guests are destroyed on the way out, whatever
+        # happens (QEMU outlives an embedded libvirt that is only closed)
+        with mist_guests.MistGuest(emb.conn, 'reader') as reader:
+            rows, solo = measure(args, emb, tmp.path, reader)
+    report(args, rows, solo)
+
+
+def measure(args, emb, tmp, reader):
+    """Every phase's row, and the solo rate."""
+    time.sleep(3)
+
+    def agent(dry):
+        conf = mist_guests.make_conf(
+            emb.uri, tmp, dry_run=dry, mist_rt_threads=args.rt_threads,
+            mist_rt_runtime_us=args.rt_runtime_us)
+        ag = mist_guests.make_agent(conf)
+        if not dry:
+            ag.driver.recover()
+        ag.tick()
+        return ag
+
     rows = []
-    try:
-        reader = mist_guests.MistGuest(emb.conn, 'reader')
-        reader.setUp()
-        time.sleep(3)
-
-        def agent(dry):
-            conf = mist_guests.make_conf(
-                emb.uri, tmp, dry_run=dry, mist_rt_threads=args.rt_threads,
-                mist_rt_runtime_us=args.rt_runtime_us)
-            ag = mist_guests.make_agent(conf)
-            if not dry:
-                ag.driver.recover()
-            ag.tick()
-            return ag
-
-        observer = agent(True)
-        solo, icpu, _ = run_phase(observer, reader, args.seconds)
-        observer.stop()
-        rows.append(('solo', solo, icpu, False, policies(reader)))
-        reservation = args.reserve_iops
-        reader.reserve(reservation)
-
-        spinner = mist_guests.MistGuest(emb.conn, 'spinner',
-                                        vcpus=args.interferer_vcpus)
-        spinner.setUp()
+    observer = agent(True)
+    solo, icpu, _ = run_phase(observer, reader, args.seconds)
+    observer.stop()
+    rows.append(('solo', solo, icpu, False, policies(reader)))
+    reader.reserve(args.reserve_iops)
+    with mist_guests.MistGuest(emb.conn, 'spinner',
+                               vcpus=args.interferer_vcpus):
         for n in range(args.rounds):
             # ABBA order: drift in the machine's other load cancels out
             order = (('interfered', 'protected') if n % 2 == 0
@@ -140,20 +143,18 @@ def main():
                     rows.append(interfered_phase(agent, reader, args))
                 else:
                     rows.append(protected_phase(agent, reader, args))
-        restored, _ = reader.iops(args.seconds), None
-        rows.append(('restored', restored, [], False, policies(reader)))
-        spinner.cleanUp()
-        reader.cleanUp()
-    finally:
-        emb.cleanUp()
+        rows.append(('restored', reader.iops(args.seconds), [], False,
+                     policies(reader)))
+    return rows, solo
 
+
+def report(args, rows, solo):
     print('MIST on real qemu (TCG) guests: reservation %d IOPS, '
           '%d-vCPU interferer, %.0f s phases, %d rounds, '
           'period 0.5 s, threshold 0.05, 3 periods to act; real-time: %s '
           'threads, %d us per cgroup per second'
-          % (reservation, args.interferer_vcpus,
-             args.seconds, args.rounds, args.rt_threads,
-             args.rt_runtime_us))
+          % (args.reserve_iops, args.interferer_vcpus, args.seconds,
+             args.rounds, args.rt_threads, args.rt_runtime_us))
     interfered = [r[1] for r in rows if r[0] == 'interfered']
     base = statistics.mean(interfered)
     fmt = '%-11s %9s %8s %10s %9s %-9s %s'
