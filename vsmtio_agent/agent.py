@@ -23,6 +23,7 @@ from oslo_log import log as logging
 from vsmtio_agent.drivers import base
 from vsmtio_agent import model
 from vsmtio_agent.policy import engine as engine_mod
+from vsmtio_agent.policy import mist
 from vsmtio_agent.policy import monitor
 
 LOG = logging.getLogger(__name__)
@@ -103,6 +104,9 @@ class Agent(object):
                      len(decision.placements),
                      ', '.join('%s<->%s' % (s.a, s.b)
                                for s in decision.swaps) or 'none')
+            for domain, verdict in sorted(decision.protect.items()):
+                LOG.info('dry run: would protect %s: %s', domain,
+                         verdict.reason)
             return None
         result = self.driver.apply(decision)
         if result is not None and result.failed:
@@ -143,7 +147,9 @@ class Agent(object):
         stats = monitor.derive(self.period.snapshot, snapshot,
                                self.opts.idle_switch_threshold,
                                self.topology)
-        decision = self.engine.step(stats)
+        vms = mist.observe(self.period.snapshot, snapshot, stats,
+                           self.opts.idle_switch_threshold)
+        decision = self.engine.step(stats, vms)
         result = self._apply(decision)
         self.ticks += 1
         period = self._record(self.ticks, snapshot, stats, decision, result)

@@ -121,11 +121,45 @@ class VcpuCounters:
 
 
 @dataclasses.dataclass(frozen=True)
+class Reservation:
+    """The I/O a VM reserved (MIST): IOPS and/or bytes per second.
+
+    Set from the flavor (``vsmtio:io_reservation_iops``,
+    ``vsmtio:io_reservation_bytes_per_s``); ``None`` is no reservation.
+    """
+
+    iops: Optional[int] = None
+    bytes_per_s: Optional[int] = None
+
+    @property
+    def reserved(self):
+        return bool(self.iops or self.bytes_per_s)
+
+
+@dataclasses.dataclass(frozen=True)
+class DomainCounters:
+    """One domain's cumulative block I/O and its reservation (MIST).
+
+    ``io_requests`` (reads plus writes) and ``io_bytes`` are summed over
+    its disks; ``None`` where the host has no block statistics.
+    """
+
+    io_requests: Optional[int] = None
+    io_bytes: Optional[int] = None
+    reservation: Reservation = Reservation()
+
+
+@dataclasses.dataclass(frozen=True)
 class Snapshot:
-    """Every vCPU's cumulative counters at host time ``time_ns``."""
+    """Every vCPU's cumulative counters at host time ``time_ns``.
+
+    ``domains`` maps a domain to its :class:`DomainCounters`, for hosts
+    that measure block I/O (empty elsewhere).
+    """
 
     time_ns: int
     vcpus: Mapping
+    domains: Mapping = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +246,9 @@ class Decision:
     scheduler put it. ``retention`` says whether idle vCPUs may
     retain their context at all (else they halt and block, as on a host
     without vSMT-IO); ``borrow`` whether CPU-bound vCPUs may run on an idle
-    I/O sibling.
+    I/O sibling. ``protect`` maps each reserved domain MIST protects in
+    the next period to its :class:`~vsmtio_agent.policy.mist.Verdict`
+    (empty: protect none).
     """
 
     timeout_ns: int
@@ -222,6 +258,7 @@ class Decision:
     split: bool = True
     borrow: bool = True
     split_cores: Optional[frozenset] = None
+    protect: Mapping = dataclasses.field(default_factory=dict)
 
     def applies(self, placement):
         """Whether the split puts ``placement`` in force (its core is split).

@@ -8,6 +8,7 @@ key in the ``vsmtio`` namespace, with HTTP 400.
 from nova.api.validation.extra_specs import base
 
 from vsmtio_nova import balloon
+from vsmtio_nova import io_reservation
 from vsmtio_nova import workload
 
 EXTRA_SPEC_CONTEXT_RETENTION = 'vsmtio:context_retention'
@@ -40,6 +41,37 @@ EXTRA_SPEC_VALIDATORS = [
         value={
             'type': bool,
             'description': 'Whether to allow context retention.',
+        },
+    ),
+    # -- I/O reservations (MIST); see vsmtio_nova.io_reservation ----------
+    base.ExtraSpecValidator(
+        name=io_reservation.EXTRA_SPEC_IOPS,
+        description=(
+            'I/O operations per second reserved for each instance: while '
+            'it gets less and its vCPUs suffer CPU interference, the '
+            'vsmtio agent protects it (real-time vCPUs, block I/O weight, '
+            'interrupt separation). Admission is placement\'s: also set '
+            '``resources:%s`` to the same number; the agent protects at '
+            'most what placement admitted.' % io_reservation.RC_IOPS),
+        value={
+            'type': int,
+            'min': 1,
+            'max': io_reservation.PLACEMENT_MAX,
+            'description': 'Reserved IOPS (a positive integer).',
+        },
+    ),
+    base.ExtraSpecValidator(
+        name=io_reservation.EXTRA_SPEC_MIB_PER_S,
+        description=(
+            'Block I/O bandwidth in MiB/s reserved for each instance, '
+            'protected like ``%s``. Also set ``resources:%s`` to the same '
+            'number.' % (io_reservation.EXTRA_SPEC_IOPS,
+                         io_reservation.RC_MIB_PER_S)),
+        value={
+            'type': int,
+            'min': 1,
+            'max': io_reservation.PLACEMENT_MAX,
+            'description': 'Reserved MiB/s (a positive integer).',
         },
     ),
 ]

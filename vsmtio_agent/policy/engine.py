@@ -18,6 +18,7 @@ from vsmtio_agent import model
 from vsmtio_agent.policy import adjuster
 from vsmtio_agent.policy import guard as guard_mod
 from vsmtio_agent.policy import ltcr
+from vsmtio_agent.policy import mist as mist_mod
 from vsmtio_agent.policy import rass
 
 US = 1000
@@ -36,6 +37,7 @@ class Params:
     # the share of the host's cores the split covers when it is in force
     # (without the guard; the guard chooses its own, guard.SPLIT_SHARES)
     split_share: float = 1.0
+    mist: mist_mod.Params = None
 
     @classmethod
     def from_conf(cls, conf):
@@ -54,7 +56,11 @@ class Params:
             guard=(guard_mod.Params.from_conf(conf) if opts.guard
                    else None),
             fair_share=opts.fair_share,
-            split_share=opts.split_share)
+            split_share=opts.split_share,
+            # MIST's options are the daemon's (absent from the simulator's
+            # configuration): no option, no MIST.
+            mist=(mist_mod.Params.from_conf(conf)
+                  if getattr(opts, 'mist', False) else None))
 
 
 class PolicyEngine(object):
@@ -73,6 +79,8 @@ class PolicyEngine(object):
         self._split_taken = ()      # every core taken while the split is kept
         # whether the period being run is LTCR's own (its data counts)
         self._ltcr_period = self.guard is None
+        self.mist_states = {}     # MIST's detector memory, per domain
+        self.mist_verdicts = {}   # its last verdict per reserved domain
 
     @property
     def kept(self):
@@ -113,8 +121,12 @@ class PolicyEngine(object):
             assignment[ref] = core
         return assignment
 
-    def step(self, stats):
-        """The :class:`~vsmtio_agent.model.Decision` for the next period."""
+    def step(self, stats, vms=None):
+        """The :class:`~vsmtio_agent.model.Decision` for the next period.
+
+        ``vms`` (``{domain: mist.VmPeriod}``, from :func:`mist.observe`)
+        feeds MIST's detector where it is configured.
+        """
         p = self.params
         ltcr_owned = self._ltcr_period      # was the period just run LTCR's?
         if self.guard is not None:
@@ -192,4 +204,13 @@ class PolicyEngine(object):
                               retention=guard_mod.RETENTION in active,
                               split=guard_mod.SPLIT in active,
                               borrow=guard_mod.BORROW in active,
-                              split_cores=frozenset(self.split_cores))
+                              split_cores=frozenset(self.split_cores),
+                              protect=self._mist_step(vms))
+
+    def _mist_step(self, vms):
+        """MIST's protection set for the next period (empty without it)."""
+        if self.params.mist is None or vms is None:
+            return {}
+        self.mist_states, self.mist_verdicts = mist_mod.step(
+            self.params.mist, self.mist_states, vms)
+        return mist_mod.protection_set(self.mist_verdicts)

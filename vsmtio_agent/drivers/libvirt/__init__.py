@@ -33,6 +33,7 @@ import libvirt
 from vsmtio_agent.actuators import base as actuator_base
 from vsmtio_agent.actuators import checkpoint as checkpoint_mod
 from vsmtio_agent.actuators import libvirt_errors
+from vsmtio_agent.actuators import shares as shares_mod
 from vsmtio_agent.drivers import base
 from vsmtio_agent.drivers.libvirt import applylog
 from vsmtio_agent.drivers.libvirt import connection as connection_mod
@@ -40,6 +41,7 @@ from vsmtio_agent.drivers.libvirt import domains as domains_mod
 from vsmtio_agent.drivers.libvirt import planning
 from vsmtio_agent.drivers.libvirt import recovery
 from vsmtio_agent.drivers.libvirt import sampling
+from vsmtio_agent.drivers import mist_host
 from vsmtio_agent.linux import kernel_knobs
 from vsmtio_agent.linux import topology as topology_mod
 
@@ -74,6 +76,13 @@ class LibvirtHostDriver(base.HostDriver):
         self.sampler = sampling.Sampler(
             self.connection, self.domains, opts.procfs_root,
             bool(self.abi_version), self.restorer.forget)
+        # MIST: block I/O, reservations and its own knobs (mist_host)
+        self.mist = None
+        if getattr(opts, 'mist', False):
+            self.mist = mist_host.MistHost(opts, self._lookup,
+                                           shares_held=self._rass_shares)
+            self.sampler.mist = self.restorer.mist = self.mist
+            self.planner.shares_held = self.mist.shares.original_value
 
     # -- the HostDriver interface ------------------------------------------
 
@@ -124,6 +133,15 @@ class LibvirtHostDriver(base.HostDriver):
         # What the guard switched off goes back to the host's own values;
         # a knob is never moved for a mechanism the agent does not keep.
         self.restorer.withdraw(decision, log)
+        if self.mist is not None:
+            counts = {'applied': 0, 'unchanged': 0, 'failed': 0}
+            messages = []
+            self.mist.apply(decision.protect, self.domains, counts,
+                            messages)
+            log.applied += counts['applied']
+            log.unchanged += counts['unchanged']
+            log.failed += counts['failed']
+            log.messages.extend(messages)
         changes = self.planner.plan(decision, log)
         if not changes:
             return log.result()
@@ -228,6 +246,10 @@ class LibvirtHostDriver(base.HostDriver):
                            'host (no cpu events in sysfs); the guard keeps '
                            'no mechanism it cannot judge')
         missing.extend(self.degradations.missing)
+        if self.mist is not None:
+            mist_caps, mist_missing = self.mist.describe()
+            caps.extend(mist_caps)
+            missing.extend(mist_missing)
         if self.abi_version:
             mode = 'patched'
             reason = ('%s: retention counters, timeout and RASS classes '
@@ -242,6 +264,19 @@ class LibvirtHostDriver(base.HostDriver):
         return base.HostMode(mode=mode, reason=reason,
                              capabilities=tuple(caps),
                              missing=tuple(missing))
+
+    def _lookup(self, uuid):
+        """The running domain ``uuid`` (for MIST's actuators)."""
+        try:
+            return self.connection.get().lookupByUUIDString(uuid)
+        except base.HostDriverError as exc:
+            raise libvirt.libvirtError(str(exc))
+
+    def _rass_shares(self, uuid):
+        """Whether the RASS split holds the domain's cpu shares."""
+        entry = self.domains.get(uuid)
+        return entry is not None and bool(
+            entry.record(self.checkpoint).keys(shares_mod.KIND))
 
     def vcpu_threads(self):
         """{VcpuRef: tid} of the vCPU threads found (for status, tests)."""

@@ -153,6 +153,9 @@ class Planner:
         self.knobs = kernel_knob.KernelKnob(checkpoint, opts.sysfs_root)
         self.timeout = RetentionTimeout(opts.sysfs_root, patched)
         self.io_cpus_done = False
+        # whether MIST's fallback holds a domain's cpu shares (one writer
+        # a knob): set by the driver where MIST runs
+        self.shares_held = lambda uuid: False
 
     def plan(self, decision, log):
         """The changes ``decision`` needs, in write order."""
@@ -213,7 +216,7 @@ class Planner:
         for uuid in sorted(touched):
             entry = self.domains.get(uuid)
             if (not self.degradations.allows(SHARES) or entry.shares is None
-                    or factor == 1):
+                    or factor == 1 or self.shares_held(uuid)):
                 continue
             original = self._original(entry, shares_mod.KIND,
                                       shares_mod.KEY, entry.shares[1])

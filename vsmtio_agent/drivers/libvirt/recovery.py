@@ -83,6 +83,7 @@ class Restorer:
         self.connection = connection
         self.domains = domains
         self.timeout = timeout
+        self.mist = None        # MIST's host part, which keeps its own record
         self.lock = HostLock(checkpoint.path)
         self.knobs = kernel_knob.KernelKnob(checkpoint, opts.sysfs_root)
         # Every actuator of host-wide knobs: each kind it records is
@@ -113,6 +114,8 @@ class Restorer:
         self.recovered = True
         if not self.lock.held():
             return
+        if self.mist is not None:
+            self.mist.recover()
         try:
             pending = self.checkpoint.load()
         except checkpoint_mod.CheckpointError:
@@ -135,7 +138,7 @@ class Restorer:
             return
         if not self.lock.held():
             return
-        remaining = 0
+        remaining = self.mist.restore() if self.mist is not None else 0
         if self.checkpoint.domains():
             try:
                 conn = self.connection.get()

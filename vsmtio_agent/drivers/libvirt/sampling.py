@@ -40,6 +40,7 @@ class Sampler:
         self.domains = domains
         self.patched = patched
         self.forget = forget
+        self.mist = None        # MIST's host part: block I/O per domain
         self.reader = procfs.ThreadReader(procfs_root)
         # per-vCPU instructions: what the guard judges CPU-bound vCPUs by
         self.perf = perf.ThreadCounters('instructions')
@@ -74,7 +75,8 @@ class Sampler:
         self.reader.retain({e.pid for e in self.domains.values()})
         self.perf.retain({t for e in self.domains.values()
                           for t in e.tids.values()})
-        return model.Snapshot(time_ns=now, vcpus=vcpus)
+        domains = self.mist.domain_counters(conn) if self.mist else {}
+        return model.Snapshot(time_ns=now, vcpus=vcpus, domains=domains)
 
     def _vcpu_counters(self, entry, stats):
         nvcpus = stats.get('vcpu.current')

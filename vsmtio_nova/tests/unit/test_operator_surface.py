@@ -8,6 +8,7 @@ from nova import exception
 from nova import test
 
 from vsmtio_nova import conf
+from vsmtio_nova import io_reservation
 from vsmtio_nova.scheduler import settings
 from vsmtio_nova import workload
 
@@ -28,7 +29,9 @@ class OptionsTest(test.NoDBTestCase):
         self.assertEqual(
             {'target_io_fraction', 'min_io_fraction', 'max_io_fraction',
              'filter_min_classified_vcpus', 'instance_class_cache_seconds',
-             'weight_multiplier', 'measured_class_secret'},
+             'weight_multiplier', 'measured_class_secret',
+             'io_reservation_capacity_iops',
+             'io_reservation_capacity_mib_per_s'},
             {o.name for o in opts})
         for opt in opts:
             self.assertTrue(opt.help, opt.name)
@@ -62,6 +65,22 @@ class ExtraSpecValidationTest(test.NoDBTestCase):
             validators.validate(workload.EXTRA_SPEC_WORKLOAD, value)
         for value in ('true', 'false', 'True', '1', '0'):
             validators.validate('vsmtio:context_retention', value)
+        for key in (io_reservation.EXTRA_SPEC_IOPS,
+                    io_reservation.EXTRA_SPEC_MIB_PER_S):
+            for value in ('1', '500', str(io_reservation.PLACEMENT_MAX)):
+                validators.validate(key, value)
+
+    def test_bad_reservations_are_refused_with_the_reason(self):
+        for key in (io_reservation.EXTRA_SPEC_IOPS,
+                    io_reservation.EXTRA_SPEC_MIB_PER_S):
+            for value, why in (('0', 'less than the min'),
+                               ('-5', 'less than the min'),
+                               ('lots', 'not a valid integer'),
+                               ('1.5', 'not a valid integer'),
+                               (str(2 ** 31), 'greater than the max')):
+                e = self.assertRaises(exception.ValidationError,
+                                      validators.validate, key, value)
+                self.assertIn(why, str(e))
 
     def test_bad_value_and_unknown_key(self):
         self.assertRaises(exception.ValidationError, validators.validate,
@@ -95,6 +114,12 @@ class MetadefsTest(test.NoDBTestCase):
             validators.validate(workload.EXTRA_SPEC_WORKLOAD, value)
         self.assertEqual('boolean',
                          ns['properties']['context_retention']['type'])
+        for name in ('io_reservation_iops', 'io_reservation_mib_per_s'):
+            prop = ns['properties'][name]
+            value = validators.VALIDATORS['vsmtio:' + name].value
+            self.assertEqual('integer', prop['type'])
+            self.assertEqual(value['min'], prop['minimum'])
+            self.assertEqual(value['max'], prop['maximum'])
 
     def test_aggregate_namespace_matches_the_scheduler(self):
         ns = metadefs('vsmtio-aggregate.json')

@@ -4,9 +4,10 @@ Select it with ``compute_driver = vsmtio.VsmtioLibvirtDriver`` and run
 ``vsmtio-nova-compute`` (see :mod:`vsmtio_nova.virt`).  It behaves exactly
 like ``libvirt.LibvirtDriver`` except that the domain XML of an instance
 whose flavor or image asks for context retention lets the guest MWAIT
-(:mod:`vsmtio_nova.virt.libvirt.retention`), and that of an instance whose
+(:mod:`vsmtio_nova.virt.libvirt.retention`); that of an instance whose
 flavor asks for the CPU balloon tells the guest its CPU cap
-(:mod:`vsmtio_nova.balloon`).
+(:mod:`vsmtio_nova.balloon`); and it reports the host's reserved-I/O
+capacity as placement inventory (:mod:`vsmtio_nova.io_reservation`).
 """
 
 from oslo_log import log as logging
@@ -15,6 +16,7 @@ import nova.conf
 from nova.virt.libvirt import driver as libvirt_driver
 
 from vsmtio_nova import balloon
+from vsmtio_nova import io_reservation
 from vsmtio_nova.virt.libvirt import balloon as balloon_xml
 from vsmtio_nova.virt.libvirt import retention
 
@@ -22,8 +24,13 @@ CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
 
 
-class VsmtioLibvirtDriver(libvirt_driver.LibvirtDriver):
-    """LibvirtDriver whose guests may hold their hyperthread with MWAIT."""
+class VsmtioLibvirtDriver(io_reservation.ReservedIoInventory,
+                          libvirt_driver.LibvirtDriver):
+    """LibvirtDriver whose guests may hold their hyperthread with MWAIT.
+
+    It also reports the host's capacity for reserved I/O to placement
+    (:class:`~vsmtio_nova.io_reservation.ReservedIoInventory`).
+    """
 
     def _get_guest_xml(self, context, instance, network_info, disk_info,
                        image_meta, *args, **kwargs):

@@ -11,6 +11,7 @@ import fixtures
 
 from vsmtio_agent.conf import agent as agent_conf
 from vsmtio_agent.conf import host as host_conf
+from vsmtio_agent.conf import mist as mist_conf
 
 
 def write(path, text):
@@ -82,6 +83,7 @@ def private_conf():
     conf.register_opts(agent_conf.list_opts()[agent_conf.agent_group],
                        group=agent_conf.agent_group.name)
     conf.register_opts(host_conf.ALL_OPTS, group=agent_conf.agent_group.name)
+    conf.register_opts(mist_conf.ALL_OPTS, group=agent_conf.agent_group.name)
     return conf
 
 

@@ -1,0 +1,146 @@
+"""Options of the ``[vsmtio_agent]`` group for MIST (I/O protection)."""
+
+from oslo_config import cfg
+
+from vsmtio_agent.conf import agent
+
+# Block devices' interrupt actions as Linux names them: virtio-blk
+# ("virtio1-req.0", older "virtio1-requests"), NVMe queues, AHCI/ATA and
+# common SAS/RAID HBAs.
+BLOCK_IRQ_PATTERN = (r'^(virtio\d+-req(uests|\.\d+)|nvme\d+q\d+|ahci.*|'
+                     r'ata_piix|megasas.*|mpt[23]sas.*|aacraid|hpsa.*|'
+                     r'smartpqi.*)$')
+# NIC queues: virtio-net, and the usual drivers' "<ifname>-TxRx-N" style.
+NET_IRQ_PATTERN = (r'^(virtio\d+-(input|output)\.\d+|'
+                   r'(eth\d+|en[a-z0-9]+|mlx\d+|mlx5_comp\d+|i40e|ixgbe|'
+                   r'ice|bnxt_en|igb|e1000e?)([-_@].*)?)$')
+
+detection_opts = [
+    cfg.BoolOpt('mist',
+                default=True,
+                help='Protect VMs that reserved I/O '
+                     '(``vsmtio:io_reservation_iops`` or '
+                     '``vsmtio:io_reservation_bytes_per_s`` in their '
+                     'flavor) from host-side interference, as MIST does: '
+                     'while such a VM gets less I/O than it reserved and '
+                     'its vCPU threads show CPU interference (I_cpu above '
+                     '``mist_icpu_threshold``), its vCPUs run at real-time '
+                     'priority (or with boosted cpu shares), its disks get '
+                     'a higher block I/O weight, and block and network '
+                     'interrupts go to disjoint host CPUs. Everything is '
+                     'recorded first and undone when the VM no longer '
+                     'needs it, at stop and after a crash. Without '
+                     'reserved VMs it changes nothing.'),
+    cfg.FloatOpt('mist_icpu_threshold',
+                 default=0.05, min=0.0, max=100.0,
+                 help='I_cpu (involuntary over voluntary context switches '
+                      'of a VM\'s vCPU threads in one period) above which '
+                      'the VM counts as interfered with. 0.05 is the '
+                      'threshold of the MIST paper. A VM switching fewer '
+                      'than ``idle_switch_threshold`` times a second has '
+                      'no I_cpu and never counts.'),
+    cfg.IntOpt('mist_act_periods',
+               default=3, min=1, max=1000,
+               help='Consecutive periods a reserved VM must be both below '
+                    'its reservation and interfered with before it is '
+                    'protected, so that a transient spike does not act.'),
+    cfg.IntOpt('mist_clear_periods',
+               default=10, min=1, max=100000,
+               help='Consecutive periods without both conditions after '
+                    'which a protected VM is released (its originals '
+                    'written back). Longer than ``mist_act_periods``: '
+                    'protection lowers the VM\'s own I_cpu, so the calm it '
+                    'sees is partly the protection\'s doing.'),
+    cfg.IntOpt('mist_max_clear_periods',
+               default=80, min=1, max=1000000,
+               help='A VM protected again within its release time after '
+                    'a release waits twice as long for the next release, '
+                    'up to this many periods, so that a persistent '
+                    'interferer does not make the protection flap.'),
+]
+
+action_opts = [
+    cfg.IntOpt('mist_rt_priority',
+               default=1, min=1, max=49,
+               help='SCHED_RR priority of a protected VM\'s vCPU threads. '
+                    'Low by default: above every normal task, below the '
+                    'kernel\'s interrupt threads (50) and watchdogs (99).'),
+    cfg.StrOpt('mist_rt_threads',
+               default='all', choices=[
+                   ('all', 'every thread of the domain\'s QEMU process: '
+                    'vCPUs and the emulator and I/O threads that serve '
+                    'its disks, as MIST makes the whole VM real-time'),
+                   ('vcpus', 'the vCPU threads only')],
+               help='Which threads of a protected domain run at real-time '
+                    'priority. A guest\'s block I/O is served by QEMU\'s '
+                    'emulator and I/O threads: with ``vcpus`` they stay in '
+                    'CFS beside the interferer (doc/benchmarks/mist.rst '
+                    'measures both).'),
+    cfg.IntOpt('mist_rt_runtime_us',
+               default=400000, min=1000, max=1000000,
+               help='On hosts with real-time group scheduling (the '
+                    'thread\'s cpu cgroup has ``cpu.rt_runtime_us``), the '
+                    'real-time runtime granted to each cpu cgroup of a '
+                    'protected domain (libvirt gives each vCPU and the '
+                    'emulator one) per real-time period '
+                    '(``sched_rt_period_us``, 1 s by default); their '
+                    'parents get the sum, which the host caps at '
+                    '``kernel.sched_rt_runtime_us`` (a grant beyond it '
+                    'fails and that domain gets the cpu shares fallback). '
+                    'A throttled real-time thread waits for the next '
+                    'period instead of falling back to CFS, so size it to '
+                    'what the reserved I/O needs (the MIST paper profiles '
+                    'IOPS against runtime). Without group scheduling the '
+                    'host-wide ``kernel.sched_rt_runtime_us`` bounds RT '
+                    'threads, and a host where that is -1 (unbounded) '
+                    'gets the fallback.'),
+    cfg.FloatOpt('mist_cpu_shares_factor',
+                 default=4.0, min=1.0, max=64.0,
+                 help='The fallback where the host grants no real-time '
+                      'runtime: the protected domain\'s cpu shares are '
+                      'multiplied by this factor. Proportional sharing '
+                      'protects less than real-time scheduling under '
+                      'heavy load (the MIST paper, §IV). 1 disables it.'),
+    cfg.IntOpt('mist_blkio_weight',
+               default=1000, min=100, max=1000,
+               help='Block I/O weight (libvirt ``blkiotune``; cgroup v1 '
+                    '``blkio.weight``, v2 ``io.weight``) of a protected '
+                    'domain. Other domains keep theirs (libvirt\'s default '
+                    'is 500 where unset); it takes effect only under a '
+                    'proportional I/O scheduler (BFQ).'),
+    cfg.BoolOpt('mist_irq_separation',
+                default=True,
+                help='While a VM is protected, move block-device and '
+                     'network interrupts (those matching '
+                     '``mist_block_irq_pattern`` and '
+                     '``mist_net_irq_pattern``) to disjoint host CPUs. '
+                     'Only the IRQs moved are recorded and restored; no '
+                     'other IRQ is touched.'),
+    cfg.StrOpt('mist_block_irq_cpus',
+               help='Host CPUs (e.g. ``0`` or ``0-1``) that block-device '
+                    'interrupts go to while a VM is protected; network '
+                    'interrupts get the others. Default: the lowest '
+                    'online CPU, as in the MIST paper.'),
+    cfg.StrOpt('mist_block_irq_pattern',
+               default=BLOCK_IRQ_PATTERN,
+               help='Regular expression matched against each IRQ\'s action '
+                    'names in ``/proc/interrupts``: a match is a '
+                    'block-device interrupt.'),
+    cfg.StrOpt('mist_net_irq_pattern',
+               default=NET_IRQ_PATTERN,
+               help='Regular expression matched against each IRQ\'s action '
+                    'names in ``/proc/interrupts``: a match is a network '
+                    'interrupt. An IRQ matching both patterns is left '
+                    'alone.'),
+]
+
+ALL_OPTS = detection_opts + action_opts
+
+
+def register_opts(conf):
+    conf.register_group(agent.new_group())
+    conf.register_opts(ALL_OPTS, group=agent.agent_group.name)
+
+
+def list_opts():
+    return {agent.agent_group: ALL_OPTS}

@@ -1,0 +1,275 @@
+"""MIST's detection: which reserved VMs need protection now, and why.
+
+MIST (Lee and Ra) protects VMs that reserved I/O from host-side
+interference. Its performance monitor acts only when two things hold at
+once (paper §IV): the VM gets *less I/O than it reserved*, and its vCPU
+threads show *CPU interference*, measured by
+
+    I_cpu = involuntary / voluntary context switches
+
+over the VM's vCPU threads in one period, ignored when the VM switches so
+little that the ratio is noise (nearly idle). The paper acts on
+I_cpu > 0.05.
+
+Interference is often transient (§IV), so the decision is debounced with
+hysteresis: a VM is protected only after ``act_periods`` consecutive
+periods in which both conditions held, and released only after
+``clear_periods`` consecutive periods in which they did not. A protected
+VM's own I_cpu falls once it runs at real-time priority, so a release
+cannot tell whether the interferer has gone; if the VM needs protection
+again soon after a release, the next release waits twice as long (up to
+``max_clear_periods``), so a persistent interferer is not answered with a
+protection that flaps.
+
+Everything here is pure: snapshots and stats in, verdicts out. The host
+driver applies the protection set (``vsmtio_agent.drivers.mist_host``).
+"""
+
+import dataclasses
+import re
+from typing import Optional
+
+from vsmtio_agent import model
+from vsmtio_agent.policy import monitor
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    """The detector's settings (``[vsmtio_agent] mist_*`` options)."""
+
+    threshold: float = 0.05
+    act_periods: int = 3
+    clear_periods: int = 10
+    max_clear_periods: int = 80
+    idle_switch_threshold: float = 10.0
+
+    def __post_init__(self):
+        if self.threshold < 0:
+            raise ValueError('the I_cpu threshold must not be negative')
+        if self.act_periods < 1 or self.clear_periods < 1:
+            raise ValueError('act_periods and clear_periods must be >= 1')
+        if self.max_clear_periods < self.clear_periods:
+            raise ValueError('max_clear_periods must be >= clear_periods')
+
+    @classmethod
+    def from_conf(cls, conf):
+        opts = conf.vsmtio_agent
+        return cls(threshold=opts.mist_icpu_threshold,
+                   act_periods=opts.mist_act_periods,
+                   clear_periods=opts.mist_clear_periods,
+                   max_clear_periods=max(opts.mist_clear_periods,
+                                         opts.mist_max_clear_periods),
+                   idle_switch_threshold=opts.idle_switch_threshold)
+
+
+@dataclasses.dataclass(frozen=True)
+class VmPeriod:
+    """One VM over one period: its interference and I/O against reserved.
+
+    ``iops``/``bytes_per_s`` are ``None`` where the host could not measure
+    them (no block statistics): unmeasured, never zero.
+    """
+
+    i_cpu: Optional[float]
+    iops: Optional[float]
+    bytes_per_s: Optional[float]
+    reservation: model.Reservation
+
+
+@dataclasses.dataclass(frozen=True)
+class VmState:
+    """The detector's memory of one reserved VM between periods."""
+
+    protected: bool = False
+    streak: int = 0                 # consecutive periods against the state
+    clear_after: int = 0            # periods of calm that release it
+    since_release: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """Whether a reserved VM is protected for the next period, and why."""
+
+    protect: bool
+    reason: str
+    i_cpu: Optional[float] = None
+    iops: Optional[float] = None
+    bytes_per_s: Optional[float] = None
+
+
+def vm_i_cpu(stats, idle_switch_threshold):
+    """I_cpu of one VM from its vCPUs' :class:`VcpuStats` of one period.
+
+    The switches of all its vCPU threads are summed (the paper counts the
+    VM's); ``None`` when any count is missing or the VM is nearly idle.
+    """
+    stats = list(stats)
+    if not stats:
+        return None
+    vol = [s.voluntary_switches for s in stats]
+    invol = [s.involuntary_switches for s in stats]
+    if None in vol or None in invol:
+        return None
+    return monitor.interference_ratio(sum(vol), sum(invol),
+                                      stats[0].period_ns / monitor.NS_PER_S,
+                                      idle_switch_threshold)
+
+
+def _rate(before, after, period_s):
+    if before is None or after is None or after < before or period_s <= 0:
+        return None
+    return (after - before) / period_s
+
+
+def observe(prev, cur, stats, idle_switch_threshold):
+    """``{domain: VmPeriod}`` for the reserved domains in both snapshots.
+
+    ``prev``/``cur`` are :class:`~vsmtio_agent.model.Snapshot` readings
+    whose ``domains`` carry cumulative block I/O counters and the
+    reservation; ``stats`` the period's per-vCPU rates.
+    """
+    period_s = (cur.time_ns - prev.time_ns) / monitor.NS_PER_S
+    by_domain = {}
+    for ref, st in stats.items():
+        by_domain.setdefault(ref.domain, []).append(st)
+    out = {}
+    for domain, now in cur.domains.items():
+        if not now.reservation.reserved:
+            continue
+        before = prev.domains.get(domain)
+        iops = bps = None
+        if before is not None:
+            iops = _rate(before.io_requests, now.io_requests, period_s)
+            bps = _rate(before.io_bytes, now.io_bytes, period_s)
+        out[domain] = VmPeriod(
+            i_cpu=vm_i_cpu(by_domain.get(domain, ()), idle_switch_threshold),
+            iops=iops, bytes_per_s=bps, reservation=now.reservation)
+    return out
+
+
+def shortfall(vm):
+    """What the VM gets below its reservation, as text; None if nothing.
+
+    A reserved dimension that cannot be measured is not a shortfall: the
+    detector acts on evidence only.
+    """
+    short = []
+    res = vm.reservation
+    if res.iops and vm.iops is not None and vm.iops < res.iops:
+        short.append('%.0f IOPS < %d reserved' % (vm.iops, res.iops))
+    if (res.bytes_per_s and vm.bytes_per_s is not None
+            and vm.bytes_per_s < res.bytes_per_s):
+        short.append('%.0f B/s < %d reserved'
+                     % (vm.bytes_per_s, res.bytes_per_s))
+    return ', '.join(short) or None
+
+
+def _condition(params, vm):
+    """(both conditions hold, why) for one VM in one period."""
+    if vm.i_cpu is None:
+        return False, 'I_cpu not measured (VM nearly idle)'
+    if vm.i_cpu <= params.threshold:
+        return False, 'I_cpu %.3f <= %.3f' % (vm.i_cpu, params.threshold)
+    short = shortfall(vm)
+    if short is None:
+        res = vm.reservation
+        unmeasured = ((res.iops and vm.iops is None)
+                      or (res.bytes_per_s and vm.bytes_per_s is None))
+        return False, ('I/O rate not measured' if unmeasured
+                       else 'I/O meets its reservation')
+    return True, 'I_cpu %.3f > %.3f and %s' % (vm.i_cpu, params.threshold,
+                                               short)
+
+
+def step_vm(params, state, vm):
+    """The next :class:`VmState` and :class:`Verdict` of one VM."""
+    state = state or VmState(clear_after=params.clear_periods)
+    hold, why = _condition(params, vm)
+    since = (None if state.since_release is None
+             else state.since_release + 1)
+    if not state.protected:
+        streak = state.streak + 1 if hold else 0
+        if streak < params.act_periods:
+            new = dataclasses.replace(state, streak=streak,
+                                      since_release=since)
+            return new, _verdict(False, '%s (%d/%d periods)' % (
+                why, streak, params.act_periods) if hold else why, vm)
+        clear_after = params.clear_periods
+        if since is not None and since <= state.clear_after:
+            # needed again right after a release: hold longer next time
+            clear_after = min(2 * state.clear_after,
+                              params.max_clear_periods)
+        new = VmState(protected=True, streak=0, clear_after=clear_after)
+        return new, _verdict(True, '%s for %d periods' % (
+            why, params.act_periods), vm)
+    streak = 0 if hold else state.streak + 1
+    if streak < state.clear_after:
+        new = dataclasses.replace(state, streak=streak)
+        return new, _verdict(True, 'protected; %s (%d/%d calm periods to '
+                             'release)' % (why, streak, state.clear_after),
+                             vm)
+    new = VmState(protected=False, streak=0, clear_after=state.clear_after,
+                  since_release=0)
+    return new, _verdict(False, 'released after %d calm periods: %s'
+                         % (state.clear_after, why), vm)
+
+
+def _verdict(protect, reason, vm):
+    return Verdict(protect=protect, reason=reason, i_cpu=vm.i_cpu,
+                   iops=vm.iops, bytes_per_s=vm.bytes_per_s)
+
+
+def step(params, states, vms):
+    """Advance every reserved VM one period.
+
+    ``states`` is the previous ``{domain: VmState}``; a domain missing from
+    ``vms`` (gone, or no longer reserved) is forgotten. Returns the new
+    states and ``{domain: Verdict}`` for every reserved VM.
+    """
+    new_states, verdicts = {}, {}
+    for domain in sorted(vms):
+        new_states[domain], verdicts[domain] = step_vm(
+            params, states.get(domain), vms[domain])
+    return new_states, verdicts
+
+
+def protection_set(verdicts):
+    """The domains to protect: ``{domain: Verdict}`` with protect set."""
+    return {d: v for d, v in verdicts.items() if v.protect}
+
+
+# -- interrupt separation (paper §IV, "competing interrupts") --------------
+
+def irq_plan(irqs, block_pattern, net_pattern, cpus, block_cpus=None):
+    """Disjoint host CPUs for block and network interrupts.
+
+    ``irqs`` maps an IRQ number to its action names (``/proc/interrupts``'
+    last column); an IRQ is a block IRQ when a name matches
+    ``block_pattern``, a network IRQ when one matches ``net_pattern``, and
+    is left alone otherwise (and when it matches both). Block IRQs go to
+    ``block_cpus`` (default: the lowest of ``cpus``), network IRQs to the
+    rest, as MIST's evaluation put block I/O on CPU 0 and the network on
+    CPUs 1-7. Returns ``{irq: frozenset of CPUs}``; empty when ``cpus``
+    cannot be split (one CPU) or nothing matches.
+    """
+    cpus = frozenset(cpus)
+    block_cpus = (frozenset(block_cpus) & cpus if block_cpus
+                  else frozenset([min(cpus)]) if cpus else frozenset())
+    net_cpus = cpus - block_cpus
+    if not block_cpus or not net_cpus:
+        return {}
+    block_re, net_re = re.compile(block_pattern), re.compile(net_pattern)
+    plan = {}
+    for irq, names in irqs.items():
+        names = [n.strip() for n in names.split(',') if n.strip()]
+        is_block = any(block_re.search(n) for n in names)
+        is_net = any(net_re.search(n) for n in names)
+        if is_block != is_net:
+            plan[irq] = block_cpus if is_block else net_cpus
+    return plan
+
+
+def summary(verdicts):
+    """One line per reserved VM, for logs and ``status``."""
+    return {d: ('protect: ' if v.protect else 'hold off: ') + v.reason
+            for d, v in sorted(verdicts.items())}

@@ -1,0 +1,295 @@
+"""Real qemu guests for MIST: one that reserved I/O, one that interferes.
+
+They run under an embedded libvirt (``qemu:///embed?root=DIR``): real
+libvirt and QEMU in this process, with the domain cgroups, block
+statistics and blkiotune of a system daemon but no daemon, so the tests do
+not need (or disturb) a system libvirtd another job on the host may run.
+The guests are TCG (KVM cannot boot a stock guest on these machines;
+``VSMTIO_GUEST_TYPE=kvm`` where it can):
+
+* the *reserved* guest has one vCPU and a virtio disk it reads with 4 KiB
+  ``O_DIRECT`` reads in a loop (``virtio_blk`` is a module in Debian's
+  kernel, so the initramfs carries it); its flavor metadata, as nova
+  writes it, reserves IOPS;
+* the *interfering* guest spins on every vCPU.
+
+Shared by ``test_mist.py`` and ``tools/bench_mist.py``.
+"""
+
+import dataclasses
+import glob
+import lzma
+import os
+import stat
+import threading
+import time
+import uuid
+
+import fixtures
+import libvirt
+
+from vsmtio_agent import agent as agent_mod
+from vsmtio_agent.drivers import libvirt as libvirt_driver
+from vsmtio_agent.linux import procfs
+from vsmtio_agent.policy import engine as engine_mod
+from vsmtio_agent.tests.functional import guest as guest_mod
+from vsmtio_agent.tests import system_user
+from vsmtio_agent.tests.unit.host import fixtures as host_fixtures
+
+NOVA_NS = 'http://openstack.org/xmlns/libvirt/nova/1.1'
+
+READER_INIT = """#!/bin/busybox sh
+B=/bin/busybox
+$B mount -t proc proc /proc
+$B mount -t sysfs sys /sys
+$B mount -t devtmpfs dev /dev
+$B insmod /virtio_blk.ko
+echo vsmtio-guest: disk $($B ls /dev/vda)
+( while :; do
+    $B dd if=/dev/vda of=/dev/null bs=4096 count=4096 iflag=direct 2>/dev/null
+  done ) &
+echo vsmtio-guest: workloads started
+while :; do $B sleep 3600; done
+"""
+
+SPINNER_INIT = """#!/bin/busybox sh
+B=/bin/busybox
+$B mount -t proc proc /proc
+for c in $($B seq 0 $(($($B nproc) - 1))); do
+  $B taskset -c $c $B sh -c 'while :; do :; done' &
+done
+echo vsmtio-guest: workloads started
+while :; do $B sleep 3600; done
+"""
+
+DOMAIN_XML = """<domain type='%(type)s'>
+  <name>%(name)s</name>
+  <uuid>%(uuid)s</uuid>
+  <memory unit='MiB'>192</memory>
+  <vcpu placement='static'>%(vcpus)d</vcpu>
+  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+    <kernel>%(kernel)s</kernel>
+    <initrd>%(initrd)s</initrd>
+    <cmdline>console=ttyS0 panic=-1 quiet rdinit=/init</cmdline>
+  </os>
+  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model>
+  </cpu>
+  <on_poweroff>destroy</on_poweroff>
+  <on_crash>destroy</on_crash>
+  <devices>
+    <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    %(disk)s
+    <serial type='file'><source path='%(console)s'/><target port='0'/>
+    </serial>
+    <memballoon model='none'/>
+  </devices>
+</domain>
+"""
+
+DISK_XML = """<disk type='file' device='disk'>
+      <driver name='qemu' type='raw'/>
+      <source file='%s'/><target dev='vda' bus='virtio'/>
+    </disk>"""
+
+NOVA_INSTANCE = """<instance>
+  <flavor name="reserved" id="1">
+    <vcpus>1</vcpus>
+    <extraSpecs>
+      <extraSpec name="vsmtio:io_reservation_iops">%(iops)d</extraSpec>
+      <extraSpec name="resources:CUSTOM_VSMTIO_IO_IOPS">%(iops)d</extraSpec>
+    </extraSpecs>
+  </flavor>
+</instance>"""
+
+_EVENT_LOOP = []
+
+
+def event_loop():
+    """libvirt's default event loop, once per process (embed needs it)."""
+    if not _EVENT_LOOP:
+        libvirt.virEventRegisterDefaultImpl()
+
+        def run():
+            while True:
+                libvirt.virEventRunDefaultImpl()
+
+        thread = threading.Thread(target=run, daemon=True,
+                                  name='libvirt-events')
+        thread.start()
+        _EVENT_LOOP.append(thread)
+
+
+def virtio_blk_module(kernel):
+    """The uncompressed virtio_blk.ko for ``kernel`` (a vmlinuz path)."""
+    version = os.path.basename(kernel)[len('vmlinuz-'):]
+    roots = [os.path.join(os.path.dirname(kernel), '..', 'lib', 'modules'),
+             '/lib/modules']
+    for root in roots:
+        found = glob.glob(os.path.join(root, version, 'kernel', 'drivers',
+                                       'block', 'virtio_blk.ko*'))
+        if found:
+            path = found[0]
+            if path.endswith('.xz'):
+                with lzma.open(path) as f:
+                    return f.read()
+            with open(path, 'rb') as f:
+                return f.read()
+    raise guest_mod.Unavailable('no virtio_blk module for kernel %s'
+                                % version)
+
+
+def build_initramfs(path, init, files=()):
+    """A newc archive with static busybox, ``init`` and extra files."""
+    with open('/bin/busybox', 'rb') as f:
+        busybox = f.read()
+    entry = guest_mod._cpio_entry
+    parts = [entry(d, stat.S_IFDIR | 0o755)
+             for d in ('bin', 'dev', 'proc', 'sys')]
+    parts.append(entry('dev/console', stat.S_IFCHR | 0o600, rdev=(5, 1)))
+    parts.append(entry('bin/busybox', stat.S_IFREG | 0o755, busybox))
+    for name, data in files:
+        parts.append(entry(name, stat.S_IFREG | 0o644, data))
+    parts.append(entry('init', stat.S_IFREG | 0o755, init.encode()))
+    parts.append(entry('TRAILER!!!', 0))
+    with open(path, 'wb') as f:
+        f.write(b''.join(parts))
+
+
+class EmbeddedLibvirt(fixtures.Fixture):
+    """A ``qemu:///embed`` root with the NOTES.md qemu.conf."""
+
+    def _setUp(self):
+        guest_mod.ensure_packages()
+        why = system_user.ensure()
+        if why:
+            raise guest_mod.Unavailable(why)
+        self.root = self.useFixture(fixtures.TempDir()).path
+        os.makedirs(os.path.join(self.root, 'etc'))
+        with open(os.path.join(self.root, 'etc', 'qemu.conf'), 'w') as f:
+            f.write(guest_mod.QEMU_CONF)
+        self.uri = 'qemu:///embed?root=' + self.root
+        event_loop()
+        try:
+            self.conn = libvirt.open(self.uri)
+        except libvirt.libvirtError as exc:
+            raise guest_mod.Unavailable('embedded libvirt: %s' % exc)
+        self.addCleanup(self.conn.close)
+
+
+class MistGuest(fixtures.Fixture):
+    """A transient guest of one kind (``reader`` or ``spinner``)."""
+
+    def __init__(self, conn, kind, vcpus=1, boot_timeout=300):
+        super().__init__()
+        self.conn, self.kind, self.vcpus = conn, kind, vcpus
+        self.boot_timeout = boot_timeout
+
+    def _setUp(self):
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        os.chmod(self.dir, 0o755)
+        kernel = guest_mod.kernel_image()
+        initrd = os.path.join(self.dir, 'initramfs.cpio')
+        disk = ''
+        if self.kind == 'reader':
+            build_initramfs(initrd, READER_INIT, [
+                ('virtio_blk.ko', virtio_blk_module(kernel))])
+            image = os.path.join(self.dir, 'disk.raw')
+            with open(image, 'wb') as f:
+                f.truncate(16 << 20)
+            disk = DISK_XML % image
+        else:
+            build_initramfs(initrd, SPINNER_INIT)
+        self.console = os.path.join(self.dir, 'console.log')
+        self.uuid = str(uuid.uuid4())
+        self.name = 'vsmtio-mist-%s-%s' % (self.kind, self.uuid[:8])
+        self.dom = self.conn.createXML(DOMAIN_XML % {
+            'type': os.environ.get('VSMTIO_GUEST_TYPE', 'qemu'),
+            'name': self.name, 'uuid': self.uuid, 'kernel': kernel,
+            'initrd': initrd, 'console': self.console,
+            'vcpus': self.vcpus, 'disk': disk})
+        self.addCleanup(self.destroy)
+        deadline = time.monotonic() + self.boot_timeout
+        while 'workloads started' not in self.console_text():
+            if time.monotonic() > deadline:
+                raise AssertionError('guest did not boot in %d s:\n%s'
+                                     % (self.boot_timeout,
+                                        self.console_text()[-1500:]))
+            time.sleep(0.5)
+
+    def console_text(self):
+        try:
+            with open(self.console, errors='replace') as f:
+                return f.read()
+        except FileNotFoundError:
+            return ''
+
+    def reserve(self, iops):
+        """Write the nova flavor metadata reserving ``iops`` (and admitted)."""
+        self.dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT,
+                             NOVA_INSTANCE % {'iops': iops}, 'nova', NOVA_NS,
+                             libvirt.VIR_DOMAIN_AFFECT_LIVE)
+
+    def block_reqs(self):
+        stats = self.conn.getAllDomainStats(
+            libvirt.VIR_DOMAIN_STATS_BLOCK, 0)
+        for dom, st in stats:
+            if dom.UUIDString() == self.uuid:
+                return st['block.0.rd.reqs'] + st['block.0.wr.reqs']
+        raise AssertionError('%s has no block statistics' % self.name)
+
+    def iops(self, seconds):
+        """Read requests per second measured from the host."""
+        start, t0 = self.block_reqs(), time.monotonic()
+        time.sleep(seconds)
+        return (self.block_reqs() - start) / (time.monotonic() - t0)
+
+    def destroy(self):
+        try:
+            self.dom.destroy()
+        except libvirt.libvirtError:
+            pass
+
+
+class MistOnlyEngine(engine_mod.PolicyEngine):
+    """The agent's engine with vSMT-IO's own mechanisms held off.
+
+    The host here has no SMT siblings: RASS would pin each vCPU to its
+    core's one CPU and LTCR would move halt polling, which would change
+    the experiment. Only MIST's protection set goes through.
+    """
+
+    def step(self, stats, vms=None):
+        decision = super().step(stats, vms)
+        return dataclasses.replace(decision, placements={}, swaps=(),
+                                   split=False, retention=False,
+                                   borrow=False)
+
+
+def make_conf(uri, tmpdir, **overrides):
+    """A private agent configuration for the embedded host."""
+    conf = host_fixtures.private_conf()
+    conf([], project='vsmtio-mist')
+    settings = {'libvirt_uri': uri, 'host_driver': 'libvirt',
+                'period': 0.5, 'guard': False,
+                'checkpoint_path': os.path.join(tmpdir, 'ckpt.json'),
+                'status_path': os.path.join(tmpdir, 'status.json'),
+                'mist_act_periods': 3, 'mist_clear_periods': 1000,
+                'mist_max_clear_periods': 1000}
+    settings.update(overrides)
+    for key, value in settings.items():
+        conf.set_override(key, value, group='vsmtio_agent')
+    return conf
+
+
+def make_agent(conf):
+    driver = libvirt_driver.LibvirtHostDriver(conf)
+    engine = MistOnlyEngine(driver.topology(),
+                            engine_mod.Params.from_conf(conf))
+    return agent_mod.Agent(conf, driver, engine)
+
+
+def vcpu_threads(guest_uuid):
+    """``{index: tid}`` of a guest's vCPU threads and its QEMU pid."""
+    pid = procfs.find_qemu_pid(guest_uuid)
+    return pid, procfs.vcpu_threads(pid)

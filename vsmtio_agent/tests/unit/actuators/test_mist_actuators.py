@@ -1,0 +1,341 @@
+"""MIST's actuators on real parts where they run here.
+
+IRQ affinity and cgroup RT runtime on copies of the procfs/cgroupfs
+layout (writing the host's IRQs or cgroups from a unit test would change
+the machine); the thread policy on a real thread of this process
+(SCHED_BATCH needs no privilege, and its record/restore path is the one
+SCHED_RR takes); libvirt knobs on the ``test:///default`` driver; the
+record on real files.
+"""
+
+import json
+import os
+import threading
+
+import fixtures
+import libvirt
+import testtools
+
+from vsmtio_agent.actuators import actuator_record
+from vsmtio_agent.actuators import base
+from vsmtio_agent.actuators import domain
+from vsmtio_agent.actuators import irq
+from vsmtio_agent.actuators import rt
+from vsmtio_agent.tests.unit.host.fixtures import write
+
+INTERRUPTS = """\
+           CPU0       CPU1       CPU2       CPU3
+ 24:          1          0          0          0  IO-APIC   5-edge      ACPI:Ged
+ 26:          0          8          0          0  IO-APIC   4-edge      ttyS0
+ 28:          0          0          0          0  PCI-MSIX-0000:00:01.0   0-edge      virtio0-config
+ 36:          0     823556          0          0  PCI-MSIX-0000:00:02.0   1-edge      virtio1-req.0
+ 38:          0      50137          0          0  PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0
+ 39:      37364          0          0          0  PCI-MSIX-0000:00:03.0   2-edge      virtio2-output.0
+ 40:          0          0          0          0  PCI-MSI-0000:00:1f.2   0-edge
+ 44:         12          0          0          0  IR-PCI-MSI 512000-edge      ahci[0000:00:1f.2], eth9
+NMI:          0          0          0          0   Non-maskable interrupts
+LOC:    2223456    2273458          0          0   Local timer interrupts
+"""  # noqa: E501
+
+
+class FakeIrqs(fixtures.Fixture):
+    """A procfs root with /proc/interrupts and /proc/irq/N files."""
+
+    def _setUp(self):
+        self.root = self.useFixture(fixtures.TempDir()).path
+        write(os.path.join(self.root, 'interrupts'), INTERRUPTS)
+        for n in (24, 26, 28, 36, 38, 39, 40, 44):
+            write(self.affinity_file(n), '0-3\n')
+
+    def affinity_file(self, n):
+        return os.path.join(self.root, 'irq', str(n), 'smp_affinity_list')
+
+    def affinity(self, n):
+        with open(self.affinity_file(n)) as f:
+            return f.read().strip()
+
+
+class TestIrq(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.fake = self.useFixture(FakeIrqs())
+        self.record = base.MemoryRecord()
+        self.act = irq.IrqAffinity(self.record, self.fake.root)
+
+    def test_read_interrupts_names_and_actionless(self):
+        irqs = irq.read_interrupts(self.fake.root)
+        self.assertEqual('virtio1-req.0', irqs[36])
+        self.assertEqual('virtio2-output.0', irqs[39])
+        self.assertEqual('ACPI:Ged', irqs[24])
+        self.assertEqual('', irqs[40])
+        self.assertEqual('ahci[0000:00:1f.2], eth9', irqs[44])
+        self.assertNotIn('NMI', irqs)
+
+    def test_move_records_once_and_restores_only_its_own(self):
+        self.assertTrue(self.act.move(36, {0}))
+        self.assertFalse(self.act.move(36, {0}))   # already there
+        self.act.move(38, {1, 2, 3})
+        self.assertEqual('0', self.fake.affinity(36))
+        self.assertEqual('1-3', self.fake.affinity(38))
+        # someone else moves an IRQ the agent never touched
+        write(self.fake.affinity_file(26), '2\n')
+        self.assertEqual([], self.act.restore_all())
+        self.assertEqual('0-3', self.fake.affinity(36))
+        self.assertEqual('0-3', self.fake.affinity(38))
+        self.assertEqual('2', self.fake.affinity(26))
+        self.assertEqual([], self.record.keys(self.act.kind))
+
+    def test_a_refused_move_is_an_error_and_keeps_nothing_wrong(self):
+        os.unlink(self.fake.affinity_file(39))
+        os.makedirs(self.fake.affinity_file(39))    # EISDIR on write
+        self.assertRaises(base.ActuatorError, self.act.move, 39, {1})
+        # the write never happened: nothing recorded for a restore to redo
+        self.assertEqual([], self.record.keys(self.act.kind))
+
+    def test_a_vanished_irq_restores_as_nothing(self):
+        self.act.move(36, {0})
+        os.unlink(self.fake.affinity_file(36))
+        self.assertEqual([], self.act.restore_all())
+        self.assertEqual([], self.record.keys(self.act.kind))
+
+
+class TestThreadPolicy(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.stop.wait, daemon=True)
+        self.thread.start()
+        self.addCleanup(self.thread.join)
+        self.addCleanup(self.stop.set)
+        self.key = '%d/%d' % (os.getpid(), self.thread.native_id)
+        self.record = base.MemoryRecord()
+        self.act = rt.ThreadPolicy(self.record)
+
+    def test_write_records_identity_and_restore_puts_back(self):
+        tid = self.thread.native_id
+        before = os.sched_getscheduler(tid)
+        self.act.write(self.key, {'policy': os.SCHED_BATCH, 'priority': 0})
+        self.assertEqual(os.SCHED_BATCH, os.sched_getscheduler(tid))
+        original = self.record.original(self.act.kind, self.key)
+        self.assertEqual(before, original['policy'])
+        self.assertEqual(rt.thread_start('/proc', os.getpid(), tid),
+                         original['start'])
+        self.assertIsNotNone(original['start'])
+        self.act.restore(self.key)
+        self.assertEqual(before, os.sched_getscheduler(tid))
+
+    def test_restore_skips_a_thread_that_is_gone(self):
+        self.act.write(self.key, {'policy': os.SCHED_BATCH, 'priority': 0})
+        self.stop.set()
+        self.thread.join()
+        self.assertEqual([], self.act.restore_all())
+        self.assertEqual([], self.record.keys(self.act.kind))
+
+    def test_restore_skips_another_thread_with_the_same_id(self):
+        self.act.write(self.key, {'policy': os.SCHED_BATCH, 'priority': 0})
+        kept = self.record.kept[self.act.kind][self.key]
+        kept['start'] += 1      # as if the id now named a newer thread
+        self.act.restore(self.key)
+        self.assertEqual(os.SCHED_BATCH,
+                         os.sched_getscheduler(self.thread.native_id))
+        os.sched_setscheduler(self.thread.native_id, os.SCHED_OTHER,
+                              os.sched_param(0))
+
+    def test_no_such_thread_is_an_error(self):
+        self.assertRaises(base.ActuatorError, self.act.read,
+                          '%d/%d' % (os.getpid(), 2 ** 22 + 7))
+
+
+class FakeCgroups(fixtures.Fixture):
+    """A cgroup v1 cpu controller tree with RT group scheduling files."""
+
+    GROUPS = {'': 950000, 'machine': 0, 'machine/dom-a': 0,
+              'machine/dom-a/vcpu0': 0, 'machine/dom-a/vcpu1': 0,
+              'machine/dom-b': 0, 'machine/dom-b/vcpu0': 0,
+              'system': 50000}
+
+    def _setUp(self):
+        self.root = self.useFixture(fixtures.TempDir()).path
+        self.cpu = os.path.join(self.root, 'cpu')
+        for group, value in self.GROUPS.items():
+            write(os.path.join(self.cpu, group, rt.RT_FILE), '%d\n' % value)
+
+    def value(self, group):
+        with open(os.path.join(self.cpu, group, rt.RT_FILE)) as f:
+            return int(f.read())
+
+
+class TestRtRuntime(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.fake = self.useFixture(FakeCgroups())
+        self.record = base.MemoryRecord()
+        self.order = []
+        test = self
+
+        class Logged(rt.CgroupRtRuntime):
+            def _set(self, key, value):
+                test.order.append((key, value))
+                super()._set(key, value)
+
+        self.act = Logged(self.record, self.fake.cpu)
+
+    def test_grants_cover_children_and_never_lower_a_parent(self):
+        plan = rt.grants(self.act, ['machine/dom-a/vcpu0',
+                                    'machine/dom-a/vcpu1'], 100000)
+        self.assertEqual([('machine', 200000), ('machine/dom-a', 200000),
+                          ('machine/dom-a/vcpu0', 100000),
+                          ('machine/dom-a/vcpu1', 100000)], plan)
+        write(os.path.join(self.fake.cpu, 'machine', rt.RT_FILE),
+              '500000\n')
+        plan = dict(rt.grants(self.act, ['machine/dom-b/vcpu0'], 100000))
+        self.assertEqual(500000, plan['machine'])
+
+    def test_written_top_down_restored_bottom_up(self):
+        for group, value in rt.grants(self.act, ['machine/dom-b/vcpu0'],
+                                      100000):
+            self.act.write(group, value)
+        self.assertEqual(['machine', 'machine/dom-b', 'machine/dom-b/vcpu0'],
+                         [k for k, _ in self.order])
+        self.assertEqual(100000, self.fake.value('machine/dom-b/vcpu0'))
+        self.order.clear()
+        self.assertEqual([], self.act.restore_all())
+        self.assertEqual(['machine/dom-b/vcpu0', 'machine/dom-b', 'machine'],
+                         [k for k, _ in self.order])
+        self.assertEqual(0, self.fake.value('machine'))
+        self.assertEqual(50000, self.fake.value('system'))
+
+    def test_a_group_gone_with_its_domain_restores_as_nothing(self):
+        self.act.write('machine/dom-b/vcpu0', 100000)
+        import shutil
+        shutil.rmtree(os.path.join(self.fake.cpu, 'machine/dom-b'))
+        self.assertEqual([], self.act.restore_all())
+
+    def test_rt_mode(self):
+        proc = self.useFixture(fixtures.TempDir()).path
+        knob = os.path.join(proc, 'sys/kernel/sched_rt_runtime_us')
+        for value, mode in (('-1', None), ('0', None),
+                            ('950000', 'group')):
+            write(knob, value + '\n')
+            got, why = rt.rt_mode(proc, self.fake.root, 'machine/x')
+            self.assertEqual(mode, got, why)
+        # no RT group scheduling in this kernel: the host-wide bound
+        os.unlink(os.path.join(self.fake.cpu, rt.RT_FILE))
+        self.assertEqual('global',
+                         rt.rt_mode(proc, self.fake.root, 'machine/x')[0])
+        # cgroup v2 (no v1 cpu path for the thread): the host-wide bound
+        self.assertEqual('global', rt.rt_mode(proc, self.fake.root, None)[0])
+
+    def test_cpu_cgroup_of_a_thread(self):
+        proc = self.useFixture(fixtures.TempDir()).path
+        write(os.path.join(proc, '7/task/9/cgroup'),
+              '12:pids:/machine/q\n4:cpu,cpuacct:/machine/q/vcpu0\n'
+              '0::/\n')
+        self.assertEqual('machine/q/vcpu0', rt.cpu_cgroup(proc, 7, 9))
+        write(os.path.join(proc, '7/task/9/cgroup'), '0::/machine.slice\n')
+        self.assertIsNone(rt.cpu_cgroup(proc, 7, 9))
+
+
+class TestDomainKnobs(testtools.TestCase):
+    """``test:///default`` keeps blkio weight and a fake scheduler weight."""
+
+    def setUp(self):
+        super().setUp()
+        self.conn = libvirt.open('test:///default')
+        self.addCleanup(self.conn.close)
+        self.dom = self.conn.listAllDomains()[0]
+        self.uuid = self.dom.UUIDString()
+        self.record = base.MemoryRecord()
+
+    def test_blkio_weight_set_and_restored(self):
+        act = domain.BlkioWeight(self.record, self.conn.lookupByUUIDString)
+        before = self.dom.blkioParameters(0)['weight']
+        self.assertTrue(act.set(self.uuid, 900))
+        self.assertFalse(act.set(self.uuid, 900))
+        self.assertEqual(900, self.dom.blkioParameters(0)['weight'])
+        self.assertEqual(before, act.original_value(self.uuid))
+        act.restore(self.uuid)
+        self.assertEqual(before, self.dom.blkioParameters(0)['weight'])
+
+    def test_a_restarted_domain_is_not_written(self):
+        act = domain.BlkioWeight(self.record, self.conn.lookupByUUIDString)
+        act.set(self.uuid, 700)
+        self.record.kept[act.kind][self.uuid]['id'] += 100   # restarted
+        act.restore(self.uuid)
+        self.assertEqual(700, self.dom.blkioParameters(0)['weight'])
+        self.assertEqual([], self.record.keys(act.kind))
+
+    def test_an_unknown_domain_is_an_error(self):
+        act = domain.BlkioWeight(self.record, self.conn.lookupByUUIDString)
+        self.assertRaises(base.ActuatorError, act.read,
+                          '00000000-0000-0000-0000-000000000000')
+
+
+class TestFileRecord(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.path = os.path.join(
+            self.useFixture(fixtures.TempDir()).path, 'a.json')
+
+    def test_durable_across_instances_and_emptied_file_removed(self):
+        one = actuator_record.FileRecord(self.path, boot='b1')
+        one.record('k', 'x', {'v': 1})
+        one.record('k', 'x', {'v': 2})      # the first original wins
+        two = actuator_record.FileRecord(self.path, boot='b1')
+        self.assertTrue(two.load())
+        self.assertEqual({'v': 1}, two.original('k', 'x'))
+        two.forget('k', 'x')
+        self.assertFalse(os.path.exists(self.path))
+
+    def test_a_record_from_another_boot_is_dropped(self):
+        actuator_record.FileRecord(self.path, boot='b1').record('k', 'x', 1)
+        later = actuator_record.FileRecord(self.path, boot='b2')
+        self.assertFalse(later.load())
+        self.assertFalse(os.path.exists(self.path))
+
+    def test_a_corrupt_record_is_moved_aside(self):
+        with open(self.path, 'w') as f:
+            json.dump({'version': 1, 'kinds': []}, f)
+        rec = actuator_record.FileRecord(self.path)
+        self.assertFalse(rec.load())
+        self.assertTrue(os.path.exists(self.path + '.corrupt'))
+
+    def test_an_unwritable_record_refuses_the_change(self):
+        os.makedirs(self.path)       # the file's place is a directory
+        rec = actuator_record.FileRecord(self.path)
+        self.assertRaises(base.ActuatorError, rec.record, 'k', 'x', 1)
+        self.assertRaises(KeyError, rec.original, 'k', 'x')
+
+
+class TestAttempt(testtools.TestCase):
+
+    def test_a_refused_write_leaves_no_record(self):
+        fake = self.useFixture(FakeIrqs())
+        record = base.MemoryRecord()
+
+        class Refusing(irq.IrqAffinity):
+            def _set(self, key, value):
+                raise base.ActuatorError('EPERM', denied=True)
+
+        act = Refusing(record, fake.root)
+        e = self.assertRaises(base.ActuatorError, act.move, 36, {0})
+        self.assertTrue(e.denied)
+        self.assertEqual([], record.keys(act.kind))
+        self.assertEqual([], act.restore_all())
+
+    def test_a_write_that_changed_the_knob_stays_recorded(self):
+        fake = self.useFixture(FakeIrqs())
+        record = base.MemoryRecord()
+
+        class HalfWay(irq.IrqAffinity):
+            def _set(self, key, value):
+                super()._set(key, value)
+                raise base.ActuatorError('failed after writing')
+
+        act = HalfWay(record, fake.root)
+        self.assertRaises(base.ActuatorError, act.move, 36, {0})
+        self.assertEqual(['36'], record.keys(act.kind))

@@ -1,0 +1,200 @@
+"""MIST through the libvirt driver, on libvirt's test driver.
+
+The domain carries the nova metadata nova 34 writes (``<nova:extraSpecs>``),
+so the reservation the agent honours is read as on a compute host. The
+procfs root is a copy (the real one's IRQs must not move in a unit test);
+it says the host has no bounded RT runtime, so CPU protection takes the
+cpu-shares fallback here. Real-time on real vCPU threads is asserted on a
+real qemu guest (``vsmtio_agent/tests/functional/test_mist.py``).
+"""
+
+import os
+import uuid
+
+import fixtures
+import libvirt
+import testtools
+
+from vsmtio_agent.drivers import libvirt as libvirt_driver
+from vsmtio_agent.drivers import mist_host
+from vsmtio_agent import model
+from vsmtio_agent.policy import mist
+from vsmtio_agent.tests.unit.actuators import test_mist_actuators as acts
+from vsmtio_agent.tests.unit.host import fixtures as host_fixtures
+
+NOVA_XML = """<domain type='test'>
+  <name>%(name)s</name><uuid>%(uuid)s</uuid>
+  <metadata>
+    <nova:instance xmlns:nova="http://openstack.org/xmlns/libvirt/nova/1.1">
+      <nova:flavor name="r500" id="7">
+        <nova:vcpus>2</nova:vcpus>
+        <nova:extraSpecs>%(specs)s</nova:extraSpecs>
+      </nova:flavor>
+    </nova:instance>
+  </metadata>
+  <memory>65536</memory><vcpu>2</vcpu>
+  <os><type>hvm</type></os>
+</domain>"""
+
+
+def spec(name, value):
+    return '<nova:extraSpec name="%s">%s</nova:extraSpec>' % (name, value)
+
+
+class TestReservationFromNovaMetadata(testtools.TestCase):
+
+    def test_honoured_reservation(self):
+        xml = NOVA_XML % {'name': 'x', 'uuid': str(uuid.uuid4()),
+                          'specs': spec('vsmtio:io_reservation_iops', '500')
+                          + spec('resources:CUSTOM_VSMTIO_IO_IOPS', '400')
+                          + spec('hw:cpu_policy', 'shared')}
+        specs = mist_host.flavor_extra_specs(xml)
+        self.assertEqual('500', specs['vsmtio:io_reservation_iops'])
+        self.assertEqual('shared', specs['hw:cpu_policy'])
+
+    def test_block_totals(self):
+        stats = {'block.count': 2, 'block.0.rd.reqs': 3,
+                 'block.0.wr.reqs': 4, 'block.0.rd.bytes': 10,
+                 'block.0.wr.bytes': 20, 'block.1.rd.reqs': 1,
+                 'block.1.wr.reqs': 0, 'block.1.rd.bytes': 5,
+                 'block.1.wr.bytes': 0}
+        self.assertEqual((8, 35), mist_host.block_totals(stats))
+        self.assertEqual((None, None), mist_host.block_totals({}))
+        del stats['block.1.wr.reqs']
+        self.assertEqual((None, None), mist_host.block_totals(stats))
+
+
+class TestMistThroughTheDriver(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.sysfs = self.useFixture(host_fixtures.FakeSysfs(cores=2))
+        self.irqs = self.useFixture(acts.FakeIrqs())
+        host_fixtures.write(os.path.join(
+            self.irqs.root, 'sys/kernel/sched_rt_runtime_us'), '-1\n')
+        self.conf = host_fixtures.make_conf(
+            self, sysfs_root=self.sysfs.root, procfs_root=self.irqs.root,
+            guard=False)
+        self.conn = libvirt.open('test:///default')
+        self.addCleanup(self.conn.close)
+        self.uuid = str(uuid.uuid4())
+        self.dom = self.conn.createXML(NOVA_XML % {
+            'name': 'r-' + self.uuid[:8], 'uuid': self.uuid,
+            'specs': spec('vsmtio:io_reservation_iops', '500')
+            + spec('resources:CUSTOM_VSMTIO_IO_IOPS', '500')})
+        self.addCleanup(self._destroy)
+        self.weight = self.dom.blkioParameters(0)['weight']
+
+    def _destroy(self):
+        try:
+            self.dom.destroy()
+        except libvirt.libvirtError:
+            pass
+
+    def driver(self):
+        d = libvirt_driver.LibvirtHostDriver(self.conf)
+        self.addCleanup(d.close)
+        return d
+
+    def decision(self, protect):
+        verdict = mist.Verdict(protect=True, reason='test')
+        return model.Decision(timeout_ns=200000, placements={},
+                              protect={self.uuid: verdict} if protect
+                              else {})
+
+    def test_sample_carries_the_reservation(self):
+        drv = self.driver()
+        snap = drv.sample()
+        self.assertEqual(model.Reservation(iops=500),
+                         snap.domains[self.uuid].reservation)
+
+    def test_protect_release_and_restore(self):
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        result = drv.apply(self.decision(True))
+        self.assertEqual(1000, self.dom.blkioParameters(0)['weight'])
+        self.assertEqual('0', self.irqs.affinity(36))       # block IRQ
+        self.assertEqual('1-3', self.irqs.affinity(38))     # network IRQ
+        self.assertEqual('0-3', self.irqs.affinity(26))     # untouched
+        self.assertIn(mist_host.CPU, drv.mist.protected[self.uuid])
+        self.assertGreaterEqual(result.applied, 4)
+        # held: applying again changes nothing
+        again = drv.apply(self.decision(True))
+        self.assertEqual(0, again.applied)
+        # released: every original back
+        drv.apply(self.decision(False))
+        self.assertEqual(self.weight, self.dom.blkioParameters(0)['weight'])
+        self.assertEqual('0-3', self.irqs.affinity(36))
+        self.assertEqual('0-3', self.irqs.affinity(38))
+        self.assertTrue(drv.mist.record.empty)
+
+    def test_stop_restores(self):
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        drv.apply(self.decision(True))
+        drv.restore()
+        self.assertEqual(self.weight, self.dom.blkioParameters(0)['weight'])
+        self.assertEqual('0-3', self.irqs.affinity(36))
+
+    def test_a_crashed_agent_is_undone_at_the_next_start(self):
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        drv.apply(self.decision(True))
+        drv.close()                 # dies without restoring
+        path = self.conf.vsmtio_agent.checkpoint_path + '.actuators.json'
+        self.assertTrue(os.path.exists(path))
+        self.assertEqual('0', self.irqs.affinity(36))
+        fresh = self.driver()
+        fresh.recover()
+        self.assertEqual(self.weight, self.dom.blkioParameters(0)['weight'])
+        self.assertEqual('0-3', self.irqs.affinity(36))
+        self.assertFalse(os.path.exists(path))
+
+    def test_a_dry_run_writes_nothing(self):
+        self.conf.set_override('dry_run', True, group='vsmtio_agent')
+        from vsmtio_agent import agent as agent_mod
+        drv = self.driver()
+        ag = agent_mod.Agent(self.conf, drv)
+        ag.tick()                   # the start period
+        ag._apply(self.decision(True))
+        self.assertEqual(self.weight, self.dom.blkioParameters(0)['weight'])
+        self.assertEqual('0-3', self.irqs.affinity(36))
+        self.assertFalse(os.path.exists(
+            self.conf.vsmtio_agent.checkpoint_path + '.actuators.json'))
+
+    def test_irq_separation_can_be_turned_off(self):
+        self.conf.set_override('mist_irq_separation', False,
+                               group='vsmtio_agent')
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        drv.apply(self.decision(True))
+        self.assertEqual('0-3', self.irqs.affinity(36))
+        self.assertEqual(1000, self.dom.blkioParameters(0)['weight'])
+        drv.restore()
+
+    def test_describe_says_why_no_real_time(self):
+        mode = self.driver().describe()
+        self.assertTrue(any('sched_rt_runtime_us is -1' in m
+                            for m in mode.missing), mode.missing)
+
+
+class TestUnadmittedReservation(testtools.TestCase):
+
+    def test_a_declaration_without_resources_is_not_protected(self):
+        self.useFixture(fixtures.FakeLogger())
+        sysfs = self.useFixture(host_fixtures.FakeSysfs(cores=2))
+        conf = host_fixtures.make_conf(self, sysfs_root=sysfs.root)
+        conn = libvirt.open('test:///default')
+        self.addCleanup(conn.close)
+        uid = str(uuid.uuid4())
+        dom = conn.createXML(NOVA_XML % {
+            'name': 'u-' + uid[:8], 'uuid': uid,
+            'specs': spec('vsmtio:io_reservation_iops', '500')})
+        self.addCleanup(dom.destroy)
+        drv = libvirt_driver.LibvirtHostDriver(conf)
+        self.addCleanup(drv.close)
+        self.assertFalse(drv.sample().domains[uid].reservation.reserved)

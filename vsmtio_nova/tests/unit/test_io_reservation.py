@@ -1,0 +1,78 @@
+"""Reserved I/O: what the agent honours, and the inventory nova reports."""
+
+from nova.compute import provider_tree
+import nova.conf
+from nova import test
+
+from vsmtio_nova import conf  # noqa: F401 (registers [vsmtio] for flags)
+from vsmtio_nova import io_reservation as io_res
+
+CONF = nova.conf.CONF
+MIB = 1024 * 1024
+
+
+class HonouredTest(test.NoDBTestCase):
+
+    def test_declared_and_admitted_agree(self):
+        iops, bps, problems = io_res.honoured({
+            io_res.EXTRA_SPEC_IOPS: '500',
+            'resources:CUSTOM_VSMTIO_IO_IOPS': '500',
+            io_res.EXTRA_SPEC_MIB_PER_S: '40',
+            'resources1:CUSTOM_VSMTIO_IO_MIB_PER_S': '40'})
+        self.assertEqual((500, 40 * MIB, []), (iops, bps, problems))
+
+    def test_capped_at_what_placement_admitted(self):
+        iops, _, problems = io_res.honoured({
+            io_res.EXTRA_SPEC_IOPS: '500',
+            'resources:CUSTOM_VSMTIO_IO_IOPS': '200'})
+        self.assertEqual(200, iops)
+        self.assertIn('placement admitted 200', problems[0])
+
+    def test_not_admitted_is_not_honoured(self):
+        iops, bps, problems = io_res.honoured({io_res.EXTRA_SPEC_IOPS: '9'})
+        self.assertIsNone(iops)
+        self.assertIsNone(bps)
+        self.assertIn('not admitted by placement', problems[0])
+
+    def test_unreserved_and_garbage(self):
+        self.assertEqual((None, None, []), io_res.honoured({}))
+        # a hand-edited domain could hold anything: never a reservation
+        self.assertEqual((None, None, []), io_res.honoured({
+            io_res.EXTRA_SPEC_IOPS: 'lots',
+            'resources:CUSTOM_VSMTIO_IO_IOPS': '-3'}))
+
+
+class InventoryTest(test.NoDBTestCase):
+
+    def tree(self):
+        tree = provider_tree.ProviderTree()
+        tree.new_root('node', 'a0b1c2d3-0000-4000-8000-000000000001')
+        tree.update_inventory('node', {'VCPU': {'total': 8}})
+        return tree
+
+    def test_capacity_becomes_inventory_beside_nova_s(self):
+        self.flags(io_reservation_capacity_iops=1000, group='vsmtio')
+        tree = self.tree()
+        io_res.update_inventory(tree, 'node', CONF)
+        inv = tree.data('node').inventory
+        self.assertEqual(8, inv['VCPU']['total'])
+        self.assertEqual({'total': 1000, 'reserved': 0, 'min_unit': 1,
+                          'max_unit': 1000, 'step_size': 1,
+                          'allocation_ratio': 1.0}, inv[io_res.RC_IOPS])
+        self.assertNotIn(io_res.RC_MIB_PER_S, inv)
+
+    def test_capacity_zero_removes_the_inventory(self):
+        tree = self.tree()
+        self.flags(io_reservation_capacity_mib_per_s=300, group='vsmtio')
+        io_res.update_inventory(tree, 'node', CONF)
+        self.assertIn(io_res.RC_MIB_PER_S, tree.data('node').inventory)
+        self.flags(io_reservation_capacity_mib_per_s=0, group='vsmtio')
+        io_res.update_inventory(tree, 'node', CONF)
+        self.assertNotIn(io_res.RC_MIB_PER_S, tree.data('node').inventory)
+        self.assertIn('VCPU', tree.data('node').inventory)
+
+    def test_bounds(self):
+        self.assertRaises(ValueError, self.flags, group='vsmtio',
+                          io_reservation_capacity_iops=-1)
+        self.assertRaises(ValueError, self.flags, group='vsmtio',
+                          io_reservation_capacity_iops=2 ** 31)
