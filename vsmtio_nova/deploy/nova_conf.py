@@ -3,9 +3,10 @@
 The one piece of code that edits nova.conf for vsmtio: the devstack
 plugin, the test cloud and operators (``vsmtio-nova-conf``) all use it.
 
-:func:`enable` adds the vsmtio filter to ``[filter_scheduler]
-available_filters`` (a repeated key: nova's ``all_filters`` stays) and
-``enabled_filters``, and the weigher to ``weight_classes``; with
+:func:`enable` adds the vsmtio filters (``WorkloadMixFilter`` and
+``ContextRetentionFilter``) to ``[filter_scheduler] available_filters`` (a
+repeated key: nova's ``all_filters`` stays) and ``enabled_filters``, and the
+weigher to ``weight_classes``; with
 ``retention=True`` it also sets ``[DEFAULT] compute_driver`` to the vsmtio
 libvirt driver. A key the file does not set is written with nova's default
 plus ours, so nothing nova would have loaded is lost. It is idempotent
@@ -28,6 +29,10 @@ from vsmtio_nova import virt
 GROUP = 'filter_scheduler'
 FILTER_CLASS = 'WorkloadMixFilter'
 FILTER = 'vsmtio_nova.scheduler.filters.' + FILTER_CLASS
+RETENTION_FILTER_CLASS = 'ContextRetentionFilter'
+RETENTION_FILTER = ('vsmtio_nova.scheduler.retention.'
+                    + RETENTION_FILTER_CLASS)
+FILTERS = (FILTER, RETENTION_FILTER)
 WEIGHER = 'vsmtio_nova.scheduler.weights.WorkloadMixWeigher'
 COMPUTE_DRIVER = virt.COMPUTE_DRIVER
 MARK = '# vsmtio-nova-conf: '
@@ -68,32 +73,36 @@ def _add_key(doc, section, key, value):
 
 def _ensure_available(doc):
     units = doc.find(GROUP, 'available_filters')
-    if FILTER in [u.value for u in units]:
-        return False
-    if units:
-        doc.insert(units[-1].end, [_mark(doc, 'added'),
-                                   doc.line('available_filters', FILTER)])
-        return True
-    for value in nova_default('available_filters') + [FILTER]:
-        _add_key(doc, GROUP, 'available_filters', value)
-    return True
+    missing = [f for f in FILTERS if f not in [u.value for u in units]]
+    if units and missing:
+        lines = []
+        for value in missing:
+            lines += [_mark(doc, 'added'), doc.line('available_filters',
+                                                    value)]
+        doc.insert(units[-1].end, lines)
+    elif missing:
+        for value in nova_default('available_filters') + missing:
+            _add_key(doc, GROUP, 'available_filters', value)
+    return bool(missing)
 
 
-def _ensure_in_list(doc, key, item):
+def _ensure_in_list(doc, key, items):
     units = doc.find(GROUP, key)
     if not units:
         return _add_key(doc, GROUP, key,
-                        ','.join(nova_default(key) + [item]))
+                        ','.join(nova_default(key) + list(items)))
     unit = units[-1]  # the one oslo.config keeps
-    if item in ini.split_list(unit.value):
+    missing = [i for i in items if i not in ini.split_list(unit.value)]
+    if not missing:
         return False
     content, _end = ini.split_eol(doc.lines[unit.end - 1])
     core = content.rstrip()
     quote = core[-1] if unit.quoted and unit.end == unit.start + 1 else ''
     body = core[:-1] if quote else core
     sep = ',' if unit.value.strip() else ('' if quote else ' ')
-    doc.set_last_line(unit, body + sep + item + quote + content[len(core):])
-    doc.insert(unit.start, [_mark(doc, 'appended ' + item)])
+    doc.set_last_line(unit, body + sep + ','.join(missing) + quote
+                      + content[len(core):])
+    doc.insert(unit.start, [_mark(doc, 'appended ' + ','.join(missing))])
     return True
 
 
@@ -118,8 +127,9 @@ def enable(path, retention=False):
     """Add vsmtio's filter and weigher (and driver); True if changed."""
     doc = ini.Document.read(path)
     changed = _ensure_available(doc)
-    changed |= _ensure_in_list(doc, 'enabled_filters', FILTER_CLASS)
-    changed |= _ensure_in_list(doc, 'weight_classes', WEIGHER)
+    changed |= _ensure_in_list(doc, 'enabled_filters',
+                               (FILTER_CLASS, RETENTION_FILTER_CLASS))
+    changed |= _ensure_in_list(doc, 'weight_classes', (WEIGHER,))
     if retention:
         changed |= _ensure_driver(doc)
     if changed:
@@ -156,8 +166,10 @@ def _undo(doc, index):
     if action == 'added':
         doc.replace(index, unit.end if unit else index + 1, [])
     elif action.startswith('appended '):
-        if unit:
-            _remove_item(doc, unit, action[len('appended '):])
+        for item in reversed(ini.split_list(action[len('appended '):])):
+            if unit:
+                _remove_item(doc, unit, item)
+                unit = doc.unit_at(index + 1)
         doc.replace(index, index + 1, [])
     elif action.startswith('was '):
         if unit and unit.key == 'compute_driver' and (

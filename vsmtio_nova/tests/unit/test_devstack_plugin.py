@@ -132,11 +132,14 @@ class DevstackPluginTest(testtools.TestCase):
     def assert_scheduler_enabled(self, path):
         doc = ini.Document.read(path)
         self.assertEqual(
-            ['nova.scheduler.filters.all_filters', nova_conf.FILTER],
+            ['nova.scheduler.filters.all_filters', nova_conf.FILTER,
+             nova_conf.RETENTION_FILTER],
             [u.value for u in doc.find('filter_scheduler',
                                        'available_filters')])
         enabled = doc.find('filter_scheduler', 'enabled_filters')[-1]
-        self.assertIn('WorkloadMixFilter', ini.split_list(enabled.value))
+        self.assertEqual(
+            ['ComputeFilter', 'ImagePropertiesFilter', 'WorkloadMixFilter',
+             'ContextRetentionFilter'], ini.split_list(enabled.value))
         weights = doc.find('filter_scheduler', 'weight_classes')[-1]
         self.assertIn(nova_conf.WEIGHER, ini.split_list(weights.value))
 

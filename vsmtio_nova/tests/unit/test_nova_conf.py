@@ -82,7 +82,10 @@ class NovaConfTest(testtools.TestCase):
     def assert_vsmtio_on(self, seen):
         self.assertIn('nova.scheduler.filters.all_filters', seen['available'])
         self.assertIn(nova_conf.FILTER, seen['available'])
+        self.assertIn(nova_conf.RETENTION_FILTER, seen['available'])
         self.assertIn('WorkloadMixFilter', seen['loaded_filters'])
+        self.assertIn('ContextRetentionFilter', seen['loaded_filters'])
+        self.assertIn('ContextRetentionFilter', seen['enabled'])
         self.assertIn('ComputeFilter', seen['loaded_filters'])
         self.assertIn('WorkloadMixFilter', seen['enabled'])
         self.assertIn(nova_conf.WEIGHER, seen['weights'])
@@ -106,9 +109,11 @@ class NovaConfTest(testtools.TestCase):
     def test_devstack_file(self):
         enabled, seen = self.round_trip(DEVSTACK)
         self.assertEqual(['ComputeFilter', 'ImagePropertiesFilter',
-                          'WorkloadMixFilter'], seen['enabled'])
+                          'WorkloadMixFilter', 'ContextRetentionFilter'],
+                         seen['enabled'])
         self.assertEqual(['nova.scheduler.filters.all_filters',
-                          nova_conf.FILTER], seen['available'])
+                          nova_conf.FILTER, nova_conf.RETENTION_FILTER],
+                         seen['available'])
         self.assertEqual(['nova.scheduler.weights.all_weighers',
                           nova_conf.WEIGHER], seen['weights'])
         self.assertEqual('libvirt.LibvirtDriver', seen['driver'])
@@ -117,15 +122,18 @@ class NovaConfTest(testtools.TestCase):
                      '; scheduler: devstack sets the filters\n',
                      '# keep this comment\n', 'virt_type = qemu\n'):
             self.assertIn(kept, enabled)
-        self.assertIn('# vsmtio-nova-conf: appended WorkloadMixFilter\n'
+        self.assertIn('# vsmtio-nova-conf: appended WorkloadMixFilter,'
+                      'ContextRetentionFilter\n'
                       'enabled_filters = ComputeFilter,ImagePropertiesFilter,'
-                      'WorkloadMixFilter\n', enabled)
+                      'WorkloadMixFilter,ContextRetentionFilter\n', enabled)
 
     def test_empty_file_gets_nova_defaults_plus_ours(self):
         _enabled, seen = self.round_trip('[DEFAULT]\n')
         from nova.conf import scheduler  # noqa: F401 (nova is installed)
         defaults = nova_conf.nova_default('enabled_filters')
-        self.assertEqual(defaults + ['WorkloadMixFilter'], seen['enabled'])
+        self.assertEqual(defaults + ['WorkloadMixFilter',
+                                     'ContextRetentionFilter'],
+                         seen['enabled'])
         self.assertEqual(['nova.scheduler.weights.all_weighers',
                           nova_conf.WEIGHER], seen['weights'])
 
@@ -157,16 +165,18 @@ class NovaConfTest(testtools.TestCase):
         enabled, seen = self.round_trip(
             '[Filter_Scheduler]\nenabled_filters = A\n'
             '[filter_scheduler]\nenabled_filters = ComputeFilter\n')
-        self.assertEqual(['ComputeFilter', 'WorkloadMixFilter'],
-                         seen['enabled'])
+        self.assertEqual(['ComputeFilter', 'WorkloadMixFilter',
+                          'ContextRetentionFilter'], seen['enabled'])
         self.assertIn('enabled_filters = A\n', enabled)
 
     def test_already_configured_by_hand_is_left_alone(self):
         text = ('[filter_scheduler]\n'
                 'available_filters = nova.scheduler.filters.all_filters\n'
                 'available_filters = %s\n'
-                'enabled_filters = WorkloadMixFilter\n'
+                'available_filters = %s\n'
+                'enabled_filters = WorkloadMixFilter,ContextRetentionFilter\n'
                 'weight_classes = %s\n' % (nova_conf.FILTER,
+                                           nova_conf.RETENTION_FILTER,
                                            nova_conf.WEIGHER))
         path = self.write(text)
         self.assertFalse(nova_conf.enable(path))
@@ -194,7 +204,8 @@ class NovaConfTest(testtools.TestCase):
         path = self.write('[filter_scheduler]\nenabled_filters = A\n')
         nova_conf.enable(path)
         text = self.read(path).replace(
-            'A,WorkloadMixFilter', 'A,WorkloadMixFilter,B')
+            'A,WorkloadMixFilter,ContextRetentionFilter',
+            'A,WorkloadMixFilter,B,ContextRetentionFilter')
         with open(path, 'w') as f:
             f.write(text)
         nova_conf.disable(path)
