@@ -4,15 +4,59 @@ Each period the agent lets the host run (``driver.advance``), samples every
 vCPU, derives the period's rates, asks the engine for a decision and hands
 it to the driver. Everything host-specific is in the driver, so the same
 loop drives a real KVM host and the simulated one.
+
+:meth:`Agent.tick` returns one frozen :class:`Period`: what was observed,
+decided and applied. It is the one thing the daemon, its metrics and
+``status``, and the simulator runner read, so none of them can pair one
+period's stats with another period's decision. :meth:`Agent.loop` is the
+one loop they all run.
 """
+
+import dataclasses
+import threading
+import types
+from typing import Mapping
+from typing import Optional
 
 from oslo_log import log as logging
 
+from vsmtio_agent.drivers import base
 from vsmtio_agent import model
 from vsmtio_agent.policy import engine as engine_mod
 from vsmtio_agent.policy import monitor
 
 LOG = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Period:
+    """One period of the agent, as every consumer reads it.
+
+    ``number`` is 0 for the start (the first sample and the initial
+    timeout, no stats yet) and counts periods from 1. ``result`` is None
+    when nothing was applied (a dry run). ``timeout_ns``, ``mechanisms``
+    (in force this period), ``kept`` (what the guard keeps) and
+    ``verdicts`` (the guard's last verdict per mechanism, None with the
+    guard off) are the engine's state once the decision was taken.
+    """
+
+    number: int
+    snapshot: model.Snapshot
+    stats: Mapping
+    decision: model.Decision
+    result: Optional[base.ApplyResult]
+    timeout_ns: int
+    mechanisms: frozenset
+    kept: frozenset
+    verdicts: Optional[tuple]
+
+    @property
+    def start(self):
+        return self.number == 0
+
+    @property
+    def dry_run(self):
+        return self.result is None
 
 
 class Agent(object):
@@ -23,17 +67,34 @@ class Agent(object):
         self.topology = driver.topology()
         self.engine = engine or engine_mod.PolicyEngine(
             self.topology, engine_mod.Params.from_conf(conf))
-        self.last_snapshot = None
-        self.last_stats = {}
-        self.last_decision = None
-        self.last_result = None
+        self.period = None          # the last Period
         self.ticks = 0
-        self._stopping = False
+        self._halt = threading.Event()
         self._stopped = False
 
     @property
     def opts(self):
         return self.conf.vsmtio_agent
+
+    # What the last period saw; None/{} until one has run after the start.
+
+    @property
+    def last_snapshot(self):
+        return self.period.snapshot if self.period else None
+
+    @property
+    def last_stats(self):
+        return self.period.stats if self.period else {}
+
+    @property
+    def last_decision(self):
+        if self.period is None or self.period.start:
+            return None
+        return self.period.decision
+
+    @property
+    def last_result(self):
+        return self.period.result if self.period else None
 
     def _apply(self, decision):
         if self.opts.dry_run:
@@ -50,53 +111,93 @@ class Agent(object):
                         '; '.join(result.messages))
         return result
 
-    def start(self):
+    def _record(self, number, snapshot, stats, decision, result):
+        guard = self.engine.guard
+        self.period = Period(
+            number=number, snapshot=snapshot,
+            stats=types.MappingProxyType(dict(stats)), decision=decision,
+            result=result, timeout_ns=self.engine.timeout_ns,
+            mechanisms=frozenset(self.engine.mechanisms),
+            kept=frozenset(self.engine.kept),
+            verdicts=tuple(guard.verdicts) if guard is not None else None)
+        return self.period
+
+    def _start(self):
         """Take the first snapshot and put the initial timeout in force."""
-        self.last_snapshot = self.driver.sample()
+        self.driver.advance(0)
+        snapshot = self.driver.sample()
         first = model.Decision(timeout_ns=self.engine.timeout_ns,
                                placements={})
-        self.last_result = self._apply(first)
+        period = self._record(0, snapshot, {}, first, self._apply(first))
         LOG.info('agent started on %s host: %d cores, initial retention '
                  'timeout %d us', self.driver.describe().mode,
                  len(self.topology.cores), first.timeout_ns // 1000)
+        return period
 
     def tick(self):
-        """Run one period; return its decision (None on the first)."""
-        if self.last_snapshot is None:
-            self.driver.advance(0)
-            self.start()
-            return None
+        """Run one period (the start, the first time); its :class:`Period`."""
+        if self.period is None:
+            return self._start()
         self.driver.advance(self.opts.period)
         snapshot = self.driver.sample()
-        stats = monitor.derive(self.last_snapshot, snapshot,
+        stats = monitor.derive(self.period.snapshot, snapshot,
                                self.opts.idle_switch_threshold,
                                self.topology)
         decision = self.engine.step(stats)
-        self.last_result = self._apply(decision)
-        self.last_snapshot = snapshot
-        self.last_stats = stats
-        self.last_decision = decision
+        result = self._apply(decision)
         self.ticks += 1
+        period = self._record(self.ticks, snapshot, stats, decision, result)
         for swap in decision.swaps:
             LOG.info('adjuster: swapped %s (core %d) with %s (core %d)',
                      swap.a, swap.core_a, swap.b, swap.core_b)
         LOG.debug('period %d: timeout %d ns (%s), %d vCPUs', self.ticks,
                   decision.timeout_ns, self.engine.ltcr.phase.value,
                   len(stats))
-        return decision
+        return period
 
-    def run(self, periods=None):
-        """Tick until ``periods`` are done or :meth:`stop` is called."""
+    def loop(self, periods=None, before=None, after=None, on_error=None):
+        """The one loop: tick until halted or ``periods`` have run.
+
+        ``before()`` is asked before each period (False ends the loop);
+        ``after(period)`` gets each :class:`Period`. Without ``on_error``
+        an error ends the loop; with it (the daemon) a failed period is
+        logged, handed to ``on_error(exc)``, and the next one starts a
+        period later.
+        """
+        while not self._halt.is_set() and (periods is None
+                                           or self.ticks < periods):
+            if before is not None and not before():
+                return
+            try:
+                period = self.tick()
+            except Exception as exc:
+                if on_error is None:
+                    raise
+                if isinstance(exc, base.HostDriverError):
+                    LOG.warning('Period skipped: %s', exc)
+                else:
+                    LOG.exception('Period failed; the agent goes on')
+                on_error(exc)
+                self._halt.wait(self.opts.period)
+                continue
+            if after is not None:
+                after(period)
+
+    def run(self, periods=None, **hooks):
+        """:meth:`loop`, then :meth:`stop` (the host put back)."""
         try:
-            while not self._stopping and (periods is None
-                                          or self.ticks < periods):
-                self.tick()
+            self.loop(periods, **hooks)
         finally:
             self.stop()
 
+    def halt(self):
+        """End the loop at the end of the current period (any thread)."""
+        self._halt.set()
+        self.driver.interrupt()
+
     def stop(self):
         """Stop ticking and put the host back as it was (once)."""
-        self._stopping = True
+        self._halt.set()
         if self._stopped:
             return
         self._stopped = True

@@ -1,9 +1,11 @@
 """OpenMetrics (Prometheus) export of what the agent sees and does.
 
-A collector reads the agent's latest period when scraped, so vCPUs that
-left the host leave the output at once (no stale labelled series), and
-the agent loop pays nothing for metrics between scrapes. Served by
-``prometheus_client`` on localhost unless configured otherwise.
+A collector keeps the agent's latest :class:`~vsmtio_agent.agent.Period`
+(one frozen record: a scrape never pairs one period's stats with another's
+decision) and renders it when scraped, so vCPUs that left the host leave
+the output at once (no stale labelled series), and the agent loop pays
+nothing for metrics between scrapes. Served by ``prometheus_client`` on
+localhost unless configured otherwise.
 
 Gauges carry the labels OpenStack Watcher's Prometheus datasource reads
 by default: ``fqdn`` (this host, matched against the compute node's
@@ -26,7 +28,7 @@ class AgentCollector:
     def __init__(self, fqdn=None):
         self.fqdn = fqdn or socket.getfqdn()
         self._lock = threading.Lock()
-        self._agent = None
+        self._period = None
         self._mode = None
         self.ticks = 0
         self.tick_failures = 0
@@ -35,14 +37,14 @@ class AgentCollector:
         self.unchanged = 0
         self.decisions = {'applied': 0, 'failed': 0, 'dry_run': 0}
 
-    def observe(self, agent, mode=None):
-        """Record one finished period of ``agent`` (called by the loop)."""
+    def observe(self, period, mode=None):
+        """Record one finished :class:`Period` (called by the loop)."""
         with self._lock:
-            self._agent = agent
+            self._period = period
             if mode is not None:
                 self._mode = mode
             self.ticks += 1
-            result = agent.last_result
+            result = period.result
             if result is None:
                 self.decisions['dry_run'] += 1
             else:
@@ -70,7 +72,7 @@ class AgentCollector:
 
     def _families(self):
         with self._lock:
-            agent, mode = self._agent, self._mode
+            period, mode = self._period, self._mode
             counts = (self.ticks, self.tick_failures, self.applied,
                       self.failed, self.unchanged)
             decisions_by = dict(self.decisions)
@@ -100,9 +102,9 @@ class AgentCollector:
                      labels=['mode'])
             info.add_metric([mode], 1)
             yield info
-        if agent is None or agent.last_decision is None:
+        if period is None:
             return
-        decision, stats = agent.last_decision, agent.last_stats
+        decision, stats = period.decision, period.stats
         yield g('vsmtio_retention_timeout_seconds',
                 'Context-retention timeout LTCR chose for this period.',
                 value=decision.timeout_ns / 1e9)

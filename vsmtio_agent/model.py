@@ -207,8 +207,9 @@ class Decision:
     """What the policy engine asks of the host for the next period.
 
     ``placements`` is RASS's plan (each vCPU's class and hyperthreads);
-    ``split`` says whether to apply it, else every vCPU stays where the
-    host's own scheduler put it. ``retention`` says whether idle vCPUs may
+    ``split`` says whether to apply it, and ``split_cores`` on which cores
+    (None: all of them); every other vCPU stays where the host's own
+    scheduler put it. ``retention`` says whether idle vCPUs may
     retain their context at all (else they halt and block, as on a host
     without vSMT-IO); ``borrow`` whether CPU-bound vCPUs may run on an idle
     I/O sibling.
@@ -220,3 +221,12 @@ class Decision:
     retention: bool = True
     split: bool = True
     borrow: bool = True
+    split_cores: Optional[frozenset] = None
+
+    def applies(self, placement):
+        """Whether the split puts ``placement`` in force (its core is split).
+
+        ``split_cores`` None is the paper's split: every core.
+        """
+        return self.split and (self.split_cores is None
+                               or placement.core_id in self.split_cores)

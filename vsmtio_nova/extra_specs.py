@@ -7,6 +7,7 @@ key in the ``vsmtio`` namespace, with HTTP 400.
 
 from nova.api.validation.extra_specs import base
 
+from vsmtio_nova import balloon
 from vsmtio_nova import workload
 
 EXTRA_SPEC_CONTEXT_RETENTION = 'vsmtio:context_retention'
@@ -45,4 +46,4 @@ EXTRA_SPEC_VALIDATORS = [
 
 
 def register():
-    return EXTRA_SPEC_VALIDATORS
+    return EXTRA_SPEC_VALIDATORS + balloon.EXTRA_SPEC_VALIDATORS

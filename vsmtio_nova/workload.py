@@ -1,9 +1,14 @@
-"""Workload classes: one vocabulary for the scheduler, monitor and agent.
+"""Workload classes: the ``vsmtio:workload`` vocabulary of the cloud side.
 
 A flavor declares ``vsmtio:workload`` as ``io`` or ``cpu``; ``auto`` (and an
 unset key) means the agent measures the class and the scheduler treats the
-instance as unknown. This module has no nova import so the agent can use it
-on hosts where nova is not importable.
+instance as unknown. The API validators, the compute side and the
+scheduler use :class:`WorkloadClass`; the agent's policy does not (it
+classes each vCPU, not the instance, as a ``vsmtio_agent.model.Role`` with
+the same words ``io`` and ``cpu``). What the agent measures reaches the
+scheduler as server metadata under :data:`MEASURED_CLASS_KEY`, signed as
+:func:`sign_measured` says. This module has no nova import, so code on a
+compute host where nova is not importable can use it.
 """
 
 import enum

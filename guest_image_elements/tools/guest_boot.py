@@ -142,7 +142,8 @@ def modinfo(ko, field):
     return run(['/sbin/modinfo', '-F', field, ko]).strip()
 
 
-def dkms_build(kvers, outdir):
+def dkms_build(kvers, outdir, module_src=MODULE_SRC,
+               module_name=MODULE_NAME):
     """Build with DKMS itself, in private trees; {kver: built module path}.
 
     The same dkms.conf the image element installs, so this is what
@@ -156,8 +157,8 @@ def dkms_build(kvers, outdir):
     src = os.path.join(outdir, 'src')
     os.makedirs(tree)
     os.makedirs(src)
-    name = os.path.basename(MODULE_SRC)
-    shutil.copytree(MODULE_SRC, os.path.join(src, name))
+    name = os.path.basename(module_src)
+    shutil.copytree(module_src, os.path.join(src, name))
     package, version = name.rsplit('-', 1)
     common = ['--dkmstree', tree, '--sourcetree', src,
               '-m', package, '-v', version]
@@ -166,7 +167,7 @@ def dkms_build(kvers, outdir):
     for kver in kvers:
         run(['dkms', 'build'] + common + ['-k', kver])
         found = glob.glob(os.path.join(tree, package, version, kver, '*',
-                                       'module', MODULE_NAME + '.ko*'))
+                                       'module', module_name + '.ko*'))
         if not found:
             raise GuestError('dkms build for %s left no module' % kver)
         built[kver] = found[0]

@@ -93,12 +93,21 @@ class Actuator(metaclass=abc.ABCMeta):
     def _set(self, key, value):
         """Put ``value`` on the host; ``ActuatorError`` on failure."""
 
-    def write(self, key, value):
-        """Record the original (once), then change the host."""
+    def keep(self, key):
+        """Record the host's current value as the original (once).
+
+        ``write`` does this itself; a caller that changes many knobs at
+        once calls it for each first, so that all their originals are
+        made durable in one step before any of them is written.
+        """
         try:
             self.record.original(self.kind, key)
         except KeyError:
             self.record.record(self.kind, key, self.read(key))
+
+    def write(self, key, value):
+        """Record the original (once), then change the host."""
+        self.keep(key)
         self._set(key, value)
 
     def restore(self, key):

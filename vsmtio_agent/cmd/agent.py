@@ -8,31 +8,32 @@ period in dry-run mode). Only ``run`` without ``--dry-run`` writes to the
 host: it first recovers what a crashed agent left changed, then applies.
 """
 
-import dataclasses
+import argparse
 import importlib
 import json
 import os
-import re
 import sys
 import threading
-import time
 import warnings
 
 from oslo_config import cfg
 from oslo_log import log as logging
-import prettytable
 from stevedore import driver as stevedore_driver
 
+from vsmtio_agent.actuators import checkpoint
+from vsmtio_agent import cmd
 from vsmtio_agent.conf import CONF
 from vsmtio_agent.conf import opts as conf_opts
 from vsmtio_agent.drivers import base
-from vsmtio_agent.host import checkpoint
-from vsmtio_agent.host import procfs
+from vsmtio_agent.linux import procfs
 from vsmtio_agent.policy import engine
+from vsmtio_agent import status
 
 LOG = logging.getLogger(__name__)
 
-COMMANDS = ('run', 'check', 'status')
+COMMANDS = (('run', 'Run the agent (default).'),
+            ('check', 'Print what the host offers.'),
+            ('status', 'Print the per-core vCPU table.'))
 
 cli_opts = [
     cfg.StrOpt('host-driver',
@@ -50,9 +51,19 @@ cli_opts = [
 
 
 def _add_commands(subparsers):
-    subparsers.add_parser('run', help='Run the agent (default).')
-    subparsers.add_parser('check', help='Print what the host offers.')
-    subparsers.add_parser('status', help='Print the per-core vCPU table.')
+    """The sub-commands; ``run`` when none is given.
+
+    The command-line options are accepted after the command too
+    (``vsmtio-agent status --host-driver libvirt``): each sub-command's
+    parser carries the same options, and one given there overrides one
+    given before the command.
+    """
+    subparsers.required = False
+    subparsers.default = 'run'
+    for name, helptext in COMMANDS:
+        parser = subparsers.add_parser(name, help=helptext)
+        for opt in cli_opts:
+            cmd.add_argument(parser, opt, default=argparse.SUPPRESS)
 
 
 command_opt = cfg.SubCommandOpt('command', title='Commands',
@@ -85,75 +96,6 @@ def load_driver(conf):
     return mgr.driver
 
 
-def status_rows(agent):
-    """The per-vCPU rows ``status`` prints, from the agent's last period."""
-    decision = agent.last_decision
-    if decision is None:
-        return []
-    pins = agent.driver.vcpu_pins()
-    rows = []
-    for ref, placement in sorted(decision.placements.items()):
-        st = agent.last_stats.get(ref)
-        # what the host has; the plan only where the split is applied
-        pinned = pins.get(ref, placement.threads if decision.split
-                          else ())
-        rows.append({
-            'core': placement.core_id, 'domain': ref.domain,
-            'vcpu': ref.index, 'class': placement.role.value,
-            'retention_rate': getattr(st, 'retention_rate', None),
-            'utilisation': getattr(st, 'utilisation', None),
-            'ipc': getattr(st, 'ipc', None),
-            'i_cpu': getattr(st, 'i_cpu', None),
-            'pinned': sorted(pinned)})
-    return rows
-
-
-def status_document(agent, mode):
-    decision = agent.last_decision
-    guard = agent.engine.guard
-    return {'time': time.time(), 'pid': os.getpid(), 'mode': mode,
-            'period': agent.opts.period, 'ticks': agent.ticks,
-            'timeout_ns': decision.timeout_ns if decision else None,
-            'dry_run': agent.opts.dry_run, 'vcpus': status_rows(agent),
-            'mechanisms': sorted(agent.engine.kept),
-            'verdicts': ([dataclasses.asdict(v) for v in guard.verdicts]
-                         if guard is not None else None)}
-
-
-def format_status(doc):
-    """A per-core table of one status document."""
-    def num(value, fmt='%.2f'):
-        return 'n/a' if value is None else fmt % value
-
-    table = prettytable.PrettyTable(
-        ['core', 'domain', 'vcpu', 'class', 'retention', 'util', 'IPC',
-         'I_cpu', 'pinned'])
-    table.align = 'l'
-    for row in sorted(doc['vcpus'], key=lambda r: (r['core'], r['domain'],
-                                                   r['vcpu'])):
-        table.add_row([row['core'], row['domain'], row['vcpu'], row['class'],
-                       num(row['retention_rate'], '%.3f'),
-                       num(row.get('utilisation')), num(row['ipc']),
-                       num(row['i_cpu']),
-                       ','.join(map(str, row['pinned']))])
-    timeout = doc['timeout_ns']
-    head = ('mode %s, period %.2f s, %d period(s), retention timeout %s%s'
-            % (doc['mode'], doc['period'], doc['ticks'],
-               'n/a' if timeout is None else '%d us' % (timeout // 1000),
-               ', dry run' if doc.get('dry_run') else ''))
-    lines = [head]
-    if doc.get('verdicts') is None:
-        lines.append('guard off: every mechanism applied')
-    else:
-        lines.append('mechanisms kept: %s' % (
-            ', '.join(doc.get('mechanisms') or ()) or 'none'))
-        for v in doc['verdicts']:
-            lines.append('  guard: %s %s (%s)' % (
-                v['mechanism'], 'kept' if v['kept'] else 'dropped',
-                v['reason']))
-    return '\n'.join(lines) + '\n' + table.get_string()
-
-
 def _service_base():
     """oslo.service's ServiceBase on its threading backend (no eventlet)."""
     # futurist imports eventlet (unused here) only to warn it is deprecated.
@@ -175,7 +117,6 @@ class AgentService(_service_base().ServiceBase):
         self.driver = None
         self.collector = None
         self.metrics_server = None
-        self._stop = threading.Event()
         self._thread = None
         self._done = threading.Event()
         self.mode = None
@@ -213,43 +154,34 @@ class AgentService(_service_base().ServiceBase):
         self._thread.start()
 
     def _loop(self):
-        opts = self.conf.vsmtio_agent
         try:
-            while not self._stop.is_set():
-                if self.periods and self.agent.ticks >= self.periods:
-                    break
-                try:
-                    self.agent.tick()
-                except base.HostDriverError as exc:
-                    LOG.warning('Period skipped: %s', exc)
-                    self.collector.tick_failed()
-                    self._stop.wait(opts.period)
-                    continue
-                except Exception:
-                    LOG.exception('Period failed; the agent goes on')
-                    self.collector.tick_failed()
-                    self._stop.wait(opts.period)
-                    continue
-                if self.agent.last_decision is None:
-                    continue
-                self.collector.observe(self.agent, self.mode)
-                try:
-                    checkpoint.write_json_atomic(
-                        opts.status_path,
-                        status_document(self.agent, self.mode),
-                        durable=False)
-                except OSError as exc:
-                    LOG.debug('status file not written: %s', exc)
+            self.agent.loop(self.periods, after=self._published,
+                            on_error=lambda _exc: self.collector.tick_failed())
         finally:
             self._done.set()
+
+    def _published(self, period):
+        """Metrics and the status file of one finished period."""
+        if period.start:
+            return
+        self.collector.observe(period, self.mode)
+        opts = self.conf.vsmtio_agent
+        try:
+            checkpoint.write_json_atomic(
+                opts.status_path,
+                status.document(period, self.driver, opts, self.mode),
+                durable=False)
+        except OSError as exc:
+            LOG.debug('status file not written: %s', exc)
 
     def wait(self):
         self._done.wait()
 
     def stop(self, graceful=False):
         """Stop ticking, then put the host back as it was."""
-        self._stop.set()
-        if self.driver is not None:
+        if self.agent is not None:
+            self.agent.halt()
+        elif self.driver is not None:
             self.driver.interrupt()
         if self._thread is not None:
             self._thread.join()
@@ -339,7 +271,7 @@ def _status(conf):
               % (opts.status_path, exc))
         return 1
     if doc is not None and _alive(doc.get('pid')):
-        print(format_status(doc))
+        print(status.format_table(doc))
         return 0
     print('no running agent (%s absent or stale); observing one period '
           'in dry-run mode:' % opts.status_path)
@@ -354,7 +286,8 @@ def _status(conf):
         print('error: %s' % exc)
         return 1
     try:
-        print(format_status(status_document(agent, drv.describe().mode)))
+        print(status.format_table(status.document(
+            agent.period, drv, opts, drv.describe().mode)))
     finally:
         drv.close()
     return 0
@@ -374,9 +307,6 @@ def _alive(pid):
 
 def parse_args(argv, conf=CONF):
     """Parse ``argv`` into ``conf``; ``run`` when no command is given."""
-    # The command goes last so options may come before or after it.
-    commands = [a for a in argv if a in COMMANDS] or ['run']
-    argv = [a for a in argv if a not in COMMANDS] + commands[-1:]
     conf.register_cli_opts(cli_opts)
     conf.register_cli_opt(command_opt)
     logging.register_options(conf)
@@ -402,20 +332,42 @@ def validate_conf(conf):
             try:
                 getattr(getattr(conf, group.name), opt.dest)
             except cfg.Error as exc:
-                # oslo's message embeds a LocationInfo repr; keep the file
-                # and the reason (get_location would raise this again).
-                text = str(exc)
-                source = re.search(r"detail='([^']*)'", text)
+                # The type's own error (what oslo raised this one from)
+                # says why; the files say where.
+                source = _file_setting(conf, group.name, opt.dest)
                 raise ValueError('[%s] %s%s: %s' % (
                     group.name, opt.dest,
-                    ' in %s' % source.group(1) if source else '',
-                    text.rpartition('is not valid: ')[2]))
+                    ' in %s' % source if source else '',
+                    exc.__context__ or exc))
     opts = conf.vsmtio_agent
     if opts.min_timeout_us > opts.max_timeout_us:
         raise ValueError('[vsmtio_agent] min_timeout_us (%d) is above '
                          'max_timeout_us (%d)'
                          % (opts.min_timeout_us, opts.max_timeout_us))
     engine.Params.from_conf(conf)
+
+
+def _file_setting(conf, group, name):
+    """The configuration file that sets ``[group] name`` last, or None."""
+    files = list(conf.config_file or ())
+    dirs = conf.config_dir or ()
+    for directory in [dirs] if isinstance(dirs, str) else dirs:
+        try:
+            files += sorted(os.path.join(directory, n)
+                            for n in os.listdir(directory)
+                            if n.endswith('.conf'))
+        except OSError:
+            pass
+    found = None
+    for path in files:
+        sections = {}
+        try:
+            cfg.ConfigParser(path, sections).parse()
+        except (OSError, cfg.ParseError):
+            continue
+        if name in sections.get(group, {}):
+            found = path
+    return found
 
 
 def main(argv=None):

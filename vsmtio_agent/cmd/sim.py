@@ -9,16 +9,25 @@
 ``compare`` runs every kernel model and normalises to ``vanilla``. Under
 the ``vsmtio`` kernel the real agent drives the host. Bad input gets one
 error line and exit status 2, never a traceback.
+
+The options ``--scenario``, ``--kernel``, ``--seed`` and ``--duration`` are
+the ``[vsmtio_sim]`` options of ``conf/simulator.py``, parsed with their own
+types and bounds and handed to the run's oslo.config object
+(:func:`vsmtio_agent.simulate.make_conf`); a kernel name is checked by the
+kernel models themselves. Only what has no configuration option
+(``--steady``, ``--json``, ``--processes``) is declared here.
 """
 
 import argparse
 import json
 import sys
 
+from vsmtio_agent import cmd
+from vsmtio_agent.conf import simulator as sim_conf
 from vsmtio_agent.sim import kernels
 from vsmtio_agent.sim import report
-from vsmtio_agent.sim import runner
 from vsmtio_agent.sim import scenario as scenario_mod
+from vsmtio_agent import simulate as runner
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,32 +40,7 @@ class _Usage(Exception):
     pass
 
 
-def _positive(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError('not a number: %r' % text)
-    if not 0 < value <= 3600:
-        raise argparse.ArgumentTypeError('must be in (0, 3600]: %r' % text)
-    return value
-
-
-def _seed(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError('not an integer: %r' % text)
-    if not 0 <= value < 2 ** 31:
-        raise argparse.ArgumentTypeError('must be in [0, 2^31): %r' % text)
-    return value
-
-
-def _kernel(text):
-    if text not in kernels.KERNELS:
-        raise argparse.ArgumentTypeError(
-            'unknown kernel %r (choose from %s)'
-            % (text, ', '.join(kernels.NAMES)))
-    return text
+_OPTS = {opt.dest: opt for opt in sim_conf.sim_opts}
 
 
 def build_parser():
@@ -69,20 +53,20 @@ def build_parser():
                            ('compare', 'run every kernel model, '
                                        'normalised to vanilla')):
         c = sub.add_parser(name, help=helptext)
-        c.add_argument('--scenario', required=True,
-                       help='a shipped scenario name or a scenario file')
+        cmd.add_argument(c, _OPTS['scenario'], required=True)
         if name == 'run':
-            c.add_argument('--kernel', required=True, type=_kernel,
+            # by name: the kernel models say which exist (one line, no
+            # usage dump, for a typo)
+            c.add_argument('--kernel', required=True,
                            help='one of: ' + ', '.join(kernels.NAMES))
         else:
             c.add_argument('--processes', type=int, default=2,
                            choices=(1, 2, 3, 4),
                            help='worker processes (default 2)')
-        c.add_argument('--seed', type=_seed, default=1)
+        cmd.add_argument(c, _OPTS['seed'], default=_OPTS['seed'].default)
         when = c.add_mutually_exclusive_group()
-        when.add_argument('--duration', type=_positive, default=0.0,
-                          help='simulated seconds (default: the '
-                               'scenario\'s)')
+        cmd.add_argument(when, _OPTS['duration'],
+                         default=_OPTS['duration'].default)
         when.add_argument('--steady', action='store_true',
                           help='run the agent until its state settles, '
                                'then measure every kernel over one cycle '

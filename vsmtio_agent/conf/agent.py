@@ -88,6 +88,15 @@ rass_opts = [
                       'Keep it low: an I/O-bound vCPU whose waits last '
                       'milliseconds retains only a few percent of a period '
                       'while the timeout is still short.'),
+    cfg.FloatOpt('split_share',
+                 default=1.0, min=0.0, max=1.0,
+                 help='Without the guard: the share of the host\'s cores '
+                      'the RASS sibling split covers (those whose I/O-bound '
+                      'vCPUs wait longest for a hyperthread; the others '
+                      'stay as the host\'s scheduler places them). 1.0 '
+                      'is the paper: every core. With the guard on, the '
+                      'guard chooses the share itself, widening it from an '
+                      'eighth of the cores while the objective holds.'),
     cfg.FloatOpt('idle_switch_threshold',
                  default=10.0, min=0.0, max=1000000.0,
                  help='Voluntary plus involuntary context switches per '

@@ -6,12 +6,17 @@ the same for all of them::
 
     topology = driver.topology()
     driver.recover()                # the daemon only: undo a crashed run
-    while running:
+    while running:                  # vsmtio_agent.agent.Agent.loop
         driver.advance(period)      # a real host sleeps; the simulator runs
         snapshot = driver.sample()
         decision = engine.step(...) # pure policy, no I/O
         driver.apply(decision)
     driver.restore()
+
+What callers need beyond that (``interrupt`` to end a sleeping
+``advance``, ``vcpu_pins`` for ``status``, ``vcpu_threads``) is here too,
+with defaults for hosts that have none of it: no caller asks a driver
+what it happens to implement.
 
 Drivers are found through the ``vsmtio_agent.host_drivers`` stevedore
 namespace and built with the agent's oslo.config object.
@@ -100,6 +105,14 @@ class HostDriver(metaclass=abc.ABCMeta):
         The default has nothing to interrupt (an ``advance`` that does not
         sleep).
         """
+
+    def vcpu_threads(self):
+        """``{VcpuRef: host thread id}`` of the vCPU threads found.
+
+        The default (a host without threads of its own, the simulated
+        one) knows none.
+        """
+        return {}
 
     def vcpu_pins(self):
         """``{VcpuRef: frozenset of CPUs}`` as the host has them now.

@@ -33,6 +33,9 @@ class Params:
     ltcr_measure: str = ltcr.THROUGHPUT
     guard: guard_mod.Params = None
     fair_share: bool = True
+    # the share of the host's cores the split covers when it is in force
+    # (without the guard; the guard chooses its own, guard.SPLIT_SHARES)
+    split_share: float = 1.0
 
     @classmethod
     def from_conf(cls, conf):
@@ -50,7 +53,8 @@ class Params:
             ltcr_measure=opts.ltcr_measure,
             guard=(guard_mod.Params.from_conf(conf) if opts.guard
                    else None),
-            fair_share=opts.fair_share)
+            fair_share=opts.fair_share,
+            split_share=opts.split_share)
 
 
 class PolicyEngine(object):
@@ -65,6 +69,8 @@ class PolicyEngine(object):
         self.guard = guard_mod.start() if params.guard else None
         self.assignment = {}
         self.roles = {}
+        self.split_cores = ()       # the cores split for the next period
+        self._split_taken = ()      # every core taken while the split is kept
         # whether the period being run is LTCR's own (its data counts)
         self._ltcr_period = self.guard is None
 
@@ -116,11 +122,27 @@ class PolicyEngine(object):
         active = self.mechanisms
 
         assignment = self._reconcile(stats)
+        share = (self.guard.split_share if self.guard is not None
+                 else p.split_share)
+        if share < 1.0:
+            # a vCPU outside the split is where the host's scheduler put
+            # it, and the adjuster mixes the split cores among themselves
+            split = set(self.split_cores)
+            cores = {core.core_id for core in self.topology.cores}
+            assignment = {
+                ref: (core if core in split
+                      or stats[ref].core_id not in cores
+                      else stats[ref].core_id)
+                for ref, core in assignment.items()}
+            movable = {ref: core for ref, core in assignment.items()
+                       if core in split}
+        else:
+            movable = assignment
         swaps = ()
         if p.adjuster_max_swaps and guard_mod.SPLIT in active:
             rates = {ref: st.retention_rate for ref, st in stats.items()}
             swaps = adjuster.plan_swaps(
-                assignment, rates, p.adjuster_std_threshold,
+                movable, rates, p.adjuster_std_threshold,
                 p.adjuster_min_mean_gap, p.adjuster_max_swaps)
             assignment = adjuster.apply_swaps(assignment, swaps)
 
@@ -152,6 +174,16 @@ class PolicyEngine(object):
 
         self.assignment = assignment
         self.roles = roles
+        # the cores taken so far stay first while the split is kept, so a
+        # probe's arms and a wider level move only the cores at the edge
+        if guard_mod.SPLIT not in self.kept:
+            self._split_taken = ()
+        n = rass.split_count(len(self.topology.cores),
+                             share if guard_mod.SPLIT in active else 0.0)
+        if n:
+            order = rass.split_order(by_core, roles, self._split_taken)
+            self._split_taken = tuple(order[:max(n, len(self._split_taken))])
+        self.split_cores = self._split_taken[:n]
         placements = {
             ref: rass.placement(self.topology.core(assignment[ref]), role)
             for ref, role in sorted(roles.items())}
@@ -159,4 +191,5 @@ class PolicyEngine(object):
                               placements=placements, swaps=swaps,
                               retention=guard_mod.RETENTION in active,
                               split=guard_mod.SPLIT in active,
-                              borrow=guard_mod.BORROW in active)
+                              borrow=guard_mod.BORROW in active,
+                              split_cores=frozenset(self.split_cores))

@@ -49,8 +49,19 @@ from scipy import stats as scipy_stats
 RETENTION = 'retention'
 SPLIT = 'split'
 BORROW = 'borrow'
-MECHANISMS = (RETENTION, SPLIT, BORROW)
-REQUIRES = {SPLIT: RETENTION, BORROW: SPLIT}
+# The split is graded: it starts on an eighth of the cores (those where
+# I/O-bound vCPUs wait longest, rass.split_order) and widens a step at a
+# time while the wider split still meets the objective against no split
+# at all, so the CPU side's losses never add up step by step.
+SPLIT_QUARTER = 'split-1/4'
+SPLIT_HALF = 'split-1/2'
+SPLIT_ALL = 'split-all'
+WIDER = (SPLIT_QUARTER, SPLIT_HALF, SPLIT_ALL)
+SHARES = {SPLIT: 0.125, SPLIT_QUARTER: 0.25, SPLIT_HALF: 0.5,
+          SPLIT_ALL: 1.0}
+MECHANISMS = (RETENTION, SPLIT, BORROW) + WIDER
+REQUIRES = {SPLIT: RETENTION, BORROW: SPLIT, SPLIT_QUARTER: SPLIT,
+            SPLIT_HALF: SPLIT_QUARTER, SPLIT_ALL: SPLIT_HALF}
 BUNDLE = {SPLIT: (BORROW,)}        # added together, retested apart
 
 HOLD = 'hold'
@@ -99,6 +110,10 @@ class Verdict:
     io_ratio: Optional[float]
     reason: str
     loses: bool = False     # a class lost (not merely no gain shown)
+    # the probe's log-ratios per class: a wider split's gain is tested
+    # against the narrower split's own probe
+    cpu_logs: tuple = ()
+    io_logs: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +135,11 @@ class State:
     @property
     def probing(self):
         return self.phase == PROBE
+
+    @property
+    def split_share(self):
+        """The share of cores the split covers in the period being run."""
+        return split_share(self.in_force)
 
     def verdict(self, mechanism):
         for v in self.verdicts:
@@ -166,6 +186,33 @@ def measure(stats, io_refs):
             blind)
 
 
+def climbed(state):
+    """Whether every mechanism that may be tried has been judged once.
+
+    Until then the guard is still on its first climb (retention, the
+    split, each wider split in turn) and what it keeps is not yet what it
+    will keep; later changes come from retests and retries only.
+    """
+    for m in MECHANISMS:
+        need = REQUIRES.get(m)
+        if need is not None and need not in state.kept:
+            continue
+        if state.verdict(m) is None:
+            return False
+    return True
+
+
+def split_share(mechanisms):
+    """The widest split level among ``mechanisms`` (0 without a split)."""
+    return max((SHARES[m] for m in mechanisms if m in SHARES), default=0.0)
+
+
+def _top_split(kept):
+    """The widest split level kept, the one a retest of the split tests."""
+    levels = [m for m in (SPLIT,) + WIDER if m in kept]
+    return levels[-1] if levels else None
+
+
 def _closure(kept):
     """``kept`` less every mechanism whose requirement is not in it."""
     out = set(kept)
@@ -189,9 +236,17 @@ def _arms(state):
     vCPUs the I/O sibling back); each is later retested on its own.
     """
     m = state.candidate
+    if m in SHARES:
+        # the split, at any width, is judged against the bare host: the
+        # CPU side's objective holds for everything the agent does
+        # together, and losses never add up from step to step
+        without = _closure(state.kept - {RETENTION})
+    else:
+        without = _closure(state.kept - {m})
     if state.adding:
-        return state.kept | _needing(m), state.kept
-    return state.kept, _closure(state.kept - {m})
+        return state.kept | _needing(m), (without if m in SHARES
+                                          else state.kept)
+    return state.kept, without
 
 
 def _addable(state):
@@ -238,12 +293,31 @@ def _blind(mechanism):
                    'lose', loses=True)
 
 
-def judge(samples, params, adding, mechanism='mechanism'):
-    """The :class:`Verdict` of a finished probe block."""
+def _gain_p(logs, reference):
+    """p-value that ``logs`` beat ``reference``'s probe (or no change).
+
+    Against another probe's log-ratios: Welch's one-sided t-test, for the
+    two probes ran at different times with their own noise.
+    """
+    if not reference:
+        return _p(logs, 0.0, 'greater')
+    if len(set(logs)) < 2 and len(set(reference)) < 2:
+        return 0.0 if min(logs) > max(reference) else 1.0
+    return float(scipy_stats.ttest_ind(
+        logs, reference, equal_var=False, alternative='greater').pvalue)
+
+
+def judge(samples, params, adding, mechanism='mechanism', reference=None):
+    """The :class:`Verdict` of a finished probe block.
+
+    ``reference`` is the Verdict a gain must beat instead of no change:
+    a wider split, judged like the narrower one against the bare host,
+    must serve a class significantly better than the narrower one did.
+    """
     if any(s[3] for s in samples):
         return _blind(mechanism)
     alpha = (1.0 - params.confidence) / 2.0     # two classes tested
-    ratios = {}
+    ratios, all_logs = {}, {}
     worse = []
     better = []
     for name, index, floor in (('CPU', 1, params.cpu_min),
@@ -252,11 +326,14 @@ def judge(samples, params, adding, mechanism='mechanism'):
         if not logs:
             ratios[name] = None         # the class is empty or idle
             continue
+        all_logs[name] = tuple(logs)
         mean = sum(logs) / len(logs)
         ratios[name] = math.exp(mean)
-        slack = 0.0 if adding else params.hysteresis
-        if (mean < math.log(floor - slack)
-                or _p(logs, math.log(floor), 'less') < alpha):
+        # a retest gives a kept mechanism the hysteresis' slack, in the
+        # mean and in the test alike: one on the objective's edge is not
+        # dropped by every twentieth noisy probe
+        bound = math.log(floor - (0.0 if adding else params.hysteresis))
+        if mean < bound or _p(logs, bound, 'less') < alpha:
             worse.append('%s %.3f < %.2f' % (name, ratios[name], floor))
         elif (adding and name == 'CPU'
                 and _p(logs, math.log(floor), 'greater') >= alpha):
@@ -264,17 +341,28 @@ def judge(samples, params, adding, mechanism='mechanism'):
             # lower confidence bound must clear the objective
             worse.append('CPU %.3f not shown >= %.2f' % (ratios[name],
                                                          floor))
-        if _p(logs, 0.0, 'greater') < alpha:
+        ref = None
+        if reference is not None:
+            ref = (reference.cpu_logs if name == 'CPU'
+                   else reference.io_logs)
+        if _gain_p(logs, ref) < alpha:
             better.append('%s %.3f' % (name, ratios[name]))
     cpu_r, io_r = ratios['CPU'], ratios['I/O']
+    logs = dict(cpu_logs=all_logs.get('CPU', ()),
+                io_logs=all_logs.get('I/O', ()))
     if worse:
         return Verdict(mechanism, False, cpu_r, io_r,
-                       'a class loses: ' + ', '.join(worse), loses=True)
+                       'a class loses: ' + ', '.join(worse), loses=True,
+                       **logs)
     if not better:
         return Verdict(mechanism, False, cpu_r, io_r,
-                       'no class gains significantly')
+                       'no class gains significantly' + (
+                           ' over %s' % reference.mechanism
+                           if reference is not None else ''), **logs)
     return Verdict(mechanism, True, cpu_r, io_r,
-                   'gains: ' + ', '.join(better))
+                   'gains: ' + ', '.join(better) + (
+                       ' over %s' % reference.mechanism
+                       if reference is not None else ''), **logs)
 
 
 def _with_verdict(verdicts, verdict):
@@ -317,7 +405,10 @@ def _probe_step(state, params, stats):
             state, samples=samples, position=position,
             in_force=a if ABBA[position % 4] else b)
     m = state.candidate
-    verdict = judge(samples, params, state.adding, m)
+    reference = None
+    if state.adding and m in WIDER:
+        reference = state.verdict(_top_split(state.kept))
+    verdict = judge(samples, params, state.adding, m, reference)
     strikes = set(state.strikes)
     if verdict.kept:
         strikes.discard(m)
@@ -357,7 +448,13 @@ def _begin(state, params, stats):
     adding = m is not None
     turn = state.turn
     if not adding:
-        kept = [x for x in MECHANISMS if x in state.kept]
+        # the split is retested once, at its widest level, against the
+        # bare host (which also retests retention): a failure narrows it
+        # by one step
+        top = _top_split(state.kept)
+        kept = [x for x in MECHANISMS if x in state.kept
+                and (x not in SHARES or x == top)
+                and not (x == RETENTION and top is not None)]
         if not kept:
             return dataclasses.replace(state, countdown=params.retest_periods,
                                        in_force=state.kept)

@@ -83,6 +83,34 @@ def classify(stats, min_retention_rate=0.0, threads=None):
             for i, (ref, _) in enumerate(ranked)}
 
 
+def split_order(by_core, roles, split):
+    """The cores to split, most in need first; ``split`` stays in front.
+
+    A split of part of the host gives the I/O sibling's priority where
+    I/O-bound vCPUs wait longest for a hyperthread (the sum of their
+    run-queue delay ratios), the cores where it can buy the most service
+    for the CPU-bound time it costs. Cores already split keep their place
+    (in ``split``'s order), so raising or lowering the share moves only
+    the cores at its edge and never reshuffles every pin. ``by_core``
+    maps a core id to its vCPUs' stats, ``roles`` a vCPU to its class.
+    """
+    def need(core_id):
+        waits = sum(st.runqueue_delay_ratio or 0.0
+                    for ref, st in by_core[core_id].items()
+                    if roles.get(ref) is model.Role.IO)
+        return (-waits, core_id)
+    kept = [c for c in split if c in by_core]
+    rest = sorted((c for c in by_core if c not in kept), key=need)
+    return kept + rest
+
+
+def split_count(n_cores, share):
+    """How many of ``n_cores`` a split of ``share`` (0..1) covers."""
+    if share <= 0.0 or not n_cores:
+        return 0
+    return max(1, min(n_cores, int(round(n_cores * share))))
+
+
 def placement(core, role):
     """Where a vCPU of ``role`` may run on ``core`` (§4.3.1)."""
     if len(core.threads) < 2:

@@ -3,8 +3,9 @@
 ``engine`` (hyperthreads, CFS, kernel mechanics), ``kernels`` (the kernel
 model switches and KVM's halt-polling rule), ``cpi`` (SMT co-run speed),
 ``workloads`` (CPU-bound, I/O-bound and mixed models), ``scenario`` (the
-YAML schema and loader), ``runner`` (run / compare, the real agent under
-``vsmtio``) and ``report`` (the paper's metrics as JSON and tables). Costs,
+YAML schema and loader) and ``report`` (the paper's metrics as JSON and
+tables). What runs the real agent on it (run / compare) is
+``vsmtio_agent.simulate``, above this package. Costs,
 kernel parameters and workload models are data in ``data/``; shipped
 scenarios in ``scenarios/``.
 """

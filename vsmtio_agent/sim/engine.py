@@ -12,6 +12,10 @@ its solo speed times a factor set by its sibling's state (data/costs.yaml,
 paper Table 2; co-run from :mod:`vsmtio_agent.sim.cpi`). Progress is
 integrated piecewise: every state change settles both siblings and re-times
 the affected burst completions. Stale events are dropped lazily by version.
+The parts: :mod:`~vsmtio_agent.sim.entities` (hyperthreads and vCPUs),
+:mod:`~vsmtio_agent.sim.cfs` (the host scheduler),
+:mod:`~vsmtio_agent.sim.vsmtio_kernel` (what an agent decision changes) and
+:mod:`~vsmtio_agent.sim.counters` (what drivers and reports read).
 
 Outcomes (throughputs, switches, spinning) are never inputs: they emerge
 from the costs, the workloads and the kernel model.
@@ -22,114 +26,44 @@ import itertools
 import random
 
 from vsmtio_agent import model
-from vsmtio_agent.policy import rass
+from vsmtio_agent.sim import cfs
+from vsmtio_agent.sim import counters
 from vsmtio_agent.sim import cpi as cpi_model
+from vsmtio_agent.sim import entities
 from vsmtio_agent.sim import kernels
+from vsmtio_agent.sim import vsmtio_kernel
 from vsmtio_agent.sim import workloads
 
-IDLE, COMPUTE, POLL, RETAIN, SWITCH = range(5)
-STATES = ('idle', 'computing', 'polling', 'retaining', 'switching')
-V_SLEEP, V_READY, V_RUN = range(3)
-EV_IO, EV_ACT, EV_SLICE, EV_TICK = range(4)
-ROLE_IO, ROLE_CPU = model.Role.IO, model.Role.CPU
-_push = heapq.heappush
+# the inner loop reads these as globals
+IDLE = entities.IDLE
+COMPUTE = entities.COMPUTE
+POLL = entities.POLL
+RETAIN = entities.RETAIN
+SWITCH = entities.SWITCH
+STATES = entities.STATES
+V_SLEEP = entities.V_SLEEP
+V_READY = entities.V_READY
+V_RUN = entities.V_RUN
+EV_IO = entities.EV_IO
+EV_ACT = entities.EV_ACT
+EV_SLICE = entities.EV_SLICE
+EV_TICK = entities.EV_TICK
+ROLE_IO = entities.ROLE_IO
+ROLE_CPU = entities.ROLE_CPU
+Thread = entities.Thread
+Vcpu = entities.Vcpu
+_push = entities._push
+VcpuTotals = counters.VcpuTotals
 
 
-class Vcpu(object):
-    """One vCPU: its workload, scheduling state and cumulative counters."""
+class Simulation(cfs.Cfs, vsmtio_kernel.VsmtioKernel, counters.Counters):
+    """A simulated SMT host running one scenario under one kernel model.
 
-    __slots__ = (
-        'ref', 'vm', 'wl', 'wl_idx', 'solo_rate', 'vr_scale', 'weight',
-        'vruntime', 'home', 'th', 'role', 'allowed', 'borrowed', 'sstate',
-        'since', 'acc', 'mark', 'work', 'burst', 'idle_start',
-        'halt_poll_ns', 'draw_burst', 'draw_device', 'stack', 'stack_mark',
-        'run_ns', 'retention_ns', 'poll_ns', 'retentions',
-        'retention_timeouts', 'instructions', 'cycles', 'base_cycles',
-        'miss_cycles', 'vol', 'invol', 'requests', 'req_acc',
-        'peers', 'draw_irq', 'draw_handler', 'irq_to', 'irqs', 'saved',
-        'in_handler', 'handled', 'rate_by', 'corun_rate', 'load',
-        'busy_mark', 'cold', 'origin', 'halts')
-
-    def __init__(self, ref, vm, wl, wl_idx, ghz, rng):
-        self.ref = ref
-        self.vm = vm
-        self.wl = wl
-        self.wl_idx = wl_idx
-        self.solo_rate = ghz / wl.cpi      # instructions per ns, alone
-        self.weight = 1024
-        self.vr_scale = 1.0
-        self.vruntime = 0.0
-        self.home = self.th = None
-        self.role = None
-        self.allowed = None
-        self.borrowed = False
-        self.sstate = V_READY
-        self.since = 0.0
-        self.acc = [0.0, 0.0, 0.0]         # sleep, ready, run (ns)
-        self.mark = [0.0, 0.0, 0.0]
-        self.req_acc = [0.0, 0.0, 0.0]     # per finished request
-        self.work = True
-        self.burst = None
-        self.idle_start = 0.0
-        self.halt_poll_ns = 0
-        self.stack = None
-        self.stack_mark = (0.0, 0.0, 0.0, 0.0)
-        self.run_ns = self.retention_ns = self.poll_ns = 0.0
-        self.retentions = self.retention_timeouts = 0
-        self.instructions = self.cycles = 0.0
-        self.base_cycles = self.miss_cycles = 0.0
-        self.vol = self.invol = self.requests = 0
-        self.peers = None
-        self.draw_irq = self.draw_handler = None
-        self.irq_to = None          # the vCPU the device interrupt lands on
-        self.irqs = []              # requesters whose interrupt it handles
-        self.saved = None           # own burst set aside for a handler
-        self.in_handler = False
-        self.handled = 0
-        self.load = 0.0             # PELT-like runnable average, 0..1
-        self.busy_mark = 0.0
-        self.cold = 0.0             # ns of refill left: computes, no progress
-        self.origin = None          # the thread the host placed it on
-        self.halts = 0              # idle entries (HLT or MWAIT)
-        if wl.does_io:
-            self.draw_burst = workloads.sampler(wl.burst, rng)
-            self.draw_device = workloads.sampler(wl.device, rng)
-            self.burst = self.draw_burst() * self.solo_rate
-        else:
-            self.draw_burst = self.draw_device = None
-
-
-class Thread(object):
-    """One hyperthread: its state, occupant and CFS run queue."""
-
-    __slots__ = ('cpu', 'core_id', 'sib', 'is_io', 'state', 'curr', 'next',
-                 'rq', 'last', 'rate', 'aver', 'sver', 'state_ns', 'min_vr',
-                 'slice_at', 'slice_ev', 'wake_pending', 'resuming',
-                 'picked_at', 'cached')
-
-    def __init__(self, cpu, core_id, is_io):
-        self.cpu = cpu
-        self.core_id = core_id
-        self.is_io = is_io
-        self.sib = None
-        self.state = IDLE
-        self.curr = self.next = None
-        self.rq = []
-        self.last = 0.0
-        self.rate = 0.0
-        self.aver = self.sver = 0
-        self.state_ns = [0.0] * len(STATES)
-        self.min_vr = 0.0
-        self.slice_at = 0.0         # when the running vCPU's slice ends
-        self.slice_ev = None        # time of the pending slice event
-        self.wake_pending = False   # a wake-up landed during a switch
-        self.resuming = False       # the switch is a VM re-entry, same vCPU
-        self.picked_at = 0.0        # when the running vCPU was switched in
-        self.cached = None          # the vCPU whose working set it holds
-
-
-class Simulation(object):
-    """A simulated SMT host running one scenario under one kernel model."""
+    The event loop, the accounting of progress and the vCPU life cycle
+    (run, idle by the kernel model's rule, block, wake, interrupts, halt
+    polling) live here; the host scheduler, the vSMT-IO kernel's knobs and
+    the counters are mixins of their own modules.
+    """
 
     def __init__(self, scenario, kernel, seed=1):
         self.scenario = scenario
@@ -405,81 +339,6 @@ class Simulation(object):
                               th.aver))
         if sib.state == COMPUTE:
             self._arm(sib)
-
-    # -- CFS ------------------------------------------------------------
-
-    def _min_vr(self, th):
-        m = None
-        for v in th.rq:
-            if m is None or v.vruntime < m:
-                m = v.vruntime
-        c = th.curr
-        if c is not None and (m is None or c.vruntime < m):
-            m = c.vruntime
-        if m is not None and m > th.min_vr:
-            th.min_vr = m
-        return th.min_vr
-
-    def _arm_slice(self, th):
-        sl = self._ideal_slice(th)
-        if sl < self.min_gran:
-            sl = self.min_gran
-        # one pending event per hyperthread: a later deadline is picked up
-        # when the event fires, an earlier one needs a new event
-        at = th.slice_at = self.now + sl
-        if th.slice_ev is None or at < th.slice_ev:
-            self._slice_event(th, at)
-
-    def _slice_event(self, th, at):
-        """Make ``at`` the one pending slice event of ``th``."""
-        th.sver += 1
-        th.slice_ev = at
-        _push(self.heap, (at, self._seq(), EV_SLICE, th, th.sver))
-
-    def _pick(self, th, borrow=True):
-        """The next vCPU for ``th`` (not removed from its queue)."""
-        best = None
-        if self.rass_active and th.is_io:
-            for v in th.rq:
-                if v.role is not ROLE_CPU and (
-                        best is None or v.vruntime < best.vruntime):
-                    best = v
-            if best is not None or not borrow or not self.borrow_on:
-                return best
-            cands = [v for v in th.sib.rq if v.role is ROLE_CPU]
-            cands.extend(v for v in th.rq if v.role is ROLE_CPU)
-            if len(cands) <= 1:
-                return cands[0] if cands else None
-            return self._symbiotic(th.sib.curr, cands)
-        for v in th.rq:
-            if best is None or v.vruntime < best.vruntime:
-                best = v
-        return best
-
-    def _symbiotic(self, running, cands):
-        # CFS's order first (§5: CFS proposes, RASS picks by symbiosis)
-        cands.sort(key=lambda v: v.vruntime)
-        return rass.pick_symbiotic(
-            running.stack if running is not None else None,
-            [(v, v.stack) for v in cands])
-
-    def _migrate(self, v, src, dst):
-        """Carry ``v``'s vruntime lag from ``src``'s queue to ``dst``'s."""
-        if src is not dst:
-            v.vruntime += self._min_vr(dst) - self._min_vr(src)
-
-    def _take(self, th, v):
-        src = v.th
-        src.rq.remove(v)
-        if src is not th:
-            self._migrate(v, src, th)
-        v.th = th
-        v.borrowed = th is not v.home
-
-    def _switch_to(self, th, nxt, cost):
-        if nxt is not None:
-            self._take(th, nxt)
-        self._set(th, SWITCH, None, nxt, until=self.now + cost)
 
     # -- vCPU life cycle ------------------------------------------------
 
@@ -758,303 +617,3 @@ class Simulation(object):
             th.wake_pending = True
             return
         self._check_preempt(th, v)
-
-    def _check_preempt(self, th, v):
-        st = th.state
-        cur = th.curr
-        if (self.rass_active and cur.borrowed and th.is_io
-                and v.role is not ROLE_CPU):
-            # RASS: I/O-class vCPUs have strict priority on the I/O sibling
-            self._preempt(th, v, self.c_preempt)
-            return
-        if (st == POLL and self.poll_stops) or (
-                st == RETAIN and self.ret_yields and v.role is ROLE_IO):
-            # halt polling stops when single_task_running() turns false;
-            # a retention yields to a runnable I/O-class vCPU the same way
-            self._block(th)
-            return
-        self._settle(th)
-        gran = self.wakeup_gran * v.vr_scale
-        if self.group_shares and v.vm != cur.vm:
-            gran *= 1024.0 / self._group_weight(v)
-        if cur.vruntime - v.vruntime <= gran:
-            self.deferred.add(th)       # check_preempt_tick's turn
-            return
-        self._give_way(th, v, self.c_preempt)
-
-    def _give_way(self, th, nxt, cost):
-        """The running vCPU of ``th`` loses the thread to ``nxt``.
-
-        A computing (or guest-polling) vCPU is preempted; one that halted
-        (retaining, halt polling) is descheduled as a halt, and CFS then
-        picks the next vCPU itself.
-        """
-        if th.state == COMPUTE or self.guest_poll:
-            self._preempt(th, nxt, cost)
-        else:
-            self._block(th)
-
-    def _group_weight(self, v):
-        """The weight of ``v``'s VM on ``v``'s thread, ``v`` runnable there.
-
-        With each VM in its own cgroup, a wake-up from another VM is
-        decided between the two VMs' group entities (``find_matching_se``)
-        and the granularity scales with the woken entity's weight
-        (``wakeup_gran``: ``gran * NICE_0_LOAD / weight``). That weight is
-        the cgroup's shares split by load (``calc_group_shares``): shares x
-        (one runnable vCPU here) / (the VM's load elsewhere + 1). A VM
-        loaded on many CPUs weighs little on each, needs a lag beyond the
-        sleeper credit to preempt, and so waits for the tick.
-        """
-        tg = self.vm_load[v.vm] - v.load + 1.0
-        w = self.group_shares / tg if tg > 1.0 else self.group_shares
-        return w if w > 2.0 else 2.0    # MIN_SHARES
-
-    def _tick(self):
-        """The scheduler tick (all CPUs at once: ``skew_tick`` is off).
-
-        With VM cgroups, first updates every vCPU's runnable average (PELT:
-        a geometric series with ``load_half_life_ms``) and each VM's sum.
-        Then does ``check_preempt_tick`` where a woken vCPU lost wake-up
-        preemption: the running vCPU gives way once it has run
-        ``min_granularity`` since it was switched in and leads the waiting
-        one's vruntime by more than its ideal slice.
-        """
-        now = self.now
-        self._push(now + self.tick_ns, EV_TICK, None, 0)
-        if self.group_shares:
-            self._update_loads(now)
-        if self.deferred:
-            self._tick_preempt(now)
-
-    def _update_loads(self, now):
-        tick = self.tick_ns
-        y = self.pelt_y
-        for vm, vs in self.peers.items():
-            total = 0.0
-            for v in vs:
-                acc = v.acc
-                busy = acc[V_READY] + acc[V_RUN]
-                if v.sstate != V_SLEEP:
-                    busy += now - v.since
-                frac = (busy - v.busy_mark) / tick
-                v.busy_mark = busy
-                v.load = v.load * y + (1.0 - y) * frac
-                total += v.load
-            self.vm_load[vm] = total
-
-    def _tick_preempt(self, now):
-        for th in sorted(self.deferred, key=lambda t: t.cpu):
-            cur = th.curr
-            if th.state == SWITCH:
-                continue                # the switch's end checks again
-            best = self._pick(th, borrow=False) if cur is not None else None
-            if best is None or best.sstate != V_READY:
-                self.deferred.discard(th)
-                continue
-            if now - th.picked_at < self.min_gran:
-                continue
-            self._settle(th)
-            if cur.vruntime - best.vruntime > self._ideal_slice(th):
-                self.deferred.discard(th)
-                self._give_way(th, best, self.c_tick)
-
-    def _ideal_slice(self, th):
-        """CFS's ``sched_slice`` for the running vCPU of ``th``."""
-        w = th.curr.weight
-        weights = w
-        for v in th.rq:
-            weights += v.weight
-        n = len(th.rq) + 1
-        period = self.latency if n <= self.nr_latency else n * self.min_gran
-        return period * w / weights
-
-    def _slice_end(self, th):
-        th.slice_ev = None
-        v = th.curr
-        if v is None:
-            return
-        if th.slice_at > self.now:
-            self._slice_event(th, th.slice_at)
-            return
-        self._settle(th)
-        if v.borrowed:
-            nxt = self._pick(th)
-            if nxt is not None:
-                self._preempt(th, nxt, self.c_tick)
-                return
-        else:
-            nxt = self._pick(th, borrow=False)
-            if nxt is not None and nxt.vruntime < v.vruntime:
-                self._give_way(th, nxt, self.c_tick)
-                return
-        self._arm_slice(th)
-
-    # -- the host driver's view -----------------------------------------
-
-    def counters(self):
-        """Every vCPU's cumulative counters, as the HostDriver reports."""
-        out = {}
-        for v in self.vcpus:
-            ready = v.acc[V_READY]
-            out[v.ref] = model.VcpuCounters(
-                weight=v.weight, cpu=v.th.cpu, run_ns=int(v.run_ns),
-                retention_ns=int(v.retention_ns),
-                retentions=v.retentions,
-                retention_timeouts=v.retention_timeouts,
-                instructions=int(v.instructions), cycles=int(v.cycles),
-                base_cycles=int(v.base_cycles),
-                miss_cycles=int(v.miss_cycles),
-                voluntary_switches=v.vol, involuntary_switches=v.invol,
-                runqueue_delay_ns=int(ready), halts=v.halts)
-        return out
-
-    def apply(self, decision):
-        """Apply an agent Decision: timeout, RASS placement, swaps.
-
-        Returns (changed, unchanged, messages).
-        """
-        changed = unchanged = 0
-        messages = []
-        self.decisions += 1
-        t = float(decision.timeout_ns)
-        if t != self.timeout_ns:
-            self.timeout_ns = t
-            changed += 1
-        else:
-            unchanged += 1
-        for flag, value in (('retain_on', decision.retention),
-                            ('borrow_on', decision.borrow)):
-            if getattr(self, flag) != value:
-                setattr(self, flag, value)
-                changed += 1
-        self._measure_stacks()
-        placed = decision.placements or {}
-        if not decision.split:
-            if self.rass_active:
-                changed += self._unsplit()
-            return changed, unchanged, tuple(messages)
-        homes = {}
-        for swap in decision.swaps or ():
-            self.swaps += 1
-            for ref, core in ((swap.a, swap.core_b), (swap.b, swap.core_a)):
-                v = self.by_ref.get(ref)
-                if v is not None and ref not in placed:
-                    c = self.topology.core(core)
-                    homes[v] = (c.io_thread if v.home.is_io
-                                else c.cpu_thread, v.role, None)
-        for ref, p in placed.items():
-            v = self.by_ref.get(ref)
-            if v is None:
-                messages.append('unknown vCPU %s' % (ref,))
-                continue
-            homes[v] = (p.home, p.role, tuple(p.threads))
-        if self.kernel.rass and homes:
-            self.rass_active = True
-        for v, (home, role, threads) in homes.items():
-            if not 0 <= home < len(self.threads):
-                messages.append('vCPU %s: no hyperthread %s' % (v.ref, home))
-                continue
-            if self._rehome(v, self.threads[home], role, threads):
-                changed += 1
-            else:
-                unchanged += 1
-        for th in self.threads:
-            if th.is_io and th.curr is not None and th.curr.borrowed:
-                nxt = self._pick(th, borrow=False)
-                if nxt is not None:
-                    self._preempt(th, nxt, self.c_preempt)
-                elif not self.borrow_on:
-                    self._evict(th)
-            if th.state == IDLE:
-                self._dispatch_idle(th)
-        return changed, unchanged, tuple(messages)
-
-    def _unsplit(self):
-        """Undo RASS: every vCPU back where the host placed it, no roles."""
-        self.rass_active = False
-        moved = 0
-        for v in self.vcpus:
-            if self._rehome(v, v.origin, None, None):
-                moved += 1
-        for th in self.threads:
-            if th.state == IDLE:
-                self._dispatch_idle(th)
-        return moved
-
-    def _measure_stacks(self):
-        """The kernel's per-period CPI stacks for RASS's symbiosis choice.
-
-        Measured from the cycle-accounting counters collected while the
-        sibling rested (§4.3.2); ``None`` until enough was seen.
-        """
-        for v in self.vcpus:
-            i0, c0, b0, m0 = v.stack_mark
-            di = v.instructions - i0
-            dc = v.cycles - c0
-            db = v.base_cycles - b0
-            dm = v.miss_cycles - m0
-            v.stack_mark = (v.instructions, v.cycles, v.base_cycles,
-                            v.miss_cycles)
-            solo_instr = (db + dm) / v.wl.cpi if v.wl.cpi else 0.0
-            if di > 1e5 and solo_instr > 1e4:
-                base, miss = db / solo_instr, dm / solo_instr
-                waiting = max(0.0, dc / di - base - miss)
-                v.stack = model.CpiStack(base, miss, waiting)
-
-    def _rehome(self, v, home, role, threads):
-        v.role = role
-        v.allowed = threads
-        old = v.home
-        if old is home:
-            return False
-        v.home = home
-        s = v.sstate
-        if s == V_SLEEP:
-            self._migrate(v, v.th, home)
-            v.th = home
-        elif s == V_READY:
-            th = v.th
-            if v in th.rq:
-                th.rq.remove(v)
-                self._migrate(v, th, home)
-                v.th = home
-                v.borrowed = False
-                home.rq.append(v)
-                self._dispatch_idle(home)
-        else:
-            th = v.th
-            legit = (th is home or (th.is_io and th.sib is home
-                                    and role is ROLE_CPU))
-            if legit:
-                v.borrowed = th is not home
-            else:
-                self._evict(th)
-        return True
-
-    def _evict(self, th):
-        """Move the running vCPU of ``th`` to its new home now."""
-        v = th.curr
-        v.invol += 1
-        self._requeue(v)
-        nxt = self._pick(th)
-        self._switch_to(th, nxt, self.c_preempt if nxt is not None
-                        else self.c_block_idle)
-        self._dispatch_idle(v.home)
-
-    # -- totals for reports ---------------------------------------------
-
-    def totals(self):
-        """A copy of every cumulative figure the report differences."""
-        return {
-            'time': self.now,
-            'events': self.events,
-            'state_ns': [sum(th.state_ns[s] for th in self.threads)
-                         for s in range(len(STATES))],
-            'io_state_ns': [sum(th.state_ns[s] for th in self.threads
-                                if th.is_io) for s in range(len(STATES))],
-            'vcpus': {v.ref: (v.instructions, v.requests, v.vol + v.invol,
-                              tuple(v.req_acc), v.retentions,
-                              v.retention_timeouts)
-                      for v in self.vcpus},
-        }

@@ -125,6 +125,9 @@ SCHEMA = {
                     'threads': {'type': 'array',
                                 'items': {'type': 'integer',
                                           'minimum': 0}},
+                    # a tenant shaping its behaviour to game the policy:
+                    # reported apart from the host's classes
+                    'adversary': {'type': 'boolean'},
                 },
                 'additionalProperties': False}},
         'placement': {'enum': ['balanced', 'explicit']},
@@ -247,6 +250,12 @@ class Scenario:
     @property
     def workload_list(self):
         return [self.workloads[k] for k in sorted(self.workloads)]
+
+    @property
+    def adversaries(self):
+        """Names of the VMs marked as gaming the policy."""
+        return frozenset(vm['name'] for vm in self.vms
+                         if vm.get('adversary'))
 
     @property
     def n_vcpus(self):

@@ -66,12 +66,12 @@ class WorkloadMixFilter(filters.BaseHostFilter):
                          utils.request_is_rebuild(spec_obj)):
             return hosts
         state = hostmix.TRACKER.request(spec_obj, hosts)
-        opts = settings.defaults()
+        opts = settings.options()
         return [h for h in hosts if self._passes(state, opts, h)]
 
     def host_passes(self, host_state, spec_obj):
         state = hostmix.TRACKER.request(spec_obj, [host_state])
-        return self._passes(state, settings.defaults(), host_state)
+        return self._passes(state, settings.options(), host_state)
 
     @staticmethod
     def _passes(state, opts, host_state):

@@ -2,7 +2,7 @@
 
 Host aggregate metadata overrides an option with nova's own helpers, as
 ``ram_weight_multiplier`` does. The options are read once per scheduling
-call (:func:`defaults`), not once per host: oslo.config lookups cost more
+call (:func:`options`), not once per host: oslo.config lookups cost more
 than the arithmetic they feed.
 """
 
@@ -33,8 +33,12 @@ AGGREGATE_KEYS = {
 }
 
 
-class Defaults(typing.NamedTuple):
-    """The ``[vsmtio]`` options as read at one scheduling call."""
+class Options(typing.NamedTuple):
+    """The ``[vsmtio]`` options as read at one scheduling call.
+
+    The configured values (the defaults of every host), which aggregate
+    metadata may then override per host.
+    """
 
     target: float
     low: float
@@ -42,10 +46,11 @@ class Defaults(typing.NamedTuple):
     min_classified: int
 
 
-def defaults():
+def options():
+    """Read the configured ``[vsmtio]`` options once."""
     opts = CONF.vsmtio
-    return Defaults(opts.target_io_fraction, opts.min_io_fraction,
-                    opts.max_io_fraction, opts.filter_min_classified_vcpus)
+    return Options(opts.target_io_fraction, opts.min_io_fraction,
+                   opts.max_io_fraction, opts.filter_min_classified_vcpus)
 
 
 def _fraction(host_state, key, default, based_on):

@@ -36,12 +36,12 @@ class WorkloadMixWeigher(weights.BaseHostWeigher):
     def weigh_objects(self, weighed_obj_list, weight_properties):
         hosts = [w.obj for w in weighed_obj_list]
         state = hostmix.TRACKER.request(weight_properties, hosts)
-        opts = settings.defaults()
+        opts = settings.options()
         return [self._weight(state, opts, host) for host in hosts]
 
     def _weigh_object(self, host_state, weight_properties):
         state = hostmix.TRACKER.request(weight_properties, [host_state])
-        return self._weight(state, settings.defaults(), host_state)
+        return self._weight(state, settings.options(), host_state)
 
     @staticmethod
     def _weight(state, opts, host_state):

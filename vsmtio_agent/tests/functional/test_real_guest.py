@@ -23,8 +23,8 @@ import testtools
 
 from vsmtio_agent import agent as agent_mod
 from vsmtio_agent.drivers import libvirt as libvirt_driver
-from vsmtio_agent.host import procfs
-from vsmtio_agent.host import sysfs_knobs
+from vsmtio_agent.linux import kernel_knobs
+from vsmtio_agent.linux import procfs
 from vsmtio_agent import model
 from vsmtio_agent.policy import monitor
 from vsmtio_agent.tests.functional import guest as guest_mod
@@ -135,7 +135,7 @@ class TestAgentInProcess(RealGuestTestCase):
         self.assertEqual(self.original_affinity, self.affinity())
         self.assertEqual(self.original_shares, self.shares())
         self.assertFalse(os.path.exists(conf.vsmtio_agent.checkpoint_path))
-        knob = sysfs_knobs.Knob('/sys', sysfs_knobs.HALT_POLL_NS)
+        knob = kernel_knobs.Knob('/sys', kernel_knobs.HALT_POLL_NS)
         if not knob.probe()[0]:
             # This host's kvm.halt_poll_ns is read-only (as on the
             # development machines): said once, nothing else affected.
@@ -150,7 +150,7 @@ class TestAgentInProcess(RealGuestTestCase):
             guard_probe_pairs=2, guard_retest_periods=10)
         driver = libvirt_driver.LibvirtHostDriver(conf)
         agent = agent_mod.Agent(conf, driver)
-        knob = sysfs_knobs.Knob('/sys', sysfs_knobs.HALT_POLL_NS)
+        knob = kernel_knobs.Knob('/sys', kernel_knobs.HALT_POLL_NS)
         before = knob.read()
         for _ in range(8):
             agent.tick()

@@ -107,3 +107,72 @@ class TestAgentLoop(testtools.TestCase):
         a.stop()
         a.stop()
         self.assertEqual([('restore',), ('close',)], host.calls)
+
+
+class FailingHost(ScriptedHost):
+    """A host whose sampling fails once, as libvirt does while it restarts."""
+
+    def sample(self):
+        if len(self.calls) == 4:
+            self.calls.append(('sample',))
+            raise base.HostDriverError('libvirt is restarting')
+        return super().sample()
+
+
+class TestPeriodRecord(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.cfg = self.useFixture(config_fixture.Config(conf.CONF))
+        self.cfg.config(group='vsmtio_agent', period=0.1)
+
+    def test_one_frozen_record_per_period(self):
+        host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
+        a = agent.Agent(conf.CONF, host)
+        start = a.tick()
+        self.assertTrue(start.start)
+        self.assertEqual({}, dict(start.stats))
+        period = a.tick()
+        self.assertEqual(1, period.number)
+        self.assertIs(period.decision, a.last_decision)
+        self.assertEqual(period.decision.timeout_ns, period.timeout_ns)
+        self.assertIs(host.applied[-1], period.decision)
+        self.assertEqual(1, period.result.applied)
+        self.assertFalse(period.dry_run)
+        # nothing of it can change under a reader in another thread
+        self.assertRaises(AttributeError, setattr, period, 'decision', None)
+        with testtools.ExpectedException(TypeError):
+            period.stats[model.VcpuRef('x', 0)] = None
+        self.assertIn(model.VcpuRef('io-vm', 0), period.stats)
+
+    def test_the_loop_goes_on_after_a_failed_period(self):
+        # the daemon's way: a failed period is reported and skipped
+        self.cfg.config(group='vsmtio_agent', period=0.01)
+        host = FailingHost([snapshot(0, 0), snapshot(100, 60),
+                            snapshot(200, 120)])
+        a = agent.Agent(conf.CONF, host)
+        seen, errors = [], []
+        a.loop(2, after=seen.append, on_error=errors.append)
+        self.assertEqual([0, 1, 2], [p.number for p in seen])
+        self.assertEqual(1, len(errors))
+        self.assertIsInstance(errors[0], base.HostDriverError)
+        # without on_error (the simulator, tests) an error ends the loop
+        host = FailingHost([snapshot(0, 0), snapshot(100, 60)])
+        self.assertRaises(base.HostDriverError,
+                          agent.Agent(conf.CONF, host).loop, 2)
+
+    def test_metrics_render_one_period(self):
+        from vsmtio_agent import metrics
+        host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
+        a = agent.Agent(conf.CONF, host)
+        a.tick()
+        period = a.tick()
+        collector = metrics.AgentCollector()
+        collector.observe(period, 'scripted')
+        a.period = None     # the agent moves on: the scrape does not
+        text = {m.name: m for m in collector.collect()}
+        timeout = text['vsmtio_retention_timeout_seconds'].samples[0]
+        self.assertEqual(period.decision.timeout_ns / 1e9, timeout.value)
+        rates = text['vsmtio_vcpu_retention_rate'].samples
+        self.assertAlmostEqual(0.6, [s.value for s in rates
+                                     if s.labels['domain'] == 'io-vm'][0])

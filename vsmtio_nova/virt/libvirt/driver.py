@@ -4,10 +4,12 @@ Select it with ``compute_driver = vsmtio.VsmtioLibvirtDriver`` and run
 ``vsmtio-nova-compute`` (see :mod:`vsmtio_nova.virt`).  It behaves exactly
 like ``libvirt.LibvirtDriver`` except that the domain XML of an instance
 whose flavor or image asks for context retention lets the guest MWAIT
-(:mod:`vsmtio_nova.virt.libvirt.retention`), and that a host able to give
-retention says so to placement (:mod:`vsmtio_nova.virt.traits`). A host
-that cannot refuses such an instance rather than start it without: nova
-then tries the request's other hosts, and fails it if none can.
+(:mod:`vsmtio_nova.virt.libvirt.retention`), and that of an instance whose
+flavor asks for the CPU balloon tells the guest its CPU cap
+(:mod:`vsmtio_nova.balloon`). A host able to give retention says so to
+placement (:mod:`vsmtio_nova.virt.traits`); a host that cannot refuses such
+an instance rather than start it without: nova then tries the request's
+other hosts, and fails it if none can.
 """
 
 from oslo_log import log as logging
@@ -16,6 +18,8 @@ import nova.conf
 from nova import exception
 from nova.virt.libvirt import driver as libvirt_driver
 
+from vsmtio_nova import balloon
+from vsmtio_nova.virt.libvirt import balloon as balloon_xml
 from vsmtio_nova.virt.libvirt import retention
 from vsmtio_nova.virt import traits
 
@@ -37,8 +41,13 @@ class VsmtioLibvirtDriver(traits.RetentionTraitMixin,
             raise exception.ComputeResourcesUnavailable(
                 reason='context retention asked for, but this host cannot '
                        'give it (%s)' % self.retention[1])
+        ballooned = balloon.requested(instance.flavor)
         xml = super()._get_guest_xml(context, instance, network_info,
                                      disk_info, image_meta, *args, **kwargs)
+        # --- CPU balloon (xBalloon): tell the guest its cap. ---
+        if ballooned:
+            xml = self._add_balloon_cap(xml, instance)
+        # --- end CPU balloon ---
         if not wanted:
             return xml
         topology = (instance.numa_topology
@@ -52,3 +61,17 @@ class VsmtioLibvirtDriver(traits.RetentionTraitMixin,
                   'hint-dedicated on', ' '.join(retention.QEMU_ARGS),
                   instance=instance)
         return xml
+
+    # --- CPU balloon (xBalloon) ---
+    @staticmethod
+    def _add_balloon_cap(xml, instance):
+        strings = balloon.oem_strings(instance.flavor)
+        if not strings:
+            LOG.info('CPU balloon asked for without quota:cpu_quota: the '
+                     'guest sizes it from steal time alone.',
+                     instance=instance)
+            return xml
+        LOG.debug('CPU balloon: SMBIOS OEM string %s', strings,
+                  instance=instance)
+        return balloon_xml.add_to_domain(xml, strings)
+    # --- end CPU balloon ---

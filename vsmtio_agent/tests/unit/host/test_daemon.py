@@ -12,6 +12,7 @@ import fixtures
 import testtools
 
 from vsmtio_agent.cmd import agent as agent_cmd
+from vsmtio_agent import status as status_mod
 from vsmtio_agent.tests.unit.host import fixtures as host_fixtures
 from vsmtio_agent.tests.unit.host import test_libvirt_driver as tld
 
@@ -114,7 +115,7 @@ class TestDaemon(tld.DriverTestCase):
         status = conf.vsmtio_agent.status_path
         self.assertTrue(os.path.exists(status))
         with open(status) as f:
-            table = agent_cmd.format_status(json.load(f))
+            table = status_mod.format_table(json.load(f))
         self.assertIn('| core | domain', table)
         self.assertIn(dom.uuid, table)
         pinned = dom.pins()

@@ -227,6 +227,27 @@ class TestApplyAndRestore(DriverTestCase):
         self.assertEqual(200000, self.sysfs.read_knob())
         self.assertEqual([ALL, ALL], dom.pins())
 
+    def test_a_split_of_part_of_the_host_pins_only_its_cores(self):
+        # issue 11's graded split: core 0 split, core 1 not; a vCPU whose
+        # core leaves the split goes back to where nova put it
+        dom = self.useFixture(TestDomain())
+        drv = self.driver()
+        drv.sample()
+        plan = {
+            model.VcpuRef(dom.uuid, 0): placement(0, model.Role.IO, 4),
+            model.VcpuRef(dom.uuid, 1): placement(1, model.Role.CPU, 1, 5)}
+        drv.apply(model.Decision(timeout_ns=50000, placements=plan,
+                                 split_cores=frozenset({0})))
+        self.assertEqual([{4}, ALL], dom.pins())
+        drv.apply(model.Decision(timeout_ns=50000, placements=plan,
+                                 split_cores=frozenset({0, 1})))
+        self.assertEqual([{4}, {1, 5}], dom.pins())
+        drv.apply(model.Decision(timeout_ns=50000, placements=plan,
+                                 split_cores=frozenset({1})))
+        self.assertEqual([ALL, {1, 5}], dom.pins())
+        drv.restore()
+        self.assertEqual([ALL, ALL], dom.pins())
+
     def test_stays_inside_the_cpus_nova_gave(self):
         # nova pinned this guest to CPUs 1 and 5 (core 1).
         dom = self.useFixture(TestDomain(cpuset='1,5'))
@@ -285,6 +306,30 @@ class TestApplyAndRestore(DriverTestCase):
         self.assertEqual(200000, self.sysfs.read_knob())
         self.assertFalse(os.path.exists(self.conf.vsmtio_agent
                                         .checkpoint_path))
+
+    def test_an_upgrade_restores_what_the_previous_version_left(self):
+        # A version-1 checkpoint (the agent before the actuators) and the
+        # changes it records: vCPU 1 pinned to CPU 3, the knob at 50000.
+        dom = self.useFixture(TestDomain())
+        self.driver()
+        dom.dom.pinVcpu(1, tuple(c == 3 for c in range(8)))
+        with open(self.sysfs.knob, 'w') as f:
+            f.write('50000\n')
+        path = self.conf.vsmtio_agent.checkpoint_path
+        with open(path, 'w') as f:
+            json.dump({
+                'version': 1, 'boot_id': None,
+                'domains': {dom.uuid: {
+                    'id': dom.dom.ID(), 'name': dom.name,
+                    'pins': {'1': list(range(8))}, 'cpu_shares': None,
+                    'rass': {}}},
+                'knobs': {'module/kvm/parameters/halt_poll_ns': 200000}}, f)
+        upgraded = libvirt_driver.LibvirtHostDriver(self.conf)
+        self.addCleanup(upgraded.close)
+        upgraded.recover()
+        self.assertEqual([ALL, ALL], dom.pins())
+        self.assertEqual(200000, self.sysfs.read_knob())
+        self.assertFalse(os.path.exists(path))
 
     def test_one_agent_per_host(self):
         dom = self.useFixture(TestDomain())
@@ -389,7 +434,7 @@ class TestFaults(DriverTestCase):
             self.skipTest('host_kernel_patches/abi.json is not in this tree')
         with open(path) as f:
             abi = json.load(f)
-        from vsmtio_agent.host import sysfs_knobs as k
+        from vsmtio_agent.linux import kernel_knobs as k
         self.assertIn(abi['abi_version'], k.KNOWN_ABI_VERSIONS)
         entries = {e['path']: e for e in abi['entries']}
         for rel, kind in ((k.ABI_VERSION, 'stat'),

@@ -11,7 +11,7 @@ import threading
 
 import testtools
 
-from vsmtio_agent.host import perf
+from vsmtio_agent.linux import perf
 
 
 class TestScaling(testtools.TestCase):

@@ -7,7 +7,7 @@ import time
 import fixtures
 import testtools
 
-from vsmtio_agent.host import procfs
+from vsmtio_agent.linux import procfs
 from vsmtio_agent.tests.unit.host import fixtures as host_fixtures
 
 

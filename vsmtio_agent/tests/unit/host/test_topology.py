@@ -2,7 +2,7 @@
 
 import testtools
 
-from vsmtio_agent.host import topology
+from vsmtio_agent.linux import topology
 from vsmtio_agent.tests.unit.host import fixtures as host_fixtures
 
 

@@ -5,13 +5,14 @@ from vsmtio_agent import model
 
 def stats(retention_rate=0.0, weight=1024, ipc=None, retention_frequency=None,
           core_id=None, period_ns=10 ** 8, utilisation=None,
-          instruction_rate=None, halt_rate=None):
+          instruction_rate=None, halt_rate=None, runqueue_delay_ratio=None):
     return model.VcpuStats(
         period_ns=period_ns, weight=weight, core_id=core_id,
         utilisation=utilisation, retention_rate=retention_rate,
         retention_frequency=retention_frequency, retention_timeouts=None,
         ipc=ipc, cpi_stack=None, voluntary_switches=None,
-        involuntary_switches=None, i_cpu=None, runqueue_delay_ratio=None,
+        involuntary_switches=None, i_cpu=None,
+        runqueue_delay_ratio=runqueue_delay_ratio,
         instruction_rate=instruction_rate, halt_rate=halt_rate)
 
 

@@ -44,6 +44,40 @@ class TestPolicyEngine(testtools.TestCase):
         # LTCR measured its baseline and now tries a 10% longer timeout.
         self.assertEqual(220 * US, d.timeout_ns)
 
+    def test_a_partial_split_takes_the_cores_whose_io_waits_longest(self):
+        topo = model.Topology.uniform(4)
+        # one I/O and one CPU vCPU per core; the I/O vCPU of core 2 waits
+        # longest for a hyperthread, then core 0's
+        waits = {0: 0.2, 1: 0.05, 2: 0.4, 3: 0.1}
+        st = {}
+        for core, wait in waits.items():
+            st[R(2 * core)] = helpers.stats(0.5, core_id=core,
+                                            runqueue_delay_ratio=wait)
+            st[R(2 * core + 1)] = helpers.stats(0.0, core_id=core)
+        eng = engine.PolicyEngine(topo, params(split_share=0.5))
+        d = eng.step(st)
+        self.assertEqual((2, 0), eng.split_cores)
+        self.assertEqual(frozenset({0, 2}), d.split_cores)
+        # the plan still classes every vCPU; the split applies on two cores
+        self.assertEqual(8, len(d.placements))
+        self.assertEqual({0, 2}, {p.core_id for p in d.placements.values()
+                                  if d.applies(p)})
+        self.assertTrue(d.split)
+        # the order changes; the cores taken stay split (no pin churn)
+        waits = {0: 0.0, 1: 0.9, 2: 0.0, 3: 0.8}
+        for core, wait in waits.items():
+            st[R(2 * core)] = helpers.stats(0.5, core_id=core,
+                                            runqueue_delay_ratio=wait)
+        eng.step(st)
+        self.assertEqual((2, 0), eng.split_cores)
+
+    def test_no_split_share_applies_nothing(self):
+        st = {R(0): helpers.stats(0.5, core_id=0),
+              R(1): helpers.stats(0.0, core_id=1)}
+        d = engine.PolicyEngine(self.topo, params(split_share=0.0)).step(st)
+        self.assertEqual(frozenset(), d.split_cores)
+        self.assertFalse(any(d.applies(p) for p in d.placements.values()))
+
     def test_new_vcpus_without_a_core_go_to_the_least_loaded(self):
         st = {R(0): helpers.stats(0.1, core_id=0, weight=2048),
               R(1): helpers.stats(0.2)}

@@ -56,8 +56,12 @@ def run(host, periods, params=P, state=None):
 class TestGuard(testtools.TestCase):
 
     def test_keeps_what_helps_both_classes(self):
+        # each wider split serves I/O better than the narrower one
         host = Host({guard.RETENTION: (1.02, 1.10),
-                     guard.SPLIT: (1.0, 1.2), guard.BORROW: (1.05, 1.0)})
+                     guard.SPLIT: (1.0, 1.2), guard.BORROW: (1.05, 1.02),
+                     guard.SPLIT_QUARTER: (1.0, 1.1),
+                     guard.SPLIT_HALF: (1.0, 1.1),
+                     guard.SPLIT_ALL: (1.0, 1.1)})
         state = run(host, 200)
         self.assertEqual(set(guard.MECHANISMS), set(state.kept))
         self.assertTrue(all(v.kept for v in state.verdicts))
@@ -84,6 +88,46 @@ class TestGuard(testtools.TestCase):
         self.assertEqual(frozenset(), state.kept)
         self.assertIn('no class gains', state.verdict(guard.RETENTION)
                       .reason)
+
+    def test_the_split_widens_while_the_cpu_objective_holds(self):
+        # each step serves I/O 10% better for 1% (then 4%) of the CPU
+        # side's throughput: the eighth and the quarter together keep
+        # 0.98 of the bare host, the half would leave 0.94
+        host = Host({guard.RETENTION: (1.0, 1.05),
+                     guard.SPLIT: (0.99, 1.1), guard.BORROW: (1.0, 1.0),
+                     guard.SPLIT_QUARTER: (0.99, 1.1),
+                     guard.SPLIT_HALF: (0.96, 1.1),
+                     guard.SPLIT_ALL: (0.9, 1.2)}, noise=0.01)
+        state = run(host, 300)
+        self.assertEqual(0.25, state.split_share)
+        self.assertIn(guard.SPLIT_QUARTER, state.kept)
+        v = state.verdict(guard.SPLIT_HALF)
+        self.assertFalse(v.kept)
+        self.assertIn('CPU', v.reason)
+        # judged against the bare host, not the quarter: 0.99^2 * 0.96
+        self.assertAlmostEqual(0.94, v.cpu_ratio, delta=0.02)
+
+    def test_a_wider_split_must_serve_better_than_the_narrower(self):
+        host = Host({guard.RETENTION: (1.0, 1.05), guard.SPLIT: (1.0, 1.3)},
+                    noise=0.01)
+        state = run(host, 300)
+        self.assertEqual(0.125, state.split_share)
+        v = state.verdict(guard.SPLIT_QUARTER)
+        self.assertFalse(v.kept)
+        self.assertIn('no class gains significantly over split', v.reason)
+
+    def test_a_failed_retest_narrows_the_split_by_one_step(self):
+        effects = {guard.RETENTION: (1.0, 1.05), guard.SPLIT: (1.0, 1.2),
+                   guard.SPLIT_QUARTER: (1.0, 1.2),
+                   guard.SPLIT_HALF: (1.0, 1.2)}
+        host = Host(effects, noise=0.01)
+        state = run(host, 150)
+        self.assertEqual(0.5, state.split_share)
+        effects[guard.SPLIT_HALF] = (0.9, 1.2)      # the load changed
+        state = run(host, 120, state=state)
+        self.assertNotIn(guard.SPLIT_HALF, state.kept)
+        self.assertEqual(0.25, guard.split_share(state.kept))
+        self.assertIn(guard.RETENTION, state.kept)
 
     def test_a_mechanism_waits_for_what_it_needs(self):
         # borrowing alone would help, but never without the split

@@ -492,6 +492,26 @@ class TestAgentSwitches(testtools.TestCase):
             self.assertIs(v.origin, v.home)
             self.assertIsNone(v.role)
 
+    def test_a_split_of_part_of_the_host(self):
+        # two cores, the split applied on core 0 only: core 1's vCPUs stay
+        # where the host placed them, with no class
+        sc = h.tiny([('io', 'io', [1]), ('cpu', 'cpu', [0]),
+                     ('io2', 'io', [3]), ('cpu2', 'cpu', [2])], cores=2)
+        sim = engine.Simulation(sc, 'vsmtio', 1)
+        d = h.rass_decision(sim, 2000 * h.US, {model.VcpuRef('io', 0),
+                                               model.VcpuRef('io2', 0)})
+        sim.apply(model.Decision(timeout_ns=d.timeout_ns,
+                                 placements=d.placements,
+                                 split_cores=frozenset({0})))
+        sim.advance_to(0.3e9)
+        self.assertTrue(sim.rass_active)
+        for v in sim.vcpus:
+            if v.home.core_id == 0 and v.origin.core_id == 0:
+                self.assertIsNotNone(v.role, v.ref)
+            else:
+                self.assertIs(v.origin, v.home, v.ref)
+                self.assertIsNone(v.role, v.ref)
+
     def test_borrowing_off_keeps_cpu_vcpus_home(self):
         sim = self.sim()
         sim.apply(self.decision(sim, borrow=False))

@@ -13,8 +13,8 @@ import yaml
 from vsmtio_agent.cmd import sim as sim_cmd
 from vsmtio_agent.drivers import base
 from vsmtio_agent.drivers import simulated
-from vsmtio_agent.sim import runner
 from vsmtio_agent.sim import scenario
+from vsmtio_agent import simulate as runner
 
 
 def reduced(name, cores=4, duration=1.0, warmup=0.4):
@@ -81,7 +81,7 @@ class TestAgentOnSimulatedHost(testtools.TestCase):
         ag = agent_mod.Agent(conf, driver)
         ag.tick()
         for _ in range(5):
-            decision = ag.tick()
+            decision = ag.tick().decision
         sim = driver.simulation
         self.assertEqual(decision.timeout_ns, int(sim.timeout_ns))
         self.assertTrue(sim.rass_active)

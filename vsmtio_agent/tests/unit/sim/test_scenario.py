@@ -46,6 +46,11 @@ class TestValidation(testtools.TestCase):
         for good in (0, 2, 1024):
             scenario.from_dict(doc(scheduler={'vm_cgroup_shares': good}))
 
+    def test_adversary_is_a_flag(self):
+        msg = self.error(doc(vms=[{'name': 'a', 'workload': 'matmul',
+                                   'vcpus': 1, 'adversary': 'yes'}]))
+        self.assertIn('vms.0.adversary', msg)
+
     def test_unknown_workload(self):
         msg = self.error(doc(vms=[{'name': 'a', 'workload': 'nope',
                                    'vcpus': 1}]))

@@ -1,9 +1,15 @@
 """Run a scenario under one kernel model, or under all of them.
 
-Under the ``vsmtio`` kernel the REAL agent drives the simulated host: every
-period ``Agent(conf, SimulatedHostDriver(conf)).tick()`` runs the host for
-the period, samples its counters and applies the policy engine's decision.
-The other kernel models have no agent; the host just runs.
+Under the ``vsmtio`` kernels the REAL agent drives the simulated host: its
+one loop (:meth:`Agent.loop`) over ``SimulatedHostDriver`` runs the host for
+each period, samples its counters and applies the policy engine's
+decision, exactly as the daemon does on a real host. The other kernel
+models have no agent; the host just runs.
+
+This module sits above ``agent``, ``drivers`` and ``sim`` (the host
+model), which know nothing of it: the simulator stays a host, and what
+runs an agent on it lives with the other things that run agents
+(``cmd``, this module).
 """
 
 import concurrent.futures
@@ -14,8 +20,11 @@ import time
 
 from oslo_config import cfg
 
+from vsmtio_agent import agent as agent_mod
 from vsmtio_agent.conf import agent as agent_conf
 from vsmtio_agent.conf import simulator as sim_conf
+from vsmtio_agent.drivers import simulated
+from vsmtio_agent.policy import guard as guard_mod
 from vsmtio_agent.sim import kernels
 from vsmtio_agent.sim import report
 from vsmtio_agent.sim import scenario as scenario_mod
@@ -76,7 +85,8 @@ def settled(history, window, tolerance=0.25):
     ``window``s and the median timeout of the later window is within
     ``1 + tolerance`` of the earlier one's: LTCR may still step by 10% and
     back, as Algorithm 1 always does (a random walk where no step pays),
-    but no longer drifts.
+    but no longer drifts. The run also waits for the guard's first climb
+    (:func:`~vsmtio_agent.policy.guard.climbed`).
     """
     if len(history) < 2 * window:
         return False
@@ -99,96 +109,118 @@ def steady_window(conf):
     return (o.guard_retest_periods + 2 * o.guard_probe_pairs) * o.period
 
 
-def run_conf(conf, progress=None, steady=False, settle_window_s=10.0,
-             max_settle_s=120.0, warmup_s=None):
+def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
+             max_settle_s=120.0, warmup_s=None, batches=1):
     """Run the scenario ``conf`` names; return the result dict.
 
     With ``steady``, the agent's kernels run until :func:`settled` (or
     ``max_settle_s``, then the result says it did not settle) and every
     kernel is then measured over :func:`steady_window`; otherwise the
     scenario's (or ``duration``'s) fixed window is used.
+
+    ``batches`` > 1 measures that many consecutive windows of the same
+    run (batch means): the result is the first window's, and
+    ``result['batches']`` holds each window's class throughputs, which
+    tell a real difference from the run's own noise without settling a
+    new run per replicate.
     """
-    from vsmtio_agent.drivers import simulated
     opts = conf.vsmtio_sim
     driver = simulated.SimulatedHostDriver(conf)
     sim = driver.simulation
     if steady:
         measure_s = steady_window(conf)
         warmup = sim.scenario.warmup_s
-        total = warmup + measure_s
     else:
         warmup, total = _window(sim.scenario, opts.duration, warmup_s)
+        measure_s = total - warmup
+    total = warmup + batches * measure_s
     prog = _Progress('%s/%s' % (sim.scenario.name, sim.kernel.name), total,
                      progress)
     wall0 = time.time()
-    start = None
+    marks = []                  # totals at every window's edge
     extra = {}
     if sim.kernel.agent:
-        from vsmtio_agent import agent as agent_mod
         ag = agent_mod.Agent(conf, driver)
-        ag.tick()                       # first sample, initial timeout
-        period = conf.vsmtio_agent.period
-        window = max(1, int(round(settle_window_s / period)))
+        period_s = conf.vsmtio_agent.period
+        window = max(1, int(round(settle_window_s / period_s)))
+        every = max(1, int(round(1.0 / period_s)))
         history = []
         trajectory = []
-        settled_at = None if steady else 0.0
-        end_ns = None if steady else total * 1e9
+        state = {'start_ns': None if steady else warmup * 1e9,
+                 'settled_at': None if steady else 0.0}
+
+        def before():
+            """Whether to run another period; marks the windows' edges."""
+            start_ns = state['start_ns']
+            if start_ns is None:
+                now_s = sim.now / 1e9
+                done = settled(history, window) and (
+                    ag.engine.guard is None
+                    or guard_mod.climbed(ag.engine.guard))
+                if done or now_s >= max_settle_s:
+                    state['settled_at'] = now_s if done else None
+                    state['start_ns'] = start_ns = sim.now
+                    prog.total = now_s + batches * measure_s
+            if start_ns is None:
+                return True
+            if sim.now >= start_ns + batches * measure_s * 1e9 - 1:
+                return False
+            if sim.now >= start_ns + len(marks) * measure_s * 1e9 - 1:
+                marks.append(sim.totals())
+            return True
+
+        def after(period):
+            history.append((period.timeout_ns, tuple(sorted(period.kept))))
+            if len(history) % every == 0:
+                trajectory.append(
+                    (round(sim.now / 1e9, 3), period.timeout_ns / 1e3,
+                     sorted(period.mechanisms)))
+            prog(sim.now / 1e9)
+
         try:
-            while end_ns is None or sim.now < end_ns:
-                if steady and end_ns is None:
-                    now_s = sim.now / 1e9
-                    if (settled(history, window) or
-                            now_s >= max_settle_s):
-                        settled_at = (now_s if settled(history, window)
-                                      else None)
-                        start = sim.totals()
-                        end_ns = sim.now + measure_s * 1e9
-                        prog.total = now_s + measure_s
-                elif start is None and sim.now >= warmup * 1e9:
-                    start = sim.totals()
-                ag.tick()
-                engine = ag.engine
-                history.append((engine.timeout_ns,
-                                tuple(sorted(engine.kept))))
-                if len(history) % max(1, int(round(1.0 / period))) == 0:
-                    trajectory.append(
-                        (round(sim.now / 1e9, 3), engine.timeout_ns / 1e3,
-                         sorted(engine.mechanisms)))
-                prog(sim.now / 1e9)
-            guard = ag.engine.guard
+            ag.tick()                   # first sample, initial timeout
+            ag.loop(before=before, after=after)
+            marks.append(sim.totals())
+            verdicts = ag.period.verdicts
             extra['agent'] = {
                 'decisions': sim.decisions, 'swaps': sim.swaps,
-                'period_s': period,
+                'period_s': period_s,
                 'timeout_us': sim.timeout_ns / 1e3,
-                'settled_at_s': settled_at,
+                'settled_at_s': state['settled_at'],
                 'mechanisms': list(history[-1][1]) if history else [],
                 'trajectory': trajectory,
-                'verdicts': ([dataclasses.asdict(v) for v in guard.verdicts]
-                             if guard is not None else None)}
+                'verdicts': ([dataclasses.asdict(v) for v in verdicts]
+                             if verdicts is not None else None)}
         finally:
             ag.stop()
     else:
+        edges = [warmup + i * measure_s for i in range(batches + 1)]
         t = 0.0
-        while t < total - 1e-12:
-            t = min(total, t + CHUNK_S)
-            if start is None and t > warmup:
-                sim.advance_to(warmup * 1e9)
-                start = sim.totals()
+        while edges:
+            t = min(edges[0], t + CHUNK_S)
             sim.advance_to(t * 1e9)
+            if t >= edges[0] - 1e-9:
+                marks.append(sim.totals())
+                edges.pop(0)
             prog(t)
-    if start is None:
-        start = sim.totals()
-    return report.measure(sim, start, sim.totals(), time.time() - wall0,
-                          extra)
+    wall = time.time() - wall0
+    result = report.measure(sim, marks[0], marks[1], wall, extra)
+    if batches > 1:
+        result['batches'] = [
+            {k: r[k] for k in ('io_throughput', 'cpu_throughput', 'vms')}
+            for r in (report.measure(sim, a, b, wall)
+                      for a, b in zip(marks, marks[1:]))]
+    return result
 
 
 def run(scenario, kernel, seed=1, duration=0.0, progress=None,
-        overrides=None, steady=False, warmup_s=None):
+        overrides=None, steady=False, warmup_s=None, batches=1):
     """Run ``scenario`` (name or path) under ``kernel``."""
     kernels.get(kernel)
     scenario_mod.load(scenario)         # fail early, in this process
     return run_conf(make_conf(scenario, kernel, seed, duration, overrides),
-                    progress, steady=steady, warmup_s=warmup_s)
+                    progress, steady=steady, warmup_s=warmup_s,
+                    batches=batches)
 
 
 def _worker(args):

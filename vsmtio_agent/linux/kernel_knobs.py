@@ -1,6 +1,9 @@
-"""Writable kernel knobs: the patched kernel's timeout, or KVM halt polling.
+"""Writable kernel files: KVM's and the patched kernel's knobs.
 
-A knob is one sysfs file holding one integer. Whether it can be changed is
+The retention timeout (the patched kernel's, or KVM's halt polling), the
+patched kernel's ``rass_io_cpus`` under sysfs and each thread's
+``sched_rass`` under procfs. A knob is one file holding one integer (or,
+for :class:`TextKnob`, one word or a CPU list). Whether it can be changed is
 found by writing its current value back (a no-op): ``access(2)`` says yes to
 root even for read-only module parameters, which then fail with EACCES.
 """
@@ -131,9 +134,3 @@ class TextKnob(Knob):
 
     def write(self, value):
         self.write_text(str(value))
-
-
-def knob_for(root, relpath, value):
-    """The knob class that holds ``value`` (as recorded in a checkpoint)."""
-    cls = TextKnob if isinstance(value, str) else Knob
-    return cls(root, relpath)

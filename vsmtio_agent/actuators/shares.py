@@ -1,0 +1,48 @@
+"""The cpu shares (CFS weight) of one libvirt domain.
+
+One key, ``cpu_shares``. QEMU domains call the parameter ``cpu_shares``;
+libvirt's test driver fakes it as ``weight``: the actuator writes the one
+the domain has.
+"""
+
+import libvirt
+
+from vsmtio_agent.actuators import base
+from vsmtio_agent.actuators import libvirt_errors
+
+KIND = 'cpu_shares'
+KEY = 'cpu_shares'
+PARAMETERS = ('cpu_shares', 'weight')   # qemu; the test driver's fake
+
+
+def read_shares(dom):
+    """(parameter, value) of ``dom``'s shares; ActuatorError if none."""
+    try:
+        params = dom.schedulerParameters()
+    except libvirt.libvirtError as exc:
+        raise libvirt_errors.translate(exc) from exc
+    for name in PARAMETERS:
+        if name in params:
+            return name, int(params[name])
+    raise base.ActuatorError('%s has no cpu shares parameter' % dom.name())
+
+
+class CpuShares(base.Actuator):
+
+    kind = KIND
+
+    def __init__(self, record, dom, parameter=None):
+        super().__init__(record)
+        self.dom = dom
+        self.parameter = parameter
+
+    def read(self, key):
+        self.parameter, value = read_shares(self.dom)
+        return value
+
+    def _set(self, key, value):
+        if self.parameter is None:
+            self.parameter, _ = read_shares(self.dom)
+        libvirt_errors.call_live(self.dom.setSchedulerParametersFlags,
+                                 self.dom.setSchedulerParameters,
+                                 {self.parameter: int(value)})

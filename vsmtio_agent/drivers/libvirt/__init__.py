@@ -1,0 +1,252 @@
+"""The host driver for a real libvirt/KVM compute host.
+
+It observes each running domain's vCPUs (libvirt domain stats, KVM's
+per-vCPU halt statistics, the vCPU threads' procfs counters) and applies the
+policy's decisions through one actuator per kind of knob: live vCPU
+pinning, domain cpu shares, the retention timeout knob the kernel offers
+and, on the patched kernel, RASS classes. It never leaves the host worse:
+every original is checkpointed before the first change and put back on
+stop, at the next start after a crash, and a vanished domain is forgotten.
+
+Two modes (:meth:`LibvirtHostDriver.describe` says which and why):
+
+``patched``
+    the host kernel carries ``host_kernel_patches``: retention counters and
+    the retention timeout come from its sysfs ABI.
+``stock``
+    KVM's halt-polling statistics stand in for retention (time a halted vCPU
+    keeps its hyperthread polling instead of sleeping), and LTCR's timeout
+    drives ``kvm.halt_poll_ns`` where that is writable.
+
+The parts, each in its own module: ``connection`` (reconnecting with
+backoff), ``domains`` (the tracked domains and their vCPU threads),
+``sampling`` (one snapshot per period), ``planning`` (what a decision
+changes), ``applylog`` (one apply's result), ``recovery`` (the lock,
+crash recovery, restore and withdrawal).
+"""
+
+import os
+import threading
+
+import libvirt
+
+from vsmtio_agent.actuators import base as actuator_base
+from vsmtio_agent.actuators import checkpoint as checkpoint_mod
+from vsmtio_agent.actuators import libvirt_errors
+from vsmtio_agent.drivers import base
+from vsmtio_agent.drivers.libvirt import applylog
+from vsmtio_agent.drivers.libvirt import connection as connection_mod
+from vsmtio_agent.drivers.libvirt import domains as domains_mod
+from vsmtio_agent.drivers.libvirt import planning
+from vsmtio_agent.drivers.libvirt import recovery
+from vsmtio_agent.drivers.libvirt import sampling
+from vsmtio_agent.linux import kernel_knobs
+from vsmtio_agent.linux import topology as topology_mod
+
+_PATCHED_STATS = sampling.PATCHED_STATS
+
+
+class LibvirtHostDriver(base.HostDriver):
+    """A libvirt/KVM host driven through libvirt, procfs and sysfs."""
+
+    def __init__(self, conf):
+        self.conf = conf
+        opts = conf.vsmtio_agent
+        self.opts = opts
+        self.uri = opts.libvirt_uri
+        self._wake = threading.Event()
+        self._topology = None
+        self.abi_version, self._abi_why = kernel_knobs.patched_abi(
+            opts.sysfs_root)
+        self.checkpoint = checkpoint_mod.Checkpoint(
+            opts.checkpoint_path, checkpoint_mod.boot_id(opts.procfs_root))
+        self.domains = domains_mod.Domains(self.uri, opts.procfs_root)
+        self.connection = connection_mod.Connection(
+            self.uri, opts.libvirt_retry_initial, opts.libvirt_retry_max,
+            on_lost=self.domains.clear)
+        self.degradations = planning.Degradations()
+        self.planner = planning.Planner(
+            opts, self.domains, self.checkpoint, self.topology,
+            bool(self.abi_version), self.degradations)
+        self.restorer = recovery.Restorer(
+            opts, self.checkpoint, self.connection, self.domains,
+            self.planner.timeout)
+        self.sampler = sampling.Sampler(
+            self.connection, self.domains, opts.procfs_root,
+            bool(self.abi_version), self.restorer.forget)
+
+    # -- the HostDriver interface ------------------------------------------
+
+    def topology(self):
+        if self._topology is None:
+            try:
+                self._topology = topology_mod.build_topology(
+                    self.opts.sysfs_root, self.opts.cpu_dedicated_set,
+                    self.opts.cpu_shared_set)
+            except (OSError, ValueError) as exc:
+                raise base.HostDriverError(
+                    'cannot read the CPU topology (sysfs_root %s, '
+                    'cpu_dedicated_set %r, cpu_shared_set %r): %s'
+                    % (self.opts.sysfs_root, self.opts.cpu_dedicated_set,
+                       self.opts.cpu_shared_set, exc))
+            if not self._topology.cores:
+                raise base.HostDriverError(
+                    'no usable CPU: cpu_dedicated_set/cpu_shared_set name '
+                    'no online CPU under %s' % self.opts.sysfs_root)
+        return self._topology
+
+    def advance(self, seconds):
+        self._wake.wait(seconds)
+
+    def interrupt(self):
+        self._wake.set()
+
+    def sample(self):
+        """Observe every running domain; writes nothing to the host."""
+        return self.sampler.sample()
+
+    def recover(self):
+        self.restorer.recover()
+
+    def restore(self):
+        self.restorer.restore()
+
+    def apply(self, decision):
+        # Changing the host is apply's job, and it must never save a
+        # checkpoint over one a dead agent left: recover first, if the
+        # daemon has not (a driver used outside the daemon).
+        self.restorer.recover()
+        if not self.restorer.lock.held():
+            return base.ApplyResult(messages=(
+                'another vsmtio agent owns %s; not applying'
+                % self.opts.checkpoint_path,))
+        log = applylog.ApplyLog()
+        # What the guard switched off goes back to the host's own values;
+        # a knob is never moved for a mechanism the agent does not keep.
+        self.restorer.withdraw(decision, log)
+        changes = self.planner.plan(decision, log)
+        if not changes:
+            return log.result()
+        # Originals first, on disk, before any change.
+        kept = []
+        try:
+            with self.checkpoint.deferred():
+                for change in changes:
+                    try:
+                        change.actuator.keep(change.key)
+                        kept.append(change)
+                    except actuator_base.ActuatorError as exc:
+                        self._failed(change, exc, log)
+        except OSError as exc:
+            raise base.HostDriverError(
+                'cannot write checkpoint %s: %s; changing nothing'
+                % (self.checkpoint.path, exc))
+        for change in kept:
+            self._write(change, log)
+        if log.failed and self.restorer.prune():
+            self.restorer.save()
+        return log.result()
+
+    def _write(self, change, log):
+        if change.mechanism == planning.IO_CPUS:
+            self.planner.io_cpus_done = True
+        if not self.degradations.allows(change.mechanism):
+            return      # one refusal is enough to stop asking
+        try:
+            change.actuator.write(change.key, change.value)
+        except actuator_base.ActuatorError as exc:
+            self._failed(change, exc, log)
+            return
+        self.planner.written(change)
+        log.done()
+
+    def _failed(self, change, exc, log):
+        if isinstance(exc, libvirt_errors.DomainGone):
+            self.restorer.forget(change.entry.uuid,
+                                 'disappeared before apply')
+            log.same()
+            return
+        label = change.label
+        log.fail('%s: %s' % (label, exc) if label else str(exc))
+        if change.mechanism == planning.TIMEOUT:
+            self.planner.timeout.refused(str(exc))
+            self.degradations.refuse(planning.TIMEOUT, str(exc))
+        elif exc.denied and change.mechanism != planning.IO_CPUS:
+            self.degradations.refuse(change.mechanism, str(exc))
+        elif label and self.connection.lost(exc):
+            log.note('libvirt connection lost during apply')
+
+    def close(self):
+        self._wake.set()
+        self.connection.close()
+        self.sampler.close()
+        self.restorer.lock.release()
+
+    # -- what the host offers ------------------------------------------------
+
+    def describe(self):
+        caps, missing = [], []
+        try:
+            topo = self.topology()
+            caps.append('topology: %d core(s), %s' % (
+                len(topo.cores),
+                'SMT siblings' if topo.smt else 'no SMT siblings'))
+            if not topo.smt:
+                missing.append('SMT siblings (RASS needs two hyperthreads '
+                               'per core)')
+        except (OSError, ValueError, base.HostDriverError) as exc:
+            missing.append('topology: %s' % exc)
+        try:
+            conn = self.connection.get()
+            caps.append('libvirt %s reachable (%d running domain(s))'
+                        % (self.uri, conn.numOfDomains()))
+        except (base.HostDriverError, libvirt.libvirtError) as exc:
+            missing.append('libvirt: %s' % exc)
+        knob, why = self.planner.timeout.look()
+        if knob is not None:
+            caps.append('retention timeout -> %s' % knob.path)
+        else:
+            missing.append('retention timeout knob: %s' % why)
+        caps.append('vCPU threads and switch counts from %s'
+                    % self.opts.procfs_root)
+        kvm = [d.name for d in self.domains.values() if d.kvm]
+        tcg = [d.name for d in self.domains.values() if not d.kvm]
+        if tcg and not kvm:
+            missing.append('KVM halt statistics (domains are not type kvm: '
+                           '%s)' % ', '.join(sorted(tcg)))
+        pmu = any(os.path.exists(os.path.join(
+            self.opts.sysfs_root, 'bus/event_source/devices', dev,
+            'events/instructions')) for dev in ('cpu', 'cpu_core'))
+        if self.sampler.perf.unavailable:
+            missing.append('per-vCPU instructions: %s; the guard keeps no '
+                           'mechanism it cannot judge'
+                           % self.sampler.perf.unavailable)
+        elif pmu:
+            caps.append('per-vCPU instructions through perf_event_open')
+        else:
+            missing.append('per-vCPU instructions: no hardware PMU on this '
+                           'host (no cpu events in sysfs); the guard keeps '
+                           'no mechanism it cannot judge')
+        missing.extend(self.degradations.missing)
+        if self.abi_version:
+            mode = 'patched'
+            reason = ('%s: retention counters, timeout and RASS classes '
+                      '(rass_io_cpus, sched_rass) from the patched kernel, '
+                      'placements as vCPU pinning' % self._abi_why)
+        else:
+            mode = 'stock'
+            reason = ('%s: retention from KVM halt polling, LTCR on '
+                      'kvm.halt_poll_ns, RASS as vCPU pinning'
+                      % self._abi_why)
+            missing.insert(0, 'patched kernel: %s' % self._abi_why)
+        return base.HostMode(mode=mode, reason=reason,
+                             capabilities=tuple(caps),
+                             missing=tuple(missing))
+
+    def vcpu_threads(self):
+        """{VcpuRef: tid} of the vCPU threads found (for status, tests)."""
+        return self.domains.vcpu_threads()
+
+    def vcpu_pins(self):
+        """{VcpuRef: frozenset of CPUs} as the driver last saw or set them."""
+        return self.domains.vcpu_pins()

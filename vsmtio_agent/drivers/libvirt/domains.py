@@ -1,0 +1,114 @@
+"""The running domains the driver knows, and their vCPU threads.
+
+A domain is tracked by its UUID and its libvirt id (a restarted domain is
+a new incarnation, with new threads and none of the agent's changes).
+What the driver last saw or set (pins, shares, RASS classes) is kept here
+so that an unchanged plan costs no libvirt call.
+"""
+
+import time
+from xml.etree import ElementTree
+
+from vsmtio_agent.actuators import base as actuator_base
+from vsmtio_agent.actuators import pinning
+from vsmtio_agent.actuators import shares as shares_mod
+from vsmtio_agent.linux import procfs
+from vsmtio_agent import model
+
+# How long a domain whose QEMU process was not found is left alone before
+# the next search (a domain of another host's URI, or starting up).
+PID_RETRY_S = 30.0
+
+
+class Domain:
+    """What the driver knows about one running domain."""
+
+    def __init__(self, dom, uuid, dom_id, name):
+        self.dom = dom
+        self.uuid = uuid
+        self.id = dom_id
+        self.name = name
+        self.kvm = False
+        self.pid = None
+        self.pid_checked = 0.0
+        self.tids = {}
+        self.pins = {}       # vCPU index -> frozenset of host CPUs, as now
+        self.shares = None   # (parameter, value) as now, or None
+        self.rass = {}       # vCPU index -> the kernel RASS class, as now
+
+    def record(self, checkpoint):
+        """This incarnation's record of originals in ``checkpoint``."""
+        return checkpoint.domain(self.uuid, self.id, self.name)
+
+    def thread_of(self, index):
+        """(QEMU pid, tid) of vCPU ``index``, or None if not found."""
+        tid = self.tids.get(index)
+        return None if tid is None else (self.pid, tid)
+
+
+class Domains:
+    """The tracked domains of one libvirt URI, by UUID."""
+
+    def __init__(self, uri, procfs_root):
+        self.uri = uri
+        self.procfs_root = procfs_root
+        self.entries = {}
+
+    def get(self, uuid):
+        return self.entries.get(uuid)
+
+    def values(self):
+        return self.entries.values()
+
+    def pop(self, uuid):
+        return self.entries.pop(uuid, None)
+
+    def clear(self):
+        self.entries.clear()
+
+    def track(self, dom):
+        """The entry of ``dom``; a new one for a new incarnation."""
+        uuid, dom_id = dom.UUIDString(), dom.ID()
+        entry = self.entries.get(uuid)
+        if entry is not None and entry.id == dom_id:
+            entry.dom = dom
+            return entry
+        entry = Domain(dom, uuid, dom_id, dom.name())
+        xml = ElementTree.fromstring(dom.XMLDesc(0))
+        entry.kvm = xml.get('type') == 'kvm'
+        entry.pins = {i: pinning.cpus_of(m)
+                      for i, m in enumerate(dom.vcpuPinInfo(0))}
+        try:
+            entry.shares = shares_mod.read_shares(dom)
+        except actuator_base.ActuatorError:
+            entry.shares = None
+        self.entries[uuid] = entry
+        return entry
+
+    def threads_of(self, entry, nvcpus):
+        """vCPU index -> tid, re-discovered when threads or QEMU changed."""
+        if entry.pid is None or len(entry.tids) < nvcpus:
+            now = time.monotonic()
+            if entry.pid is None and now - entry.pid_checked < \
+                    PID_RETRY_S and entry.pid_checked:
+                return {}
+            entry.pid_checked = now
+            pidfile = None
+            if self.uri.startswith('qemu:///system'):
+                pidfile = '/run/libvirt/qemu/%s.pid' % entry.name
+            entry.pid = procfs.find_qemu_pid(entry.uuid, pidfile,
+                                             self.procfs_root)
+            entry.tids = (procfs.vcpu_threads(entry.pid, self.procfs_root)
+                          if entry.pid else {})
+        return entry.tids
+
+    def vcpu_threads(self):
+        """{VcpuRef: tid} of the vCPU threads found."""
+        return {model.VcpuRef(e.uuid, i): tid
+                for e in self.entries.values() for i, tid in e.tids.items()}
+
+    def vcpu_pins(self):
+        """{VcpuRef: frozenset of CPUs} as last seen or set."""
+        return {model.VcpuRef(e.uuid, i): cpus
+                for e in self.entries.values()
+                for i, cpus in e.pins.items()}

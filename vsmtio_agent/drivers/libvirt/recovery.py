@@ -1,0 +1,303 @@
+"""Putting the host back: after a crash, at stop, and when the guard
+withdraws a mechanism.
+
+Only the agent that holds the checkpoint's lock changes or restores
+anything (one agent per host). Every original goes back through the
+actuator of its kind; what cannot be written back stays recorded, to be
+tried again at the next stop or start, never dropped. A domain that is
+gone or was restarted has nothing of the agent's left: its originals are
+dropped.
+"""
+
+import fcntl
+import os
+
+import libvirt
+from oslo_log import log as logging
+
+from vsmtio_agent.actuators import base as actuator_base
+from vsmtio_agent.actuators import checkpoint as checkpoint_mod
+from vsmtio_agent.actuators import kernel_knob
+from vsmtio_agent.actuators import libvirt_errors
+from vsmtio_agent.actuators import pinning
+from vsmtio_agent.actuators import rass_class
+from vsmtio_agent.actuators import shares as shares_mod
+from vsmtio_agent.drivers import base
+from vsmtio_agent.drivers.libvirt import domains as domains_mod
+
+LOG = logging.getLogger(__name__)
+
+
+class HostLock:
+    """The checkpoint's lock: one agent per host changes things."""
+
+    def __init__(self, checkpoint_path):
+        self.path = checkpoint_path + '.lock'
+        self._fd = None
+        self._held = None
+
+    def held(self):
+        """Take the lock (once); whether this agent holds it."""
+        if self._held is None:
+            try:
+                os.makedirs(os.path.dirname(os.path.abspath(self.path)),
+                            exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as exc:
+                LOG.warning('Cannot open %s (%s): observing only', self.path,
+                            exc)
+                self._held = False
+                return False
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                LOG.warning('Another vsmtio agent holds %s: this one '
+                            'observes only.', self.path)
+                self._held = False
+                return False
+            self._fd, self._held = fd, True
+        return self._held
+
+    def release(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd, self._held = None, None
+
+
+def domain_actuators(record, entry, procfs_root):
+    """Every actuator of a domain's knobs, with what its keys name."""
+    return ((pinning.VcpuPinning(record, entry.dom), 'pinning', 'vCPU %s'),
+            (rass_class.RassClass(record, procfs_root, entry.thread_of),
+             'RASS class', 'vCPU %s'),
+            (shares_mod.CpuShares(
+                record, entry.dom, entry.shares[0] if entry.shares else None),
+             'cpu shares', None))
+
+
+class Restorer:
+
+    def __init__(self, opts, checkpoint, connection, domains, timeout):
+        self.opts = opts
+        self.checkpoint = checkpoint
+        self.connection = connection
+        self.domains = domains
+        self.timeout = timeout
+        self.lock = HostLock(checkpoint.path)
+        self.knobs = kernel_knob.KernelKnob(checkpoint, opts.sysfs_root)
+        # Every actuator of host-wide knobs: each kind it records is
+        # restored at stop and after a crash (a new kind joins here;
+        # domain knobs join domain_actuators).
+        self.host_actuators = [self.knobs]
+        self.recovered = False
+
+    def save(self):
+        """Save the checkpoint; HostDriverError (change nothing) if not."""
+        try:
+            self.checkpoint.save()
+        except OSError as exc:
+            raise base.HostDriverError(
+                'cannot write checkpoint %s: %s; changing nothing'
+                % (self.checkpoint.path, exc))
+
+    def recover(self):
+        """Once per start: restore what a crashed agent left changed.
+
+        The daemon's explicit first step (before any period). Until it
+        runs, the driver holds no lock and restores nothing, so
+        ``status``, ``check`` and ``--dry-run``, which never call it,
+        leave a dead agent's checkpoint and its changes as they are.
+        """
+        if self.recovered:
+            return
+        self.recovered = True
+        if not self.lock.held():
+            return
+        try:
+            pending = self.checkpoint.load()
+        except checkpoint_mod.CheckpointError:
+            return
+        except OSError as exc:
+            LOG.error('Cannot read checkpoint %s: %s', self.checkpoint.path,
+                      exc)
+            return
+        if pending:
+            LOG.warning('Checkpoint %s holds changes a previous agent did '
+                        'not undo (it crashed or was killed); restoring '
+                        'them first.', self.checkpoint.path)
+            self.restore()
+
+    def restore(self):
+        """Put back every recorded original this agent may touch."""
+        if not self.recovered:
+            # Nothing was recovered or applied since start (a dry run): the
+            # checkpoint on disk, if any, is not ours to touch.
+            return
+        if not self.lock.held():
+            return
+        remaining = 0
+        if self.checkpoint.domains():
+            try:
+                conn = self.connection.get()
+            except base.HostDriverError as exc:
+                conn = None
+                LOG.error('Cannot restore domains now (%s); their originals '
+                          'stay in %s and are restored at the next start.',
+                          exc, self.checkpoint.path)
+            if conn is not None:
+                for uuid in sorted(self.checkpoint.domains()):
+                    if not self.restore_domain(conn, uuid):
+                        remaining += 1
+        for actuator in self.host_actuators:
+            for key in self.checkpoint.keys(actuator.kind):
+                error = self.restore_host(actuator, key)
+                if error:
+                    LOG.error('Cannot restore %s: %s', key, error)
+                    remaining += 1
+        self.timeout.applied = None
+        try:
+            self.checkpoint.save()
+        except OSError as exc:
+            LOG.error('Cannot update checkpoint %s: %s',
+                      self.checkpoint.path, exc)
+        if remaining:
+            LOG.error('%d item(s) could not be restored; kept in %s',
+                      remaining, self.checkpoint.path)
+
+    def restore_domain(self, conn, uuid):
+        """Put one domain back; True when nothing of it is left to do."""
+        dom_id, name = self.checkpoint.domains()[uuid]
+        try:
+            dom = conn.lookupByUUIDString(uuid)
+            alive = dom.isActive() and dom.ID() == dom_id
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() not in libvirt_errors.GONE:
+                if self.connection.lost(exc):
+                    return False
+                LOG.error('Cannot look up domain %s: %s', uuid, exc)
+                return False
+            alive = False
+        if not alive:
+            LOG.info('Domain %s (%s) is gone or was restarted; nothing of '
+                     'ours is live there.', name, uuid)
+            self.checkpoint.drop_domain(uuid)
+            return True
+        entry = self.domains.get(uuid) or domains_mod.Domain(
+            dom, uuid, dom_id, name)
+        entry.dom = dom
+        record = entry.record(self.checkpoint)
+        rass_keys = record.keys(rass_class.KIND)
+        if rass_keys:
+            self.domains.threads_of(entry,
+                                    1 + max(int(i) for i in rass_keys))
+        ok = True
+        for actuator, what, of in domain_actuators(record, entry,
+                                                   self.opts.procfs_root):
+            for key in record.keys(actuator.kind):
+                value = record.original(actuator.kind, key)
+                try:
+                    actuator.restore(key)
+                except actuator_base.ActuatorError as exc:
+                    ok = False
+                    LOG.error('Cannot restore %s of %s%s: %s', what, name,
+                              ' ' + of % key if of else '', exc)
+                    continue
+                self._restored(entry, actuator, key, value)
+        if ok:
+            self.checkpoint.drop_domain(uuid)
+            LOG.info('Restored domain %s (%s)', name, uuid)
+        return ok
+
+    @staticmethod
+    def _restored(entry, actuator, key, value):
+        if actuator.kind == pinning.KIND:
+            entry.pins[int(key)] = frozenset(value)
+        elif actuator.kind == shares_mod.KIND:
+            entry.shares = (actuator.parameter, value)
+        elif actuator.kind == rass_class.KIND:
+            entry.rass[int(key)] = value
+
+    def restore_host(self, actuator, key):
+        """Write a host-wide original back; the error text, if any.
+
+        On success it leaves the checkpoint (the caller saves it).
+        """
+        value = self.checkpoint.original(actuator.kind, key)
+        try:
+            actuator.restore(key)
+        except actuator_base.ActuatorError as exc:
+            return str(exc)
+        where = (self.knobs.knob(key).path if actuator is self.knobs
+                 else '%s %s' % (actuator.kind, key))
+        LOG.info('Restored %s to %s', where, value)
+        return None
+
+    def withdraw(self, decision, log):
+        """Put back what belongs to mechanisms ``decision`` turns off.
+
+        The split's pins, shares and RASS classes when it is off; the
+        retention timeout knob when retention is off. Recorded originals
+        are written back and leave the checkpoint, as at stop.
+        """
+        if not decision.split and self.checkpoint.domains():
+            try:
+                conn = self.connection.get()
+            except base.HostDriverError as exc:
+                log.fail('cannot withdraw the split: %s' % exc)
+                conn = None
+            if conn is not None:
+                for uuid in sorted(self.checkpoint.domains()):
+                    if self.restore_domain(conn, uuid):
+                        log.done()
+                    else:
+                        log.fail()
+                self.save()
+        if not decision.retention and self.timeout.applied is not None:
+            knob, _why = self.timeout.target()
+            if knob is not None and knob.relpath in self.checkpoint.keys(
+                    kernel_knob.KIND):
+                error = self.restore_host(self.knobs, knob.relpath)
+                if error:
+                    log.fail(error)
+                    return
+                self.save()
+                log.done()
+            self.timeout.applied = None
+
+    def forget(self, uuid, why):
+        """Drop a domain that is gone, with its recorded originals."""
+        entry = self.domains.pop(uuid)
+        name = self.checkpoint.drop_domain(uuid)
+        if name is not None:
+            LOG.info('Domain %s (%s) %s; forgetting the originals recorded '
+                     'for it.', name, uuid, why)
+            self.save()
+        elif entry is not None:
+            LOG.info('Domain %s (%s) %s.', entry.name, uuid, why)
+
+    def prune(self):
+        """Drop records of domain values that are (still) the originals.
+
+        A change that failed left its original in place: nothing to
+        restore, and a later restore would only fail the same way.
+        Returns whether anything was dropped.
+        """
+        pruned = False
+        for uuid, (dom_id, _name) in self.checkpoint.domains().items():
+            entry = self.domains.get(uuid)
+            if entry is None or entry.id != dom_id:
+                continue
+            record = entry.record(self.checkpoint)
+            now = {pinning.KIND: lambda k: entry.pins.get(int(k)),
+                   shares_mod.KIND: lambda k: (entry.shares[1]
+                                               if entry.shares else None),
+                   rass_class.KIND: lambda k: entry.rass.get(int(k))}
+            for kind, current in now.items():
+                for key in record.keys(kind):
+                    original = record.original(kind, key)
+                    if kind == pinning.KIND:
+                        original = frozenset(original)
+                    if current(key) == original:
+                        record.forget(kind, key)
+                        pruned = True
+        return pruned

@@ -1,0 +1,162 @@
+"""The simulated vSMT-IO kernel's knobs: what an agent decision changes.
+
+The retention timeout, whether retention and borrowing are allowed, and
+RASS's placement (each vCPU's class and hyperthreads on the split cores,
+the Workload Adjuster's swaps); every vCPU off the split goes back where
+the host placed it. Also the per-period CPI stacks the kernel measures for
+RASS's symbiotic picks (paper §4.3.2). A mixin of
+:class:`~vsmtio_agent.sim.engine.Simulation`.
+"""
+
+from vsmtio_agent import model
+from vsmtio_agent.sim import entities
+
+# the inner loop reads these as globals
+IDLE = entities.IDLE
+V_SLEEP = entities.V_SLEEP
+V_READY = entities.V_READY
+ROLE_CPU = entities.ROLE_CPU
+
+
+class VsmtioKernel(object):
+    """The agent-facing half of the simulated vSMT-IO kernel."""
+
+    def apply(self, decision):
+        """Apply an agent Decision: timeout, RASS placement, swaps.
+
+        Returns (changed, unchanged, messages).
+        """
+        changed = unchanged = 0
+        messages = []
+        self.decisions += 1
+        t = float(decision.timeout_ns)
+        if t != self.timeout_ns:
+            self.timeout_ns = t
+            changed += 1
+        else:
+            unchanged += 1
+        for flag, value in (('retain_on', decision.retention),
+                            ('borrow_on', decision.borrow)):
+            if getattr(self, flag) != value:
+                setattr(self, flag, value)
+                changed += 1
+        self._measure_stacks()
+        placed = decision.placements or {}
+        if not decision.split:
+            if self.rass_active:
+                changed += self._unsplit()
+            return changed, unchanged, tuple(messages)
+        homes = {}
+        for swap in decision.swaps or ():
+            self.swaps += 1
+            for ref, core in ((swap.a, swap.core_b), (swap.b, swap.core_a)):
+                v = self.by_ref.get(ref)
+                if v is not None and ref not in placed:
+                    c = self.topology.core(core)
+                    homes[v] = (c.io_thread if v.home.is_io
+                                else c.cpu_thread, v.role, None)
+        for ref, p in placed.items():
+            v = self.by_ref.get(ref)
+            if v is None:
+                messages.append('unknown vCPU %s' % (ref,))
+                continue
+            if decision.applies(p):
+                homes[v] = (p.home, p.role, tuple(p.threads))
+        if self.kernel.rass and homes:
+            self.rass_active = True
+        # a split of part of the host: a vCPU off the split cores goes
+        # back to where the host placed it, with no class
+        for v in self.vcpus:
+            if v not in homes and (v.home is not v.origin
+                                   or v.role is not None):
+                homes[v] = (v.origin.cpu, None, None)
+        for v, (home, role, threads) in homes.items():
+            if not 0 <= home < len(self.threads):
+                messages.append('vCPU %s: no hyperthread %s' % (v.ref, home))
+                continue
+            if self._rehome(v, self.threads[home], role, threads):
+                changed += 1
+            else:
+                unchanged += 1
+        for th in self.threads:
+            if th.is_io and th.curr is not None and th.curr.borrowed:
+                nxt = self._pick(th, borrow=False)
+                if nxt is not None:
+                    self._preempt(th, nxt, self.c_preempt)
+                elif not self.borrow_on:
+                    self._evict(th)
+            if th.state == IDLE:
+                self._dispatch_idle(th)
+        return changed, unchanged, tuple(messages)
+
+    def _unsplit(self):
+        """Undo RASS: every vCPU back where the host placed it, no roles."""
+        self.rass_active = False
+        moved = 0
+        for v in self.vcpus:
+            if self._rehome(v, v.origin, None, None):
+                moved += 1
+        for th in self.threads:
+            if th.state == IDLE:
+                self._dispatch_idle(th)
+        return moved
+
+    def _measure_stacks(self):
+        """The kernel's per-period CPI stacks for RASS's symbiosis choice.
+
+        Measured from the cycle-accounting counters collected while the
+        sibling rested (§4.3.2); ``None`` until enough was seen.
+        """
+        for v in self.vcpus:
+            i0, c0, b0, m0 = v.stack_mark
+            di = v.instructions - i0
+            dc = v.cycles - c0
+            db = v.base_cycles - b0
+            dm = v.miss_cycles - m0
+            v.stack_mark = (v.instructions, v.cycles, v.base_cycles,
+                            v.miss_cycles)
+            solo_instr = (db + dm) / v.wl.cpi if v.wl.cpi else 0.0
+            if di > 1e5 and solo_instr > 1e4:
+                base, miss = db / solo_instr, dm / solo_instr
+                waiting = max(0.0, dc / di - base - miss)
+                v.stack = model.CpiStack(base, miss, waiting)
+
+    def _rehome(self, v, home, role, threads):
+        v.role = role
+        v.allowed = threads
+        old = v.home
+        if old is home:
+            return False
+        v.home = home
+        s = v.sstate
+        if s == V_SLEEP:
+            self._migrate(v, v.th, home)
+            v.th = home
+        elif s == V_READY:
+            th = v.th
+            if v in th.rq:
+                th.rq.remove(v)
+                self._migrate(v, th, home)
+                v.th = home
+                v.borrowed = False
+                home.rq.append(v)
+                self._dispatch_idle(home)
+        else:
+            th = v.th
+            legit = (th is home or (th.is_io and th.sib is home
+                                    and role is ROLE_CPU))
+            if legit:
+                v.borrowed = th is not home
+            else:
+                self._evict(th)
+        return True
+
+    def _evict(self, th):
+        """Move the running vCPU of ``th`` to its new home now."""
+        v = th.curr
+        v.invol += 1
+        self._requeue(v)
+        nxt = self._pick(th)
+        self._switch_to(th, nxt, self.c_preempt if nxt is not None
+                        else self.c_block_idle)
+        self._dispatch_idle(v.home)
