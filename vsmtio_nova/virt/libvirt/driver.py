@@ -8,23 +8,30 @@ whose flavor or image asks for context retention lets the guest MWAIT
 flavor asks for the CPU balloon tells the guest its CPU cap
 (:mod:`vsmtio_nova.balloon`); and it reports the host's reserved-I/O
 capacity as placement inventory (:mod:`vsmtio_nova.io_reservation`).
+A host able to give retention says so to placement
+(:mod:`vsmtio_nova.virt.traits`); a host that cannot refuses such an
+instance rather than start it without: nova then tries the request's
+other hosts, and fails it if none can.
 """
 
 from oslo_log import log as logging
 
 import nova.conf
+from nova import exception
 from nova.virt.libvirt import driver as libvirt_driver
 
 from vsmtio_nova import balloon
 from vsmtio_nova import io_reservation
 from vsmtio_nova.virt.libvirt import balloon as balloon_xml
 from vsmtio_nova.virt.libvirt import retention
+from vsmtio_nova.virt import traits
 
 CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
 
 
-class VsmtioLibvirtDriver(io_reservation.ReservedIoInventory,
+class VsmtioLibvirtDriver(traits.RetentionTraitMixin,
+                          io_reservation.ReservedIoInventory,
                           libvirt_driver.LibvirtDriver):
     """LibvirtDriver whose guests may hold their hyperthread with MWAIT.
 
@@ -36,6 +43,12 @@ class VsmtioLibvirtDriver(io_reservation.ReservedIoInventory,
                        image_meta, *args, **kwargs):
         # Checked first, so a bad value fails the build before any work.
         wanted = retention.requested(instance)
+        if wanted and not self.retention[0]:
+            # Never start it without what it asked for: at build time nova
+            # reschedules to another of the request's hosts.
+            raise exception.ComputeResourcesUnavailable(
+                reason='context retention asked for, but this host cannot '
+                       'give it (%s)' % self.retention[1])
         ballooned = balloon.requested(instance.flavor)
         xml = super()._get_guest_xml(context, instance, network_info,
                                      disk_info, image_meta, *args, **kwargs)
@@ -44,12 +57,6 @@ class VsmtioLibvirtDriver(io_reservation.ReservedIoInventory,
             xml = self._add_balloon_cap(xml, instance)
         # --- end CPU balloon ---
         if not wanted:
-            return xml
-        if CONF.libvirt.virt_type != 'kvm':
-            LOG.warning('Context retention asked for, but virt_type is %s: '
-                        'only KVM can let a guest MWAIT; starting it '
-                        'without.', CONF.libvirt.virt_type,
-                        instance=instance)
             return xml
         topology = (instance.numa_topology
                     if instance.obj_attr_is_set('numa_topology') else None)
