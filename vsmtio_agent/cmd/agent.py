@@ -175,6 +175,7 @@ class AgentService(_service_base().ServiceBase):
         self.driver = None
         self.collector = None
         self.metrics_server = None
+        self.publisher = None
         self._stop = threading.Event()
         self._thread = None
         self._done = threading.Event()
@@ -183,6 +184,7 @@ class AgentService(_service_base().ServiceBase):
     def start(self):
         from vsmtio_agent import agent as agent_mod
         from vsmtio_agent import metrics
+        from vsmtio_agent import publish
         opts = self.conf.vsmtio_agent
         # The libvirt driver holds each vCPU thread's procfs files open
         # between periods, within a share of this limit.
@@ -208,6 +210,7 @@ class AgentService(_service_base().ServiceBase):
                          opts.metrics_bind_host, opts.metrics_port)
             except OSError as exc:
                 LOG.warning('Metrics endpoint not started: %s', exc)
+        self.publisher = publish.from_conf(self.conf)
         self._thread = threading.Thread(target=self._loop, name='vsmtio-loop',
                                         daemon=True)
         self._thread.start()
@@ -233,11 +236,14 @@ class AgentService(_service_base().ServiceBase):
                 if self.agent.last_decision is None:
                     continue
                 self.collector.observe(self.agent, self.mode)
+                doc = status_document(self.agent, self.mode)
+                if self.publisher is not None:
+                    self.publisher.observe(self.agent.last_stats,
+                                           self.agent.last_decision)
+                    doc['published'] = self.publisher.summary()
                 try:
-                    checkpoint.write_json_atomic(
-                        opts.status_path,
-                        status_document(self.agent, self.mode),
-                        durable=False)
+                    checkpoint.write_json_atomic(opts.status_path, doc,
+                                                 durable=False)
                 except OSError as exc:
                     LOG.debug('status file not written: %s', exc)
         finally:
@@ -253,6 +259,8 @@ class AgentService(_service_base().ServiceBase):
             self.driver.interrupt()
         if self._thread is not None:
             self._thread.join()
+        if self.publisher is not None:
+            self.publisher.stop()
         if self.agent is not None:
             self.agent.stop()
             LOG.info('vsmtio-agent stopped; host restored')
@@ -401,6 +409,10 @@ def validate_conf(conf):
         for opt in opts:
             try:
                 getattr(getattr(conf, group.name), opt.dest)
+            except cfg.NoSuchOptError:
+                # listed for the sample file, registered by keystoneauth1
+                # only when it loads the configured auth plugin
+                continue
             except cfg.Error as exc:
                 # oslo's message embeds a LocationInfo repr; keep the file
                 # and the reason (get_location would raise this again).

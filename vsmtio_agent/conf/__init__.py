@@ -4,10 +4,12 @@ from oslo_config import cfg
 
 from vsmtio_agent.conf import agent
 from vsmtio_agent.conf import host
+from vsmtio_agent.conf import publish
 from vsmtio_agent.conf import simulator
 
 CONF = cfg.CONF
 
 agent.register_opts(CONF)
 host.register_opts(CONF)
+publish.register_opts(CONF)
 simulator.register_opts(CONF)
