@@ -4,8 +4,14 @@ A collector reads the agent's latest period when scraped, so vCPUs that
 left the host leave the output at once (no stale labelled series), and
 the agent loop pays nothing for metrics between scrapes. Served by
 ``prometheus_client`` on localhost unless configured otherwise.
+
+Gauges carry the labels OpenStack Watcher's Prometheus datasource reads
+by default: ``fqdn`` (this host, matched against the compute node's
+hostname) and, per vCPU, ``resource`` (the instance UUID, which is the
+libvirt domain UUID nova gives its guests).
 """
 
+import socket
 import threading
 
 import prometheus_client
@@ -17,7 +23,8 @@ from vsmtio_agent import model
 class AgentCollector:
     """Per-vCPU class and rates, host mix, timeout, apply counts."""
 
-    def __init__(self):
+    def __init__(self, fqdn=None):
+        self.fqdn = fqdn or socket.getfqdn()
         self._lock = threading.Lock()
         self._agent = None
         self._mode = None
@@ -49,6 +56,19 @@ class AgentCollector:
             self.tick_failures += 1
 
     def collect(self):
+        for family in self._families():
+            if family.type == 'gauge':
+                family.samples = [s._replace(labels=self._watcher_labels(
+                    s.labels)) for s in family.samples]
+            yield family
+
+    def _watcher_labels(self, labels):
+        extra = {'fqdn': self.fqdn}
+        if 'domain' in labels:
+            extra['resource'] = labels['domain']
+        return {**labels, **extra}
+
+    def _families(self):
         with self._lock:
             agent, mode = self._agent, self._mode
             counts = (self.ticks, self.tick_failures, self.applied,

@@ -69,6 +69,14 @@ vsmtio_opts = [
                       'are normalised to [0, 1] like every nova weigher; '
                       '1.0 weighs the host mix as much as the default RAM '
                       'weigher weighs free memory. 0.0 disables it.'),
+    cfg.StrOpt('sysfs_root',
+               default='/sys',
+               help='Where nova-compute finds sysfs. It reads the vsmtio '
+                    'kernel ABI version there (``kernel/vsmtio/'
+                    'abi_version``) to decide whether this host advertises '
+                    'the ``CUSTOM_VSMTIO_CONTEXT_RETENTION`` placement '
+                    'trait. Change it only to present another host in '
+                    'tests.'),
 ]
 
 

@@ -4,36 +4,42 @@ Select it with ``compute_driver = vsmtio.VsmtioLibvirtDriver`` and run
 ``vsmtio-nova-compute`` (see :mod:`vsmtio_nova.virt`).  It behaves exactly
 like ``libvirt.LibvirtDriver`` except that the domain XML of an instance
 whose flavor or image asks for context retention lets the guest MWAIT
-(:mod:`vsmtio_nova.virt.libvirt.retention`).
+(:mod:`vsmtio_nova.virt.libvirt.retention`), and that a host able to give
+retention says so to placement (:mod:`vsmtio_nova.virt.traits`). A host
+that cannot refuses such an instance rather than start it without: nova
+then tries the request's other hosts, and fails it if none can.
 """
 
 from oslo_log import log as logging
 
 import nova.conf
+from nova import exception
 from nova.virt.libvirt import driver as libvirt_driver
 
 from vsmtio_nova.virt.libvirt import retention
+from vsmtio_nova.virt import traits
 
 CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
 
 
-class VsmtioLibvirtDriver(libvirt_driver.LibvirtDriver):
+class VsmtioLibvirtDriver(traits.RetentionTraitMixin,
+                          libvirt_driver.LibvirtDriver):
     """LibvirtDriver whose guests may hold their hyperthread with MWAIT."""
 
     def _get_guest_xml(self, context, instance, network_info, disk_info,
                        image_meta, *args, **kwargs):
         # Checked first, so a bad value fails the build before any work.
         wanted = retention.requested(instance)
+        if wanted and not self.retention[0]:
+            # Never start it without what it asked for: at build time nova
+            # reschedules to another of the request's hosts.
+            raise exception.ComputeResourcesUnavailable(
+                reason='context retention asked for, but this host cannot '
+                       'give it (%s)' % self.retention[1])
         xml = super()._get_guest_xml(context, instance, network_info,
                                      disk_info, image_meta, *args, **kwargs)
         if not wanted:
-            return xml
-        if CONF.libvirt.virt_type != 'kvm':
-            LOG.warning('Context retention asked for, but virt_type is %s: '
-                        'only KVM can let a guest MWAIT; starting it '
-                        'without.', CONF.libvirt.virt_type,
-                        instance=instance)
             return xml
         topology = (instance.numa_topology
                     if instance.obj_attr_is_set('numa_topology') else None)

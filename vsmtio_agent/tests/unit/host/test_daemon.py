@@ -1,7 +1,9 @@
 """The daemon's pieces in-process: command line, check, loop, metrics."""
 
 import io
+import json
 import os
+import re
 import socket
 import sys
 import urllib.request
@@ -12,6 +14,12 @@ import testtools
 from vsmtio_agent.cmd import agent as agent_cmd
 from vsmtio_agent.tests.unit.host import fixtures as host_fixtures
 from vsmtio_agent.tests.unit.host import test_libvirt_driver as tld
+
+
+DASHBOARD = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))))),
+    'etc', 'grafana', 'vsmtio.json')
 
 
 def free_port():
@@ -85,6 +93,19 @@ class TestDaemon(tld.DriverTestCase):
         text = body.decode()
         self.assertIn('vsmtio_vcpu_class{class="', text)
         self.assertIn('domain="%s"' % dom.uuid, text)
+        # The labels Watcher's Prometheus datasource reads by default:
+        # fqdn on every gauge, resource (the instance UUID) per vCPU.
+        fqdn = 'fqdn="%s"' % socket.getfqdn()
+        gauges = [line for line in text.splitlines() if line.startswith(
+            ('vsmtio_vcpu_', 'vsmtio_host_', 'vsmtio_retention_'))]
+        self.assertTrue(gauges)
+        for line in gauges:
+            self.assertIn(fqdn, line)
+            if line.startswith('vsmtio_vcpu_'):
+                uuid = re.search(r'domain="([^"]+)"', line).group(1)
+                self.assertIn('resource="%s"' % uuid, line)
+        self.assertIn('resource="%s"' % dom.uuid, text)
+        self.assert_dashboard_matches(text)
         self.assertIn('vsmtio_retention_timeout_seconds', text)
         self.assertIn('vsmtio_periods_total 4.0', text)
         self.assertIn('vsmtio_decisions_total{outcome="applied"} 4.0', text)
@@ -92,7 +113,6 @@ class TestDaemon(tld.DriverTestCase):
         self.assertTrue(text.rstrip().endswith('# EOF'))
         status = conf.vsmtio_agent.status_path
         self.assertTrue(os.path.exists(status))
-        import json
         with open(status) as f:
             table = agent_cmd.format_status(json.load(f))
         self.assertIn('| core | domain', table)
@@ -104,6 +124,27 @@ class TestDaemon(tld.DriverTestCase):
         self.assertFalse(os.path.exists(status))
         self.assertRaises(OSError, urllib.request.urlopen,
                           'http://127.0.0.1:%d/metrics' % port, timeout=1)
+
+    def assert_dashboard_matches(self, text):
+        """Every series etc/grafana/vsmtio.json plots is one we export.
+
+        By the families the endpoint declares (``# TYPE``): on this host
+        some have no samples (no PMU, no real guest).
+        """
+        with open(DASHBOARD) as f:
+            dashboard = json.load(f)
+        queried = set()
+        for panel in dashboard['panels']:
+            for target in panel['targets']:
+                queried |= set(re.findall(r'vsmtio_[a-z_]+', target['expr']))
+                for label in re.findall(r'(\w+)=~', target['expr']):
+                    self.assertIn(label, ('fqdn', 'resource'))
+        exported = set()
+        for name, kind in re.findall(r'^# TYPE (vsmtio_[a-z_]+) (\w+)$',
+                                     text, re.M):
+            exported.add(name + ('_total' if kind == 'counter' else ''))
+        self.assertEqual(set(), queried - exported)
+        self.assertIn('vsmtio_vcpu_retention_rate', queried)
 
     def test_status_without_a_daemon_observes_in_dry_run(self):
         dom = self.useFixture(tld.TestDomain())

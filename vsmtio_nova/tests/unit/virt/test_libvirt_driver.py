@@ -29,6 +29,7 @@ from nova.virt import fake
 from nova.virt.libvirt import blockinfo
 from nova.virt.libvirt import driver as libvirt_driver
 
+from vsmtio_agent.host import sysfs_knobs
 from vsmtio_agent.tests import system_user
 from vsmtio_nova import virt
 from vsmtio_nova.virt.libvirt import driver
@@ -78,6 +79,16 @@ class DomainXMLTestCase(test.NoDBTestCase):
         self.useFixture(nova_fixtures.CGroupsFixture())
         self.stub_out('nova.objects.InstanceList.get_by_host',
                       lambda *a, **k: objects.InstanceList(objects=[]))
+        # A host with the vsmtio kernel (ABI version 1): one sysfs file.
+        self.flags(sysfs_root=self.sysfs(abi_version='1\n'), group='vsmtio')
+
+    def sysfs(self, abi_version=None):
+        root = self.useFixture(fixtures.TempDir()).path
+        if abi_version is not None:
+            os.makedirs(os.path.join(root, 'kernel', 'vsmtio'))
+            with open(os.path.join(root, sysfs_knobs.ABI_VERSION), 'w') as f:
+                f.write(abi_version)
+        return root
 
     def xml(self, extra_specs=None, image_props=None,
             cls=driver.VsmtioLibvirtDriver):
@@ -156,9 +167,25 @@ class TestDomainXML(DomainXMLTestCase):
         self.assertEqual(['hidden', 'hint-dedicated'],
                          [child.tag for child in kvm])
 
-    def test_not_kvm_starts_without(self):
+    def test_not_kvm_refuses_rather_than_start_without(self):
+        # ComputeResourcesUnavailable: nova-compute reschedules the build.
         self.flags(virt_type='qemu', group='libvirt')
-        self.assertPlain(self.xml({'vsmtio:context_retention': 'true'}))
+        e = self.assertRaises(exception.ComputeResourcesUnavailable,
+                              self.xml, {'vsmtio:context_retention': 'true'})
+        self.assertIn('virt_type is qemu', str(e))
+
+    def test_stock_kernel_refuses_rather_than_start_without(self):
+        for abi in (None, '7\n'):
+            self.flags(sysfs_root=self.sysfs(abi), group='vsmtio')
+            e = self.assertRaises(
+                exception.ComputeResourcesUnavailable, self.xml,
+                image_props={'vsmtio_context_retention': 'true'})
+            self.assertIn('context retention asked for, but this host '
+                          'cannot give it', str(e))
+
+    def test_stock_kernel_still_starts_plain_guests(self):
+        self.flags(sysfs_root=self.sysfs(None), group='vsmtio')
+        self.assertPlain(self.xml({'vsmtio:context_retention': 'false'}))
 
 
 class TestBadValues(DomainXMLTestCase):

@@ -1,0 +1,1 @@
+"""Deployment helpers shared by the devstack plugin and the test cloud."""

@@ -1,0 +1,128 @@
+"""Context-retention flavors go only to hosts that can retain.
+
+nova's functional harness with the placement fixture and two computes: the
+computes run nova's fake driver with the vsmtio trait reporting mixed in
+(the libvirt driver needs a real libvirt host; the mixin is the same code
+the vsmtio libvirt driver inherits), one seeing a sysfs with the vsmtio
+kernel ABI, one a stock kernel. Placement, the scheduler (with the vsmtio
+filters as ``vsmtio-nova-conf`` enables them) and the API are nova's own.
+"""
+
+import os
+
+import fixtures
+
+from nova.tests.functional import integrated_helpers
+from nova.virt import fake
+
+from vsmtio_agent.host import sysfs_knobs
+from vsmtio_nova import capability
+from vsmtio_nova.deploy import nova_conf
+from vsmtio_nova import extra_specs
+from vsmtio_nova.tests.functional import test_workload_mix
+from vsmtio_nova.virt import traits
+
+
+class RetentionFakeDriver(traits.RetentionTraitMixin,
+                          fake.MediumFakeDriver):
+    """nova's fake driver (10 vCPUs) reporting the retention trait."""
+
+
+class RetentionRoutingTest(integrated_helpers._IntegratedTestBase):
+
+    ADMIN_API = True
+    microversion = 'latest'
+
+    def setUp(self):
+        self.flags(api_paste_config=test_workload_mix.api_paste_ini(),
+                   group='wsgi')
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.virt.fake.RetentionFakeDriver', RetentionFakeDriver))
+        self.flags(compute_driver='fake.RetentionFakeDriver')
+        self.flags(available_filters=[
+            'nova.scheduler.filters.all_filters', *nova_conf.FILTERS],
+            group='filter_scheduler')
+        self.flags(enabled_filters=[
+            'ComputeFilter', nova_conf.RETENTION_FILTER_CLASS],
+            group='filter_scheduler')
+        self.sysfs = {'patched': self._sysfs('1\n'), 'plain': self._sysfs()}
+        super().setUp()
+        self.retaining = self._create_flavor(
+            name='retaining', vcpu=5, memory_mb=512, disk=1,
+            extra_spec={extra_specs.EXTRA_SPEC_CONTEXT_RETENTION: 'true',
+                        capability.TRAIT_SPEC: 'required'})
+        self.plain = self._create_flavor(name='plain', vcpu=5,
+                                         memory_mb=512, disk=1)
+
+    def _sysfs(self, abi_version=None):
+        root = self.useFixture(fixtures.TempDir()).path
+        if abi_version is not None:
+            os.makedirs(os.path.join(root, 'kernel', 'vsmtio'))
+            with open(os.path.join(root, sysfs_knobs.ABI_VERSION), 'w') as f:
+                f.write(abi_version)
+        return root
+
+    def _setup_compute_service(self):
+        # 10 vCPUs per host, not overcommitted: two 5-vCPU servers fill one.
+        # (Set here: nova's base setUp resets it before the computes start.)
+        self.flags(cpu_allocation_ratio=1.0, initial_cpu_allocation_ratio=1.0)
+        # Each compute reads its kernel once, at init_host.
+        self.flags(sysfs_root=self.sysfs['patched'], group='vsmtio')
+        self._start_compute('retainer')
+        self.flags(sysfs_root=self.sysfs['plain'], group='vsmtio')
+        self._start_compute('plain')
+        return self.computes['retainer']
+
+    def traits(self, host):
+        return self._get_provider_traits(
+            self._get_provider_uuid_by_host(host))
+
+    def boot(self, flavor, expected_state='ACTIVE'):
+        return self._create_server(flavor_id=flavor, networks='none',
+                                   expected_state=expected_state)
+
+    def test_only_the_patched_host_has_the_trait(self):
+        self.assertIn(capability.TRAIT, self.traits('retainer'))
+        self.assertNotIn(capability.TRAIT, self.traits('plain'))
+        # nova's own traits are still there, and stay through updates.
+        self.assertIn('COMPUTE_NODE', self.traits('retainer'))
+        self._run_periodics()
+        self.assertIn(capability.TRAIT, self.traits('retainer'))
+        self.assertNotIn(capability.TRAIT, self.traits('plain'))
+
+    def test_retention_lands_only_on_the_trait_then_no_valid_host(self):
+        # The retainer has room for two; both land there, never on plain.
+        for _ in range(2):
+            server = self.boot(self.retaining)
+            self.assertEqual('retainer', server['OS-EXT-SRV-ATTR:host'])
+        # Full: the third fails although the plain host is empty.
+        server = self.boot(self.retaining, expected_state='ERROR')
+        self.assertIn('No valid host', server['fault']['message'])
+        self.assertEqual(
+            'plain', self.boot(self.plain)['OS-EXT-SRV-ATTR:host'])
+
+    def test_retainer_down_means_no_valid_host(self):
+        self.computes['retainer'].stop()
+        service = self.api.get_services(binary='nova-compute',
+                                        host='retainer')[0]
+        self.api.put_service_force_down(service['id'], True)
+        server = self.boot(self.retaining, expected_state='ERROR')
+        self.assertIn('No valid host', server['fault']['message'])
+        self.assertEqual(
+            'plain', self.boot(self.plain)['OS-EXT-SRV-ATTR:host'])
+
+    def test_retention_without_the_trait_is_refused_everywhere(self):
+        flavor = self._create_flavor(
+            name='sloppy', vcpu=2, memory_mb=512, disk=1,
+            extra_spec={extra_specs.EXTRA_SPEC_CONTEXT_RETENTION: 'true'})
+        log = self.stdlog.logger.output
+        server = self.boot(flavor, expected_state='ERROR')
+        self.assertIn('No valid host', server['fault']['message'])
+        self.assertIn('add the extra spec trait:%s=required'
+                      % capability.TRAIT, self.stdlog.logger.output[
+                          len(log):])
+        # Asking for no retention needs no trait.
+        quiet = self._create_flavor(
+            name='quiet', vcpu=2, memory_mb=512, disk=1,
+            extra_spec={extra_specs.EXTRA_SPEC_CONTEXT_RETENTION: 'false'})
+        self.boot(quiet)

@@ -1,0 +1,247 @@
+"""The devstack plugin's phases, run by bash against real files.
+
+devstack itself cannot be brought in at test time (no network but package
+registries; it is not on any of them) and would need a whole cloud, so
+plugin.sh is sourced the way devstack's ``run_phase`` sources it, after the
+smallest stand-ins for the devstack functions it calls (``STANDINS``): each
+only logs its call (``iniget`` answers from a table the test gives, ``sudo``
+runs its command). Everything else is real: ``settings``, plugin.sh,
+``vsmtio-nova-conf`` on real nova.conf files, and the agent config it
+writes, loaded by the agent's own options.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from oslo_config import cfg
+from oslo_log import log
+import testtools
+
+from vsmtio_agent.conf import agent as agent_conf
+from vsmtio_agent.conf import host as host_conf
+from vsmtio_nova.deploy import ini
+from vsmtio_nova.deploy import nova_conf
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+PLUGIN = os.path.join(ROOT, 'devstack')
+
+STANDINS = r'''
+function _log { printf '%s\n' "$*" >> "$CALLS"; }
+function echo_summary { :; }
+function die { _log die "$@"; exit 1; }
+function warn { _log warn "$@"; }
+function trueorfalse {
+    local v=${!2:-$1}
+    [[ "${v,,}" =~ ^(true|yes|1|on)$ ]] && echo True || echo False
+}
+function enable_service { ENABLED_SERVICES+=",$1"; }
+# devstack's rule, catch-alls included: "nova" is any n-*, "glance" any g-*.
+function is_service_enabled {
+    local s
+    for s in "$@"; do
+        [[ ,$ENABLED_SERVICES, == *,$s,* ]] && return 0
+        [[ $s == nova && ,$ENABLED_SERVICES == *,n-* ]] && return 0
+        [[ $s == glance && ,$ENABLED_SERVICES == *,g-* ]] && return 0
+    done
+    return 1
+}
+function setup_develop { _log setup_develop "$@"; }
+function iniset { _log iniset "$@"; }
+function iniget { _log iniget "$@"; echo "${INIGET[$2 $3]:-}"; }
+function run_process { _log "run_process $1|$2|${3:-}|${4:-}"; }
+function stop_process { _log stop_process "$@"; }
+function openstack { _log openstack "$@"; }
+function sudo { "$@"; }
+declare -A INIGET=([compute cpu_dedicated_set]=2-3)
+source "$PLUGIN/settings"
+for phase in $PHASES; do
+    # shellcheck disable=SC2086
+    source "$PLUGIN/plugin.sh" ${phase//:/ }
+done
+'''
+
+NOVA_CONF = '''\
+[DEFAULT]
+compute_driver = libvirt.LibvirtDriver
+# devstack's own comment
+[filter_scheduler]
+available_filters = nova.scheduler.filters.all_filters
+enabled_filters = ComputeFilter,ImagePropertiesFilter
+'''
+
+STACK = ('stack:install stack:post-config stack:extra stack:test-config')
+ALL_IN_ONE = 'n-api,n-sch,n-cond,n-cpu,g-api,placement-api,tempest'
+
+
+class DevstackPluginTest(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.dir)
+        bindir = os.path.dirname(sys.executable)
+        if not os.path.exists(os.path.join(bindir, 'vsmtio-nova-conf')):
+            self.fail('vsmtio-nova-conf is not installed beside %s: '
+                      'pip install -e . first' % sys.executable)
+        glance = os.path.join(self.dir, 'glance-manage')
+        with open(glance, 'w') as f:
+            f.write('#!/bin/sh\necho "glance-manage $*" >> "$CALLS"\n')
+        os.chmod(glance, 0o755)
+        self.calls = os.path.join(self.dir, 'calls')
+        self.nova = os.path.join(self.dir, 'nova.conf')
+        self.nova_cpu = os.path.join(self.dir, 'nova-cpu.conf')
+        for path in (self.nova, self.nova_cpu):
+            with open(path, 'w') as f:
+                f.write(NOVA_CONF)
+        self.env = {
+            'PATH': os.environ['PATH'], 'CALLS': self.calls,
+            'PLUGIN': PLUGIN, 'DEST': self.dir, 'DATA_DIR': self.dir,
+            'VSMTIO_DIR': ROOT, 'NOVA_BIN_DIR': bindir,
+            'NOVA_CONF': self.nova, 'NOVA_CPU_CONF': self.nova_cpu,
+            'GLANCE_BIN_DIR': self.dir, 'GLANCE_CONF_DIR': '/etc/glance',
+            'TEMPEST_CONFIG': '/opt/stack/tempest/etc/tempest.conf',
+            'TEMPEST_PLUGINS': '0', 'VIRT_DRIVER': 'libvirt',
+            'LIBVIRT_GROUP': 'libvirt', 'STACK_USER': str(os.getuid()),
+            'ENABLE_DEBUG_LOG_LEVEL': 'True',
+            'VSMTIO_CONF_DIR': os.path.join(self.dir, 'etc-vsmtio'),
+        }
+
+    def run_phases(self, phases, services, **env):
+        open(self.calls, 'w').close()
+        proc = subprocess.run(
+            ['bash', '-euc', STANDINS], capture_output=True, text=True,
+            env=dict(self.env, PHASES=phases, ENABLED_SERVICES=services,
+                     **env))
+        with open(self.calls) as f:
+            calls = f.read().splitlines()
+        return proc, calls
+
+    def stack(self, services=ALL_IN_ONE, **env):
+        proc, calls = self.run_phases(STACK, services, **env)
+        self.assertEqual(0, proc.returncode, proc.stderr[-3000:])
+        return calls
+
+    def nova_conf(self, path):
+        with open(path) as f:
+            return f.read()
+
+    def assert_scheduler_enabled(self, path):
+        doc = ini.Document.read(path)
+        self.assertEqual(
+            ['nova.scheduler.filters.all_filters', nova_conf.FILTER,
+             nova_conf.RETENTION_FILTER],
+            [u.value for u in doc.find('filter_scheduler',
+                                       'available_filters')])
+        enabled = doc.find('filter_scheduler', 'enabled_filters')[-1]
+        self.assertEqual(
+            ['ComputeFilter', 'ImagePropertiesFilter', 'WorkloadMixFilter',
+             'ContextRetentionFilter'], ini.split_list(enabled.value))
+        weights = doc.find('filter_scheduler', 'weight_classes')[-1]
+        self.assertIn(nova_conf.WEIGHER, ini.split_list(weights.value))
+
+    def agent_conf(self):
+        conf = cfg.ConfigOpts()
+        log.register_options(conf)
+        agent_conf.register_opts(conf)
+        host_conf.register_opts(conf)
+        conf(['--config-file',
+              os.path.join(self.env['VSMTIO_CONF_DIR'], 'vsmtio-agent.conf')],
+             project='vsmtio', default_config_files=[])
+        return conf
+
+    def test_all_in_one_with_retention_then_unstack_and_clean(self):
+        bindir = self.env['NOVA_BIN_DIR']
+        calls = self.stack(VSMTIO_RETENTION='True')
+        self.assertIn('setup_develop %s' % ROOT, calls)
+        self.assert_scheduler_enabled(self.nova)
+        # The driver is switched only where nova-compute reads it, and
+        # n-cpu restarted as vsmtio-nova-compute.
+        driver = ini.Document.read(self.nova_cpu).find(
+            'DEFAULT', 'compute_driver')[-1]
+        self.assertEqual('vsmtio.VsmtioLibvirtDriver', driver.value)
+        self.assertEqual('libvirt.LibvirtDriver', ini.Document.read(
+            self.nova).find('DEFAULT', 'compute_driver')[-1].value)
+        restart = calls.index('stop_process n-cpu')
+        self.assertEqual(
+            'run_process n-cpu|%s/vsmtio-nova-compute --config-file %s'
+            '|libvirt|' % (bindir, self.nova_cpu), calls[restart + 1])
+        self.assertIn(
+            'glance-manage --config-file /etc/glance/glance-api.conf '
+            'db_load_metadefs %s/etc/metadefs' % ROOT, calls)
+        agent = ('run_process vsmtio-agent|%s/vsmtio-agent --config-file '
+                 '%s/vsmtio-agent.conf run||root'
+                 % (bindir, self.env['VSMTIO_CONF_DIR']))
+        self.assertIn(agent, calls)
+        conf = self.agent_conf()
+        self.assertEqual('libvirt', conf.vsmtio_agent.host_driver)
+        self.assertEqual('qemu:///system', conf.vsmtio_agent.libvirt_uri)
+        self.assertEqual('2-3', conf.vsmtio_agent.cpu_dedicated_set)
+        self.assertIsNone(conf.vsmtio_agent.cpu_shared_set)
+        self.assertFalse(conf.vsmtio_agent.dry_run)
+        self.assertTrue(conf.debug)
+        self.assertEqual(os.path.join(self.dir, 'vsmtio',
+                                      'agent-checkpoint.json'),
+                         conf.vsmtio_agent.checkpoint_path)
+        self.assertIn('iniset /opt/stack/tempest/etc/tempest.conf '
+                      'service_available vsmtio True', calls)
+
+        # A second stack.sh run changes nothing more in nova.conf.
+        enabled = self.nova_conf(self.nova)
+        self.stack(VSMTIO_RETENTION='True')
+        self.assertEqual(enabled, self.nova_conf(self.nova))
+
+        proc, calls = self.run_phases('unstack', ALL_IN_ONE)
+        self.assertEqual(0, proc.returncode, proc.stderr[-3000:])
+        self.assertIn('stop_process vsmtio-agent', calls)
+        self.assertEqual(NOVA_CONF, self.nova_conf(self.nova))
+        self.assertEqual(NOVA_CONF, self.nova_conf(self.nova_cpu))
+        for namespace in ('OS::Compute::VSMTIO',
+                          'OS::Compute::VSMTIOAggregate'):
+            self.assertIn('openstack --os-cloud devstack-admin image '
+                          'metadef namespace delete ' + namespace, calls)
+        proc, calls = self.run_phases('clean', ALL_IN_ONE)
+        self.assertEqual(0, proc.returncode, proc.stderr[-3000:])
+        self.assertFalse(os.path.exists(self.env['VSMTIO_CONF_DIR']))
+        self.assertFalse(os.path.exists(os.path.join(self.dir, 'vsmtio')))
+
+    def test_controller_only_runs_no_agent(self):
+        calls = self.stack('n-api,n-sch,n-cond,g-api,placement-api')
+        self.assert_scheduler_enabled(self.nova)
+        self.assertEqual(NOVA_CONF, self.nova_conf(self.nova_cpu))
+        self.assertEqual([], [c for c in calls if c.startswith(
+            ('run_process', 'stop_process'))])
+        self.assertFalse(os.path.exists(self.env['VSMTIO_CONF_DIR']))
+        self.assertNotIn('iniset', ' '.join(calls))  # no tempest here
+
+    def test_compute_without_retention_keeps_nova_compute(self):
+        calls = self.stack('n-cpu', VSMTIO_AGENT_DRY_RUN='yes')
+        self.assertEqual(NOVA_CONF, self.nova_conf(self.nova_cpu))
+        self.assertEqual(['vsmtio-agent'], [
+            c.split('|')[0].split()[1] for c in calls
+            if c.startswith('run_process')])
+        self.assertTrue(self.agent_conf().vsmtio_agent.dry_run)
+        self.assertFalse(any('glance-manage' in c for c in calls))
+
+    def test_retention_needs_libvirt(self):
+        proc, calls = self.run_phases('stack:install', 'n-cpu',
+                                      VSMTIO_RETENTION='True',
+                                      VIRT_DRIVER='fake')
+        self.assertEqual(1, proc.returncode)
+        self.assertIn('VSMTIO_RETENTION=True needs VIRT_DRIVER=libvirt',
+                      calls[-1])
+        self.assertNotIn('setup_develop', ' '.join(calls))
+
+    def test_tempest_plugins_list_gets_vsmtio_once(self):
+        script = ('function trueorfalse { echo False; }\n'
+                  'function enable_service { :; }\n'
+                  'source "$PLUGIN/settings"\nsource "$PLUGIN/settings"\n'
+                  'echo "$TEMPEST_PLUGINS"')
+        for given, want in (('0', ROOT), ('/opt/x', '/opt/x ' + ROOT)):
+            out = subprocess.run(
+                ['bash', '-euc', script], capture_output=True, text=True,
+                check=True, env=dict(self.env, TEMPEST_PLUGINS=given))
+            self.assertEqual(want, out.stdout.strip())
