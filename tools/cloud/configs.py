@@ -190,7 +190,10 @@ def nova(compute_driver):
         'serial_console': {'enabled': 'false'},
         'oslo_concurrency': {'lock_path': os.path.join(state, 'locks')},
         'oslo_messaging_notifications': {'driver': 'noop'},
-        'vsmtio': {'measured_class_secret': layout.MEASURED_CLASS_SECRET},
+        'vsmtio': {'measured_class_secret': layout.MEASURED_CLASS_SECRET,
+                   # judge a host from its first classified vCPU, so that
+                   # tempest's aggregate override test sees the filter act
+                   'filter_min_classified_vcpus': 1},
         'compute': {'max_concurrent_builds': 2},
         'os_vif_ovs': {'ovsdb_connection': 'unix:/nonexistent'},
     }
@@ -214,6 +217,11 @@ def agent(nova_user_password=layout.PASSWORD):
             'host_driver': 'libvirt',
             'libvirt_uri': layout.LIBVIRT_URI,
             'period': 1.0,
+            # The guard keeps no mechanism it cannot judge, and without a
+            # PMU it can judge none: off, the agent applies RASS's vCPU
+            # placement, which gives tempest's stop test a change to see
+            # restored.
+            'guard': 'false',
             'checkpoint_path': layout.path('data', 'vsmtio',
                                            'agent-checkpoint.json'),
             'status_path': layout.path('run', 'vsmtio-agent-status.json'),

@@ -169,6 +169,9 @@ def tempest_conf(conn):
                    'measured_class_secret': layout.MEASURED_CLASS_SECRET,
                    'agent_stop_command': agent_cmd + ' agent-stop',
                    'agent_start_command': agent_cmd + ' agent-start',
+                   'agent_checkpoint_path': layout.path(
+                       'data', 'vsmtio', 'agent-checkpoint.json'),
+                   'filter_min_classified_vcpus': 1,
                    'image_io': known['image_io'],
                    'image_cpu': known['image_cpu'],
                    'publish_timeout': 180},
@@ -177,15 +180,23 @@ def tempest_conf(conn):
 
 
 def run_tempest(regex, concurrency):
+    """``tempest run`` in the cloud's workspace; its exit status.
+
+    The workspace is made here (``.stestr.conf`` as ``tempest init``
+    writes it) rather than by ``tempest init``, which would also register
+    it in ``~/.tempest``.
+    """
+    import tempest
     workspace = layout.path('tempest')
-    tempest = os.path.join(layout.BIN, 'tempest')
-    if not os.path.isdir(os.path.join(workspace, '.stestr')):
-        subprocess.run([tempest, 'init', workspace], cwd=workspace,
-                       capture_output=True)
-        # tempest init keeps an existing etc/tempest.conf
-    return subprocess.run([tempest, 'run', '--regex', regex,
-                           '--concurrency', str(concurrency)],
-                          cwd=workspace).returncode
+    top = os.path.dirname(os.path.dirname(tempest.__file__))
+    with open(os.path.join(workspace, '.stestr.conf'), 'w') as f:
+        f.write('[DEFAULT]\ntest_path=%s\ntop_dir=%s\n' % (
+            os.path.join(top, 'tempest', 'test_discover'), top))
+    env = dict(os.environ, TEMPEST_CONFIG_DIR=os.path.join(workspace, 'etc'))
+    return subprocess.run([os.path.join(layout.BIN, 'tempest'), 'run',
+                           '--regex', regex, '--concurrency',
+                           str(concurrency)], cwd=workspace,
+                          env=env).returncode
 
 
 def destroy_domains():
