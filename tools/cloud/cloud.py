@@ -82,7 +82,11 @@ def down(args):
     start = time.monotonic()
     resources.destroy_domains()
     for name in reversed(procs.started()):
+        began = time.monotonic()
         procs.stop(name)
+        if time.monotonic() - began > 5:
+            print('[cloud] %s took %.1f s to stop'
+                  % (name, time.monotonic() - began))
     left = [n for n, p in layout.PORTS.items() if procs.port_open(p)]
     left_pids = [n for n in procs.started() if procs.pid_of(n)]
     if os.path.isdir(layout.ROOT) and not args.keep:

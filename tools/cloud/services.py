@@ -132,8 +132,7 @@ def wsgi(name, app, port, env, threads=4):
         '--threads', str(threads), '--enable-threads', '--lazy-apps',
         '--die-on-term', '--need-app', '--buffer-size', '65535',
         '--http-timeout', '300', '--add-header', 'Connection: close',
-        '--procname-prefix', name + ' ',
-        '--hook-master-start', 'unix_signal:15 gracefully_kill_them_all'],
+        '--procname-prefix', name + ' ', '--worker-reload-mercy', '5'],
         env=env)
     procs.wait_http(name, port, proc, timeout=180)
     return proc
@@ -316,7 +315,6 @@ def horizon():
         '--processes', '1', '--threads', '4', '--enable-threads',
         '--die-on-term', '--need-app', '--buffer-size', '65535',
         '--static-map', '/static=' + static,
-        '--add-header', 'Connection: close',
-        '--hook-master-start', 'unix_signal:15 gracefully_kill_them_all'],
+        '--add-header', 'Connection: close', '--worker-reload-mercy', '5'],
         env=env)
     procs.wait_http('horizon', layout.PORTS['horizon'], proc)
