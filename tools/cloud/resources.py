@@ -62,7 +62,7 @@ def identity():
                                 url=layout.url(port_name, suffix),
                                 region_id=layout.REGION)
     write_clouds_yaml()
-    return conn
+    return connect()   # a new token: its catalogue has the endpoints
 
 
 def neutron_warmup(conn):
@@ -192,6 +192,9 @@ def run_tempest(regex, concurrency):
     with open(os.path.join(workspace, '.stestr.conf'), 'w') as f:
         f.write('[DEFAULT]\ntest_path=%s\ntop_dir=%s\n' % (
             os.path.join(top, 'tempest', 'test_discover'), top))
+    if not os.path.isdir(os.path.join(workspace, '.stestr')):
+        procs.run(os.path.join(layout.BIN, 'stestr'), 'init', cwd=workspace,
+                  quiet=True)
     env = dict(os.environ, TEMPEST_CONFIG_DIR=os.path.join(workspace, 'etc'))
     return subprocess.run([os.path.join(layout.BIN, 'tempest'), 'run',
                            '--regex', regex, '--concurrency',
