@@ -117,6 +117,7 @@ class AgentService(_service_base().ServiceBase):
         self.driver = None
         self.collector = None
         self.metrics_server = None
+        self.publisher = None
         self._thread = None
         self._done = threading.Event()
         self.mode = None
@@ -124,6 +125,7 @@ class AgentService(_service_base().ServiceBase):
     def start(self):
         from vsmtio_agent import agent as agent_mod
         from vsmtio_agent import metrics
+        from vsmtio_agent import publish
         opts = self.conf.vsmtio_agent
         # The libvirt driver holds each vCPU thread's procfs files open
         # between periods, within a share of this limit.
@@ -149,6 +151,7 @@ class AgentService(_service_base().ServiceBase):
                          opts.metrics_bind_host, opts.metrics_port)
             except OSError as exc:
                 LOG.warning('Metrics endpoint not started: %s', exc)
+        self.publisher = publish.from_conf(self.conf)
         self._thread = threading.Thread(target=self._loop, name='vsmtio-loop',
                                         daemon=True)
         self._thread.start()
@@ -166,11 +169,13 @@ class AgentService(_service_base().ServiceBase):
             return
         self.collector.observe(period, self.mode)
         opts = self.conf.vsmtio_agent
+        doc = status.document(period, self.driver, opts, self.mode)
+        if self.publisher is not None:
+            self.publisher.observe(period.stats, period.decision)
+            doc['published'] = self.publisher.summary()
         try:
-            checkpoint.write_json_atomic(
-                opts.status_path,
-                status.document(period, self.driver, opts, self.mode),
-                durable=False)
+            checkpoint.write_json_atomic(opts.status_path, doc,
+                                         durable=False)
         except OSError as exc:
             LOG.debug('status file not written: %s', exc)
 
@@ -185,6 +190,8 @@ class AgentService(_service_base().ServiceBase):
             self.driver.interrupt()
         if self._thread is not None:
             self._thread.join()
+        if self.publisher is not None:
+            self.publisher.stop()
         if self.agent is not None:
             self.agent.stop()
             LOG.info('vsmtio-agent stopped; host restored')
@@ -331,6 +338,10 @@ def validate_conf(conf):
         for opt in opts:
             try:
                 getattr(getattr(conf, group.name), opt.dest)
+            except cfg.NoSuchOptError:
+                # listed for the sample file, registered by keystoneauth1
+                # only when it loads the configured auth plugin
+                continue
             except cfg.Error as exc:
                 # The type's own error (what oslo raised this one from)
                 # says why; the files say where.

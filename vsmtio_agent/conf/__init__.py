@@ -5,6 +5,7 @@ from oslo_config import cfg
 from vsmtio_agent.conf import agent
 from vsmtio_agent.conf import host
 from vsmtio_agent.conf import mist
+from vsmtio_agent.conf import publish
 from vsmtio_agent.conf import simulator
 
 CONF = cfg.CONF
@@ -12,4 +13,5 @@ CONF = cfg.CONF
 agent.register_opts(CONF)
 host.register_opts(CONF)
 mist.register_opts(CONF)
+publish.register_opts(CONF)
 simulator.register_opts(CONF)

@@ -116,8 +116,11 @@ def _cpio_entry(name, mode, data=b'', rdev=(0, 0), ino=[0]):
     return out
 
 
-def build_initramfs(path):
-    """A newc cpio archive: static busybox and the two-vCPU /init."""
+def build_initramfs(path, init=GUEST_INIT):
+    """A newc cpio archive: static busybox and ``init`` as /init.
+
+    ``init`` is by default the two-vCPU workload above.
+    """
     with open('/bin/busybox', 'rb') as f:
         busybox = f.read()
     parts = [_cpio_entry(d, stat.S_IFDIR | 0o755)
@@ -125,8 +128,7 @@ def build_initramfs(path):
     parts.append(_cpio_entry('dev/console', stat.S_IFCHR | 0o600,
                              rdev=(5, 1)))
     parts.append(_cpio_entry('bin/busybox', stat.S_IFREG | 0o755, busybox))
-    parts.append(_cpio_entry('init', stat.S_IFREG | 0o755,
-                             GUEST_INIT.encode()))
+    parts.append(_cpio_entry('init', stat.S_IFREG | 0o755, init.encode()))
     parts.append(_cpio_entry('TRAILER!!!', 0))
     with open(path, 'wb') as f:
         f.write(b''.join(parts))

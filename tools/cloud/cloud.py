@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""A real one-machine OpenStack cloud for vsmtio, in one command.
+
+    python tools/cloud/cloud.py up      # bring it up (prints the time)
+    python tools/cloud/cloud.py test    # tempest with vsmtio's plugin
+    python tools/cloud/cloud.py down    # stop and remove everything
+    python tools/cloud/cloud.py run     # up, test, down; exit as tempest
+
+keystone, glance, placement, neutron (API only), nova (API, conductor,
+scheduler, compute on libvirt with ``virt_type=qemu``) and Horizon, all
+from PyPI in the Python environment this runs in (``tox -e cloud``);
+MariaDB, RabbitMQ, libvirt and qemu from Debian; everything on 127.0.0.1
+under ``$VSMTIO_CLOUD_DIR``. nova's vsmtio scheduler settings are written
+by ``vsmtio-nova-conf``, the code the devstack plugin uses, and the
+vsmtio agent runs on the compute host against the real guests.
+Root only (libvirt, apt).
+"""
+
+import argparse
+import os
+import shutil
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import configs  # noqa: E402
+import layout  # noqa: E402
+import procs  # noqa: E402
+import resources  # noqa: E402
+import services  # noqa: E402
+
+
+def timed(label, func, *args):
+    start = time.monotonic()
+    print('[cloud] %s ...' % label, flush=True)
+    result = func(*args)
+    print('[cloud] %s: %.1f s' % (label, time.monotonic() - start),
+          flush=True)
+    return result
+
+
+def up(args):
+    start = time.monotonic()
+    if procs.started():
+        raise procs.CloudError('a cloud is already up under %s: run "down"'
+                               % layout.ROOT)
+    timed('Debian packages', services.ensure_packages)
+    services.check_ports_free()
+    for d in (layout.ETC, layout.LOG, layout.RUN, layout.DATA):
+        os.makedirs(d, exist_ok=True)
+    timed('mariadb', services.mariadb)
+    timed('rabbitmq', services.rabbitmq)
+    timed('keystone', services.keystone)
+    conn = timed('keystone users, services, endpoints', resources.identity)
+    timed('glance', services.glance)
+    timed('placement', services.placement)
+    timed('neutron', services.neutron)
+    resources.neutron_warmup(conn)
+    nova_conf = configs.nova('libvirt.LibvirtDriver')
+    timed('vsmtio-nova-conf enable', resources.enable_vsmtio, nova_conf)
+    timed('nova databases and cells', services.nova_databases, nova_conf)
+    timed('nova controller', services.nova_controller, nova_conf)
+    timed('libvirtd', services.libvirtd)
+    timed('nova-compute', services.nova_compute, nova_conf)
+    timed('images and flavors', resources.images_and_flavors, conn)
+    timed('vsmtio-agent', services.agent)
+    if not args.no_horizon:
+        timed('horizon', services.horizon)
+    timed('tempest.conf', resources.tempest_conf, conn)
+    if args.smoke:
+        timed('smoke boot', resources.smoke_boot, conn)
+    print('[cloud] up in %.1f s; admin credentials: %s'
+          % (time.monotonic() - start, layout.path('etc', 'clouds.yaml')))
+
+
+def test(args):
+    return resources.run_tempest(args.regex, args.concurrency)
+
+
+def down(args):
+    start = time.monotonic()
+    resources.destroy_domains()
+    for name in reversed(procs.started()):
+        began = time.monotonic()
+        procs.stop(name)
+        if time.monotonic() - began > 5:
+            print('[cloud] %s took %.1f s to stop'
+                  % (name, time.monotonic() - began))
+    left = [n for n, p in layout.PORTS.items() if procs.port_open(p)]
+    left_pids = [n for n in procs.started() if procs.pid_of(n)]
+    if os.path.isdir(layout.ROOT) and not args.keep:
+        # the cloud's libvirt bind mounts lived in its namespace only
+        shutil.rmtree(layout.ROOT)
+    print('[cloud] down in %.1f s' % (time.monotonic() - start))
+    if left or left_pids:
+        raise procs.CloudError('still running after down: %s'
+                               % ', '.join(left + left_pids))
+
+
+def agent_stop(args):
+    """Stop the vsmtio agent (tempest's ``agent_stop_command``)."""
+    procs.stop('vsmtio-agent')
+
+
+def agent_start(args):
+    """Start the vsmtio agent again (tempest's ``agent_start_command``)."""
+    services.agent()
+
+
+def run(args):
+    status = 1
+    try:
+        up(args)
+        start = time.monotonic()
+        status = test(args)
+        print('[cloud] tempest: %.1f s, exit %d'
+              % (time.monotonic() - start, status))
+    finally:
+        if not args.keep_up:
+            down(args)
+    return status
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('command', choices=['up', 'test', 'down', 'run',
+                                            'agent-stop', 'agent-start'])
+    parser.add_argument('--regex', default='vsmtio_tempest_plugin',
+                        help='tempest test regex (test, run)')
+    parser.add_argument('--concurrency', type=int, default=1)
+    parser.add_argument('--no-horizon', action='store_true')
+    parser.add_argument('--smoke', action='store_true',
+                        help='up: boot and delete one server')
+    parser.add_argument('--keep', action='store_true',
+                        help='down: keep the logs and data directory')
+    parser.add_argument('--keep-up', action='store_true',
+                        help='run: leave the cloud up after tempest')
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        parser.error('the cloud runs libvirtd and installs Debian packages: '
+                     'run it as root')
+    try:
+        return {'up': up, 'test': test, 'down': down,
+                'run': run, 'agent-stop': agent_stop,
+                'agent-start': agent_start}[args.command](args) or 0
+    except procs.CloudError as exc:
+        print('[cloud] ERROR: %s' % exc, file=sys.stderr)
+        return 2
+
+
+if __name__ == '__main__':
+    sys.exit(main())

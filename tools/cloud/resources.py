@@ -1,0 +1,225 @@
+"""What the cloud holds once its services run, and tempest against it.
+
+Identity (service users, catalogue), images and flavors are made through
+openstacksdk as an operator would; tempest's configuration names them.
+"""
+
+import os
+import subprocess
+import time
+
+import configs
+import image
+import layout
+import procs
+
+SERVICE_USERS = ('glance', 'nova', 'placement', 'neutron', 'vsmtio')
+ENDPOINTS = (
+    ('glance', 'image', 'glance', ''),
+    ('placement', 'placement', 'placement', ''),
+    ('neutron', 'network', 'neutron', ''),
+    ('nova', 'compute', 'nova-api', '/v2.1'),
+)
+FLAVORS = {
+    # name: (vcpus, ram MiB, extra specs)
+    'vsmtio.tiny': (1, 128, {}),
+    'vsmtio.io': (1, 128, {'vsmtio:workload': 'io'}),
+    'vsmtio.cpu': (1, 128, {'vsmtio:workload': 'cpu'}),
+    'vsmtio.retention': (1, 128, {'vsmtio:context_retention': 'true'}),
+}
+CLOUD = 'vsmtio-cloud'
+
+
+def connect():
+    import openstack
+    return openstack.connect(
+        auth_url=layout.url('keystone', '/v3'), username='admin',
+        password=layout.PASSWORD, project_name='admin',
+        user_domain_name='Default', project_domain_name='Default',
+        region_name=layout.REGION, compute_api_version='2.latest')
+
+
+def identity():
+    conn = connect()
+    idn = conn.identity
+    service_project = (idn.find_project('service') or idn.create_project(
+        name='service', domain_id='default'))
+    roles = {r.name: r for r in idn.roles()}
+    for name in ('admin', 'member', 'reader', 'service', 'manager'):
+        if name not in roles:
+            roles[name] = idn.create_role(name=name)
+    for name in SERVICE_USERS:
+        user = idn.find_user(name, domain_id='default') or idn.create_user(
+            name=name, password=layout.PASSWORD, domain_id='default',
+            default_project_id=service_project.id)
+        for role in ('admin', 'service'):
+            conn.grant_role(role, user=user.id, project=service_project.id)
+    for name, stype, port_name, suffix in ENDPOINTS:
+        svc = idn.find_service(name) or idn.create_service(
+            name=name, type=stype, enabled=True)
+        for interface in ('public', 'internal', 'admin'):
+            idn.create_endpoint(service_id=svc.id, interface=interface,
+                                url=layout.url(port_name, suffix),
+                                region_id=layout.REGION)
+    write_clouds_yaml()
+    return connect()   # a new token: its catalogue has the endpoints
+
+
+def neutron_warmup(conn):
+    """List networks once, before nova lists any port.
+
+    neutron 29 run as an API only (no RPC workers, no agents) answers its
+    first ``GET /v2.0/ports`` with HTTP 500 (``Port`` has no attribute
+    ``port_forwardings``): that relationship exists only once SQLAlchemy
+    has configured the mappers, which any other query does first.
+    """
+    list(conn.network.networks())
+    list(conn.network.ports())
+
+
+def write_clouds_yaml():
+    text = ('clouds:\n  %s:\n    auth:\n      auth_url: %s\n'
+            '      username: admin\n      password: %s\n'
+            '      project_name: admin\n      user_domain_name: Default\n'
+            '      project_domain_name: Default\n    region_name: %s\n'
+            '    identity_api_version: 3\n' % (
+                CLOUD, layout.url('keystone', '/v3'), layout.PASSWORD,
+                layout.REGION))
+    with open(layout.path('etc', 'clouds.yaml'), 'w') as f:
+        f.write(text)
+
+
+def enable_vsmtio(nova_conf):
+    """Add vsmtio's filter, weigher and driver with the devstack code."""
+    procs.run(os.path.join(layout.BIN, 'vsmtio-nova-conf'), 'enable',
+              '--retention', nova_conf)
+
+
+def images_and_flavors(conn):
+    ids = image.upload(conn)
+    flavors = {}
+    for name, (vcpus, ram, specs) in FLAVORS.items():
+        flavor = conn.compute.find_flavor(name) or conn.compute.create_flavor(
+            name=name, vcpus=vcpus, ram=ram, disk=1, is_public=True)
+        if specs:
+            conn.compute.create_flavor_extra_specs(flavor, specs)
+        flavors[name] = flavor.id
+    with open(layout.path('etc', 'ids'), 'w') as f:
+        for work, image_id in sorted(ids.items()):
+            f.write('image_%s=%s\n' % (work, image_id))
+        for name, fid in sorted(flavors.items()):
+            f.write('flavor_%s=%s\n' % (name, fid))
+    return ids, flavors
+
+
+def ids():
+    out = {}
+    with open(layout.path('etc', 'ids')) as f:
+        for line in f:
+            key, _, value = line.strip().partition('=')
+            out[key] = value
+    return out
+
+
+def smoke_boot(conn):
+    """Boot one server, wait for ACTIVE, delete it: the cloud works."""
+    known = ids()
+    start = time.monotonic()
+    server = conn.compute.create_server(
+        name='vsmtio-smoke', image_id=known['image_idle'],
+        flavor_id=known['flavor_vsmtio.tiny'], networks='none')
+    server = conn.compute.wait_for_server(server, wait=600)
+    print('[cloud] smoke server ACTIVE on %s in %.1f s' % (
+        server.compute_host, time.monotonic() - start))
+    conn.compute.delete_server(server)
+    conn.compute.wait_for_delete(server, wait=300)
+
+
+def tempest_conf(conn):
+    known = ids()
+    workspace = layout.path('tempest')
+    os.makedirs(os.path.join(workspace, 'etc'), exist_ok=True)
+    tools = os.path.dirname(os.path.abspath(__file__))
+    agent_cmd = '%s %s' % (os.path.join(layout.BIN, 'python'),
+                           os.path.join(tools, 'cloud.py'))
+    configs.write_ini(os.path.join(workspace, 'etc', 'tempest.conf'), {
+        'DEFAULT': {'log_file': os.path.join(layout.LOG, 'tempest.log')},
+        'auth': {'admin_username': 'admin',
+                 'admin_password': layout.PASSWORD,
+                 'admin_project_name': 'admin',
+                 'admin_domain_name': 'Default',
+                 'use_dynamic_credentials': 'true',
+                 'tempest_roles': 'member'},
+        'identity': {'uri_v3': layout.url('keystone', '/v3'),
+                     'auth_version': 'v3', 'region': layout.REGION},
+        'identity-feature-enabled': {'api_v2': 'false'},
+        'compute': {'image_ref': known['image_idle'],
+                    'image_ref_alt': known['image_io'],
+                    'flavor_ref': known['flavor_vsmtio.tiny'],
+                    'flavor_ref_alt': known['flavor_vsmtio.io'],
+                    'build_timeout': 600, 'min_compute_nodes': 1,
+                    'max_microversion': 'latest'},
+        'compute-feature-enabled': {'console_output': 'true'},
+        'validation': {'run_validation': 'false'},
+        'service_available': {'nova': 'true', 'glance': 'true',
+                              'neutron': 'false', 'cinder': 'false',
+                              'swift': 'false', 'horizon': 'false',
+                              'vsmtio': 'true'},
+        'vsmtio': {'libvirt_uri': layout.LIBVIRT_URI,
+                   'measured_class_secret': layout.MEASURED_CLASS_SECRET,
+                   'agent_stop_command': agent_cmd + ' agent-stop',
+                   'agent_start_command': agent_cmd + ' agent-start',
+                   'agent_checkpoint_path': layout.path(
+                       'data', 'vsmtio', 'agent-checkpoint.json'),
+                   'filter_min_classified_vcpus': 1,
+                   'image_io': known['image_io'],
+                   'image_cpu': known['image_cpu'],
+                   'publish_timeout': 180},
+    })
+    return workspace
+
+
+def run_tempest(regex, concurrency):
+    """``tempest run`` in the cloud's workspace; its exit status.
+
+    The workspace is made here (``.stestr.conf`` as ``tempest init``
+    writes it) rather than by ``tempest init``, which would also register
+    it in ``~/.tempest``.
+    """
+    import tempest
+    workspace = layout.path('tempest')
+    top = os.path.dirname(os.path.dirname(tempest.__file__))
+    with open(os.path.join(workspace, '.stestr.conf'), 'w') as f:
+        f.write('[DEFAULT]\ntest_path=%s\ntop_dir=%s\n' % (
+            os.path.join(top, 'tempest', 'test_discover'), top))
+    if not os.path.isdir(os.path.join(workspace, '.stestr')):
+        procs.run(os.path.join(layout.BIN, 'stestr'), 'init', cwd=workspace,
+                  quiet=True)
+    env = dict(os.environ, TEMPEST_CONFIG_DIR=os.path.join(workspace, 'etc'))
+    return subprocess.run([os.path.join(layout.BIN, 'tempest'), 'run',
+                           '--regex', regex, '--concurrency',
+                           str(concurrency)], cwd=workspace,
+                          env=env).returncode
+
+
+def destroy_domains():
+    """Destroy and undefine every domain of the cloud's libvirtd."""
+    sock = os.path.join(layout.LIBVIRT_SOCK_DIR, 'libvirt-sock')
+    if not os.path.exists(sock):
+        return
+    try:
+        import libvirt
+        conn = libvirt.open(layout.LIBVIRT_URI)
+    except Exception as exc:
+        print('[cloud] libvirtd not reachable for cleanup: %s' % exc)
+        return
+    try:
+        for dom in conn.listAllDomains():
+            try:
+                if dom.isActive():
+                    dom.destroy()
+                dom.undefineFlags(0)
+            except Exception as exc:
+                print('[cloud] domain %s: %s' % (dom.name(), exc))
+    finally:
+        conn.close()

@@ -1,0 +1,81 @@
+"""Options of the agent's measured-state publishing (server metadata).
+
+``[vsmtio_publish]`` says whether, how often and with which secret;
+``[vsmtio_publish_auth]`` holds keystoneauth1's usual options (auth type,
+auth URL, user, project, region, endpoint interface) for the compute API.
+"""
+
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+GROUP = 'vsmtio_publish'
+AUTH_GROUP = 'vsmtio_publish_auth'
+
+opts = [
+    cfg.BoolOpt('enabled',
+                default=False,
+                help='Publish each instance\'s measured class and headline '
+                     'rates as server metadata (``vsmtio:*`` keys) through '
+                     'the compute API, with the credentials of the '
+                     '``[vsmtio_publish_auth]`` group.'),
+    cfg.FloatOpt('interval',
+                 default=60.0, min=5.0, max=86400.0,
+                 help='Seconds between two writes of one instance\'s '
+                      'metadata; a write happens only when a published '
+                      'value changed. Each write is one compute API call '
+                      'per instance.'),
+    cfg.StrOpt('measured_class_secret',
+               secret=True,
+               help='The secret the measured class is signed with: the '
+                    'value of nova-compute\'s ``[vsmtio] '
+                    'measured_class_secret``. Unset: the class is not '
+                    'published (the rates still are), since nova-compute '
+                    'would ignore an unsigned class.'),
+    cfg.IntOpt('max_instances',
+               default=500, min=1, max=100000,
+               help='At most this many instances are published per round '
+                    '(the least recently published first), bounding the '
+                    'API calls one agent makes.'),
+]
+
+
+def _groups():
+    """Fresh groups for each ConfigOpts.
+
+    ``register_group`` copies shallowly: see
+    :func:`vsmtio_agent.conf.agent.new_group`.
+    """
+    return (
+        cfg.OptGroup(
+            GROUP, title='vsmtio agent: measured state publishing',
+            help='The agent publishes each instance\'s measured class '
+                 'and headline rates as ``vsmtio:*`` server metadata.'),
+        cfg.OptGroup(
+            AUTH_GROUP, title='vsmtio agent: compute API credentials',
+            help='keystoneauth1 options of the user the agent publishes '
+                 'server metadata as (it needs the right to update any '
+                 'server\'s metadata: an admin or a policy rule for it).'))
+
+
+def register_opts(conf):
+    group, auth_group = _groups()
+    conf.register_group(group)
+    conf.register_group(auth_group)
+    conf.register_opts(opts, group=GROUP)
+    ks_loading.register_auth_conf_options(conf, AUTH_GROUP)
+    ks_loading.register_session_conf_options(conf, AUTH_GROUP)
+    ks_loading.register_adapter_conf_options(conf, AUTH_GROUP)
+
+
+def list_opts():
+    auth = (ks_loading.get_session_conf_options()
+            + ks_loading.get_auth_common_conf_options()
+            + ks_loading.get_auth_plugin_conf_options('password')
+            + ks_loading.get_adapter_conf_options())
+    seen, unique = set(), []
+    for opt in auth:
+        if opt.dest not in seen:
+            seen.add(opt.dest)
+            unique.append(opt)
+    group, auth_group = _groups()
+    return {group: opts, auth_group: unique}

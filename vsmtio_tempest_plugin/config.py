@@ -1,0 +1,63 @@
+"""Tempest options of the vsmtio plugin.
+
+``[service_available] vsmtio`` says the cloud runs vsmtio (the devstack
+plugin sets it). ``[vsmtio]`` says how tempest reaches the compute host
+the way whitebox-tempest-plugin does: its libvirt (to read domain XML) and
+commands that stop and start the agent; tests that need one of them skip,
+saying which option is unset.
+"""
+
+from oslo_config import cfg
+
+service_option = cfg.BoolOpt('vsmtio',
+                             default=False,
+                             help='Whether the cloud runs vsmtio (its nova '
+                                  'plugin and agents).')
+
+group = cfg.OptGroup(name='vsmtio', title='vsmtio tempest options')
+
+opts = [
+    cfg.StrOpt('libvirt_uri',
+               default='qemu:///system',
+               help='libvirt URI of the compute host, as seen from where '
+                    'tempest runs (qemu+ssh://root@HOST/system for a '
+                    'remote host): domain XML is read through it.'),
+    cfg.BoolOpt('retention_capable',
+                default=False,
+                help='Whether a compute host advertises '
+                     'CUSTOM_VSMTIO_CONTEXT_RETENTION (KVM with the vsmtio '
+                     'kernel). False: retention flavors must fail with '
+                     'NoValidHost instead of booting without retention.'),
+    cfg.StrOpt('agent_stop_command',
+               help='Shell command that stops the vsmtio agent on the '
+                    'compute host (e.g. ``ssh HOST systemctl stop '
+                    'vsmtio-agent``). Unset: the stop test skips.'),
+    cfg.StrOpt('agent_start_command',
+               help='Shell command that starts the vsmtio agent again.'),
+    cfg.StrOpt('agent_checkpoint_path',
+               help='The agent\'s ``[vsmtio_agent] checkpoint_path`` on '
+                    'the compute host, readable from where tempest runs; '
+                    'the stop test reads what the agent changed from it.'),
+    cfg.IntOpt('filter_min_classified_vcpus',
+               default=16,
+               help='The cloud\'s nova.conf ``[vsmtio] '
+                    'filter_min_classified_vcpus``: the aggregate override '
+                    'test needs the filter to judge a host holding one '
+                    'classified vCPU, so it skips above 1.'),
+    cfg.StrOpt('measured_class_secret',
+               secret=True,
+               help='The agents\' ``[vsmtio_publish] '
+                    'measured_class_secret``: with it the measured state '
+                    'test verifies the signature of the published class.'),
+    cfg.IntOpt('publish_timeout',
+               default=300,
+               help='Seconds to wait for the agent to publish an '
+                    'instance\'s measured state (its ``[vsmtio_publish] '
+                    'interval`` plus a few periods).'),
+    cfg.StrOpt('image_io',
+               help='Image whose guest waits for I/O (wakes often, '
+                    'computes little). Default: [compute] image_ref.'),
+    cfg.StrOpt('image_cpu',
+               help='Image whose guest computes all the time. Default: '
+                    '[compute] image_ref.'),
+]

@@ -1,0 +1,47 @@
+"""Stopping the agent puts back what it changed on the host."""
+
+import time
+
+from tempest import config
+from tempest.lib import decorators
+
+from vsmtio_tempest_plugin.tests import base
+from vsmtio_tempest_plugin.tests import host
+
+CONF = config.CONF
+
+
+class AgentStopTest(base.VsmtioBaseTest):
+
+    @classmethod
+    def skip_checks(cls):
+        super().skip_checks()
+        for opt in ('agent_stop_command', 'agent_start_command',
+                    'agent_checkpoint_path'):
+            if not getattr(CONF.vsmtio, opt):
+                raise cls.skipException('[vsmtio] %s is unset' % opt)
+
+    def _recorded(self, server_id, timeout=120):
+        """The agent's checkpoint entry of the server's domain."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            entry = host.checkpoint().get('domains', {}).get(server_id)
+            if entry and entry.get('pins'):
+                return entry
+            time.sleep(2)
+        self.fail('the agent recorded no change of %s in %s' % (
+            server_id, CONF.vsmtio.agent_checkpoint_path))
+
+    @decorators.attr(type=['scenario'])
+    @decorators.idempotent_id('b5d9e3a7-0c4f-4b8e-9a2d-6e1f7c3b0a45')
+    def test_stop_restores_pins(self):
+        server = self.boot(self.vsmtio_flavor({}))
+        name = server['OS-EXT-SRV-ATTR:instance_name']
+        entry = self._recorded(server['id'])
+        original = {int(i): sorted(cpus)
+                    for i, cpus in entry['pins'].items()}
+        self.addCleanup(host.run, CONF.vsmtio.agent_start_command)
+        host.run(CONF.vsmtio.agent_stop_command)
+        self.assertEqual(original, host.live_pins(name))
+        self.assertNotIn(server['id'],
+                         host.checkpoint().get('domains', {}))
