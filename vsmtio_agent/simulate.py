@@ -64,16 +64,24 @@ class _Progress(object):
         self.label, self.total, self.stream = label, total_s, stream
         self.start = time.time()
         self.next = 0.25
+        self.settling = False       # the end is not known until it settles
 
     def __call__(self, sim_s):
         if self.stream is None or sim_s < self.next * self.total:
             return
         while self.next * self.total <= sim_s:
             self.next += 0.25
-        self.stream.write('  %s: %3.0f%% (%.2f of %.2f simulated s, '
-                          '%.0f s wall)\n'
-                          % (self.label, 100.0 * min(sim_s / self.total, 1),
-                             sim_s, self.total, time.time() - self.start))
+        if self.settling:
+            self.stream.write('  %s: settling (%.2f simulated s, %.0f s '
+                              'wall)\n' % (self.label, sim_s,
+                                           time.time() - self.start))
+        else:
+            self.stream.write('  %s: %3.0f%% (%.2f of %.2f simulated s, '
+                              '%.0f s wall)\n'
+                              % (self.label,
+                                 100.0 * min(sim_s / self.total, 1),
+                                 sim_s, self.total,
+                                 time.time() - self.start))
         self.stream.flush()
 
 
@@ -146,6 +154,7 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
         every = max(1, int(round(1.0 / period_s)))
         history = []
         trajectory = []
+        prog.settling = steady
         state = {'start_ns': None if steady else warmup * 1e9,
                  'settled_at': None if steady else 0.0}
 
@@ -161,6 +170,10 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
                     state['settled_at'] = now_s if done else None
                     state['start_ns'] = start_ns = sim.now
                     prog.total = now_s + batches * measure_s
+                    prog.settling = False
+                    prog.next = 0.25
+                    while prog.next * prog.total <= now_s:
+                        prog.next += 0.25
             if start_ns is None:
                 return True
             if sim.now >= start_ns + batches * measure_s * 1e9 - 1:
