@@ -179,18 +179,46 @@ class AnyOrderTest(test.NoDBTestCase):
         self.assertEqual([], refused)
         self.assert_within_bounds(hosts, 0.1, 0.9, 16)
 
+    def assert_recoverable(self, hosts, low, high, min_classified):
+        """Every judged host is within the band or can still get back.
+
+        The filter's guarantee (mix.violates): a host with room may pass
+        through the band while a burst of one class arrives, as long as
+        filling its free vCPUs with the other class brings it back.
+        """
+        for h in hosts:
+            io, cpu = h.io, h.cpu
+            if io + cpu < min_classified or low <= h.share() <= high:
+                continue
+            free = h.vcpus_total - h.vcpus_used
+            # filling the room with the other class sweeps the share from
+            # where it is to ``best``: it must cross the band on the way
+            if h.share() > high:
+                best = io / (io + cpu + free)
+                back = best <= high
+            else:
+                best = (io + free) / (io + cpu + free)
+                back = best >= low
+            self.assertTrue(
+                back,
+                '%s ends at io=%d cpu=%d vCPUs, share %.3f, and its %d free '
+                'vCPUs cannot bring it within [%s, %s]: %s'
+                % (h.host, io, cpu, h.share(), free, low, high,
+                   [(x.io, x.cpu) for x in hosts]))
+
     @settings(max_examples=100, deadline=None)
     @given(arrivals(0.4, 0.6, per_host=16, sizes=st.sampled_from((1, 2))))
-    def test_tight_band_holds_for_small_flavors(self, case):
-        # A band of [0.3, 0.7] judged from 8 classified vCPUs on. With
-        # flavors of 8 vCPUs against hosts of 20 classified ones a greedy
-        # scheduler (no look-ahead) can commit a large flavor that the
-        # rest of the order no longer offsets: hypothesis finds such
-        # orders; the default band above absorbs them.
+    def test_tight_band_stays_recoverable_for_small_flavors(self, case):
+        # A band of [0.3, 0.7] judged from 8 classified vCPUs on. Ending
+        # within it is not guaranteed: hypothesis found an order whose last
+        # arrivals, all I/O, took a host from io=4 cpu=2 (not yet judged)
+        # to io=6 cpu=2 with 40 vCPUs free and nothing left to come. What
+        # holds is the filter's own guarantee: every judged host can still
+        # get back within the band with the room it has left.
         self.flags(min_io_fraction=0.3, max_io_fraction=0.7,
                    filter_min_classified_vcpus=8, group='vsmtio')
         nhosts, items, publish_every = case
         hosts = [Host('h%02d' % i) for i in range(nhosts)]
         refused = self.place_all(hosts, items, publish_every)
         self.assertEqual([], refused)
-        self.assert_within_bounds(hosts, 0.3, 0.7, 8)
+        self.assert_recoverable(hosts, 0.3, 0.7, 8)
