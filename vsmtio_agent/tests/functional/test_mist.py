@@ -95,7 +95,7 @@ class TestMistOnRealGuests(testtools.TestCase):
     def tick_until(self, agent, what, predicate, limit=60):
         """Tick until ``predicate(decision)``; the periods it took."""
         for n in range(1, limit + 1):
-            decision = agent.tick()
+            decision = agent.tick().decision
             if decision is not None and predicate(decision):
                 return n
         self.fail('no %s in %d periods; verdicts %s\n%s' % (
@@ -118,8 +118,9 @@ class TestMistOnRealGuests(testtools.TestCase):
         # Without a reservation nothing is protected, whatever I_cpu says.
         idle = self.agent()
         for _ in range(6):
-            decision = idle.tick()
-            self.assertEqual({}, getattr(decision, 'protect', {}))
+            decision = idle.tick().decision
+            if decision is not None:
+                self.assertEqual({}, dict(decision.protect))
         self.assertEqual({}, idle.engine.mist_verdicts)
         idle.stop()
         self.assertFalse(os.path.exists(
