@@ -66,7 +66,7 @@ DOMAIN_XML = """<domain type='%(type)s'>
   <name>%(name)s</name>
   <uuid>%(uuid)s</uuid>
   <memory unit='MiB'>192</memory>
-  <vcpu placement='static'>%(vcpus)d</vcpu>
+  <vcpu placement='static'%(cpuset)s>%(vcpus)d</vcpu>
   <os>
     <type arch='x86_64' machine='pc'>hvm</type>
     <kernel>%(kernel)s</kernel>
@@ -180,10 +180,12 @@ class EmbeddedLibvirt(fixtures.Fixture):
 class MistGuest(fixtures.Fixture):
     """A transient guest of one kind (``reader`` or ``spinner``)."""
 
-    def __init__(self, conn, kind, vcpus=1, boot_timeout=300):
+    def __init__(self, conn, kind, vcpus=1, boot_timeout=300, cpuset=None):
+        """``cpuset`` pins every thread of the guest to those host CPUs."""
         super().__init__()
         self.conn, self.kind, self.vcpus = conn, kind, vcpus
         self.boot_timeout = boot_timeout
+        self.cpuset = cpuset
 
     def _setUp(self):
         self.dir = self.useFixture(fixtures.TempDir()).path
@@ -207,7 +209,8 @@ class MistGuest(fixtures.Fixture):
             'type': os.environ.get('VSMTIO_GUEST_TYPE', 'qemu'),
             'name': self.name, 'uuid': self.uuid, 'kernel': kernel,
             'initrd': initrd, 'console': self.console,
-            'vcpus': self.vcpus, 'disk': disk})
+            'vcpus': self.vcpus, 'disk': disk,
+            'cpuset': (" cpuset='%s'" % self.cpuset if self.cpuset else '')})
         self.addCleanup(self.destroy)
         deadline = time.monotonic() + self.boot_timeout
         while 'workloads started' not in self.console_text():
