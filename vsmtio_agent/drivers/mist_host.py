@@ -163,17 +163,18 @@ class MistHost(object):
 
     # -- protecting --------------------------------------------------------
 
-    def apply(self, protect, domains, counts, messages):
+    def apply(self, protect, domains, log):
         """Protect the domains in ``protect`` and release the others.
 
         ``domains`` is the driver's ``{uuid: _Domain}`` (pid, vCPU tids,
-        name); ``counts``/``messages`` its apply tallies.
+        name); ``log`` the driver's :class:`~vsmtio_agent.drivers.libvirt.
+        applylog.ApplyLog` of this apply.
         """
         for uuid in sorted(set(self.protected) - set(protect)):
             entry = domains.get(uuid)
             LOG.info('MIST: releasing %s (%s): no longer needs protection',
                      getattr(entry, 'name', '?'), uuid)
-            self._release(uuid, counts, messages)
+            self._release(uuid, log)
         for uuid, verdict in sorted(protect.items()):
             entry = domains.get(uuid)
             if entry is None:
@@ -182,18 +183,18 @@ class MistHost(object):
                 LOG.info('MIST: protecting %s (%s): %s', entry.name, uuid,
                          verdict.reason)
                 self.protected[uuid] = {}
-            self._protect_cpu(entry, counts, messages)
-            self._protect_blkio(entry, counts, messages)
-        self._interrupts(bool(self.protected), counts, messages)
+            self._protect_cpu(entry, log)
+            self._protect_blkio(entry, log)
+        self._interrupts(bool(self.protected), log)
 
-    def _refuse(self, mechanism, why, messages):
+    def _refuse(self, mechanism, why, log):
         if mechanism not in self.unsupported:
             self.unsupported[mechanism] = why
             LOG.warning('MIST: %s protection unavailable: %s', mechanism,
                         why)
-        messages.append('MIST %s: %s' % (mechanism, why))
+        log.note('MIST %s: %s' % (mechanism, why))
 
-    def _protect_cpu(self, entry, counts, messages):
+    def _protect_cpu(self, entry, log):
         held = self.protected[entry.uuid]
         if held.get(CPU) == 'shares' or (CPU in self.unsupported
                                          and held.get(CPU) != 'rt'):
@@ -202,17 +203,17 @@ class MistHost(object):
         if entry.pid and entry.tids:
             try:
                 # every period: a vCPU thread may have been added
-                self._rt_threads(entry, counts)
+                self._rt_threads(entry, log)
                 held[CPU] = 'rt'
                 return
             except act_base.ActuatorError as exc:
                 why = str(exc)
-                counts['failed'] += 1
+                log.fail()
                 held.pop(CPU, None)
-                self._release_threads(entry.uuid, messages)
+                self._release_threads(entry.uuid, log)
         else:
             why = 'vCPU threads of %s not found' % entry.name
-        self._shares_fallback(entry, why, counts, messages)
+        self._shares_fallback(entry, why, log)
 
     def _thread_ids(self, entry):
         if self.opts.mist_rt_threads == 'vcpus':
@@ -224,7 +225,7 @@ class MistHost(object):
             raise act_base.ActuatorError('threads of %s: %s'
                                          % (entry.name, exc))
 
-    def _rt_threads(self, entry, counts):
+    def _rt_threads(self, entry, log):
         """SCHED_RR for the domain's threads, granting runtime first.
 
         Threads get ``SCHED_RESET_ON_FORK``: a thread QEMU starts later
@@ -257,7 +258,7 @@ class MistHost(object):
             if (now['policy'], now['priority']) != (want['policy'],
                                                     want['priority']):
                 attempt.write(self.policy, key, want)
-                counts['applied'] += 1
+                log.done()
 
     def _grant(self):
         """RT runtime for every protected vCPU cgroup, top-down."""
@@ -277,7 +278,7 @@ class MistHost(object):
             if self.runtime.read(group) != value:
                 attempt.write(self.runtime, group, value)
 
-    def _release_threads(self, uuid, messages):
+    def _release_threads(self, uuid, log):
         """Threads back to their policy, then unneeded runtime back.
 
         What fails stays recorded for the next restore.
@@ -286,73 +287,73 @@ class MistHost(object):
             try:
                 self.policy.restore(key)
             except act_base.ActuatorError as exc:
-                messages.append('MIST release: %s' % exc)
+                log.note('MIST release: %s' % exc)
         if self.runtime is not None and self.record.keys(self.runtime.kind):
             try:
                 self._grant()
             except act_base.ActuatorError as exc:
-                messages.append('MIST release: %s' % exc)
+                log.note('MIST release: %s' % exc)
 
-    def _shares_fallback(self, entry, why, counts, messages):
+    def _shares_fallback(self, entry, why, log):
         held = self.protected[entry.uuid]
         factor = self.opts.mist_cpu_shares_factor
         if factor == 1:
             self._refuse(CPU, '%s; the shares fallback is off' % why,
-                         messages)
+                         log)
             return
         if self.shares_held(entry.uuid):
-            messages.append('MIST cpu: %s; its cpu shares are the RASS '
-                            'split\'s (already raised)' % entry.name)
+            log.note('MIST cpu: %s; its cpu shares are the RASS '
+                     'split\'s (already raised)' % entry.name)
             return
         try:
             original = self.shares.read(entry.uuid)['value']
             if self.shares.set(entry.uuid,
                                min(int(round(original * factor)), 10000)):
-                counts['applied'] += 1
+                log.done()
             held[CPU] = 'shares'
             LOG.info('MIST: %s gets %.1fx cpu shares instead of real-time '
                      'priority: %s', entry.name, factor, why)
         except act_base.ActuatorError as exc:
-            counts['failed'] += 1
+            log.fail()
             if exc.denied:
                 self._refuse(CPU, '%s; cpu shares: %s' % (why, exc),
-                             messages)
+                             log)
             else:
-                messages.append('MIST cpu: %s' % exc)
+                log.note('MIST cpu: %s' % exc)
 
-    def _protect_blkio(self, entry, counts, messages):
+    def _protect_blkio(self, entry, log):
         if BLKIO in self.unsupported:
             return
         try:
             if self.blkio.set(entry.uuid, self.opts.mist_blkio_weight):
-                counts['applied'] += 1
+                log.done()
             self.protected[entry.uuid][BLKIO] = True
         except act_base.ActuatorError as exc:
-            counts['failed'] += 1
+            log.fail()
             if exc.denied:
-                self._refuse(BLKIO, str(exc), messages)
+                self._refuse(BLKIO, str(exc), log)
             else:
-                messages.append('MIST blkio: %s' % exc)
+                log.note('MIST blkio: %s' % exc)
 
-    def _release(self, uuid, counts, messages):
+    def _release(self, uuid, log):
         self.protected.pop(uuid, None)
-        self._release_threads(uuid, messages)
+        self._release_threads(uuid, log)
         for actuator in (self.shares, self.blkio):
             try:
                 actuator.restore(uuid)
             except act_base.ActuatorError as exc:
-                counts['failed'] += 1
-                messages.append('MIST release of %s: %s' % (uuid, exc))
+                log.fail()
+                log.note('MIST release of %s: %s' % (uuid, exc))
 
-    def _interrupts(self, active, counts, messages):
+    def _interrupts(self, active, log):
         if not self.opts.mist_irq_separation or IRQ in self.unsupported:
             return
         if not active:
             if self.record.keys(self.irq.kind):
                 LOG.info('MIST: interrupts back where they were')
                 for key, exc in self.irq.restore_all():
-                    counts['failed'] += 1
-                    messages.append('MIST irq %s: %s' % (key, exc))
+                    log.fail()
+                    log.note('MIST irq %s: %s' % (key, exc))
             return
         try:
             irqs = irq_act.read_interrupts(self.opts.procfs_root)
@@ -362,7 +363,7 @@ class MistHost(object):
                 if self.opts.mist_block_irq_cpus else None)
         except (OSError, ValueError) as exc:
             self._refuse(IRQ, 'cannot read interrupts or CPUs: %s' % exc,
-                         messages)
+                         log)
             return
         plan = mist.irq_plan(irqs, self.opts.mist_block_irq_pattern,
                              self.opts.mist_net_irq_pattern, cpus,
@@ -372,15 +373,15 @@ class MistHost(object):
                 continue
             try:
                 if self.irq.move(number, want):
-                    counts['applied'] += 1
+                    log.done()
                     LOG.info('MIST: IRQ %d (%s) -> CPUs %s', number,
                              irqs[number], topology.format_cpu_list(want))
             except act_base.ActuatorError as exc:
                 self._irq_refused.add(number)
-                counts['failed'] += 1
-                messages.append('MIST irq: %s' % exc)
+                log.fail()
+                log.note('MIST irq: %s' % exc)
                 if exc.denied:
-                    self._refuse(IRQ, str(exc), messages)
+                    self._refuse(IRQ, str(exc), log)
                     return
 
     # -- restoring -----------------------------------------------------------

@@ -134,14 +134,7 @@ class LibvirtHostDriver(base.HostDriver):
         # a knob is never moved for a mechanism the agent does not keep.
         self.restorer.withdraw(decision, log)
         if self.mist is not None:
-            counts = {'applied': 0, 'unchanged': 0, 'failed': 0}
-            messages = []
-            self.mist.apply(decision.protect, self.domains, counts,
-                            messages)
-            log.applied += counts['applied']
-            log.unchanged += counts['unchanged']
-            log.failed += counts['failed']
-            log.messages.extend(messages)
+            self.mist.apply(decision.protect, self.domains, log)
         changes = self.planner.plan(decision, log)
         if not changes:
             return log.result()
