@@ -224,6 +224,25 @@ DOMAIN_XML = """<domain type='%(type)s'>
 """
 
 
+def console_text(path):
+    """What a guest wrote to its serial console so far."""
+    try:
+        with open(path, errors='replace') as f:
+            return f.read()
+    except FileNotFoundError:
+        return ''
+
+
+def wait_for_boot(console, timeout):
+    """Wait until the guest's /init says its workloads started."""
+    deadline = time.monotonic() + timeout
+    while 'workloads started' not in console_text(console):
+        if time.monotonic() > deadline:
+            raise AssertionError('guest did not boot in %d s:\n%s'
+                                 % (timeout, console_text(console)[-1500:]))
+        time.sleep(0.5)
+
+
 class Guest(fixtures.Fixture):
     """A transient two-vCPU guest, booted until its workloads run."""
 
@@ -246,20 +265,10 @@ class Guest(fixtures.Fixture):
             'name': self.name, 'uuid': self.uuid, 'kernel': kernel_image(),
             'initrd': initrd, 'console': self.console})
         self.addCleanup(self.destroy)
-        deadline = time.monotonic() + self.boot_timeout
-        while 'workloads started' not in self.console_text():
-            if time.monotonic() > deadline:
-                raise AssertionError('guest did not boot in %d s:\n%s'
-                                     % (self.boot_timeout,
-                                        self.console_text()[-1500:]))
-            time.sleep(0.5)
+        wait_for_boot(self.console, self.boot_timeout)
 
     def console_text(self):
-        try:
-            with open(self.console, errors='replace') as f:
-                return f.read()
-        except FileNotFoundError:
-            return ''
+        return console_text(self.console)
 
     def lookup(self):
         """A fresh handle (the daemon may have been restarted)."""

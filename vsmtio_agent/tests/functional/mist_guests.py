@@ -212,20 +212,10 @@ class MistGuest(fixtures.Fixture):
             'vcpus': self.vcpus, 'disk': disk,
             'cpuset': (" cpuset='%s'" % self.cpuset if self.cpuset else '')})
         self.addCleanup(self.destroy)
-        deadline = time.monotonic() + self.boot_timeout
-        while 'workloads started' not in self.console_text():
-            if time.monotonic() > deadline:
-                raise AssertionError('guest did not boot in %d s:\n%s'
-                                     % (self.boot_timeout,
-                                        self.console_text()[-1500:]))
-            time.sleep(0.5)
+        guest_mod.wait_for_boot(self.console, self.boot_timeout)
 
     def console_text(self):
-        try:
-            with open(self.console, errors='replace') as f:
-                return f.read()
-        except FileNotFoundError:
-            return ''
+        return guest_mod.console_text(self.console)
 
     def reserve(self, iops):
         """Write the nova flavor metadata reserving ``iops`` (and admitted)."""
