@@ -129,6 +129,10 @@ class PolicyEngine(object):
         """
         p = self.params
         ltcr_owned = self._ltcr_period      # was the period just run LTCR's?
+        # in a period run without retention (a probe's B arm, or retention
+        # dropped) every retention rate is zero: they say nothing of a
+        # vCPU's class, so RASS holds the roles it planned before
+        retained = guard_mod.RETENTION in self.mechanisms
         if self.guard is not None:
             self.guard = guard_mod.step(self.guard, p.guard, stats)
         active = self.mechanisms
@@ -151,7 +155,8 @@ class PolicyEngine(object):
         else:
             movable = assignment
         swaps = ()
-        if p.adjuster_max_swaps and guard_mod.SPLIT in active:
+        if (p.adjuster_max_swaps and guard_mod.SPLIT in active
+                and retained):
             rates = {ref: st.retention_rate for ref, st in stats.items()}
             swaps = adjuster.plan_swaps(
                 movable, rates, p.adjuster_std_threshold,
@@ -165,8 +170,9 @@ class PolicyEngine(object):
         for core_id, core_stats in by_core.items():
             threads = (len(self.topology.core(core_id).threads)
                        if p.fair_share else None)
-            roles.update(rass.classify(core_stats, p.io_min_retention_rate,
-                                       threads))
+            roles.update(rass.classify(
+                core_stats, p.io_min_retention_rate, threads,
+                held=None if retained else self.roles))
 
         # LTCR judges the period just run, if it was its own, under the
         # roles planned for it (a new vCPU: the role it has now)

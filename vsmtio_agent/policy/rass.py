@@ -38,7 +38,7 @@ def _over_share(st, share):
     return used is not None and used > share
 
 
-def classify(stats, min_retention_rate=0.0, threads=None):
+def classify(stats, min_retention_rate=0.0, threads=None, held=None):
     """Split one core's vCPUs into I/O-bound and CPU-bound (§4.3.1).
 
     Returns ``{ref: Role}``. The I/O class is the prefix of the ranking
@@ -59,7 +59,19 @@ def classify(stats, min_retention_rate=0.0, threads=None):
     retention charges an I/O-bound vCPU, not to give a vCPU that shapes
     its waits (long computations between short waits) more CPU than its
     weight: as CPU-bound it competes by weight like everyone else.
+
+    ``held`` (the roles planned before) is for a period run without
+    retention, whose retention rates are all zero and say nothing of a
+    class: each vCPU keeps its role (a new one is CPU-bound), and the
+    fairness invariant still holds, for compute shares do not depend on
+    retention.
     """
+    if held is not None:
+        shares = fair_share(stats, threads) if threads else {}
+        return {ref: (model.Role.CPU
+                      if shares and _over_share(st, shares[ref])
+                      else held.get(ref, model.Role.CPU))
+                for ref, st in stats.items()}
     if threads:
         shares = fair_share(stats, threads)
         ranked = sorted(stats.items(), key=lambda item: (

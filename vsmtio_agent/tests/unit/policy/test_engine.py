@@ -1,7 +1,10 @@
+import dataclasses
+
 import testtools
 
 from vsmtio_agent import model
 from vsmtio_agent.policy import engine
+from vsmtio_agent.policy import guard
 from vsmtio_agent.policy import ltcr
 from vsmtio_agent.tests.unit.policy import helpers
 
@@ -70,6 +73,39 @@ class TestPolicyEngine(testtools.TestCase):
                                             runqueue_delay_ratio=wait)
         eng.step(st)
         self.assertEqual((2, 0), eng.split_cores)
+
+    def test_roles_hold_through_a_period_without_retention(self):
+        # a probe's B arm runs the bare host: every retention rate is zero,
+        # which says nothing of a class; RASS keeps the roles it planned,
+        # or the next split would pin every I/O-bound vCPU as CPU-bound
+        eng = engine.PolicyEngine(self.topo, params(guard=guard.Params()))
+
+        def run_with(in_force, io_rate, io_util=0.3):
+            eng.guard = dataclasses.replace(
+                eng.guard, kept=frozenset({guard.RETENTION}),
+                in_force=frozenset(in_force), countdown=100)
+            return eng.step({
+                R(0): helpers.stats(io_rate, core_id=0,
+                                    utilisation=io_util),
+                R(1): helpers.stats(0.0, core_id=0, utilisation=1.0)})
+        d = run_with({guard.RETENTION}, 0.5)
+        self.assertEqual(model.Role.IO, d.placements[R(0)].role)
+        d = run_with((), 0.0)
+        self.assertEqual(model.Role.IO, d.placements[R(0)].role)
+        self.assertEqual(model.Role.CPU, d.placements[R(1)].role)
+        # measured with retention, a zero rate is evidence: it reclasses
+        d = run_with({guard.RETENTION}, 0.0)
+        self.assertEqual(model.Role.CPU, d.placements[R(0)].role)
+
+    def test_held_roles_keep_the_fairness_invariant(self):
+        eng = engine.PolicyEngine(self.topo, params(guard=guard.Params()))
+        eng.roles = {R(0): model.Role.IO, R(1): model.Role.CPU}
+        eng.guard = dataclasses.replace(eng.guard, countdown=100)
+        # computing beyond its share of the core (one of two threads)
+        d = eng.step({R(0): helpers.stats(0.0, core_id=0, utilisation=1.0),
+                      R(1): helpers.stats(0.0, core_id=0, utilisation=1.0),
+                      R(2): helpers.stats(0.0, core_id=0, utilisation=1.0)})
+        self.assertEqual(model.Role.CPU, d.placements[R(0)].role)
 
     def test_no_split_share_applies_nothing(self):
         st = {R(0): helpers.stats(0.5, core_id=0),
