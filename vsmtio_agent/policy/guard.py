@@ -26,7 +26,11 @@ tested):
   test, the objective relaxed by ``hysteresis``; it is dropped at once
   when a class loses, and after two failed retests in a row when it only
   stopped showing a gain (a noisy period does not flip it);
-- a dropped mechanism is retried after an exponential back-off.
+- a dropped mechanism is retried after an exponential back-off, and a
+  retry must clear the objective by the ``hysteresis``: the band works
+  both ways, so a mechanism whose true effect sits just below the
+  objective is not re-added by every noisy probe that lands above it
+  (and kept, costing its class, until the next retest drops it again).
 
 The classes are fixed for the whole block from what does not depend on
 the mechanisms (a vCPU that idles at least ``io_halt_rate`` times a second
@@ -307,12 +311,43 @@ def _gain_p(logs, reference):
         logs, reference, equal_var=False, alternative='greater').pvalue)
 
 
-def judge(samples, params, adding, mechanism='mechanism', reference=None):
+def _harm_shown(samples, params, adding):
+    """Whether a class already loses, beyond doubt, mid-block.
+
+    A sequential look after each pair from the third: a mechanism that
+    costs a class half its throughput (the split where I/O is light) is
+    dropped after three pairs rather than eight, for every A period a
+    probe runs is a period of that loss. Only a loss stops a block early
+    (a gain must still be shown over all of it), and each look tests at
+    the significance level divided by the number of looks (Bonferroni),
+    so the early stops together drop a harmless mechanism no more often
+    than the final test alone would.
+    """
+    done = len(samples) // 2
+    looks = params.pairs - 3
+    if len(samples) % 2 or done < 3 or looks < 1:
+        return False
+    alpha = (1.0 - params.confidence) / 2.0 / looks
+    for index, floor in ((1, params.cpu_min), (2, params.io_min)):
+        logs = _log_ratios(samples, index)
+        if not logs:
+            continue
+        bound = math.log(floor - (0.0 if adding else params.hysteresis))
+        if sum(logs) / len(logs) < bound and _p(logs, bound, 'less') < alpha:
+            return True
+    return False
+
+
+def judge(samples, params, adding, mechanism='mechanism', reference=None,
+          retry=False):
     """The :class:`Verdict` of a finished probe block.
 
     ``reference`` is the Verdict a gain must beat instead of no change:
     a wider split, judged like the narrower one against the bare host,
     must serve a class significantly better than the narrower one did.
+    ``retry`` says the mechanism is being added again after it was
+    dropped: the objective is then raised by the hysteresis, as a retest
+    lowers it, so noise alone does not flip it back and forth.
     """
     if any(s[3] for s in samples):
         return _blind(mechanism)
@@ -320,6 +355,7 @@ def judge(samples, params, adding, mechanism='mechanism', reference=None):
     ratios, all_logs = {}, {}
     worse = []
     better = []
+    short = []
     for name, index, floor in (('CPU', 1, params.cpu_min),
                                ('I/O', 2, params.io_min)):
         logs = _log_ratios(samples, index)
@@ -332,15 +368,23 @@ def judge(samples, params, adding, mechanism='mechanism', reference=None):
         # a retest gives a kept mechanism the hysteresis' slack, in the
         # mean and in the test alike: one on the objective's edge is not
         # dropped by every twentieth noisy probe
-        bound = math.log(floor - (0.0 if adding else params.hysteresis))
+        if not adding:
+            floor -= params.hysteresis
+        bound = math.log(floor)
         if mean < bound or _p(logs, bound, 'less') < alpha:
             worse.append('%s %.3f < %.2f' % (name, ratios[name], floor))
         elif (adding and name == 'CPU'
-                and _p(logs, math.log(floor), 'greater') >= alpha):
+                and _p(logs, bound, 'greater') >= alpha):
             # the burden of proof is on the mechanism: the CPU side's
             # lower confidence bound must clear the objective
             worse.append('CPU %.3f not shown >= %.2f' % (ratios[name],
                                                          floor))
+        elif retry:
+            # and a retry owes the slack a retest is given
+            raised = math.log(floor + params.hysteresis)
+            if mean < raised or (name == 'CPU' and _p(
+                    logs, raised, 'greater') >= alpha):
+                short.append('%s %.3f' % (name, ratios[name]))
         ref = None
         if reference is not None:
             ref = (reference.cpu_logs if name == 'CPU'
@@ -359,6 +403,11 @@ def judge(samples, params, adding, mechanism='mechanism', reference=None):
                        'no class gains significantly' + (
                            ' over %s' % reference.mechanism
                            if reference is not None else ''), **logs)
+    if short:
+        return Verdict(mechanism, False, cpu_r, io_r,
+                       'a retry must clear the objective by the hysteresis '
+                       '(%.2f): ' % params.hysteresis + ', '.join(short),
+                       **logs)
     return Verdict(mechanism, True, cpu_r, io_r,
                    'gains: ' + ', '.join(better) + (
                        ' over %s' % reference.mechanism
@@ -399,7 +448,8 @@ def _probe_step(state, params, stats):
     sample = (ABBA[state.position % 4],) + measure(stats, state.io_class)
     samples = state.samples + (sample,)
     position = state.position + 1
-    if position < 2 * params.pairs:
+    if (position < 2 * params.pairs
+            and not _harm_shown(samples, params, state.adding)):
         a, b = _arms(state)
         return dataclasses.replace(
             state, samples=samples, position=position,
@@ -408,7 +458,9 @@ def _probe_step(state, params, stats):
     reference = None
     if state.adding and m in WIDER:
         reference = state.verdict(_top_split(state.kept))
-    verdict = judge(samples, params, state.adding, m, reference)
+    last = state.verdict(m)
+    retry = state.adding and last is not None and not last.kept
+    verdict = judge(samples, params, state.adding, m, reference, retry)
     strikes = set(state.strikes)
     if verdict.kept:
         strikes.discard(m)

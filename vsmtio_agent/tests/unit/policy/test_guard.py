@@ -168,6 +168,56 @@ class TestGuard(testtools.TestCase):
             state = guard.step(state, P, Host({}).stats(state.in_force))
         self.assertEqual([True, False, False, True] * 2, seen)
 
+    def test_a_clear_loss_ends_the_probe_early(self):
+        # the split where I/O is light: half the I/O in every A period.
+        # Three pairs show it beyond doubt; the other five are not run.
+        host = Host({guard.RETENTION: (1.0, 0.5)}, noise=0.01)
+        state = guard.step(guard.start(), P, host.stats(frozenset()))
+        periods = 0
+        while state.probing:
+            state = guard.step(state, P, host.stats(state.in_force))
+            periods += 1
+        self.assertEqual(6, periods)
+        v = state.verdict(guard.RETENTION)
+        self.assertFalse(v.kept)
+        self.assertTrue(v.loses)
+        self.assertAlmostEqual(0.5, v.io_ratio, delta=0.02)
+
+    def test_a_gain_is_never_shown_early(self):
+        host = Host({guard.RETENTION: (1.0, 1.5)}, noise=0.01)
+        state = guard.step(guard.start(), P, host.stats(frozenset()))
+        periods = 0
+        while state.verdict(guard.RETENTION) is None:
+            state = guard.step(state, P, host.stats(state.in_force))
+            periods += 1
+        self.assertEqual(2 * P.pairs, periods)
+        self.assertIn(guard.RETENTION, state.kept)
+
+    def test_a_retry_must_clear_the_objective_by_the_hysteresis(self):
+        # one probe's samples, I/O up 0.5% with no noise: enough for a
+        # first addition, not for a retry of what was dropped before
+        samples = tuple((a, 1e9, 500.0 * (1.005 if a else 1.0), False)
+                        for a in guard.ABBA * (P.pairs // 2))
+        self.assertTrue(guard.judge(samples, P, True).kept)
+        v = guard.judge(samples, P, True, retry=True)
+        self.assertFalse(v.kept)
+        self.assertFalse(v.loses)
+        self.assertIn('a retry must clear the objective', v.reason)
+
+    @settings(max_examples=10, deadline=None)
+    @given(st.floats(0.975, 0.995), st.integers(0, 1000))
+    def test_a_small_loss_is_rarely_back_in_force(self, io, seed):
+        # property: a mechanism that gains CPU but costs I/O a little is
+        # not flipped back in by every probe that lands above the
+        # objective: in force for a small share of the periods at most
+        host = Host({guard.RETENTION: (1.02, io)}, seed=seed)
+        state = run(host, 100)
+        kept = 0
+        for _ in range(1000):
+            state = guard.step(state, P, host.stats(state.in_force))
+            kept += guard.RETENTION in state.kept
+        self.assertLess(kept, 100)
+
     def test_bad_params_are_refused(self):
         self.assertRaises(ValueError, guard.Params, pairs=3)
         self.assertRaises(ValueError, guard.Params, confidence=1.0)
