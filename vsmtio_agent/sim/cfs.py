@@ -1,9 +1,10 @@
 """The host scheduler of the simulated SMT host: CFS, per hyperthread.
 
 Per-hyperthread run queues ordered by weighted vruntime, timeslices from
-``sched_latency`` and ``min_granularity``, wake-up preemption gated by the
-wake-up granularity (the paper's "scheduling delay", Fig. 1(b)) and, with
-VM cgroups, decided between the VMs' group entities; the tick and its
+``sched_latency`` and ``min_granularity``, the wake-up of a halted vCPU
+with its sleeper placement, wake-up preemption gated by the wake-up
+granularity (the paper's "scheduling delay", Fig. 1(b)) and, with VM
+cgroups, decided between the VMs' group entities; the tick and its
 deferred preemptions; RASS's picks on an I/O sibling when the simulated
 vSMT-IO kernel has split the core. A mixin of
 :class:`~vsmtio_agent.sim.engine.Simulation`: its methods share the
@@ -14,6 +15,7 @@ from vsmtio_agent.policy import rass
 from vsmtio_agent.sim import entities
 
 # the inner loop reads these as globals
+IDLE = entities.IDLE
 COMPUTE = entities.COMPUTE
 POLL = entities.POLL
 RETAIN = entities.RETAIN
@@ -103,6 +105,36 @@ class Cfs(object):
         if nxt is not None:
             self._take(th, nxt)
         self._set(th, SWITCH, None, nxt, until=self.now + cost)
+
+    def _wake(self, v):
+        """A halted ``v`` has work again: enqueue it on its home thread.
+
+        Placed like CFS's sleeper (``place_entity``: at most half a latency
+        behind the queue's minimum), then it runs at once on an idle
+        thread (an IPI, a context switch and the L1D flush of the VM entry,
+        ``data/costs.yaml``), after a switch in progress, or by wake-up
+        preemption.
+        """
+        th = v.home
+        if v.th is not th:
+            self._migrate(v, v.th, th)
+        v.th = th
+        floor = self._min_vr(th) - self.latency / 2.0
+        if v.vruntime < floor:
+            v.vruntime = floor          # CFS's gentle sleeper placement
+        now = self.now           # _vstate, inlined: hot
+        v.acc[v.sstate] += now - v.since
+        v.since = now
+        v.sstate = V_READY
+        th.rq.append(v)
+        st = th.state
+        if st == IDLE:
+            self._switch_to(th, self._pick(th), self.c_wake_idle)
+            return
+        if st == SWITCH:
+            th.wake_pending = True
+            return
+        self._check_preempt(th, v)
 
     def _check_preempt(self, th, v):
         st = th.state

@@ -1,21 +1,27 @@
-"""The discrete-event simulated SMT host.
+"""The discrete-event simulated SMT host: its construction and event loop.
 
 N cores x 2 hyperthreads; vCPUs time-share hyperthreads under a CFS-like
-scheduler (per-hyperthread run queues, weighted vruntime, timeslices from
-``sched_latency``/``min_granularity``, wake-up preemption gated by the
-wake-up granularity: the paper's "scheduling delay", Fig. 1(b)).
+scheduler. :class:`Simulation` builds the host a scenario describes (its
+costs composed from ``data/costs.yaml``, the scheduler's and KVM's
+parameters from ``data/kernels.yaml``, each vCPU's own random streams) and
+runs its events in time order; stale events are dropped lazily by version.
+What the events do lives in the mixins it is made of, one module for each
+part of the host they model:
 
-At every instant a hyperthread is in one state: idle, computing, polling,
-retaining (MWAIT context retention) or switching (a vCPU switch: VM exit,
-context switch, L1D flush, IPI, cache refill). A computing vCPU's speed is
-its solo speed times a factor set by its sibling's state (data/costs.yaml,
-paper Table 2; co-run from :mod:`vsmtio_agent.sim.cpi`). Progress is
-integrated piecewise: every state change settles both siblings and re-times
-the affected burst completions. Stale events are dropped lazily by version.
-The parts: :mod:`~vsmtio_agent.sim.entities` (hyperthreads and vCPUs),
-:mod:`~vsmtio_agent.sim.cfs` (the host scheduler),
-:mod:`~vsmtio_agent.sim.vsmtio_kernel` (what an agent decision changes) and
-:mod:`~vsmtio_agent.sim.counters` (what drivers and reports read).
+* :mod:`~vsmtio_agent.sim.hyperthreads`: each hyperthread's state and the
+  progress a vCPU makes in it beside its sibling (the paper's Table 2);
+* :mod:`~vsmtio_agent.sim.vcpu_lifecycle`: a vCPU switched in, idle by the
+  kernel model's rule, switched out, and what each switch costs;
+* :mod:`~vsmtio_agent.sim.guest_io`: requests, device completions,
+  interrupts (§6.3) and the resume they cause, halt polling's window;
+* :mod:`~vsmtio_agent.sim.cfs`: the host scheduler;
+* :mod:`~vsmtio_agent.sim.vsmtio_kernel`: what an agent decision changes;
+* :mod:`~vsmtio_agent.sim.counters`: what drivers and reports read.
+
+The hyperthreads and vCPUs themselves are the slotted objects of
+:mod:`~vsmtio_agent.sim.entities`. Mixins, not objects that call each
+other, because every event crosses several of these parts: as methods of
+one class they share its state and cost the inner loop nothing.
 
 Outcomes (throughputs, switches, spinning) are never inputs: they emerge
 from the costs, the workloads and the kernel model.
@@ -30,11 +36,15 @@ from vsmtio_agent.sim import cfs
 from vsmtio_agent.sim import counters
 from vsmtio_agent.sim import cpi as cpi_model
 from vsmtio_agent.sim import entities
+from vsmtio_agent.sim import guest_io
+from vsmtio_agent.sim import hyperthreads
 from vsmtio_agent.sim import kernels
+from vsmtio_agent.sim import vcpu_lifecycle
 from vsmtio_agent.sim import vsmtio_kernel
 from vsmtio_agent.sim import workloads
 
-# the inner loop reads these as globals
+# the event loop reads these as globals; the states are also read from
+# here by the report and the tests
 IDLE = entities.IDLE
 COMPUTE = entities.COMPUTE
 POLL = entities.POLL
@@ -48,21 +58,19 @@ EV_IO = entities.EV_IO
 EV_ACT = entities.EV_ACT
 EV_SLICE = entities.EV_SLICE
 EV_TICK = entities.EV_TICK
-ROLE_IO = entities.ROLE_IO
-ROLE_CPU = entities.ROLE_CPU
 Thread = entities.Thread
 Vcpu = entities.Vcpu
 _push = entities._push
 VcpuTotals = counters.VcpuTotals
 
 
-class Simulation(cfs.Cfs, vsmtio_kernel.VsmtioKernel, counters.Counters):
+class Simulation(hyperthreads.Hyperthreads, vcpu_lifecycle.VcpuLifecycle,
+                 guest_io.GuestIo, cfs.Cfs, vsmtio_kernel.VsmtioKernel,
+                 counters.Counters):
     """A simulated SMT host running one scenario under one kernel model.
 
-    The event loop, the accounting of progress and the vCPU life cycle
-    (run, idle by the kernel model's rule, block, wake, interrupts, halt
-    polling) live here; the host scheduler, the vSMT-IO kernel's knobs and
-    the counters are mixins of their own modules.
+    Construction and the event loop live here; everything an event does is
+    in the mixins (see the module's docstring).
     """
 
     def __init__(self, scenario, kernel, seed=1):
@@ -85,18 +93,24 @@ class Simulation(cfs.Cfs, vsmtio_kernel.VsmtioKernel, counters.Counters):
         self.rass_active = False
         self.retain_on = True       # the agent's decision: retention allowed
         self.borrow_on = True       # CPU-class vCPUs may borrow I/O siblings
+        # every cost with its source in data/costs.yaml; each module that
+        # charges one says why it is composed so
         c = scenario.costs
         self.ghz = c['cpu_ghz']
+        # a sibling's effect on a computing hyperthread (hyperthreads)
         self.f_switch = c['sibling_switching_speed']
         self.f_poll = c['sibling_polling_speed']
         self.f_retain = c['sibling_retaining_speed']
         exit_, ctx = c['vm_exit_ns'], c['context_switch_ns']
         flush, ipi = c['l1d_flush_ns'], c['ipi_ns']
+        # switches (vcpu_lifecycle; the tick's preemption and the wake-up
+        # of an idle thread in cfs)
         self.c_block_switch = exit_ + ctx + flush
         self.c_block_idle = exit_ + ctx
         self.c_wake_idle = ipi + ctx + flush
         self.c_preempt = ipi + exit_ + ctx + flush
         self.c_tick = exit_ + ctx + flush
+        # resuming a halt-polling or retaining vCPU (guest_io)
         self.c_hp_resume = exit_ + flush
         self.c_ret_resume = c['retention_resume_ns']
         s = scenario.scheduler
@@ -243,377 +257,3 @@ class Simulation(cfs.Cfs, vsmtio_kernel.VsmtioKernel, counters.Counters):
             self._settle(th)
         for v in self.vcpus:
             self._vstate(v, v.sstate)
-
-    # -- accounting -----------------------------------------------------
-
-    def _settle(self, th):
-        now = self.now
-        dt = now - th.last
-        if dt <= 0.0:
-            return
-        th.last = now
-        st = th.state
-        th.state_ns[st] += dt
-        v = th.curr
-        if v is None:
-            return
-        v.run_ns += dt
-        v.vruntime += dt * v.vr_scale
-        if st == COMPUTE:
-            cold = v.cold
-            if cold > 0.0:
-                # refilling its working set: cycles pass, nothing retires
-                if cold >= dt:
-                    v.cold = cold - dt
-                    instr = 0.0
-                else:
-                    v.cold = 0.0
-                    instr = th.rate * (dt - cold)
-            else:
-                instr = th.rate * dt
-            v.instructions += instr
-            v.cycles += dt * self.ghz
-            sst = th.sib.state
-            if sst == RETAIN or sst == IDLE:
-                # cycle accounting measured beside a resting sibling (§4.3.2)
-                v.base_cycles += instr * v.wl.base
-                v.miss_cycles += instr * v.wl.miss
-            if v.burst is not None:
-                v.burst -= instr
-        elif st == RETAIN:
-            v.retention_ns += dt
-        else:
-            v.poll_ns += dt
-
-    def _vstate(self, v, s):
-        now = self.now
-        v.acc[v.sstate] += now - v.since
-        v.since = now
-        v.sstate = s
-
-    def _arm(self, th):
-        """(Re)time the running burst of a computing hyperthread.
-
-        The vCPU's solo rate times its sibling's effect (Table 2, co-run).
-        """
-        v = th.curr
-        sib = th.sib
-        s = sib.state
-        if s == COMPUTE:
-            rate = v.corun_rate[sib.curr.wl_idx]
-        else:
-            rate = v.rate_by[s]
-        if rate != th.rate:
-            th.rate = rate
-            if v.burst is not None:
-                th.aver += 1
-                t = self.now + v.cold + max(v.burst, 0.0) / rate
-                _push(self.heap, (t, self._seq(), EV_ACT, th,
-                                  th.aver))
-
-    def _set(self, th, state, curr=None, nxt=None, until=None):
-        now = self.now
-        sib = th.sib
-        if th.last < now:
-            self._settle(th)
-        if sib.last < now:
-            self._settle(sib)
-        th.state = state
-        th.curr = curr
-        th.next = nxt
-        th.aver += 1
-        if state == COMPUTE:
-            # _arm, inlined: a new burst timing is always pushed
-            s = sib.state
-            if s == COMPUTE:
-                rate = curr.corun_rate[sib.curr.wl_idx]
-            else:
-                rate = curr.rate_by[s]
-            th.rate = rate
-            if curr.burst is not None:
-                th.aver += 1
-                t = now + curr.cold + max(curr.burst, 0.0) / rate
-                _push(self.heap, (t, self._seq(), EV_ACT, th, th.aver))
-        elif until is not None:
-            _push(self.heap, (until, self._seq(), EV_ACT, th,
-                              th.aver))
-        if sib.state == COMPUTE:
-            self._arm(sib)
-
-    # -- vCPU life cycle ------------------------------------------------
-
-    def _run(self, th, v):
-        """``v`` has been switched in on ``th``: run or idle it."""
-        if v.home is not th and not (
-                self.rass_active and th.is_io and v.role is ROLE_CPU
-                and th.sib is v.home):
-            # re-homed while switching in: send it to its new home
-            self._requeue(v)
-            self._set(th, IDLE)
-            self._dispatch_idle(th)
-            return
-        now = self.now           # _vstate, inlined: hot
-        v.acc[v.sstate] += now - v.since
-        v.since = now
-        v.sstate = V_RUN
-        resumed = th.resuming
-        th.resuming = False
-        prev = th.cached
-        if prev is not v:
-            # switched in after another vCPU: refill what it evicted
-            th.cached = v
-            if prev is not None:
-                w = self.warmup[v.wl_idx][prev.wl_idx]
-                if w > v.cold:
-                    v.cold = w
-        if v.work:
-            self._set(th, COMPUTE, v)
-        else:
-            self._go_idle(th, v)
-        if th.curr is v:
-            if not resumed:
-                th.picked_at = now
-                self._arm_slice(th)
-            elif th.slice_ev is None:   # a VM re-entry keeps its slice
-                self._slice_event(th, max(th.slice_at, now))
-            if th.wake_pending:
-                th.wake_pending = False
-                self._check_wake_preempt(th)
-
-    def _check_wake_preempt(self, th):
-        """A wake-up that landed during the switch preempts now."""
-        w = self._pick(th, borrow=False)
-        if w is not None and w.sstate == V_READY:
-            self._check_preempt(th, w)
-
-    def _requeue(self, v):
-        self._migrate(v, v.th, v.home)
-        v.th = v.home
-        v.borrowed = False
-        if v.work or self.guest_poll:
-            self._vstate(v, V_READY)
-            v.home.rq.append(v)
-        else:
-            self._vstate(v, V_SLEEP)
-
-    def _go_idle(self, th, v):
-        idle = self.idle
-        now = self.now
-        v.idle_start = now
-        v.halts += 1
-        if idle == kernels.RETAIN and not self.retain_on:
-            idle = kernels.BLOCK        # the agent switched retention off
-        if idle == kernels.BLOCK:
-            self._block(th)
-        elif idle == kernels.GUEST_POLL:
-            self._set(th, POLL, v)
-        elif idle == kernels.RETAIN:
-            if self.ret_yields and self._io_waiting(th):
-                self._block(th)         # another I/O vCPU needs the thread
-                return
-            v.retentions += 1
-            self._set(th, RETAIN, v, until=now + self.timeout_ns)
-        else:
-            window = v.halt_poll_ns
-            if window > 0 and (self.poll_runnable
-                               or not th.rq):
-                self._set(th, POLL, v, until=now + window)
-            else:
-                self._block(th)
-
-    @staticmethod
-    def _io_waiting(th):
-        for x in th.rq:
-            if x.role is ROLE_IO:
-                return True
-        return False
-
-    def _block(self, th):
-        """The running vCPU halts and is descheduled (voluntary)."""
-        v = th.curr
-        v.vol += 1
-        now = self.now           # _vstate, inlined: hot
-        v.acc[v.sstate] += now - v.since
-        v.since = now
-        v.sstate = V_SLEEP
-        nxt = self._pick(th)
-        self._switch_to(th, nxt, self.c_block_switch if nxt is not None
-                        else self.c_block_idle)
-
-    def _preempt(self, th, nxt, cost):
-        """Deschedule the running vCPU in favour of ``nxt`` (involuntary)."""
-        v = th.curr
-        v.invol += 1
-        home = v.home if v.borrowed else th
-        if v.work or self.guest_poll:
-            self._vstate(v, V_READY)
-            th.rq.append(v)
-        else:
-            # a retaining / halt-polling vCPU that loses the CPU halts
-            self._vstate(v, V_SLEEP)
-        self._switch_to(th, nxt, cost)
-        if v.borrowed:
-            # RASS sends a preempted borrower back to its CPU sibling
-            if v.sstate == V_READY:
-                th.rq.remove(v)
-            self._migrate(v, th, home)
-            if v.sstate == V_READY:
-                home.rq.append(v)
-            v.th = home
-            v.borrowed = False
-            self._dispatch_idle(home)
-
-    def _dispatch_idle(self, th):
-        if th.state == IDLE:
-            nxt = self._pick(th)
-            if nxt is not None:
-                self._switch_to(th, nxt, self.c_wake_idle)
-
-    def _act_end(self, th):
-        st = th.state
-        if st == SWITCH:
-            v = th.next
-            if v is None:
-                self._set(th, IDLE)
-                self._dispatch_idle(th)
-            else:
-                self._run(th, v)
-        elif st == COMPUTE:
-            self._burst_done(th)
-        elif st == RETAIN:
-            th.curr.retention_timeouts += 1
-            self._block(th)
-        elif st == POLL:
-            self._block(th)
-
-    def _burst_done(self, th):
-        v = th.curr
-        if v.in_handler:
-            self._handler_done(th, v)
-            return
-        v.requests += 1
-        self._vstate(v, V_RUN)
-        acc, mark, req = v.acc, v.mark, v.req_acc
-        a0, a1, a2 = acc
-        req[0] += a0 - mark[0]
-        req[1] += a1 - mark[1]
-        req[2] += a2 - mark[2]
-        mark[:] = acc
-        v.work = False
-        v.burst = None
-        if v.draw_irq is not None:
-            i = v.draw_irq()
-            if i != v.ref.index:
-                v.irq_to = v.peers[i]
-        self._push(self.now + v.draw_device(), EV_IO, v, 0)
-        self._go_idle(th, v)
-
-    def _irq(self, t, r):
-        """``r``'s device interrupt lands on ``t`` (paper §6.3).
-
-        ``t`` must run a handler burst, set ahead of its own work, before
-        its IPI wakes ``r``; a running ``t`` takes it at once (posted
-        interrupt), a retaining or polling one without a switch, a halted
-        one is woken like any vCPU, a runnable one waits in its queue.
-        """
-        t.irqs.append(r)
-        h = t.draw_handler() * t.solo_rate
-        th = t.th
-        computing = (t.sstate == V_RUN and th.curr is t
-                     and th.state == COMPUTE)
-        if computing:
-            self._settle(th)
-        if t.in_handler:
-            t.burst += h
-        else:
-            t.in_handler = True
-            t.saved = t.burst if t.work else None
-            t.burst = h
-            if not computing:
-                t.work = True
-                self._resume(t)
-                return
-        if computing:
-            th.rate = -1.0
-            self._arm(th)
-
-    def _handler_done(self, th, t):
-        """``t`` ends its handler: own work resumes, the IPIs go out."""
-        reqs = t.irqs
-        t.irqs = []
-        t.in_handler = False
-        t.handled += len(reqs)
-        t.burst = t.saved
-        t.saved = None
-        if t.burst is None:
-            t.work = False
-            self._go_idle(th, t)
-        else:
-            th.rate = -1.0
-            self._arm(th)
-        for r in reqs:
-            self._io_done(r)
-
-    def _io_done(self, v):
-        if v.in_handler:
-            # its own completion arrived while it handles another's
-            v.saved = v.draw_burst() * v.solo_rate
-            return
-        v.work = True
-        v.burst = v.draw_burst() * v.solo_rate
-        self._resume(v)
-
-    def _resume(self, v):
-        """``v`` has work again: resume, or wake it."""
-        th = v.th
-        s = v.sstate
-        if s == V_RUN:
-            st = th.state
-            if st == RETAIN:
-                if self.c_ret_resume:
-                    th.resuming = True
-                    self._set(th, SWITCH, None, v,
-                              until=self.now + self.c_ret_resume)
-                else:
-                    self._set(th, COMPUTE, v)
-            elif st == POLL:
-                if self.guest_poll:
-                    self._set(th, COMPUTE, v)
-                else:
-                    self._halt_poll_adjust(v)
-                    th.resuming = True
-                    self._set(th, SWITCH, None, v,
-                              until=self.now + self.c_hp_resume)
-            return
-        if s == V_READY:
-            return
-        if self.halt_poll:
-            self._halt_poll_adjust(v)
-        self._wake(v)
-
-    def _halt_poll_adjust(self, v):
-        v.halt_poll_ns = kernels.next_halt_poll_ns(
-            v.halt_poll_ns, self.now - v.idle_start, self.hp_max,
-            self.hp_grow, self.hp_grow_start, self.hp_shrink)
-
-    def _wake(self, v):
-        th = v.home
-        if v.th is not th:
-            self._migrate(v, v.th, th)
-        v.th = th
-        floor = self._min_vr(th) - self.latency / 2.0
-        if v.vruntime < floor:
-            v.vruntime = floor          # CFS's gentle sleeper placement
-        now = self.now           # _vstate, inlined: hot
-        v.acc[v.sstate] += now - v.since
-        v.since = now
-        v.sstate = V_READY
-        th.rq.append(v)
-        st = th.state
-        if st == IDLE:
-            self._switch_to(th, self._pick(th), self.c_wake_idle)
-            return
-        if st == SWITCH:
-            th.wake_pending = True
-            return
-        self._check_preempt(th, v)

@@ -1,7 +1,9 @@
 """The simulated host's entities: hyperthreads, vCPUs and their states.
 
-Plain slotted objects the event engine and its parts (CFS, the simulated
-vSMT-IO kernel, the counters) read and write in the inner loop.
+Plain slotted objects the event loop (:mod:`~vsmtio_agent.sim.engine`)
+and the parts of the host it is made of (hyperthreads, vCPU life cycle,
+guest I/O, CFS, the simulated vSMT-IO kernel, the counters) read and write
+in the inner loop.
 """
 
 import heapq

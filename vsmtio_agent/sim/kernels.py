@@ -1,7 +1,9 @@
 """The host kernel models: what a hyperthread does when its vCPU idles.
 
-Each model is a switch the event engine reads; the mechanics live in
-:mod:`vsmtio_agent.sim.engine`. ``idle`` says what an idle vCPU does:
+Each model is a switch the simulated host reads; the mechanics live in
+:mod:`vsmtio_agent.sim.vcpu_lifecycle` (the idle rule) and
+:mod:`vsmtio_agent.sim.guest_io` (the resume, halt polling's window).
+``idle`` says what an idle vCPU does:
 
 ``block``      HLT -> VM exit -> the vCPU is descheduled (vanilla KVM with
                halt polling off: the paper's "Blocking"; with two vCPUs per
