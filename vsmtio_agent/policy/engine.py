@@ -130,8 +130,8 @@ class PolicyEngine(object):
         p = self.params
         ltcr_owned = self._ltcr_period      # was the period just run LTCR's?
         # in a period run without retention (a probe's B arm, or retention
-        # dropped) every retention rate is zero: they say nothing of a
-        # vCPU's class, so RASS holds the roles it planned before
+        # dropped) retention rates are zero: they say nothing of a vCPU's
+        # class, so RASS holds the roles it planned before
         retained = guard_mod.RETENTION in self.mechanisms
         if self.guard is not None:
             self.guard = guard_mod.step(self.guard, p.guard, stats)

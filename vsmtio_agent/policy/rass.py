@@ -60,13 +60,15 @@ def classify(stats, min_retention_rate=0.0, threads=None, held=None):
     its waits (long computations between short waits) more CPU than its
     weight: as CPU-bound it competes by weight like everyone else.
 
-    ``held`` (the roles planned before) is for a period run without
-    retention, whose retention rates are all zero and say nothing of a
-    class: each vCPU keeps its role (a new one is CPU-bound), and the
-    fairness invariant still holds, for compute shares do not depend on
-    retention.
+    ``held`` (the roles planned before) is for a period the agent ran
+    without retention: if no vCPU of the core retained at all, the rates
+    say nothing of a class, so each vCPU keeps its role (a new one is
+    CPU-bound), and the fairness invariant still holds, for compute
+    shares do not depend on retention. (Where the host still retained on
+    its own, halt polling say, the rates are evidence and rank as usual.)
     """
-    if held is not None:
+    if held is not None and not any(st.retention_rate
+                                    for st in stats.values()):
         shares = fair_share(stats, threads) if threads else {}
         return {ref: (model.Role.CPU
                       if shares and _over_share(st, shares[ref])

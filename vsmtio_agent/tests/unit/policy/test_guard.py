@@ -205,11 +205,13 @@ class TestGuard(testtools.TestCase):
         self.assertIn('a retry must clear the objective', v.reason)
 
     @settings(max_examples=10, deadline=None)
-    @given(st.floats(0.975, 0.995), st.integers(0, 1000))
+    @given(st.floats(0.97, 0.985), st.integers(0, 1000))
     def test_a_small_loss_is_rarely_back_in_force(self, io, seed):
-        # property: a mechanism that gains CPU but costs I/O a little is
-        # not flipped back in by every probe that lands above the
-        # objective: in force for a small share of the periods at most
+        # property: a mechanism that gains CPU but costs I/O a little (more
+        # than the hysteresis band, 1%, around the objective: inside it
+        # the probes cannot tell) is not flipped back in by every probe
+        # that lands above the objective: in force a tenth of the time at
+        # most
         host = Host({guard.RETENTION: (1.02, io)}, seed=seed)
         state = run(host, 100)
         kept = 0
