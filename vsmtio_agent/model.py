@@ -11,7 +11,8 @@ missing, never zero.
 
 import dataclasses
 import enum
-from typing import Mapping, Optional
+import functools
+from typing import Mapping, NamedTuple, Optional
 
 
 class Role(str, enum.Enum):
@@ -21,9 +22,16 @@ class Role(str, enum.Enum):
     CPU = 'cpu'
 
 
-@dataclasses.dataclass(frozen=True, order=True)
-class VcpuRef:
-    """Names one vCPU: its domain (instance UUID or name) and index."""
+class VcpuRef(NamedTuple):
+    """Names one vCPU: its domain (instance UUID or name) and index.
+
+    A named tuple rather than a frozen, ordered dataclass: every period
+    hashes, compares and sorts one per vCPU many times over (dictionary
+    keys in the monitor, the engine and RASS), which a tuple does in C.
+    The hash, equality among refs and order are those the dataclass had
+    (both are those of the ``(domain, index)`` tuple);
+    ``doc/benchmarks/agent_tick.rst`` has the profile.
+    """
 
     domain: str
     index: int
@@ -70,17 +78,26 @@ class Topology:
     def smt(self):
         return all(len(c.threads) >= 2 for c in self.cores)
 
+    # The two look-ups run per vCPU per period: indexes built once per
+    # topology (a frozen dataclass keeps them in its __dict__, outside its
+    # fields, so equality and repr are unchanged).
+
+    @functools.cached_property
+    def _by_cpu(self):
+        return {cpu: core for core in reversed(self.cores)
+                for cpu in core.threads}
+
+    @functools.cached_property
+    def _by_id(self):
+        return {core.core_id: core for core in reversed(self.cores)}
+
     def core_of(self, cpu):
-        for core in self.cores:
-            if cpu in core.threads:
-                return core
-        return None
+        """The core of logical CPU ``cpu``; None if not in the topology."""
+        return self._by_cpu.get(cpu)
 
     def core(self, core_id):
-        for core in self.cores:
-            if core.core_id == core_id:
-                return core
-        raise KeyError(core_id)
+        """The first core numbered ``core_id``; KeyError if none."""
+        return self._by_id[core_id]
 
     @classmethod
     def uniform(cls, n_cores, threads_per_core=2):
@@ -90,8 +107,7 @@ class Topology:
             for c in range(n_cores)))
 
 
-@dataclasses.dataclass(frozen=True)
-class VcpuCounters:
+class VcpuCounters(NamedTuple):
     """Cumulative counters of one vCPU at one instant.
 
     Times are nanoseconds. ``run_ns`` is time on a hyperthread, including
@@ -102,6 +118,11 @@ class VcpuCounters:
     ``halts`` counts the times the vCPU went idle (HLT, or MWAIT where the
     guest retains): one per request a request loop serves, which is what a
     host can see of I/O throughput without looking inside the guest.
+
+    A named tuple (immutable, as the dataclass it was): a driver builds one
+    per vCPU per period, and the monitor reads every field of two of them,
+    which costs a named tuple a fraction of what it costs a frozen
+    dataclass (``doc/benchmarks/agent_tick.rst``).
     """
 
     weight: int = 1024

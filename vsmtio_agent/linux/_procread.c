@@ -11,6 +11,9 @@
  *
  * read_thread(fds, last, bad) -> (run_ns, delay_ns, pcount, voluntary,
  *                                 involuntary, cpu, bad)
+ * read_threads([(fds, last, bad), ...]) -> [tuple or None, ...]
+ *   the same for each thread of a domain in one call; None for a thread
+ *   that exited
  *   fds   (schedstat_fd, status_fd, stat_fd); -1 where the caller could
  *         not open the file (its counters are None; without schedstat
  *         there is no gate: status and stat are always read)
@@ -187,20 +190,16 @@ same(PyObject *last, Py_ssize_t i, PyObject *v)
     return PyObject_RichCompareBool(old, v, Py_EQ);
 }
 
+/* One thread's reading (a new reference), or NULL with an error set. */
 static PyObject *
-read_thread(PyObject *self, PyObject *args)
+read_one(const int *fds, PyObject *last, long bad)
 {
-    int fds[3];
-    PyObject *last, *v[7] = {NULL}, *result = NULL;
+    PyObject *v[7] = {NULL}, *result = NULL;
     char buf[BUF];
     Py_ssize_t len;
-    long bad = 0, before;
+    long before;
     int rc, i;
 
-    (void)self;
-    if (!PyArg_ParseTuple(args, "(iii)Ol", &fds[0], &fds[1], &fds[2], &last,
-                          &bad))
-        return NULL;
     if (last != Py_None && (!PyTuple_Check(last) || PyTuple_GET_SIZE(last)
                             != 7)) {
         PyErr_SetString(PyExc_TypeError, "last must be None or a 7-tuple");
@@ -298,11 +297,77 @@ done:
     return result;
 }
 
+static PyObject *
+read_thread(PyObject *self, PyObject *args)
+{
+    int fds[3];
+    PyObject *last;
+    long bad = 0;
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "(iii)Ol", &fds[0], &fds[1], &fds[2], &last,
+                          &bad))
+        return NULL;
+    return read_one(fds, last, bad);
+}
+
+/*
+ * read_threads(items) -> list: read_thread(*item) for each (fds, last, bad)
+ * item, None in the place of a thread that exited (ProcessLookupError or
+ * FileNotFoundError). One call per domain instead of one per vCPU.
+ */
+static PyObject *
+read_threads(PyObject *self, PyObject *items)
+{
+    PyObject *seq, *out, *item, *r;
+    Py_ssize_t n, i;
+    int fds[3];
+    PyObject *last;
+    long bad;
+
+    (void)self;
+    seq = PySequence_Fast(items, "read_threads needs a sequence");
+    if (seq == NULL)
+        return NULL;
+    n = PySequence_Fast_GET_SIZE(seq);
+    out = PyList_New(n);
+    if (out == NULL)
+        goto fail;
+    for (i = 0; i < n; i++) {
+        item = PySequence_Fast_GET_ITEM(seq, i);
+        bad = 0;
+        if (!PyArg_ParseTuple(item, "(iii)Ol;read_threads items are "
+                              "(fds, last, bad)", &fds[0], &fds[1], &fds[2],
+                              &last, &bad))
+            goto fail;
+        r = read_one(fds, last, bad);
+        if (r == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_ProcessLookupError)
+                    && !PyErr_ExceptionMatches(PyExc_FileNotFoundError))
+                goto fail;
+            PyErr_Clear();
+            Py_INCREF(Py_None);
+            r = Py_None;
+        }
+        PyList_SET_ITEM(out, i, r);     /* steals */
+    }
+    Py_DECREF(seq);
+    return out;
+fail:
+    Py_XDECREF(out);
+    Py_DECREF(seq);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"read_thread", read_thread, METH_VARARGS,
      "read_thread((schedstat_fd, status_fd, stat_fd), last, bad) -> tuple\n\n"
      "The counters of one thread from its held procfs files; see\n"
      "vsmtio_agent.linux.procfs._read_thread for the contract."},
+    {"read_threads", read_threads, METH_O,
+     "read_threads([(fds, last, bad), ...]) -> list\n\n"
+     "read_thread for each item, None for a thread that exited; see\n"
+     "vsmtio_agent.linux.procfs._read_threads."},
     {NULL, NULL, 0, NULL}
 };
 

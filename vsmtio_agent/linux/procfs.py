@@ -229,6 +229,23 @@ def _read_thread(fds, last, bad):
     return run, delay, runs, voluntary, involuntary, cpu, bad
 
 
+def _read_threads(items):
+    """:func:`_read_thread` for each ``(fds, last, bad)`` of ``items``.
+
+    A list in the same order, with None for a thread that exited: one
+    call for a whole domain's vCPU threads, as ``_procread.read_threads``
+    does in C (where the per-thread call and its Python around it was a
+    tenth of a period's cost).
+    """
+    out = []
+    for fds, last, bad in items:
+        try:
+            out.append(_read_thread(fds, last, bad))
+        except (FileNotFoundError, ProcessLookupError):
+            out.append(None)
+    return out
+
+
 try:
     from vsmtio_agent.linux import _procread
 except ImportError:     # not built: the pure-Python reader does the same
@@ -312,6 +329,8 @@ class ThreadReader:
         self.native = _procread is not None if native is None else native
         self._read_thread = (_procread.read_thread if self.native
                              else _read_thread)
+        self._read_threads = (_procread.read_threads if self.native
+                              else _read_threads)
         if _procread is None:
             LOG.info('Reading vCPU threads\' procfs counters in Python: the '
                      'C reader (vsmtio_agent.linux._procread) was not built '
@@ -345,6 +364,36 @@ class ThreadReader:
             held.counters = ThreadCounters(raw[0], raw[1], raw[3], raw[4],
                                            raw[5])
         return held.counters
+
+    def read_many(self, pid, tids):
+        """:meth:`read` of each thread of ``tids``, in one pass.
+
+        A list in the order of ``tids``, None for a thread that is gone.
+        The held threads of ``pid`` are read in one call of the reader
+        (the C reader loops in C); the rest one by one, as :meth:`read`.
+        """
+        threads = self._held.get(pid)
+        if threads is None or len(threads) < len(tids):
+            # Files to open first (a new process or thread): the rare case.
+            return [self.read(pid, tid) for tid in tids]
+        helds = [threads.get(tid) for tid in tids]
+        if None in helds:
+            return [self.read(pid, tid) for tid in tids]
+        raws = self._read_threads([(h.fds, h.last, h.bad) for h in helds])
+        out = []
+        for tid, held, raw in zip(tids, helds, raws):
+            if raw is None:
+                self.forget(pid, tid)
+                out.append(None)
+                continue
+            if raw is not held.last:
+                if raw[6]:
+                    self._report(raw[6], tid)
+                held.last = raw
+                held.counters = ThreadCounters(raw[0], raw[1], raw[3],
+                                               raw[4], raw[5])
+            out.append(held.counters)
+        return out
 
     def _open(self, pid, tid):
         """The thread's three descriptors and the bits of denied opens.

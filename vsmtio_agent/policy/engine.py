@@ -81,6 +81,7 @@ class PolicyEngine(object):
         self._ltcr_period = self.guard is None
         self.mist_states = {}     # MIST's detector memory, per domain
         self.mist_verdicts = {}   # its last verdict per reserved domain
+        self._placements = {}     # (core id, role) -> rass.placement
 
     @property
     def kept(self):
@@ -112,9 +113,8 @@ class PolicyEngine(object):
         cores = {core.core_id for core in self.topology.cores}
         assignment = {ref: core for ref, core in self.assignment.items()
                       if ref in stats}
-        for ref in sorted(stats):
-            if ref in assignment:
-                continue
+        # new vCPUs in order (sorting only them: the rest are known)
+        for ref in sorted(ref for ref in stats if ref not in assignment):
             core = stats[ref].core_id
             if core not in cores:
                 core = self._least_loaded_core(assignment, stats)
@@ -202,9 +202,8 @@ class PolicyEngine(object):
             order = rass.split_order(by_core, roles, self._split_taken)
             self._split_taken = tuple(order[:max(n, len(self._split_taken))])
         self.split_cores = self._split_taken[:n]
-        placements = {
-            ref: rass.placement(self.topology.core(assignment[ref]), role)
-            for ref, role in sorted(roles.items())}
+        placements = {ref: self._placement(assignment[ref], role)
+                      for ref, role in sorted(roles.items())}
         return model.Decision(timeout_ns=self.ltcr.effective_ns,
                               placements=placements, swaps=swaps,
                               retention=guard_mod.RETENTION in active,
@@ -212,6 +211,20 @@ class PolicyEngine(object):
                               borrow=guard_mod.BORROW in active,
                               split_cores=frozenset(self.split_cores),
                               protect=self._mist_step(vms))
+
+    def _placement(self, core_id, role):
+        """:func:`rass.placement`, built once per core and role.
+
+        A placement depends on nothing else and is immutable, so the
+        vCPUs of a core and class share one instead of building one each
+        per period.
+        """
+        key = (core_id, role)
+        found = self._placements.get(key)
+        if found is None:
+            found = self._placements[key] = rass.placement(
+                self.topology.core(core_id), role)
+        return found
 
     def _mist_step(self, vms):
         """MIST's protection set for the next period (empty without it)."""

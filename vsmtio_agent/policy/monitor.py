@@ -17,14 +17,6 @@ from vsmtio_agent import model
 NS_PER_S = 1e9
 
 
-def _delta(prev, cur, field):
-    before = getattr(prev, field)
-    after = getattr(cur, field)
-    if before is None or after is None or after < before:
-        return None
-    return after - before
-
-
 def _ratio(num, den):
     if num is None or den is None or den <= 0:
         return None
@@ -62,50 +54,82 @@ def interference_ratio(voluntary, involuntary, period_s,
     return involuntary / max(voluntary, 1)
 
 
+# The cumulative fields of VcpuCounters, in order: the tail of the tuple.
+_DELTAS = ('run_ns', 'retention_ns', 'retentions', 'retention_timeouts',
+           'instructions', 'cycles', 'base_cycles', 'miss_cycles',
+           'voluntary_switches', 'involuntary_switches',
+           'runqueue_delay_ns', 'halts')
+_FIRST = len(model.VcpuCounters._fields) - len(_DELTAS)
+assert model.VcpuCounters._fields[_FIRST:] == _DELTAS
+
+
+_new = object.__new__
+# derive builds VcpuStats without their dataclass __init__, which is only
+# right while construction does nothing but set the fields.
+assert not hasattr(model.VcpuStats, '__post_init__')
+
+
 def derive(prev, cur, idle_switch_threshold, topology=None):
     """Per-vCPU :class:`VcpuStats` between two snapshots.
 
     Only vCPUs present in both snapshots have stats: a vCPU seen once has
     no period yet. ``topology``, when given, maps each vCPU's last CPU to
     its core.
+
+    A counter's delta is None where either reading lacks it or it went
+    backwards, and so is every rate built on it.
+
+    This runs for every vCPU every period, so it is written for speed
+    (``doc/benchmarks/agent_tick.rst`` has the profile): the deltas are
+    taken positionally from the two :class:`VcpuCounters` tuples in one
+    comprehension rather than field by field, and each
+    :class:`VcpuStats` is built by filling its ``__dict__`` in one update
+    rather than through the frozen dataclass's ``__init__`` (which sets
+    each of its 15 fields through ``object.__setattr__``): the same
+    object (fields, equality, repr, ``dataclasses.replace``) at a third
+    of the cost. The rates are :func:`_ratio`'s, :func:`cpi_stack`'s and
+    :func:`interference_ratio`'s.
     """
     period_ns = cur.time_ns - prev.time_ns
     if period_ns <= 0:
         raise ValueError('snapshots are not in time order (%d -> %d)'
                          % (prev.time_ns, cur.time_ns))
     period_s = period_ns / NS_PER_S
+    first = _FIRST
+    before_of = prev.vcpus.get
+    core_of = topology.core_of if topology is not None else None
+    vcpu_stats = model.VcpuStats
     stats = {}
     for ref, now in cur.vcpus.items():
-        before = prev.vcpus.get(ref)
+        before = before_of(ref)
         if before is None:
             continue
-        d = {f: _delta(before, now, f) for f in (
-            'run_ns', 'retention_ns', 'retentions', 'retention_timeouts',
-            'instructions', 'cycles', 'base_cycles', 'miss_cycles',
-            'voluntary_switches', 'involuntary_switches',
-            'runqueue_delay_ns', 'halts')}
         core = None
-        if topology is not None and now.cpu is not None:
-            found = topology.core_of(now.cpu)
+        if core_of is not None and now.cpu is not None:
+            found = core_of(now.cpu)
             core = found.core_id if found is not None else None
-        stats[ref] = model.VcpuStats(
+        (run, ret_ns, rets, timeouts, ins, cycles, base, miss, vol, invol,
+         delay, halts) = [None if b is None or a is None or a < b else a - b
+                          for b, a in zip(before[first:], now[first:])]
+        st = stats[ref] = _new(vcpu_stats)
+        st.__dict__.update(
             period_ns=period_ns,
             weight=now.weight,
             core_id=core,
-            utilisation=_ratio(d['run_ns'], period_ns),
-            retention_rate=_ratio(d['retention_ns'], period_ns),
-            retention_frequency=_ratio(d['retentions'], period_s),
-            retention_timeouts=d['retention_timeouts'],
-            ipc=_ratio(d['instructions'], d['cycles']),
-            cpi_stack=cpi_stack(d['instructions'], d['cycles'],
-                                d['base_cycles'], d['miss_cycles']),
-            voluntary_switches=d['voluntary_switches'],
-            involuntary_switches=d['involuntary_switches'],
-            i_cpu=interference_ratio(d['voluntary_switches'],
-                                     d['involuntary_switches'], period_s,
-                                     idle_switch_threshold),
-            runqueue_delay_ratio=_ratio(d['runqueue_delay_ns'], period_ns),
-            instruction_rate=_ratio(d['instructions'], period_s),
-            halt_rate=_ratio(d['halts'], period_s),
+            utilisation=None if run is None else run / period_ns,
+            retention_rate=None if ret_ns is None else ret_ns / period_ns,
+            retention_frequency=None if rets is None else rets / period_s,
+            retention_timeouts=timeouts,
+            ipc=_ratio(ins, cycles),
+            cpi_stack=(None if ins is None else
+                       cpi_stack(ins, cycles, base, miss)),
+            voluntary_switches=vol,
+            involuntary_switches=invol,
+            i_cpu=(None if vol is None or invol is None else
+                   interference_ratio(vol, invol, period_s,
+                                      idle_switch_threshold)),
+            runqueue_delay_ratio=None if delay is None else delay / period_ns,
+            instruction_rate=None if ins is None else ins / period_s,
+            halt_rate=None if halts is None else halts / period_s,
         )
     return stats

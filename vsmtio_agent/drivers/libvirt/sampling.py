@@ -29,6 +29,17 @@ _KVM_POLLS = 'halt_attempted_poll.sum'
 _KVM_POLL_HITS = 'halt_successful_poll.sum'
 _NO_COUNTERS = procfs.ThreadCounters()
 _NO_RETENTION = {}   # never modified: a vCPU of a TCG domain has none
+_counters = model.VcpuCounters._make
+_KEYS = []      # per vCPU index: its stats keys (time, delay, halts, prefix)
+
+
+def _keys(nvcpus):
+    """The stats keys of vCPUs 0..nvcpus-1, built once per index."""
+    for index in range(len(_KEYS), nvcpus):
+        prefix = 'vcpu.%d.' % index
+        _KEYS.append((prefix + 'time', prefix + 'delay',
+                      prefix + 'halt_exits.sum', prefix))
+    return _KEYS
 
 
 class Sampler:
@@ -42,6 +53,7 @@ class Sampler:
         self.forget = forget
         self.mist = None        # MIST's host part: block I/O per domain
         self.reader = procfs.ThreadReader(procfs_root)
+        self._refs = {}     # uuid -> its vCPUs' refs, by index
         # per-vCPU instructions: what the guard judges CPU-bound vCPUs by
         self.perf = perf.ThreadCounters('instructions')
 
@@ -71,6 +83,8 @@ class Sampler:
                                 exc.get_error_message())
         for uuid in set(self.domains.entries) - seen:
             self.forget(uuid, 'is no longer running')
+        for uuid in set(self._refs) - seen:
+            del self._refs[uuid]
         # Files held open for a QEMU that exited or was replaced.
         self.reader.retain({e.pid for e in self.domains.values()})
         self.perf.retain({t for e in self.domains.values()
@@ -79,43 +93,63 @@ class Sampler:
         return model.Snapshot(time_ns=now, vcpus=vcpus, domains=domains)
 
     def _vcpu_counters(self, entry, stats):
+        """``{VcpuRef: VcpuCounters}`` of one domain.
+
+        This runs for every vCPU every period: the domain's threads are
+        read in one call (:meth:`procfs.ThreadReader.read_many`), the stats
+        keys and refs are built once per vCPU index and domain, and the
+        counters are built positionally.
+        """
         nvcpus = stats.get('vcpu.current')
-        cpu_of, time_of = {}, {}
+        cpu_of = time_of = _NO_RETENTION
         if nvcpus is None:
             # Drivers without vCPU stats (test:///) still list vCPUs.
             infos = entry.dom.vcpus()[0]
             nvcpus = len(infos)
-            for number, _state, cpu_time, cpu in infos:
-                cpu_of[number], time_of[number] = cpu, cpu_time
+            cpu_of = {number: cpu for number, _s, _t, cpu in infos}
+            time_of = {number: cpu_time for number, _s, cpu_time, _c in infos}
         tids = self.domains.threads_of(entry, nvcpus)
+        found = [i for i in range(nvcpus) if i in tids]
+        read = self.reader.read_many(entry.pid, [tids[i] for i in found])
+        if None in read:    # a thread is gone: rediscover
+            entry.tids = {}
+        threads = dict(zip(found, read))
+        perf = self.perf.read if self.perf.unavailable is None else None
+        refs = self._refs_of(entry.uuid, nvcpus)
+        keys = _keys(nvcpus)
         out = {}
         for index in range(nvcpus):
-            prefix = 'vcpu.%d.' % index
-            thread = None
-            if index in tids:
-                thread = self.reader.read(
-                    entry.pid, tids[index],
-                    schedstat=prefix + 'delay' not in stats)
-                if thread is None:  # the thread is gone: rediscover
-                    entry.tids = {}
-            thread = thread or _NO_COUNTERS
-            run_ns = stats.get(prefix + 'time', time_of.get(index))
-            delay = stats.get(prefix + 'delay', thread.runqueue_delay_ns)
+            k_time, k_delay, k_halts, prefix = keys[index]
+            thread = threads.get(index) or _NO_COUNTERS
+            run_ns = stats.get(k_time, time_of.get(index))
+            delay = stats.get(k_delay, thread.runqueue_delay_ns)
             retention = (self._retention(entry, stats, prefix)
                          if entry.kvm else _NO_RETENTION)
-            instructions = (self.perf.read(tids[index]) if index in tids
-                            else None)
-            out[model.VcpuRef(entry.uuid, index)] = model.VcpuCounters(
-                instructions=instructions,
-                halts=stats.get(prefix + 'halt_exits.sum'),
-                cpu=thread.cpu if thread.cpu is not None
-                else cpu_of.get(index),
-                run_ns=run_ns if run_ns is not None else thread.run_ns,
-                voluntary_switches=thread.voluntary_switches,
-                involuntary_switches=thread.involuntary_switches,
-                runqueue_delay_ns=delay,
-                **retention)
+            out[refs[index]] = _counters((
+                1024,                                           # weight
+                thread.cpu if thread.cpu is not None
+                else cpu_of.get(index),                         # cpu
+                run_ns if run_ns is not None else thread.run_ns,
+                retention.get('retention_ns'),
+                retention.get('retentions'),
+                retention.get('retention_timeouts'),
+                perf(tids[index]) if perf is not None and index in tids
+                else None,                                      # instructions
+                None, None, None,           # cycles, base and miss cycles
+                thread.voluntary_switches,
+                thread.involuntary_switches,
+                delay,                                  # runqueue_delay_ns
+                stats.get(k_halts),                             # halts
+            ))
         return out
+
+    def _refs_of(self, uuid, nvcpus):
+        """The domain's :class:`~vsmtio_agent.model.VcpuRef` by index."""
+        refs = self._refs.get(uuid)
+        if refs is None or len(refs) < nvcpus:
+            refs = self._refs[uuid] = tuple(model.VcpuRef(uuid, i)
+                                            for i in range(nvcpus))
+        return refs
 
     def _retention(self, entry, stats, prefix):
         """Retention counters: the patched kernel's, else halt polling.

@@ -194,6 +194,40 @@ class TestRealThreads(testtools.TestCase):
             first = read(live, None, 0)
             self.assertRaises(ProcessLookupError, read, dead, first, 0)
 
+    def test_read_threads_is_read_thread_for_each(self):
+        # One call for a domain's threads: each item's reading as
+        # read_thread gives it, the gate included, and None for a thread
+        # that exited, in the order given.
+        named = self.useFixture(test_procfs.NamedThreads(3))
+        fds = [open_thread(tid) for tid in named.tids.values()]
+        for f in fds:
+            self.addCleanup(close_all, f)
+        gone = test_procfs.NamedThreads(1)
+        gone.setUp()
+        dead = open_thread(gone.tids[0])
+        self.addCleanup(close_all, dead)
+        gone.cleanUp()
+        wait_gone(gone.tids[0])
+        for tid in named.tids.values():
+            wait_asleep(tid)
+        bulk = [('python', procfs._read_threads)]
+        if NATIVE is not None:
+            bulk.append(('c', NATIVE.read_threads))
+        for (name, one), (_, many) in zip(readers(), bulk):
+            first = [one(f, None, 0) for f in fds]
+            items = [(fds[0], None, 0), (dead, None, 0),
+                     (fds[1], first[1], 0), (fds[2], None, 16)]
+            got = many(items)
+            self.assertEqual(4, len(got), name)
+            self.assertEqual(first[0], got[0], name)
+            self.assertIsNone(got[1], name)
+            self.assertIs(first[1], got[2], name)     # the gate held
+            self.assertEqual(first[2][:6] + (16,), got[3], name)
+            self.assertEqual([], many([]), name)
+        if NATIVE is not None:
+            self.assertRaises(TypeError, NATIVE.read_threads, [(1, 2)])
+            self.assertRaises(TypeError, NATIVE.read_threads, 5)
+
 
 class ReaderCases(object):
     """ThreadReader behaviour, for the reader named by ``native``."""
@@ -292,6 +326,44 @@ class ReaderCases(object):
             self.assertEqual(held.read(os.getpid(), tid),
                              once.read(os.getpid(), tid))
         self.assertEqual(0, once._nheld)
+
+    def test_read_many_is_read_for_each_thread(self):
+        log = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
+        named = test_procfs.NamedThreads(3)
+        named.setUp()
+        tids = list(named.tids.values())
+        for tid in tids:
+            wait_asleep(tid)
+        many, one = self.reader(), self.reader()
+        fds = len(os.listdir('/proc/self/fd'))
+        # first the files are opened, then read in one call: both give
+        # what read() gives, and the same readings again while asleep
+        for _ in range(3):
+            got = many.read_many(os.getpid(), tids)
+            self.assertEqual([one.read(os.getpid(), t) for t in tids], got)
+        self.assertEqual(fds + 18, len(os.listdir('/proc/self/fd')))
+        self.assertEqual([], many.read_many(os.getpid(), []))
+        named.cleanUp()
+        for tid in tids:
+            wait_gone(tid)
+        self.assertEqual([None] * 3, many.read_many(os.getpid(), tids))
+        self.assertEqual([None] * 3, many.read_many(os.getpid(), tids))
+        one.close()
+        self.assertEqual(fds, len(os.listdir('/proc/self/fd')))
+        self.assertEqual('', log.output)
+
+    def test_read_many_beyond_the_budget(self):
+        named = self.useFixture(test_procfs.NamedThreads(2))
+        tids = list(named.tids.values())
+        for tid in tids:
+            wait_asleep(tid)
+        held, once = self.reader(), self.reader(max_open=3)
+        self.addCleanup(held.close)
+        self.addCleanup(once.close)
+        expected = held.read_many(os.getpid(), tids)
+        self.assertEqual(expected, once.read_many(os.getpid(), tids))
+        self.assertEqual(expected, once.read_many(os.getpid(), tids))
+        self.assertEqual(3, once._nheld)
 
 
 class TestPythonReader(ReaderCases, testtools.TestCase):
