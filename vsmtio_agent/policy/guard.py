@@ -41,14 +41,16 @@ lose, so no mechanism is kept while CPU-bound vCPUs are present.
 Mechanisms depend on each other: RASS's split classifies by retention rate
 and borrowing needs the split. A mechanism is tested only when what it
 needs is kept, and dropping one drops what needs it. The guard is pure:
-samples in, state out.
+samples in, state out. This module is its state machine (what to probe,
+when, what is kept); the tests of a block are
+:mod:`vsmtio_agent.policy.probe_stats`.
 """
 
 import dataclasses
-import math
 from typing import Optional
 
-from scipy import stats as scipy_stats
+from vsmtio_agent.policy import probe_stats
+
 
 RETENTION = 'retention'
 SPLIT = 'split'
@@ -71,6 +73,10 @@ BUNDLE = {SPLIT: (BORROW,)}        # added together, retested apart
 HOLD = 'hold'
 PROBE = 'probe'
 ABBA = (True, False, False, True)       # A = with the mechanism
+
+# the verdict of a probe block and how it is reached
+Verdict = probe_stats.Verdict
+judge = probe_stats.judge
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,22 +108,6 @@ class Params:
                    confidence=o.guard_confidence,
                    retest_periods=o.guard_retest_periods,
                    io_halt_rate=o.guard_io_halt_rate)
-
-
-@dataclasses.dataclass(frozen=True)
-class Verdict:
-    """The outcome of one probe block, for logs, status and reports."""
-
-    mechanism: str
-    kept: bool
-    cpu_ratio: Optional[float]
-    io_ratio: Optional[float]
-    reason: str
-    loses: bool = False     # a class lost (not merely no gain shown)
-    # the probe's log-ratios per class: a wider split's gain is tested
-    # against the narrower split's own probe
-    cpu_logs: tuple = ()
-    io_logs: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,154 +256,6 @@ def _addable(state):
     return None
 
 
-def _log_ratios(samples, index):
-    """Log of A over B for each adjacent pair of the ABBA sequence."""
-    out = []
-    for i in range(0, len(samples) - 1, 2):
-        a, b = samples[i], samples[i + 1]
-        if not a[0]:
-            a, b = b, a
-        va, vb = a[index], b[index]
-        if va is None or vb is None or va <= 0 or vb <= 0:
-            return None
-        out.append(math.log(va / vb))
-    return out
-
-
-def _p(logs, bound, alternative):
-    """One-sided t-test p-value of the mean log-ratio against ``bound``."""
-    if len(set(logs)) < 2:
-        mean = sum(logs) / len(logs)
-        hit = mean < bound if alternative == 'less' else mean > bound
-        return 0.0 if hit else 1.0
-    return float(scipy_stats.ttest_1samp(
-        logs, bound, alternative=alternative).pvalue)
-
-
-def _blind(mechanism):
-    return Verdict(mechanism, False, None, None,
-                   'CPU-bound throughput cannot be measured here (no '
-                   'instruction counter), so nothing shows it does not '
-                   'lose', loses=True)
-
-
-def _gain_p(logs, reference):
-    """p-value that ``logs`` beat ``reference``'s probe (or no change).
-
-    Against another probe's log-ratios: Welch's one-sided t-test, for the
-    two probes ran at different times with their own noise.
-    """
-    if not reference:
-        return _p(logs, 0.0, 'greater')
-    if len(set(logs)) < 2 and len(set(reference)) < 2:
-        return 0.0 if min(logs) > max(reference) else 1.0
-    return float(scipy_stats.ttest_ind(
-        logs, reference, equal_var=False, alternative='greater').pvalue)
-
-
-def _harm_shown(samples, params, adding):
-    """Whether a class already loses, beyond doubt, mid-block.
-
-    A sequential look after each pair from the third: a mechanism that
-    costs a class half its throughput (the split where I/O is light) is
-    dropped after three pairs rather than eight, for every A period a
-    probe runs is a period of that loss. Only a loss stops a block early
-    (a gain must still be shown over all of it), and each look tests at
-    the significance level divided by the number of looks (Bonferroni),
-    so the early stops together drop a harmless mechanism no more often
-    than the final test alone would.
-    """
-    done = len(samples) // 2
-    looks = params.pairs - 3
-    if len(samples) % 2 or done < 3 or looks < 1:
-        return False
-    alpha = (1.0 - params.confidence) / 2.0 / looks
-    for index, floor in ((1, params.cpu_min), (2, params.io_min)):
-        logs = _log_ratios(samples, index)
-        if not logs:
-            continue
-        bound = math.log(floor - (0.0 if adding else params.hysteresis))
-        if sum(logs) / len(logs) < bound and _p(logs, bound, 'less') < alpha:
-            return True
-    return False
-
-
-def judge(samples, params, adding, mechanism='mechanism', reference=None,
-          retry=False):
-    """The :class:`Verdict` of a finished probe block.
-
-    ``reference`` is the Verdict a gain must beat instead of no change:
-    a wider split, judged like the narrower one against the bare host,
-    must serve a class significantly better than the narrower one did.
-    ``retry`` says the mechanism is being added again after it was
-    dropped: the objective is then raised by the hysteresis, as a retest
-    lowers it, so noise alone does not flip it back and forth.
-    """
-    if any(s[3] for s in samples):
-        return _blind(mechanism)
-    alpha = (1.0 - params.confidence) / 2.0     # two classes tested
-    ratios, all_logs = {}, {}
-    worse = []
-    better = []
-    short = []
-    for name, index, floor in (('CPU', 1, params.cpu_min),
-                               ('I/O', 2, params.io_min)):
-        logs = _log_ratios(samples, index)
-        if not logs:
-            ratios[name] = None         # the class is empty or idle
-            continue
-        all_logs[name] = tuple(logs)
-        mean = sum(logs) / len(logs)
-        ratios[name] = math.exp(mean)
-        # a retest gives a kept mechanism the hysteresis' slack, in the
-        # mean and in the test alike: one on the objective's edge is not
-        # dropped by every twentieth noisy probe
-        if not adding:
-            floor -= params.hysteresis
-        bound = math.log(floor)
-        if mean < bound or _p(logs, bound, 'less') < alpha:
-            worse.append('%s %.3f < %.2f' % (name, ratios[name], floor))
-        elif (adding and name == 'CPU'
-                and _p(logs, bound, 'greater') >= alpha):
-            # the burden of proof is on the mechanism: the CPU side's
-            # lower confidence bound must clear the objective
-            worse.append('CPU %.3f not shown >= %.2f' % (ratios[name],
-                                                         floor))
-        elif retry:
-            # and a retry owes the slack a retest is given
-            raised = math.log(floor + params.hysteresis)
-            if mean < raised or (name == 'CPU' and _p(
-                    logs, raised, 'greater') >= alpha):
-                short.append('%s %.3f' % (name, ratios[name]))
-        ref = None
-        if reference is not None:
-            ref = (reference.cpu_logs if name == 'CPU'
-                   else reference.io_logs)
-        if _gain_p(logs, ref) < alpha:
-            better.append('%s %.3f' % (name, ratios[name]))
-    cpu_r, io_r = ratios['CPU'], ratios['I/O']
-    logs = dict(cpu_logs=all_logs.get('CPU', ()),
-                io_logs=all_logs.get('I/O', ()))
-    if worse:
-        return Verdict(mechanism, False, cpu_r, io_r,
-                       'a class loses: ' + ', '.join(worse), loses=True,
-                       **logs)
-    if not better:
-        return Verdict(mechanism, False, cpu_r, io_r,
-                       'no class gains significantly' + (
-                           ' over %s' % reference.mechanism
-                           if reference is not None else ''), **logs)
-    if short:
-        return Verdict(mechanism, False, cpu_r, io_r,
-                       'a retry must clear the objective by the hysteresis '
-                       '(%.2f): ' % params.hysteresis + ', '.join(short),
-                       **logs)
-    return Verdict(mechanism, True, cpu_r, io_r,
-                   'gains: ' + ', '.join(better) + (
-                       ' over %s' % reference.mechanism
-                       if reference is not None else ''), **logs)
-
-
 def _with_verdict(verdicts, verdict):
     kept = tuple(v for v in verdicts if v.mechanism != verdict.mechanism)
     return kept + (verdict,)
@@ -449,7 +291,7 @@ def _probe_step(state, params, stats):
     samples = state.samples + (sample,)
     position = state.position + 1
     if (position < 2 * params.pairs
-            and not _harm_shown(samples, params, state.adding)):
+            and not probe_stats.harm_shown(samples, params, state.adding)):
         a, b = _arms(state)
         return dataclasses.replace(
             state, samples=samples, position=position,
@@ -521,7 +363,7 @@ def _begin(state, params, stats):
             state, kept=kept, in_force=kept, turn=turn,
             countdown=params.retest_periods,
             backoff=_backed_off(state.backoff, m, params),
-            verdicts=_with_verdict(state.verdicts, _blind(m)))
+            verdicts=_with_verdict(state.verdicts, probe_stats.blind(m)))
     probe = dataclasses.replace(
         state, phase=PROBE, candidate=m, adding=adding, position=0,
         samples=(), turn=turn, io_class=io_refs)
