@@ -7,6 +7,8 @@ and the image system metadata are real nova objects built the way nova
 builds them (``nova.utils.get_system_metadata_from_image``).
 """
 
+import fcntl
+import itertools
 import os
 import re
 
@@ -249,6 +251,39 @@ class TestLoading(DomainXMLTestCase):
             'vsmtio_nova.virt.libvirt.driver.VsmtioLibvirtDriver')
 
 
+_EMBED = {}
+
+
+def embed_root():
+    """This process's own ``qemu:///embed`` root, for its whole life.
+
+    The embedded QEMU driver locks its root's ``run/qemu/driver.pid`` on
+    the first open and keeps it until the process exits, even once its
+    last connection is closed, so two processes (stestr's workers, two
+    test runs on one host) cannot share a root: the second fails with
+    "Failed to acquire pid file". Each process takes the first root
+    whose lock file no live process holds, and holds it to the end.
+    A root keeps its QEMU capabilities cache between runs (a new one
+    probes QEMU first, about 20 s).
+    """
+    if 'root' not in _EMBED:
+        cache = os.environ.get('VSMTIO_GUEST_CACHE', '/var/tmp/vsmtio-guest')
+        os.makedirs(cache, exist_ok=True)
+        for slot in itertools.count():
+            root = os.path.join(cache, 'libvirt-embed' +
+                                ('-%d' % slot if slot else ''))
+            lock = open(root + '.lock', 'w')
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.close()
+                continue
+            os.makedirs(root, exist_ok=True)
+            _EMBED.update(root=root, lock=lock)
+            break
+    return _EMBED['root']
+
+
 class TestRealLibvirt(DomainXMLTestCase):
     """libvirt's own QEMU driver parses and keeps what we add.
 
@@ -256,7 +291,8 @@ class TestRealLibvirt(DomainXMLTestCase):
     and defines, without starting, the domain our driver built, with
     libvirt's schema validation.  Defining is all this host allows: no
     guest can start under KVM here.  The embedded driver probes QEMU once
-    (about a minute) and caches it under $VSMTIO_GUEST_CACHE.
+    per root (about 20 s) and caches it under $VSMTIO_GUEST_CACHE
+    (:func:`embed_root`).
     """
 
     QEMU_DRIVER = ('/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/'
@@ -288,11 +324,7 @@ class TestRealLibvirt(DomainXMLTestCase):
                 target=lambda: [lv.virEventRunDefaultImpl()
                                 for _ in iter(int, 1)], daemon=True)
             TestRealLibvirt._loop.start()
-        root = os.path.join(os.environ.get('VSMTIO_GUEST_CACHE',
-                                           '/var/tmp/vsmtio-guest'),
-                            'libvirt-embed')
-        os.makedirs(root, exist_ok=True)
-        conn = lv.open('qemu:///embed?root=' + root)
+        conn = lv.open('qemu:///embed?root=' + embed_root())
         try:
             caps = conn.getCapabilities()
             if "<domain type='kvm'" not in caps:
