@@ -27,7 +27,7 @@ tested):
   when a class loses, and after two failed retests in a row when it only
   stopped showing a gain (a noisy period does not flip it);
 - a dropped mechanism is retried after an exponential back-off, and a
-  retry must clear the objective by the ``hysteresis``: the band works
+  retry must clear the I/O objective by the ``hysteresis``: the band works
   both ways, so a mechanism whose true effect sits just below the
   objective is not re-added by every noisy probe that lands above it
   (and kept, costing its class, until the next retest drops it again).

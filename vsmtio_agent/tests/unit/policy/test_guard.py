@@ -203,6 +203,12 @@ class TestGuard(testtools.TestCase):
         self.assertFalse(v.kept)
         self.assertFalse(v.loses)
         self.assertIn('a retry must clear the objective', v.reason)
+        # the CPU side's margin is its lower confidence bound, as for any
+        # addition: a split at CPU 0.979 for I/O x1.5 comes back
+        samples = tuple((a, 1e9 * (0.979 if a else 1.0),
+                         500.0 * (1.5 if a else 1.0), False)
+                        for a in guard.ABBA * (P.pairs // 2))
+        self.assertTrue(guard.judge(samples, P, True, retry=True).kept)
 
     @settings(max_examples=10, deadline=None)
     @given(st.floats(0.97, 0.985), st.integers(0, 1000))
