@@ -79,6 +79,21 @@ def _gain_p(logs, reference):
         logs, reference, equal_var=False, alternative='greater').pvalue)
 
 
+# the classes a sample measures: (name, index in a sample)
+CLASSES = (('CPU', 1), ('I/O', 2))
+
+
+def _floor(params, index, adding):
+    """The ratio class ``index`` is held to in this block.
+
+    A retest gives a kept mechanism the hysteresis' slack, in the mean and
+    in the test alike: one on the objective's edge is not dropped by every
+    twentieth noisy probe.
+    """
+    floor = params.cpu_min if index == 1 else params.io_min
+    return floor if adding else floor - params.hysteresis
+
+
 def harm_shown(samples, params, adding):
     """Whether a class already loses, beyond doubt, mid-block.
 
@@ -96,12 +111,10 @@ def harm_shown(samples, params, adding):
     if len(samples) % 2 or done < 3 or looks < 1:
         return False
     alpha = (1.0 - params.confidence) / 2.0 / looks
-    for index, floor in ((1, params.cpu_min), (2, params.io_min)):
+    for _name, index in CLASSES:
         logs = _log_ratios(samples, index)
-        if not logs:
-            continue
-        bound = math.log(floor - (0.0 if adding else params.hysteresis))
-        if sum(logs) / len(logs) < bound and _p(logs, bound, 'less') < alpha:
+        if logs and _p(logs, math.log(_floor(params, index, adding)),
+                       'less') < alpha:
             return True
     return False
 
@@ -124,8 +137,8 @@ def judge(samples, params, adding, mechanism='mechanism', reference=None,
     worse = []
     better = []
     short = []
-    for name, index, floor in (('CPU', 1, params.cpu_min),
-                               ('I/O', 2, params.io_min)):
+    for name, index in CLASSES:
+        floor = _floor(params, index, adding)
         logs = _log_ratios(samples, index)
         if not logs:
             ratios[name] = None         # the class is empty or idle
@@ -133,11 +146,6 @@ def judge(samples, params, adding, mechanism='mechanism', reference=None,
         all_logs[name] = tuple(logs)
         mean = sum(logs) / len(logs)
         ratios[name] = math.exp(mean)
-        # a retest gives a kept mechanism the hysteresis' slack, in the
-        # mean and in the test alike: one on the objective's edge is not
-        # dropped by every twentieth noisy probe
-        if not adding:
-            floor -= params.hysteresis
         bound = math.log(floor)
         if mean < bound or _p(logs, bound, 'less') < alpha:
             worse.append('%s %.3f < %.2f' % (name, ratios[name], floor))
