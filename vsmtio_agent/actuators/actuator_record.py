@@ -12,9 +12,6 @@ actuators take any ``Record``, so swapping it is one line where the driver
 builds them.
 """
 
-import json
-import os
-
 from oslo_log import log as logging
 
 from vsmtio_agent.actuators import base
@@ -23,6 +20,13 @@ from vsmtio_agent.actuators import checkpoint
 LOG = logging.getLogger(__name__)
 
 VERSION = 1
+
+
+def _validate(data):
+    if (not isinstance(data, dict) or data.get('version') != VERSION
+            or not isinstance(data.get('kinds'), dict)
+            or not all(isinstance(v, dict) for v in data['kinds'].values())):
+        raise ValueError('not a version %d record' % VERSION)
 
 
 class FileRecord(base.Record):
@@ -40,46 +44,23 @@ class FileRecord(base.Record):
         error, never overwritten: its originals must be put back by hand.
         """
         try:
-            with open(self.path) as f:
-                text = f.read()
-        except FileNotFoundError:
+            data = checkpoint.read_boot_json(
+                self.path, self.boot, _validate, 'Actuator record',
+                'real-time policies, block I/O weights and IRQ affinities')
+        except ValueError:
             return False
-        try:
-            data = json.loads(text)
-            if (not isinstance(data, dict) or data.get('version') != VERSION
-                    or not isinstance(data.get('kinds'), dict)
-                    or not all(isinstance(v, dict)
-                               for v in data['kinds'].values())):
-                raise ValueError('not a version %d record' % VERSION)
-        except ValueError as exc:
-            aside = self.path + '.corrupt'
-            os.replace(self.path, aside)
-            LOG.error('Actuator record %s is corrupt (%s); moved to %s. '
-                      'The values it kept (real-time policies, block I/O '
-                      'weights, IRQ affinities) must be checked by hand.',
-                      self.path, exc, aside)
-            return False
-        if self.boot and data.get('boot_id') not in (None, self.boot):
-            LOG.info('Actuator record %s is from an earlier boot; dropping '
-                     'it.', self.path)
-            self._discard()
+        if data is None:
             return False
         self.kept = {k: v for k, v in data['kinds'].items() if v}
         return bool(self.kept)
 
     def _save(self):
         if not self.kept:
-            self._discard()
+            checkpoint.remove(self.path)
             return
         checkpoint.write_json_atomic(
             self.path, {'version': VERSION, 'boot_id': self.boot,
                         'kinds': self.kept}, dir_mode=0o700)
-
-    def _discard(self):
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
 
     def record(self, kind, key, original):
         section = self.kept.setdefault(kind, {})

@@ -53,6 +53,48 @@ def write_json_atomic(path, data, dir_mode=0o755, durable=True):
             os.close(dfd)
 
 
+def read_boot_json(path, boot, validate, what, by_hand):
+    """The data of a JSON record this boot wrote, or None.
+
+    The checkpoint and the actuator record share these rules: no file is
+    None; a file from an earlier boot is removed and None (after a reboot
+    every knob is back at its default, nothing is to restore); a file that
+    does not parse or that ``validate`` (``data -> None``) refuses with a
+    ``ValueError`` is moved aside (``<path>.corrupt``), never overwritten,
+    with an error naming what to check ``by_hand``, and the ``ValueError``
+    is raised for the caller to decide what that means.
+    """
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(text)
+        validate(data)
+    except ValueError as exc:
+        aside = path + '.corrupt'
+        os.replace(path, aside)
+        LOG.error('%s %s is corrupt (%s); moved to %s. Values it recorded '
+                  'cannot be restored automatically: check %s by hand.',
+                  what, path, exc, aside, by_hand)
+        raise
+    if boot and data.get('boot_id') not in (None, boot):
+        LOG.info('%s %s is from an earlier boot; nothing of it is live any '
+                 'more, dropping it.', what, path)
+        remove(path)
+        return None
+    return data
+
+
+def remove(path):
+    """Remove ``path`` if it is there."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 # Version 2 adds sections for kinds of knob beyond the first four (each a
 # ``{key: original}`` object, in a domain record or under ``host``); a
 # version-1 file is a version-2 file without them and is read as it is. An
@@ -111,6 +153,12 @@ SCHEMA = {
 _VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 
 
+def _validate(data):
+    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(data))
+    if error is not None:
+        raise ValueError('%s at %s' % (error.message, error.json_path))
+
+
 class CheckpointError(Exception):
     """The checkpoint file exists but cannot be used."""
 
@@ -160,29 +208,12 @@ class Checkpoint(base.Record):
         log line and never silently overwritten.
         """
         try:
-            with open(self.path) as f:
-                text = f.read()
-        except FileNotFoundError:
-            return False
-        try:
-            data = json.loads(text)
-            error = jsonschema.exceptions.best_match(
-                _VALIDATOR.iter_errors(data))
-            if error is not None:
-                raise ValueError('%s at %s' % (
-                    error.message, error.json_path))
+            data = read_boot_json(
+                self.path, self.boot, _validate, 'Checkpoint',
+                'vCPU pinning and kvm.halt_poll_ns')
         except ValueError as exc:
-            aside = self.path + '.corrupt'
-            os.replace(self.path, aside)
-            LOG.error('Checkpoint %s is corrupt (%s); moved to %s. Values '
-                      'it recorded cannot be restored automatically: check '
-                      'vCPU pinning and %s by hand.', self.path, exc, aside,
-                      'kvm.halt_poll_ns')
             raise CheckpointError(str(exc))
-        if self.boot and data.get('boot_id') not in (None, self.boot):
-            LOG.info('Checkpoint %s is from an earlier boot; nothing of it '
-                     'is live any more, dropping it.', self.path)
-            self.discard()
+        if data is None:
             return False
         self._domains = data.get('domains', {})
         self._knobs = data.get(KNOBS, {})
@@ -206,10 +237,7 @@ class Checkpoint(base.Record):
         self._dirty = False
 
     def discard(self):
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        remove(self.path)
 
     @contextlib.contextmanager
     def deferred(self):
