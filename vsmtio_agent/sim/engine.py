@@ -27,6 +27,7 @@ Outcomes (throughputs, switches, spinning) are never inputs: they emerge
 from the costs, the workloads and the kernel model.
 """
 
+import functools
 import heapq
 import itertools
 import random
@@ -152,10 +153,11 @@ class Simulation(hyperthreads.Hyperthreads, vcpu_lifecycle.VcpuLifecycle,
 
         self.vcpus = []
         index = {w.name: i for i, w in enumerate(wls)}
+        self.streams = {}           # name: random.Random (see reseed)
         for vm, i, wl, cpu in scenario.placement():
-            rng = random.Random('%d/%s/%d' % (seed, vm, i))
             v = Vcpu(model.VcpuRef(vm, i), vm, wl, index[wl.name],
-                     self.ghz, rng)
+                     self.ghz, functools.partial(self.stream,
+                                                 '%s/%d' % (vm, i)))
             th = self.threads[cpu]
             v.home = v.th = v.origin = th
             th.rq.append(v)
@@ -176,13 +178,43 @@ class Simulation(hyperthreads.Hyperthreads, vcpu_lifecycle.VcpuLifecycle,
         for v in self.vcpus:
             v.peers = peers[v.vm]
             if v.wl.does_io and v.wl.irq:
-                # its own stream: the burst/device draws stay as without
-                rng = random.Random('%d/%s/%d/irq' % (seed, v.vm,
-                                                      v.ref.index))
-                v.draw_irq = v.wl.irq_vcpu(v.ref.index, len(v.peers), rng)
-                v.draw_handler = workloads.sampler(v.wl.irq['handler'], rng)
+                # streams of their own: the burst/device draws stay as
+                # without, and which vCPU an interrupt lands on does not
+                # depend on when the handlers it runs were drawn
+                name = '%s/%d' % (v.vm, v.ref.index)
+                v.draw_irq = v.wl.irq_vcpu(v.ref.index, len(v.peers),
+                                           self.stream(name, 'irq'))
+                v.draw_handler = workloads.sampler(
+                    v.wl.irq['handler'], self.stream(name, 'handler'))
         self._stagger_start(random.Random('%d/start' % seed))
         self._push(self.tick_ns, EV_TICK, None, 0)
+
+    def stream(self, owner, draws):
+        """The random stream of one kind of ``draws`` of one ``owner``.
+
+        One stream per vCPU and kind (burst, device, irq, handler), so the
+        k-th request of a vCPU draws the same numbers whichever kernel
+        schedules it and however the vCPU's other draws interleave.
+        """
+        name = '%s/%s' % (owner, draws)
+        rng = self.streams[name] = random.Random(
+            '%d/%s' % (self.seed, name))
+        return rng
+
+    def reseed(self, tag):
+        """Restart every stream at a point named by ``tag``.
+
+        Common random numbers: two runs of one scenario under different
+        kernels that reseed at the start of each measurement window draw
+        the same bursts, device times and interrupts from there on, so the
+        ratio of their throughputs shows the kernels' difference, not the
+        two runs' different luck (textbook variance reduction: Law,
+        Simulation Modeling and Analysis, 5th ed., section 11.2). The
+        distributions are unchanged: each window's draws are as random as
+        before, just the same ones for every kernel.
+        """
+        for name, rng in self.streams.items():
+            rng.seed('%d/%s/%s' % (self.seed, name, tag))
 
     def _stagger_start(self, rng):
         """Start every hyperthread as a host whose VMs booted apart.

@@ -34,7 +34,7 @@ class Vcpu(object):
         'in_handler', 'handled', 'rate_by', 'corun_rate', 'load',
         'busy_mark', 'cold', 'origin', 'halts')
 
-    def __init__(self, ref, vm, wl, wl_idx, ghz, rng):
+    def __init__(self, ref, vm, wl, wl_idx, ghz, stream):
         self.ref = ref
         self.vm = vm
         self.wl = wl
@@ -76,8 +76,9 @@ class Vcpu(object):
         self.origin = None          # the thread the host placed it on
         self.halts = 0              # idle entries (HLT or MWAIT)
         if wl.does_io:
-            self.draw_burst = workloads.sampler(wl.burst, rng)
-            self.draw_device = workloads.sampler(wl.device, rng)
+            self.draw_burst = workloads.sampler(wl.burst, stream('burst'))
+            self.draw_device = workloads.sampler(wl.device,
+                                                 stream('device'))
             self.burst = self.draw_burst() * self.solo_rate
         else:
             self.draw_burst = self.draw_device = None
