@@ -94,7 +94,10 @@ def settled(history, window, tolerance=0.25):
     ``1 + tolerance`` of the earlier one's: LTCR may still step by 10% and
     back, as Algorithm 1 always does (a random walk where no step pays),
     but no longer drifts. The run also waits for the guard's first climb
-    (:func:`~vsmtio_agent.policy.guard.climbed`).
+    (:func:`~vsmtio_agent.policy.guard.climbed`) and for its retries of
+    what it dropped to come at the longest back-off
+    (:func:`~vsmtio_agent.policy.guard.retries_periodic`): before that,
+    a window would count them at the shorter intervals of the start.
     """
     if len(history) < 2 * window:
         return False
@@ -118,13 +121,16 @@ def steady_window(conf):
 
 
 def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
-             max_settle_s=120.0, warmup_s=None, batches=1):
+             max_settle_s=300.0, warmup_s=None, batches=1):
     """Run the scenario ``conf`` names; return the result dict.
 
     With ``steady``, the agent's kernels run until :func:`settled` (or
     ``max_settle_s``, then the result says it did not settle) and every
-    kernel is then measured over :func:`steady_window`; otherwise the
-    scenario's (or ``duration``'s) fixed window is used.
+    kernel is then measured over :func:`steady_window` (the others after
+    ``warmup_s``, by default the scenario's); otherwise the scenario's (or
+    ``duration``'s) fixed window is used. Every window starts with
+    :meth:`~vsmtio_agent.sim.engine.Simulation.reseed`, so kernels
+    compared window by window draw the same requests.
 
     ``batches`` > 1 measures that many consecutive windows of the same
     run (batch means): the result is the first window's, and
@@ -137,7 +143,7 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
     sim = driver.simulation
     if steady:
         measure_s = steady_window(conf)
-        warmup = sim.scenario.warmup_s
+        warmup = sim.scenario.warmup_s if warmup_s is None else warmup_s
     else:
         warmup, total = _window(sim.scenario, opts.duration, warmup_s)
         measure_s = total - warmup
@@ -163,9 +169,11 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
             start_ns = state['start_ns']
             if start_ns is None:
                 now_s = sim.now / 1e9
+                g = ag.engine.guard
                 done = settled(history, window) and (
-                    ag.engine.guard is None
-                    or guard_mod.climbed(ag.engine.guard))
+                    g is None or (guard_mod.climbed(g)
+                                  and guard_mod.retries_periodic(
+                                      g, ag.engine.params.guard)))
                 if done or now_s >= max_settle_s:
                     state['settled_at'] = now_s if done else None
                     state['start_ns'] = start_ns = sim.now
@@ -180,6 +188,7 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
                 return False
             if sim.now >= start_ns + len(marks) * measure_s * 1e9 - 1:
                 marks.append(sim.totals())
+                sim.reseed('window %d' % len(marks))
             return True
 
         def after(period):
@@ -214,6 +223,7 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
             sim.advance_to(t * 1e9)
             if t >= edges[0] - 1e-9:
                 marks.append(sim.totals())
+                sim.reseed('window %d' % len(marks))
                 edges.pop(0)
             prog(t)
     wall = time.time() - wall0

@@ -196,6 +196,27 @@ def climbed(state):
     return True
 
 
+def retries_periodic(state, params):
+    """Whether every dropped mechanism waits the longest back-off.
+
+    Until then its retries come every 15, 30, 60 s... (a transient of
+    the guard's own schedule, each retry costing what the mechanism costs
+    for the A periods of a probe); from then on every ``retest_periods *
+    max_backoff`` periods, and the guard's probing is periodic. Only the
+    mechanisms that may be tried now count (those whose requirement is
+    kept).
+    """
+    cap = params.retest_periods * params.max_backoff
+    waits = {m: p for m, p, _ in state.backoff}
+    for m in MECHANISMS:
+        need = REQUIRES.get(m)
+        if m in state.kept or (need is not None and need not in state.kept):
+            continue
+        if m in waits and waits[m] < cap:
+            return False
+    return True
+
+
 def split_share(mechanisms):
     """The widest split level among ``mechanisms`` (0 without a split)."""
     return max((SHARES[m] for m in mechanisms if m in SHARES), default=0.0)

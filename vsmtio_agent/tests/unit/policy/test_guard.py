@@ -83,6 +83,37 @@ class TestGuard(testtools.TestCase):
         lenient = guard.Params(pairs=8, retest_periods=20, cpu_min=0.8)
         self.assertIn(guard.SPLIT, run(host, 200, lenient).kept)
 
+    def test_retries_become_periodic_at_the_longest_back_off(self):
+        # retention costs the CPU side: dropped, retried after 20, 40,
+        # 80, then every 160 periods (retest_periods * max_backoff)
+        host = Host({guard.RETENTION: (0.8, 1.0)}, noise=0.01)
+        cap = P.retest_periods * P.max_backoff
+        state, seen = guard.start(), []
+        for _ in range(600):
+            state = guard.step(state, P, host.stats(state.in_force))
+            if state.verdict(guard.RETENTION) is not None:
+                # from its first drop on
+                seen.append(guard.retries_periodic(state, P))
+        self.assertNotIn(guard.RETENTION, state.kept)
+        waits = {m: p for m, p, _ in state.backoff}
+        self.assertEqual(cap, waits[guard.RETENTION])
+        self.assertTrue(seen[-1])
+        # not while the back-off was still growing: its first three
+        # retries at least
+        first = seen.index(True)
+        self.assertGreater(first, 20 + 40 + 80)
+        self.assertTrue(all(seen[first:]))
+
+    def test_only_what_may_be_tried_must_wait_the_longest(self):
+        # the split waits on a short back-off, but retention (which it
+        # needs) is not kept, so it cannot be retried: that is periodic
+        state = guard.State(backoff=((guard.RETENTION, 160, 0),
+                                     (guard.SPLIT, 20, 0)))
+        self.assertTrue(guard.retries_periodic(state, P))
+        kept = guard.State(kept=frozenset({guard.RETENTION}),
+                           backoff=((guard.SPLIT, 20, 0),))
+        self.assertFalse(guard.retries_periodic(kept, P))
+
     def test_drops_what_helps_no_class(self):
         state = run(Host({}), 300)
         self.assertEqual(frozenset(), state.kept)
