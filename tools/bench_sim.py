@@ -90,25 +90,35 @@ def rst_table(header, rows):
 
 # The product and vanilla are measured over this many consecutive windows
 # of their one run (batch means): whether a shortfall is the product's or
-# chance's (a one-sided t-test over the batches), and the noise floor
-# (vanilla's second window against its first).
+# chance's (a one-sided t-test over the batches).
 BATCHES = 3
 REPLICATED = ('vanilla', 'vsmtio')
+# The A/A run: vanilla again, its window started this much later, so its
+# streams were reseeded after a different history (see noise_band).
+AA = 'vanilla-aa'
+AA_SHIFT_S = 7.3
 
 
 def _job(args):
     name, kernel = args
     t, c = time.time(), time.process_time()
-    r = runner.run(name, kernel, steady=True,
-                   batches=BATCHES if kernel in REPLICATED else 1)
+    if kernel == AA:
+        r = runner.run(name, 'vanilla', steady=True, warmup_s=(
+            scenario.load(name).warmup_s + AA_SHIFT_S))
+    else:
+        r = runner.run(name, kernel, steady=True,
+                       batches=BATCHES if kernel in REPLICATED else 1)
     r['bench_wall_s'] = time.time() - t
     r['bench_cpu_s'] = time.process_time() - c
     return name, kernel, r
 
 
 def run_all(names, processes):
-    """Every kernel on every scenario, at steady state."""
-    jobs = [(n, k) for n in names for k in KERNELS]
+    """Every kernel on every scenario, at steady state, and the A/A run.
+
+    The A/A result is kept in vanilla's as ``aa``: it is no kernel.
+    """
+    jobs = [(n, k) for n in names for k in KERNELS + (AA,)]
     # the agent's kernels take longest: start them first
     jobs.sort(key=lambda j: j[1] not in ('vsmtio', 'vsmtio-paper'))
     results = {n: {} for n in names}
@@ -118,17 +128,11 @@ def run_all(names, processes):
             sys.stderr.write('[%d/%d] %s %s: %.0f s\n'
                              % (i, len(jobs), name, kernel,
                                 r['bench_wall_s']))
+    for res in results.values():
+        aa = res.pop(AA)
+        res['vanilla']['aa'] = {k: aa[k] for k in (
+            'io_throughput', 'cpu_throughput', 'bench_cpu_s')}
     return results
-
-
-def noise_floor(res):
-    """|vanilla's second window / its first - 1| for I/O and CPU."""
-    first, second = res['vanilla']['batches'][:2]
-    out = []
-    for key in ('io_throughput', 'cpu_throughput'):
-        base = first[key]
-        out.append(abs(second[key] / base - 1.0) if base else None)
-    return tuple(out)
 
 
 def replicated(res, key, floor):
@@ -208,17 +212,21 @@ HEADER = ['scenario', 'kernel', 'I/O', 'paper I/O', 'CPU', 'paper CPU',
 
 
 def noise_band(res):
-    """Per class, how far vanilla's own windows stray from its first.
+    """Per class, |the A/A run's first window / vanilla's - 1|.
 
-    A difference between kernels smaller than this is one that chance
-    alone makes between two windows of the same kernel: a tie.
+    Every kernel's windows start from a reseed (common random numbers), so
+    two kernels compared window by window draw the same requests and
+    differ by their mechanisms plus what is left of their different pasts
+    (the queues, the run-queue order, the requests in flight when the
+    window began). The A/A run measures that rest: vanilla against
+    vanilla, its window started after a different history. A difference
+    between kernels smaller than it is a tie.
     """
-    windows = res['vanilla'].get('batches') or []
+    van, aa = res['vanilla'], res['vanilla'].get('aa')
     out = []
     for key in ('io_throughput', 'cpu_throughput'):
-        first = windows[0][key] if windows else 0
-        out.append(max((abs(w[key] / first - 1.0) for w in windows[1:]),
-                       default=0.0) if first else 0.0)
+        base = van[key]
+        out.append(abs(aa[key] / base - 1.0) if aa and base else 0.0)
     return tuple(out)
 
 
@@ -271,20 +279,24 @@ def summary(results):
             tests[(name, what)] = (m, p, floor)
     significant = holm({k: p for k, (_m, p, _f) in tests.items()})
     for name, res in sorted(results.items()):
-        below = [(what, m, p, significant[(name, what)])
+        band = dict(zip(('I/O', 'CPU'), noise_band(res)))
+        below = [(what, m, p, significant[(name, what)],
+                  floor - m <= band[what])
                  for (n, what), (m, p, floor) in sorted(tests.items())
                  if n == name and m is not None and m < floor]
         if below:
             misses.append('%s (%s)' % (name, ', '.join(
-                '%s %.3f over %d windows, p = %s that it is below the '
-                'objective%s' % (what, m, BATCHES,
-                                 _f(p, '%.2f'),
-                                 ': significant even over all %d tests'
-                                 % len(tests) if sig else
-                                 ': significant alone, not over all %d '
-                                 'tests (Holm)' % len(tests)
-                                 if p is not None and p < 0.05 else '')
-                for what, m, p, sig in below)))
+                '%s %.4f over %d windows, p = %s that it is below the '
+                'objective%s%s' % (what, m, BATCHES,
+                                   _f(p, '%.2f'),
+                                   ': significant even over all %d tests'
+                                   % len(tests) if sig else
+                                   ': significant alone, not over all %d '
+                                   'tests (Holm)' % len(tests)
+                                   if p is not None and p < 0.05 else '',
+                                   '; within the A/A band (%.4f)'
+                                   % band[what] if tie else '')
+                for what, m, p, sig, tie in below)))
         beyond, within = dominated_by(res)
         if beyond:
             dominated.append('%s by %s' % (name, ', '.join(beyond)))
@@ -302,17 +314,41 @@ def summary(results):
     return rows, misses, dominated, ties
 
 
+def retry_cost(v, params):
+    """What retrying dropped verdict ``v`` costs each class, long-run.
+
+    At steady state a dropped mechanism is retried once every longest
+    back-off (``retest_periods * max_backoff`` periods) plus the probe;
+    the probe's A periods run with it, each at the ratio its last probe
+    measured. The share of throughput that costs a class over the cycle,
+    as a percentage (0 where the mechanism does not cost that class).
+    The measured windows start as the back-off reaches its longest, so
+    they hold no such retry: this is its cost, amortised.
+    """
+    if v['kept']:
+        return None
+    a = len(v['io_logs'] or v['cpu_logs'] or ())
+    cycle = params.retest_periods * params.max_backoff + 2 * a
+    return tuple(100.0 * a * max(0.0, 1.0 - r) / cycle if r else 0.0
+                 for r in (v['cpu_ratio'], v['io_ratio']))
+
+
 def verdict_rows(results):
+    params = guard.Params.from_conf(runner.make_conf(
+        next(iter(results)), 'vsmtio', 1, 0.0, None))
     rows = []
     for name, res in sorted(results.items()):
         a = res['vsmtio'].get('agent') or {}
         for v in a.get('verdicts') or ():
+            cost = retry_cost(v, params)
             rows.append([name, v['mechanism'],
                          'kept' if v['kept'] else 'dropped',
                          _f(v['cpu_ratio'], '%.3f'),
-                         _f(v['io_ratio'], '%.3f'), v['reason']])
+                         _f(v['io_ratio'], '%.3f'),
+                         '%.3f / %.3f' % cost if cost else '-',
+                         v['reason']])
         if not a.get('verdicts'):
-            rows.append([name, '-', '-', '-', '-', 'no verdict yet'])
+            rows.append([name, '-', '-', '-', '-', '-', 'no verdict yet'])
     return rows
 
 
@@ -505,8 +541,9 @@ def main(argv=None):
                 'timeout_us']
             grid, map_cpu = breakeven(settled_t, args.processes)
         total_wall = time.time() - t0
-        cpu_s = map_cpu + sum(r['bench_cpu_s'] for res in results.values()
-                              for r in res.values())
+        cpu_s = map_cpu + sum(
+            r['bench_cpu_s'] + r.get('aa', {}).get('bench_cpu_s', 0.0)
+            for res in results.values() for r in res.values())
     if args.json:
         with open(args.json, 'w') as f:
             json.dump({'results': results,
@@ -535,20 +572,21 @@ def document(results, grid, names, main_wall, total_wall, cpu_s, args):
         main=(' (%.1f min before the map)' % (main_wall / 60.0)
               if main_wall is not None else ''),
         n=len(names), k=len(KERNELS),
-        batches=BATCHES,
+        batches=BATCHES, aa=AA_SHIFT_S,
         png=os.path.basename(args.png),
         map_png=os.path.basename(args.map_png))]
     out.append(SUMMARY_HEAD)
     out.append(rst_table(['kernel', 'mean I/O', 'min I/O', 'mean CPU',
                           'min CPU'], rows) + '\n')
-    spread = [noise_floor(results[n]) for n in names]
-    io_spread = [x[0] for x in spread if x[0] is not None]
-    cpu_spread = [x[1] for x in spread if x[1] is not None]
+    spread = [noise_band(results[n]) for n in names]
+    io_spread = [x[0] for x in spread]
+    cpu_spread = [x[1] for x in spread]
     if io_spread and cpu_spread:
-        out.append('- The noise floor: vanilla\'s second window differs '
-                   'from its first by up to %.3f in I/O and %.3f in CPU '
-                   '(median %.3f and %.3f): two windows of one kernel '
-                   'drift apart that far by chance alone.\n'
+        out.append('- The noise floor (the A/A run): vanilla against '
+                   'itself, started after a different history, differs '
+                   'by up to %.4f in I/O and %.4f in CPU (median %.4f and '
+                   '%.4f): two kernels compared over the same draws differ '
+                   'that much with no difference between them.\n'
                    % (max(io_spread), max(cpu_spread),
                       statistics.median(io_spread),
                       statistics.median(cpu_spread)))
@@ -561,7 +599,7 @@ def document(results, grid, names, main_wall, total_wall, cpu_s, args):
                          replicate_rows(results)) + '\n')
     out.append('- Scenarios where a baseline kernel beats the product on '
                'both classes at once, by more than the scenario\'s noise '
-               'band (how far vanilla\'s own windows stray from its first): '
+               'band (the A/A run\'s difference from vanilla): '
                '%s. Better on both only within that band (ties): %s.\n'
                % ('; '.join(dominated) or 'none',
                   '; '.join(ties) or 'none'))
@@ -589,7 +627,8 @@ def document(results, grid, names, main_wall, total_wall, cpu_s, args):
             tenant_rows(name, results[name])) + '\n')
     out.append(VERDICTS_HEAD)
     out.append(rst_table(['scenario', 'mechanism', 'verdict', 'CPU',
-                          'I/O', 'reason'], verdict_rows(results)) + '\n')
+                          'I/O', 'retry cost %', 'reason'],
+                         verdict_rows(results)) + '\n')
     if TRAJECTORY in results:
         out.append(TRAJ_HEAD.format(name=TRAJECTORY))
         out.append(rst_table(['kernel', 'timeout (us) by simulated time'],
@@ -704,11 +743,17 @@ paper taken literally: Algorithm 1 judged by IPC and retention frequency,
 retention, RASS and the adjuster always on) and ``vsmtio`` (the product:
 LTCR judged by throughput, the guard, the fairness invariant) until its
 state stops travelling (``simulate.settled``: the guard has judged every
-mechanism it may try once, the same mechanisms kept and the median
-timeout moving less than 25% over two 5 s windows; at most 120 simulated
-seconds), and then every kernel, the baselines too, is
-measured over the same window: one cycle of the guard's probing (16.6
-simulated seconds), so the product's figures include what probing costs.
+mechanism it may try once, its retries of what it dropped come at the
+longest back-off, the same mechanisms kept and the median timeout moving
+less than 25% over two 5 s windows; at most 300 simulated seconds), and
+then every kernel, the baselines too, is measured over the same window:
+one cycle of the guard's retests (16.6 simulated seconds), so the
+product's figures include what retesting what it keeps costs (what
+retrying what it dropped costs is in the verdicts' table). Every window
+starts by reseeding each vCPU's random streams (common random numbers,
+``Simulation.reseed``), so the kernels are compared over the same
+requests; an A/A run (vanilla against vanilla started {aa:g} s later)
+measures what is left of the runs' different pasts, the noise band.
 The baselines are vanilla KVM (``van``; with two vCPUs per hyperthread
 KVM's halt polling is inactive, so also the paper's Blocking), guest
 ``idle=poll`` (``poll``), KVM halt polling (``hp``) and the paper's
@@ -759,7 +804,11 @@ What the guard kept, and why
 
 The product's last verdict on each mechanism it tested, per scenario: the
 ratios are with the mechanism over without it, from the last probe (ABBA
-periods, one-sided t-tests; ``doc/source/policy.rst``).
+periods, one-sided t-tests; ``doc/source/policy.rst``). A dropped
+mechanism is retried once every longest back-off: ``retry cost`` is what
+that costs the CPU / I/O class over the cycle, in percent of its
+throughput (the probe's A periods at the ratios it measured; the windows
+above start as the back-off reaches its longest, so they hold none).
 
 """
 
