@@ -93,6 +93,19 @@ class Actuator(metaclass=abc.ABCMeta):
     def _set(self, key, value):
         """Put ``value`` on the host; ``ActuatorError`` on failure."""
 
+    def recorded(self, key):
+        """Whether an original of ``key`` is kept (it was changed).
+
+        A knob that vanished (a removed device's IRQ, a destroyed domain's
+        cgroup) is nothing to restore when it was ours, but an error when
+        a caller names one that never existed.
+        """
+        try:
+            self.record.original(self.kind, key)
+        except KeyError:
+            return False
+        return True
+
     def keep(self, key):
         """Record the host's current value as the original (once).
 

@@ -78,7 +78,7 @@ class IrqAffinity(base.Actuator):
             with open(path, 'w') as f:
                 f.write(value + '\n')
         except FileNotFoundError:
-            if self._recorded(key):
+            if self.recorded(key):
                 return      # the IRQ went away (device removed): nothing
             raise base.ActuatorError('IRQ %s does not exist' % key)
         except OSError as exc:
@@ -87,13 +87,6 @@ class IrqAffinity(base.Actuator):
             raise base.ActuatorError(
                 'cannot set IRQ %s affinity to %s: %s' % (key, value, exc),
                 denied=exc.errno in (errno.EACCES, errno.EPERM))
-
-    def _recorded(self, key):
-        try:
-            self.record.original(self.kind, key)
-        except KeyError:
-            return False
-        return True
 
     def move(self, irq, cpus):
         """Give ``irq`` the CPUs ``cpus``; False if it has them already."""

@@ -174,7 +174,7 @@ class CgroupRtRuntime(base.Actuator):
 
     def _set(self, key, value):
         if not os.path.isdir(os.path.join(self.root, key)):
-            if self._recorded(key):
+            if self.recorded(key):
                 return      # the group went with its domain: nothing left
             raise base.ActuatorError('no cgroup %s' % key)
         try:
@@ -184,13 +184,6 @@ class CgroupRtRuntime(base.Actuator):
             raise base.ActuatorError(
                 'cannot write %d to %s: %s' % (value, self._file(key), exc),
                 denied=exc.errno in (errno.EPERM, errno.EACCES))
-
-    def _recorded(self, key):
-        try:
-            self.record.original(self.kind, key)
-        except KeyError:
-            return False
-        return True
 
     def original_or_current(self, key):
         try:
