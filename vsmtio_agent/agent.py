@@ -38,7 +38,8 @@ class Period:
     when nothing was applied (a dry run). ``timeout_ns``, ``mechanisms``
     (in force this period), ``kept`` (what the guard keeps) and
     ``verdicts`` (the guard's last verdict per mechanism, None with the
-    guard off) are the engine's state once the decision was taken.
+    guard off) and ``mist`` (MIST's verdict per reserved domain, None with
+    MIST off) are the engine's state once the decision was taken.
     """
 
     number: int
@@ -50,6 +51,7 @@ class Period:
     mechanisms: frozenset
     kept: frozenset
     verdicts: Optional[tuple]
+    mist: Optional[Mapping] = None
 
     @property
     def start(self):
@@ -123,7 +125,9 @@ class Agent(object):
             result=result, timeout_ns=self.engine.timeout_ns,
             mechanisms=frozenset(self.engine.mechanisms),
             kept=frozenset(self.engine.kept),
-            verdicts=tuple(guard.verdicts) if guard is not None else None)
+            verdicts=tuple(guard.verdicts) if guard is not None else None,
+            mist=(types.MappingProxyType(dict(self.engine.mist_verdicts))
+                  if self.engine.params.mist is not None else None))
         return self.period
 
     def _start(self):

@@ -140,6 +140,24 @@ class AgentCollector:
         yield host
         yield klass
         yield from rates.values()
+        if period.mist is not None:
+            yield from _mist_families(g, period.mist)
+
+
+def _mist_families(g, verdicts):
+    """MIST's verdict per reserved domain: protected, and its I_cpu."""
+    protected = g('vsmtio_mist_protected',
+                  'Whether MIST protects the reserved VM this period (1) '
+                  'or not (0).', labels=['domain'])
+    i_cpu = g('vsmtio_mist_vm_i_cpu',
+              'MIST interference ratio of the reserved VM (involuntary / '
+              'voluntary switches of its vCPUs).', labels=['domain'])
+    for domain, v in sorted(verdicts.items()):
+        protected.add_metric([domain], 1 if v.protect else 0)
+        if v.i_cpu is not None:
+            i_cpu.add_metric([domain], v.i_cpu)
+    yield protected
+    yield i_cpu
 
 
 def serve(collector, host, port):

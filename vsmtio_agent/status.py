@@ -48,7 +48,10 @@ def document(period, driver, opts, mode):
             'mechanisms': sorted(period.kept) if period else [],
             'verdicts': ([dataclasses.asdict(v) for v in period.verdicts]
                          if period and period.verdicts is not None
-                         else None)}
+                         else None),
+            'mist': ({d: dataclasses.asdict(v)
+                      for d, v in sorted(period.mist.items())}
+                     if period and period.mist is not None else None)}
 
 
 def format_table(doc):
@@ -82,4 +85,12 @@ def format_table(doc):
             lines.append('  guard: %s %s (%s)' % (
                 v['mechanism'], 'kept' if v['kept'] else 'dropped',
                 v['reason']))
+    mist = doc.get('mist')
+    if mist is not None:
+        lines.append('MIST: %d reserved VM(s), %d protected' % (
+            len(mist), sum(1 for v in mist.values() if v['protect'])))
+        for domain, v in sorted(mist.items()):
+            lines.append('  %s: %s, I_cpu %s (%s)' % (
+                domain, 'protected' if v['protect'] else 'not protected',
+                num(v['i_cpu']), v['reason']))
     return '\n'.join(lines) + '\n' + table.get_string()

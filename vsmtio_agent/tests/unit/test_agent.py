@@ -6,13 +6,19 @@ loop's calls, which no real host could script. The simulated host's own
 tests run the same loop against the real simulator.
 """
 
+import dataclasses
+import json
+
 from oslo_config import fixture as config_fixture
 import testtools
 
 from vsmtio_agent import agent
 from vsmtio_agent import conf
 from vsmtio_agent.drivers import base
+from vsmtio_agent import metrics
 from vsmtio_agent import model
+from vsmtio_agent.policy import mist
+from vsmtio_agent import status
 
 MS = 10 ** 6
 
@@ -176,3 +182,62 @@ class TestPeriodRecord(testtools.TestCase):
         rates = text['vsmtio_vcpu_retention_rate'].samples
         self.assertAlmostEqual(0.6, [s.value for s in rates
                                      if s.labels['domain'] == 'io-vm'][0])
+
+
+class TestMistInTheRecord(testtools.TestCase):
+    """MIST's verdicts reach the record, ``status`` and the metrics."""
+
+    def setUp(self):
+        super().setUp()
+        self.cfg = self.useFixture(config_fixture.Config(conf.CONF))
+        self.cfg.config(group='vsmtio_agent', period=0.1)
+
+    def period(self):
+        host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
+        a = agent.Agent(conf.CONF, host)
+        a.tick()
+        return a.tick()
+
+    def test_none_with_mist_off_a_mapping_with_it_on(self):
+        self.cfg.config(group='vsmtio_agent', mist=False)
+        self.assertIsNone(self.period().mist)
+        self.cfg.config(group='vsmtio_agent', mist=True)
+        # no VM here reserved I/O: nothing to judge, but MIST is on
+        self.assertEqual({}, dict(self.period().mist))
+
+    def verdicts(self):
+        return {'vm-b': mist.Verdict(False, 'calm', i_cpu=0.1),
+                'vm-a': mist.Verdict(True, 'I_cpu 0.80 > 0.50',
+                                     i_cpu=0.8)}
+
+    def test_status_shows_each_reserved_vm(self):
+        period = dataclasses.replace(self.period(), mist=self.verdicts())
+        doc = json.loads(json.dumps(status.document(
+            period, ScriptedHost([]), conf.CONF.vsmtio_agent, 'scripted')))
+        self.assertEqual({'vm-a', 'vm-b'}, set(doc['mist']))
+        self.assertTrue(doc['mist']['vm-a']['protect'])
+        text = status.format_table(doc)
+        self.assertIn('MIST: 2 reserved VM(s), 1 protected', text)
+        self.assertIn('vm-a: protected, I_cpu 0.80 (I_cpu 0.80 > 0.50)',
+                      text)
+        self.assertIn('vm-b: not protected, I_cpu 0.10 (calm)', text)
+        # MIST off: no MIST line
+        doc['mist'] = None
+        self.assertNotIn('MIST', status.format_table(doc))
+
+    def test_metrics_export_protection_and_i_cpu(self):
+        period = dataclasses.replace(self.period(), mist=self.verdicts())
+        collector = metrics.AgentCollector()
+        collector.observe(period, 'scripted')
+        families = {m.name: m for m in collector.collect()}
+        protected = {s.labels['domain']: s.value
+                     for s in families['vsmtio_mist_protected'].samples}
+        self.assertEqual({'vm-a': 1, 'vm-b': 0}, protected)
+        i_cpu = {s.labels['domain']: s.value
+                 for s in families['vsmtio_mist_vm_i_cpu'].samples}
+        self.assertEqual({'vm-a': 0.8, 'vm-b': 0.1}, i_cpu)
+        # MIST off: no MIST families at all
+        self.cfg.config(group='vsmtio_agent', mist=False)
+        collector.observe(self.period(), 'scripted')
+        self.assertNotIn('vsmtio_mist_protected',
+                         {m.name for m in collector.collect()})
