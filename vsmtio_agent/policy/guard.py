@@ -26,7 +26,8 @@ tested):
   test, the objective relaxed by ``hysteresis``; it is dropped at once
   when a class loses, and after two failed retests in a row when it only
   stopped showing a gain (a noisy period does not flip it);
-- a dropped mechanism is retried after an exponential back-off, and a
+- a dropped mechanism is retried after an exponential back-off (one that
+  made a class lose waits the longest back-off at once), and a
   retry must clear the I/O objective by the ``hysteresis``: the band works
   both ways, so a mechanism whose true effect sits just below the
   objective is not re-added by every noisy probe that lands above it
@@ -282,12 +283,20 @@ def _with_verdict(verdicts, verdict):
     return kept + (verdict,)
 
 
-def _backed_off(backoff, m, params):
-    """``backoff`` with ``m`` dropped now: its wait doubled, capped."""
+def _backed_off(backoff, m, params, lost=False):
+    """``backoff`` with ``m`` dropped now: its wait doubled, capped.
+
+    A mechanism shown to cost a class (``lost``) waits the longest
+    back-off at once: a loss shown beyond the test's doubt is no fluke to
+    re-check in a few seconds, and each retry costs that class again for
+    the probe's A periods. Only a workload that changes makes it worth
+    retrying, and that is no likelier soon after than later.
+    """
+    cap = params.retest_periods * params.max_backoff
     waits = {x: (p, w) for x, p, w in backoff}
     last = waits.get(m, (0, 0))[0]
-    waits[m] = (min(max(2 * last, params.retest_periods),
-                    params.retest_periods * params.max_backoff), 0)
+    waits[m] = (cap if lost else min(max(2 * last, params.retest_periods),
+                                     cap), 0)
     return tuple((x, p, w) for x, (p, w) in sorted(waits.items()))
 
 
@@ -342,7 +351,7 @@ def _probe_step(state, params, stats):
         backoff = tuple(b for b in state.backoff if b[0] not in added)
     else:
         kept = _closure(state.kept - {m})
-        backoff = _backed_off(state.backoff, m, params)
+        backoff = _backed_off(state.backoff, m, params, verdict.loses)
     held = State(kept=kept, phase=HOLD, countdown=params.retest_periods,
                  backoff=backoff,
                  turn=state.turn, strikes=frozenset(strikes & kept),

@@ -83,10 +83,24 @@ class TestGuard(testtools.TestCase):
         lenient = guard.Params(pairs=8, retest_periods=20, cpu_min=0.8)
         self.assertIn(guard.SPLIT, run(host, 200, lenient).kept)
 
-    def test_retries_become_periodic_at_the_longest_back_off(self):
-        # retention costs the CPU side: dropped, retried after 20, 40,
-        # 80, then every 160 periods (retest_periods * max_backoff)
+    def test_a_loss_waits_the_longest_back_off_at_once(self):
         host = Host({guard.RETENTION: (0.8, 1.0)}, noise=0.01)
+        cap = P.retest_periods * P.max_backoff
+        state = guard.start()
+        while state.verdict(guard.RETENTION) is None:
+            state = guard.step(state, P, host.stats(state.in_force))
+        self.assertTrue(state.verdict(guard.RETENTION).loses)
+        self.assertEqual(((guard.RETENTION, cap, 0),), state.backoff)
+        self.assertTrue(guard.retries_periodic(state, P))
+        # and not retried before it
+        for _ in range(cap - 1):
+            state = guard.step(state, P, host.stats(state.in_force))
+            self.assertNotIn(guard.RETENTION, state.in_force)
+
+    def test_retries_become_periodic_at_the_longest_back_off(self):
+        # retention shows no gain: dropped, retried after 20, 40, 80,
+        # then every 160 periods (retest_periods * max_backoff)
+        host = Host({guard.RETENTION: (1.0, 1.0)}, noise=0.01)
         cap = P.retest_periods * P.max_backoff
         state, seen = guard.start(), []
         for _ in range(600):
