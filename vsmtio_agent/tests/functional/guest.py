@@ -199,11 +199,13 @@ class LibvirtDaemon(fixtures.Fixture):
             return f.read()[-2000:]
 
 
+# A direct-kernel-boot guest on a serial console; the MIST guests
+# (mist_guests.py) fill in more vCPUs, a cpuset and a disk
 DOMAIN_XML = """<domain type='%(type)s'>
   <name>%(name)s</name>
   <uuid>%(uuid)s</uuid>
   <memory unit='MiB'>192</memory>
-  <vcpu placement='static'>2</vcpu>
+  <vcpu placement='static'%(cpuset)s>%(vcpus)d</vcpu>
   <os>
     <type arch='x86_64' machine='pc'>hvm</type>
     <kernel>%(kernel)s</kernel>
@@ -216,6 +218,7 @@ DOMAIN_XML = """<domain type='%(type)s'>
   <on_crash>destroy</on_crash>
   <devices>
     <emulator>/usr/bin/qemu-system-x86_64</emulator>
+    %(disk)s
     <serial type='file'><source path='%(console)s'/><target port='0'/>
     </serial>
     <memballoon model='none'/>
@@ -263,7 +266,8 @@ class Guest(fixtures.Fixture):
         self.dom = conn.createXML(DOMAIN_XML % {
             'type': os.environ.get('VSMTIO_GUEST_TYPE', 'qemu'),
             'name': self.name, 'uuid': self.uuid, 'kernel': kernel_image(),
-            'initrd': initrd, 'console': self.console})
+            'initrd': initrd, 'console': self.console, 'vcpus': 2,
+            'cpuset': '', 'disk': ''})
         self.addCleanup(self.destroy)
         wait_for_boot(self.console, self.boot_timeout)
 

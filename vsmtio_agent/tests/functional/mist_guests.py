@@ -62,31 +62,6 @@ echo vsmtio-guest: workloads started
 while :; do $B sleep 3600; done
 """
 
-DOMAIN_XML = """<domain type='%(type)s'>
-  <name>%(name)s</name>
-  <uuid>%(uuid)s</uuid>
-  <memory unit='MiB'>192</memory>
-  <vcpu placement='static'%(cpuset)s>%(vcpus)d</vcpu>
-  <os>
-    <type arch='x86_64' machine='pc'>hvm</type>
-    <kernel>%(kernel)s</kernel>
-    <initrd>%(initrd)s</initrd>
-    <cmdline>console=ttyS0 panic=-1 quiet rdinit=/init</cmdline>
-  </os>
-  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model>
-  </cpu>
-  <on_poweroff>destroy</on_poweroff>
-  <on_crash>destroy</on_crash>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    %(disk)s
-    <serial type='file'><source path='%(console)s'/><target port='0'/>
-    </serial>
-    <memballoon model='none'/>
-  </devices>
-</domain>
-"""
-
 DISK_XML = """<disk type='file' device='disk'>
       <driver name='qemu' type='raw'/>
       <source file='%s'/><target dev='vda' bus='virtio'/>
@@ -205,7 +180,7 @@ class MistGuest(fixtures.Fixture):
         self.console = os.path.join(self.dir, 'console.log')
         self.uuid = str(uuid.uuid4())
         self.name = 'vsmtio-mist-%s-%s' % (self.kind, self.uuid[:8])
-        self.dom = self.conn.createXML(DOMAIN_XML % {
+        self.dom = self.conn.createXML(guest_mod.DOMAIN_XML % {
             'type': os.environ.get('VSMTIO_GUEST_TYPE', 'qemu'),
             'name': self.name, 'uuid': self.uuid, 'kernel': kernel,
             'initrd': initrd, 'console': self.console,
