@@ -84,17 +84,17 @@ def _no_gate_reader(native):
             super().__init__(*args, native=native, **kwargs)
             read, many = self._read_thread, self._read_threads
             self._read_thread = lambda fds, last, bad: read(fds, None, bad)
-            self._read_threads = lambda items: many(
-                [(fds, None, bad) for fds, _last, bad in items])
+            self._read_threads = lambda items, *args: many(
+                [(fds, None, bad) for fds, _last, bad in items], *args)
     return NoGate
 
 
 READERS = {
-    # name: (native, gate)
-    'C reader': (True, True),
-    'Python reader': (False, True),
-    'C reader, no gate': (True, False),
-    'Python reader, no gate': (False, False),
+    # name: (native, gate, switch_read_periods); None: the default
+    'C reader': (True, True, None),
+    'Python reader': (False, True, None),
+    'C reader, status every period': (True, True, 1),
+    'C reader, no gate, every period': (True, False, 1),
 }
 
 
@@ -120,8 +120,11 @@ def start_host(idle_domains=0):
     return procs
 
 
-def make_agent(tmp, native, gate):
-    """The agent with the libvirt driver and the reader asked for."""
+def make_agent(tmp, native, gate, every=None):
+    """The agent with the libvirt driver and the reader asked for.
+
+    ``every``: the driver's ``switch_read_periods`` (None: its default).
+    """
     from unittest import mock
 
     from oslo_config import cfg
@@ -142,6 +145,9 @@ def make_agent(tmp, native, gate):
                        ('checkpoint_path', os.path.join(tmp, 'ckpt.json')),
                        ('period', 1.0)):
         conf.set_override(key, value, group='vsmtio_agent')
+    if every is not None:
+        conf.set_override('switch_read_periods', every,
+                          group='vsmtio_agent')
     reader = (functools.partial(procfs.ThreadReader, native=native) if gate
               else _no_gate_reader(native))
     # The driver builds its reader as procfs.ThreadReader(procfs_root).
@@ -220,8 +226,8 @@ def phases(args):
 
     start_host(args.idle_domains)
     agents = {name: make_agent(tempfile.mkdtemp(prefix='vsmtio-bench-'),
-                               native, gate)
-              for name, (native, gate) in READERS.items()}
+                               native, gate, every)
+              for name, (native, gate, every) in READERS.items()}
     spent = {name: [0.0] * 4 for name in agents}
     reading = {name: [0.0] for name in agents}
     for name, agent in agents.items():
@@ -231,6 +237,7 @@ def phases(args):
         reader._read_threads = _timed_call(reader._read_threads,
                                            reading[name])
     last = {name: agent.driver.sample() for name, agent in agents.items()}
+    last_stats = {name: {} for name in agents}
     for _ in range(args.periods):
         for name, agent in agents.items():
             driver = agent.driver
@@ -240,13 +247,13 @@ def phases(args):
             t1 = time.process_time()
             stats = monitor.derive(last[name], snap,
                                    agent.opts.idle_switch_threshold,
-                                   agent.topology)
+                                   agent.topology, last_stats[name])
             t2 = time.process_time()
             decision = agent.engine.step(stats)
             t3 = time.process_time()
             driver.apply(decision)
             t4 = time.process_time()
-            last[name] = snap
+            last[name], last_stats[name] = snap, stats
             for i, dt in enumerate((t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
                 spent[name][i] += dt
     print('%-24s %8s %8s %8s %8s %8s %8s' % (
@@ -344,16 +351,17 @@ def main():
         'CPU seconds per agent period, %d vCPU threads, %d idle domains'
         % (DOMAINS * VCPUS, args.idle_domains))
 
-    def host(native, gate):
+    def host(native, gate, every):
         start_host(args.idle_domains)
         return make_agent(tempfile.mkdtemp(prefix='vsmtio-bench-'), native,
-                          gate).tick
+                          gate, every).tick
 
     results = {}
-    for name, (native, gate) in READERS.items():
+    for name, (native, gate, every) in READERS.items():
         name = 'agent period, %s' % name
         results[name] = runner.bench_time_func(
-            name, timed(functools.partial(host, native, gate), args.period))
+            name, timed(functools.partial(host, native, gate, every),
+                        args.period))
     for name, func in (('psutil full scan', psutil_scan),
                        ('ps -eLo full scan', ps_scan)):
         results[name] = runner.bench_time_func(

@@ -59,8 +59,10 @@ _DELTAS = ('run_ns', 'retention_ns', 'retentions', 'retention_timeouts',
            'instructions', 'cycles', 'base_cycles', 'miss_cycles',
            'voluntary_switches', 'involuntary_switches',
            'runqueue_delay_ns', 'halts')
-_FIRST = len(model.VcpuCounters._fields) - len(_DELTAS)
-assert model.VcpuCounters._fields[_FIRST:] == _DELTAS
+_FIRST = len(model.VcpuCounters._fields) - len(_DELTAS) - 1
+_END = _FIRST + len(_DELTAS)
+assert model.VcpuCounters._fields[_FIRST:_END] == _DELTAS
+assert model.VcpuCounters._fields[_END:] == ('switches_ns',)
 
 
 _new = object.__new__
@@ -69,7 +71,7 @@ _new = object.__new__
 assert not hasattr(model.VcpuStats, '__post_init__')
 
 
-def derive(prev, cur, idle_switch_threshold, topology=None):
+def derive(prev, cur, idle_switch_threshold, topology=None, last=None):
     """Per-vCPU :class:`VcpuStats` between two snapshots.
 
     Only vCPUs present in both snapshots have stats: a vCPU seen once has
@@ -78,6 +80,14 @@ def derive(prev, cur, idle_switch_threshold, topology=None):
 
     A counter's delta is None where either reading lacks it or it went
     backwards, and so is every rate built on it.
+
+    Switch counts a host read on a slower cadence than the period (their
+    :class:`VcpuCounters` say when, ``switches_ns``) are counted over the
+    time between their two readings, which the stats give as
+    ``switch_window_ns``, and I_cpu's idle threshold is a rate over that
+    window. Where no new reading came in this period, the vCPU's stats in
+    ``last`` (the previous period's) give the last window's counts and
+    I_cpu; without them, they are None.
 
     This runs for every vCPU every period, so it is written for speed
     (``doc/benchmarks/agent_tick.rst`` has the profile): the deltas are
@@ -95,7 +105,9 @@ def derive(prev, cur, idle_switch_threshold, topology=None):
         raise ValueError('snapshots are not in time order (%d -> %d)'
                          % (prev.time_ns, cur.time_ns))
     period_s = period_ns / NS_PER_S
-    first = _FIRST
+    first, end = _FIRST, _END
+    prev_ns, cur_ns = prev.time_ns, cur.time_ns
+    last_of = last.get if last else {}.get
     before_of = prev.vcpus.get
     core_of = topology.core_of if topology is not None else None
     vcpu_stats = model.VcpuStats
@@ -110,7 +122,33 @@ def derive(prev, cur, idle_switch_threshold, topology=None):
             core = found.core_id if found is not None else None
         (run, ret_ns, rets, timeouts, ins, cycles, base, miss, vol, invol,
          delay, halts) = [None if b is None or a is None or a < b else a - b
-                          for b, a in zip(before[first:], now[first:])]
+                          for b, a in zip(before[first:end], now[first:end])]
+        t0, t1 = before[end], now[end]
+        if t0 is None and t1 is None:   # both read at their snapshot
+            window = None
+            i_cpu = (None if vol is None or invol is None else
+                     interference_ratio(vol, invol, period_s,
+                                        idle_switch_threshold))
+        else:
+            window = ((cur_ns if t1 is None else t1)
+                      - (prev_ns if t0 is None else t0))
+            if window > 0:
+                i_cpu = (None if vol is None or invol is None else
+                         interference_ratio(vol, invol, window / NS_PER_S,
+                                            idle_switch_threshold))
+                if window == period_ns:
+                    window = None
+            else:       # no new reading: the last window's, if any
+                held = last_of(ref)
+                if held is None:
+                    vol = invol = i_cpu = window = None
+                else:
+                    vol = held.voluntary_switches
+                    invol = held.involuntary_switches
+                    i_cpu = held.i_cpu
+                    window = held.switch_window_ns or held.period_ns
+                    if window == period_ns:
+                        window = None
         st = stats[ref] = _new(vcpu_stats)
         st.__dict__.update(
             period_ns=period_ns,
@@ -125,11 +163,10 @@ def derive(prev, cur, idle_switch_threshold, topology=None):
                        cpi_stack(ins, cycles, base, miss)),
             voluntary_switches=vol,
             involuntary_switches=invol,
-            i_cpu=(None if vol is None or invol is None else
-                   interference_ratio(vol, invol, period_s,
-                                      idle_switch_threshold)),
+            i_cpu=i_cpu,
             runqueue_delay_ratio=None if delay is None else delay / period_ns,
             instruction_rate=None if ins is None else ins / period_s,
             halt_rate=None if halts is None else halts / period_s,
+            switch_window_ns=window,
         )
     return stats

@@ -45,9 +45,18 @@ def _keys(nvcpus):
 class Sampler:
     """Builds one :class:`~vsmtio_agent.model.Snapshot` per period."""
 
-    def __init__(self, connection, domains, procfs_root, patched, forget):
-        """``forget(uuid, why)`` drops a domain that stopped running."""
+    def __init__(self, connection, domains, procfs_root, patched, forget,
+                 switch_read_periods=1):
+        """``forget(uuid, why)`` drops a domain that stopped running.
+
+        ``switch_read_periods``: each vCPU thread's switch counts and last
+        CPU are read every this many periods, a rotating share of the
+        threads each period (:meth:`procfs.ThreadReader.read_many`).
+        """
         self.connection = connection
+        self.every = switch_read_periods
+        self._turn = 0          # the slow cadence's offset this period
+        self._position = 0      # threads read so far this period
         self.domains = domains
         self.patched = patched
         self.forget = forget
@@ -72,11 +81,13 @@ class Sampler:
                                        % exc.get_error_message())
         now = time.monotonic_ns()
         seen, vcpus = set(), {}
+        self._turn = (self._turn + 1) % self.every
+        self._position = self._turn
         for dom, stats in records:
             try:
                 entry = self.domains.track(dom)
                 seen.add(entry.uuid)
-                vcpus.update(self._vcpu_counters(entry, stats))
+                vcpus.update(self._vcpu_counters(entry, stats, now))
             except libvirt.libvirtError as exc:
                 if exc.get_error_code() not in libvirt_errors.GONE:
                     LOG.warning('Skipping a domain this period: %s',
@@ -92,7 +103,7 @@ class Sampler:
         domains = self.mist.domain_counters(conn) if self.mist else {}
         return model.Snapshot(time_ns=now, vcpus=vcpus, domains=domains)
 
-    def _vcpu_counters(self, entry, stats):
+    def _vcpu_counters(self, entry, stats, now):
         """``{VcpuRef: VcpuCounters}`` of one domain.
 
         This runs for every vCPU every period: the domain's threads are
@@ -110,7 +121,9 @@ class Sampler:
             time_of = {number: cpu_time for number, _s, cpu_time, _c in infos}
         tids = self.domains.threads_of(entry, nvcpus)
         found = [i for i in range(nvcpus) if i in tids]
-        read = self.reader.read_many(entry.pid, [tids[i] for i in found])
+        read = self.reader.read_many(entry.pid, [tids[i] for i in found],
+                                     now, self.every, self._position)
+        self._position += len(found)
         if None in read:    # a thread is gone: rediscover
             entry.tids = {}
         threads = dict(zip(found, read))
@@ -140,6 +153,7 @@ class Sampler:
                 thread.involuntary_switches,
                 delay,                                  # runqueue_delay_ns
                 stats.get(k_halts),                             # halts
+                thread.switches_ns,
             ))
         return out
 
