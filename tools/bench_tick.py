@@ -256,13 +256,13 @@ def phases(args):
             last[name], last_stats[name] = snap, stats
             for i, dt in enumerate((t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
                 spent[name][i] += dt
-    print('%-24s %8s %8s %8s %8s %8s %8s' % (
+    print('%-32s %8s %8s %8s %8s %8s %8s' % (
         'ms CPU per period', 'sample', '(read)', 'derive', 'step', 'apply',
         'all'))
     for name, agent in agents.items():
         ms = [s / args.periods * 1e3 for s in spent[name]]
         read = reading[name][0] / args.periods * 1e3
-        print('%-24s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f'
+        print('%-32s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f'
               % ((name, ms[0], read) + tuple(ms[1:]) + (sum(ms),)))
         agent.stop()
     print('(read: the procfs reader\'s calls, part of sample)')

@@ -156,6 +156,9 @@ def raise_nofile_limit():
     return soft
 
 
+_counters = tuple.__new__     # ThreadCounters._make, without its check
+
+
 class _Held:
     """One thread's open files, its last reading and counters."""
 
@@ -277,13 +280,28 @@ class ThreadReader:
                                   every, offset)
         out = []
         for tid, held, raw in zip(tids, helds, raws):
+            # held.update(raw, now_ns), inline: this runs per vCPU
             if raw is None:
                 self.forget(pid, tid)
                 out.append(None)
                 continue
-            if raw[6] & _REPORTED and raw is not held.last:
-                self._report(raw[6], tid)
-            out.append(held.update(raw, now_ns))
+            if raw is held.last:
+                if not raw[6] & STALE:
+                    held.fresh_ns = now_ns
+            else:
+                bits = raw[6]
+                if bits & _REPORTED:
+                    self._report(bits, tid)
+                held.last = raw
+                if bits & STALE:
+                    held.counters = _counters(ThreadCounters, (
+                        raw[0], raw[1], raw[3], raw[4], raw[5],
+                        held.fresh_ns))
+                else:
+                    held.fresh_ns = now_ns
+                    held.counters = _counters(ThreadCounters, (
+                        raw[0], raw[1], raw[3], raw[4], raw[5], None))
+            out.append(held.counters)
         return out
 
     def _open(self, pid, tid):

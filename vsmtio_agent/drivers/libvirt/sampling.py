@@ -29,7 +29,9 @@ _KVM_POLLS = 'halt_attempted_poll.sum'
 _KVM_POLL_HITS = 'halt_successful_poll.sum'
 _NO_COUNTERS = procfs.ThreadCounters()
 _NO_RETENTION = {}   # never modified: a vCPU of a TCG domain has none
-_counters = model.VcpuCounters._make
+# VcpuCounters._make without its length check (the layout is fixed here)
+_counters, _VcpuCounters = tuple.__new__, model.VcpuCounters
+assert len(_VcpuCounters._fields) == 15
 _KEYS = []      # per vCPU index: its stats keys (time, delay, halts, prefix)
 
 
@@ -131,29 +133,35 @@ class Sampler:
         refs = self._refs_of(entry.uuid, nvcpus)
         keys = _keys(nvcpus)
         out = {}
+        get, thread_of = stats.get, threads.get
+        kvm, no_retention = entry.kvm, (None, None, None)
         for index in range(nvcpus):
             k_time, k_delay, k_halts, prefix = keys[index]
-            thread = threads.get(index) or _NO_COUNTERS
-            run_ns = stats.get(k_time, time_of.get(index))
-            delay = stats.get(k_delay, thread.runqueue_delay_ns)
-            retention = (self._retention(entry, stats, prefix)
-                         if entry.kvm else _NO_RETENTION)
-            out[refs[index]] = _counters((
+            (t_run, t_delay, vol, invol, cpu,
+             switches_ns) = thread_of(index) or _NO_COUNTERS
+            run_ns = get(k_time)
+            if run_ns is None:
+                run_ns = time_of.get(index)
+                if run_ns is None:
+                    run_ns = t_run
+            if kvm:
+                retention = self._retention(entry, stats, prefix)
+                retention = (retention.get('retention_ns'),
+                             retention.get('retentions'),
+                             retention.get('retention_timeouts'))
+            else:
+                retention = no_retention
+            out[refs[index]] = _counters(_VcpuCounters, (
                 1024,                                           # weight
-                thread.cpu if thread.cpu is not None
-                else cpu_of.get(index),                         # cpu
-                run_ns if run_ns is not None else thread.run_ns,
-                retention.get('retention_ns'),
-                retention.get('retentions'),
-                retention.get('retention_timeouts'),
+                cpu if cpu is not None else cpu_of.get(index),
+                run_ns) + retention + (
                 perf(tids[index]) if perf is not None and index in tids
                 else None,                                      # instructions
                 None, None, None,           # cycles, base and miss cycles
-                thread.voluntary_switches,
-                thread.involuntary_switches,
-                delay,                                  # runqueue_delay_ns
-                stats.get(k_halts),                             # halts
-                thread.switches_ns,
+                vol, invol,
+                get(k_delay, t_delay),                  # runqueue_delay_ns
+                get(k_halts),                                   # halts
+                switches_ns,
             ))
         return out
 
