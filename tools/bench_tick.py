@@ -13,10 +13,12 @@ the vCPUs run between two readings. Each vCPU thread wakes every 50 ms, so
 by default every vCPU runs in every period (the procfs reader's worst
 case); ``--idle-domains N`` makes N domains' vCPUs wake every 2 s instead.
 
-The agent's period is measured with each procfs reader, in the same run:
-the C reader and the pure-Python one, each with the ``schedstat`` gate
-(``status`` and ``stat`` only for threads that ran) and without it (every
-file of every thread, every period: what the agent did before the gate).
+The agent's period is measured in the same run as configured by default
+(the C reader, ``status`` and ``stat`` on the slow cadence of
+``switch_read_periods``), with the pure-Python reader, with
+``switch_read_periods = 1`` (switch counts read every period: the agent
+before the cadence), and with neither the cadence nor the ``schedstat``
+gate (every file of every thread, every period).
 Baselines, in the same run: reading the same counters the way ``ps`` does,
 scanning every process and thread of the host, in-process with psutil and by
 running ``ps -eLo`` itself.
@@ -370,11 +372,11 @@ def main():
         return
     base = results['agent period, C reader'].mean()
     print()
-    print('%-36s %10s %12s %10s' % ('%g s period' % args.period, 'CPU ms',
+    print('%-48s %10s %12s %10s' % ('%g s period' % args.period, 'CPU ms',
                                     'core share', 'vs C'))
     for name, bench in results.items():
         mean, dev = bench.mean(), bench.stdev()
-        print('%-36s %6.2f ±%.2f %11.2f%% %9.1fx'
+        print('%-48s %6.2f ±%.2f %11.2f%% %9.1fx'
               % (name, mean * 1e3, dev * 1e3, mean / args.period * 100,
                  mean / base))
     print('(%d vCPU threads in %d domains, %d of them idle; %d CPUs; CPU '
