@@ -45,11 +45,14 @@ host_opts = [
                     '(procfs ``status`` and ``stat``: most of the agent\'s '
                     'procfs cost), a rotating share of the threads each '
                     'period. Run time and run-queue delay are read every '
-                    'period. The counts are cumulative, so MIST\'s I_cpu '
-                    'is exact over the time between two readings, but '
-                    'reflects a change up to this many periods late; a '
-                    'thread that did not run since its last reading costs '
-                    'nothing either way. 1 reads them every period.'),
+                    'period, and so are the switch counts of a domain with '
+                    'a MIST I/O reservation (MIST counts periods of '
+                    'evidence). The counts are cumulative, so the I_cpu of '
+                    'other vCPUs (status, metrics) is exact over the time '
+                    'between two readings, but reflects a change up to '
+                    'this many periods late; a thread that did not run '
+                    'since its last reading costs nothing either way. 1 '
+                    'reads them every period.'),
     cfg.StrOpt('cpu_dedicated_set',
                help='The CPUs nova-compute\'s ``[compute] '
                     'cpu_dedicated_set`` gives pinned guests (e.g. '

@@ -53,12 +53,17 @@ class Sampler:
 
         ``switch_read_periods``: each vCPU thread's switch counts and last
         CPU are read every this many periods, a rotating share of the
-        threads each period (:meth:`procfs.ThreadReader.read_many`).
+        threads each period (:meth:`procfs.ThreadReader.read_many`), but
+        every period for a domain with a MIST reservation: MIST's detector
+        and its hysteresis count periods of I_cpu, which a late reading
+        would shift (a VM protected again soon after its release is held
+        twice as long; a late I_cpu can miss that window).
         """
         self.connection = connection
         self.every = switch_read_periods
         self._turn = 0          # the slow cadence's offset this period
         self._position = 0      # threads read so far this period
+        self._reserved = frozenset()    # MIST-reserved, as last period
         self.domains = domains
         self.patched = patched
         self.forget = forget
@@ -103,6 +108,9 @@ class Sampler:
         self.perf.retain({t for e in self.domains.values()
                           for t in e.tids.values()})
         domains = self.mist.domain_counters(conn) if self.mist else {}
+        # read their switch counts every period from the next one on
+        self._reserved = frozenset(uuid for uuid, d in domains.items()
+                                   if d.reservation.reserved)
         return model.Snapshot(time_ns=now, vcpus=vcpus, domains=domains)
 
     def _vcpu_counters(self, entry, stats, now):
@@ -123,8 +131,9 @@ class Sampler:
             time_of = {number: cpu_time for number, _s, cpu_time, _c in infos}
         tids = self.domains.threads_of(entry, nvcpus)
         found = [i for i in range(nvcpus) if i in tids]
+        every = 1 if entry.uuid in self._reserved else self.every
         read = self.reader.read_many(entry.pid, [tids[i] for i in found],
-                                     now, self.every, self._position)
+                                     now, every, self._position)
         self._position += len(found)
         if None in read:    # a thread is gone: rediscover
             entry.tids = {}

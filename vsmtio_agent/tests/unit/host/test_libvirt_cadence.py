@@ -7,29 +7,32 @@ when the counts were read, and what ``derive`` makes of them.
 """
 
 import os
+import uuid
+
+import libvirt
 
 from vsmtio_agent import model
 from vsmtio_agent.policy import monitor
 from vsmtio_agent.tests.unit.host import fixtures as host_fixtures
 from vsmtio_agent.tests.unit.host import test_libvirt_driver as base
+from vsmtio_agent.tests.unit.host import test_mist_host
+
+
+def ran(qemu, index, run_ns, voluntary, cpu):
+    """Thread ``index`` ran: new schedstat, status and stat."""
+    task = os.path.join(qemu.root, str(qemu.pid), 'task',
+                        str(qemu.tids[index]))
+    host_fixtures.write(os.path.join(task, 'schedstat'),
+                        '%d %d %d\n' % (run_ns, run_ns + 1000, run_ns))
+    host_fixtures.write(os.path.join(task, 'status'),
+                        'voluntary_ctxt_switches:\t%d\n'
+                        'nonvoluntary_ctxt_switches:\t3\n' % voluntary)
+    host_fixtures.write(os.path.join(task, 'stat'), '%d (CPU %d/KVM) S %s\n'
+                        % (qemu.tids[index], index,
+                           ' '.join(['0'] * 35 + [str(cpu)] + ['0'] * 8)))
 
 
 class TestSwitchReadPeriods(base.DriverTestCase):
-
-    def _ran(self, qemu, index, run_ns, voluntary, cpu):
-        """Thread ``index`` ran: new schedstat, status and stat."""
-        task = os.path.join(qemu.root, str(qemu.pid), 'task',
-                            str(qemu.tids[index]))
-        host_fixtures.write(os.path.join(task, 'schedstat'),
-                            '%d %d %d\n' % (run_ns, run_ns + 1000, run_ns))
-        host_fixtures.write(os.path.join(task, 'status'),
-                            'voluntary_ctxt_switches:\t%d\n'
-                            'nonvoluntary_ctxt_switches:\t3\n' % voluntary)
-        host_fixtures.write(os.path.join(task, 'stat'),
-                            '%d (CPU %d/KVM) S %s\n' % (
-                                qemu.tids[index], index,
-                                ' '.join(['0'] * 35 + [str(cpu)]
-                                         + ['0'] * 8)))
 
     def test_each_thread_read_on_its_turn_and_counted_over_its_window(self):
         dom = self.useFixture(base.TestDomain())
@@ -45,7 +48,7 @@ class TestSwitchReadPeriods(base.DriverTestCase):
 
         # both threads run and switch 20 more times, move to CPU 5
         for i in range(2):
-            self._ran(qemu, i, 100 + i, 20 + 10 * i, 5)
+            ran(qemu, i, 100 + i, 20 + 10 * i, 5)
         second = drv.sample()
         got = [second.vcpus[r] for r in refs]
         # schedstat every period, for both (the test driver has no delay)
@@ -86,9 +89,39 @@ class TestSwitchReadPeriods(base.DriverTestCase):
         drv = self.driver(procfs_root=qemu.root, switch_read_periods=1)
         drv.sample()
         for i in range(2):
-            self._ran(qemu, i, 100 + i, 20 + 10 * i, 5)
+            ran(qemu, i, 100 + i, 20 + 10 * i, 5)
         snap = drv.sample()
         for i in range(2):
             c = snap.vcpus[model.VcpuRef(dom.uuid, i)]
             self.assertEqual((20 + 10 * i, 5, None),
                              (c.voluntary_switches, c.cpu, c.switches_ns))
+
+
+class TestReservedDomainsEveryPeriod(base.DriverTestCase):
+
+    def test_a_mist_reserved_domain_is_read_every_period(self):
+        # MIST counts periods of I_cpu (its streaks, the hysteresis of a
+        # VM protected again soon after its release): a reserved domain's
+        # switch counts are read every period whatever the cadence.
+        conn = libvirt.open('test:///default')
+        self.addCleanup(conn.close)
+        uid = str(uuid.uuid4())
+        dom = conn.createXML(test_mist_host.NOVA_XML % {
+            'name': 'r-' + uid[:8], 'uuid': uid,
+            'specs': test_mist_host.spec('vsmtio:io_reservation_iops', '500')
+            + test_mist_host.spec('resources:CUSTOM_VSMTIO_IO_IOPS', '500')})
+        self.addCleanup(dom.destroy)
+        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(uid))
+        drv = self.driver(procfs_root=qemu.root, switch_read_periods=2,
+                          mist=True, guard=False)
+        refs = [model.VcpuRef(uid, i) for i in range(2)]
+        snap = drv.sample()
+        self.assertTrue(snap.domains[uid].reservation.reserved)
+        for period in range(1, 4):
+            for i in range(2):
+                ran(qemu, i, 100 * period + i, 20 * period + i, period)
+            snap = drv.sample()
+            self.assertEqual(
+                [(20 * period + i, period, None) for i in range(2)],
+                [(snap.vcpus[r].voluntary_switches, snap.vcpus[r].cpu,
+                  snap.vcpus[r].switches_ns) for r in refs])
