@@ -13,10 +13,12 @@ the vCPUs run between two readings. Each vCPU thread wakes every 50 ms, so
 by default every vCPU runs in every period (the procfs reader's worst
 case); ``--idle-domains N`` makes N domains' vCPUs wake every 2 s instead.
 
-The agent's period is measured with each procfs reader, in the same run:
-the C reader and the pure-Python one, each with the ``schedstat`` gate
-(``status`` and ``stat`` only for threads that ran) and without it (every
-file of every thread, every period: what the agent did before the gate).
+The agent's period is measured in the same run as configured by default
+(the C reader, ``status`` and ``stat`` on the slow cadence of
+``switch_read_periods``), with the pure-Python reader, with
+``switch_read_periods = 1`` (switch counts read every period: the agent
+before the cadence), and with neither the cadence nor the ``schedstat``
+gate (every file of every thread, every period).
 Baselines, in the same run: reading the same counters the way ``ps`` does,
 scanning every process and thread of the host, in-process with psutil and by
 running ``ps -eLo`` itself.
@@ -84,17 +86,17 @@ def _no_gate_reader(native):
             super().__init__(*args, native=native, **kwargs)
             read, many = self._read_thread, self._read_threads
             self._read_thread = lambda fds, last, bad: read(fds, None, bad)
-            self._read_threads = lambda items: many(
-                [(fds, None, bad) for fds, _last, bad in items])
+            self._read_threads = lambda items, *args: many(
+                [(fds, None, bad) for fds, _last, bad in items], *args)
     return NoGate
 
 
 READERS = {
-    # name: (native, gate)
-    'C reader': (True, True),
-    'Python reader': (False, True),
-    'C reader, no gate': (True, False),
-    'Python reader, no gate': (False, False),
+    # name: (native, gate, switch_read_periods); None: the default
+    'C reader': (True, True, None),
+    'Python reader': (False, True, None),
+    'C reader, status every period': (True, True, 1),
+    'C reader, no gate, every period': (True, False, 1),
 }
 
 
@@ -120,8 +122,11 @@ def start_host(idle_domains=0):
     return procs
 
 
-def make_agent(tmp, native, gate):
-    """The agent with the libvirt driver and the reader asked for."""
+def make_agent(tmp, native, gate, every=None):
+    """The agent with the libvirt driver and the reader asked for.
+
+    ``every``: the driver's ``switch_read_periods`` (None: its default).
+    """
     from unittest import mock
 
     from oslo_config import cfg
@@ -142,6 +147,9 @@ def make_agent(tmp, native, gate):
                        ('checkpoint_path', os.path.join(tmp, 'ckpt.json')),
                        ('period', 1.0)):
         conf.set_override(key, value, group='vsmtio_agent')
+    if every is not None:
+        conf.set_override('switch_read_periods', every,
+                          group='vsmtio_agent')
     reader = (functools.partial(procfs.ThreadReader, native=native) if gate
               else _no_gate_reader(native))
     # The driver builds its reader as procfs.ThreadReader(procfs_root).
@@ -220,8 +228,8 @@ def phases(args):
 
     start_host(args.idle_domains)
     agents = {name: make_agent(tempfile.mkdtemp(prefix='vsmtio-bench-'),
-                               native, gate)
-              for name, (native, gate) in READERS.items()}
+                               native, gate, every)
+              for name, (native, gate, every) in READERS.items()}
     spent = {name: [0.0] * 4 for name in agents}
     reading = {name: [0.0] for name in agents}
     for name, agent in agents.items():
@@ -231,6 +239,7 @@ def phases(args):
         reader._read_threads = _timed_call(reader._read_threads,
                                            reading[name])
     last = {name: agent.driver.sample() for name, agent in agents.items()}
+    last_stats = {name: {} for name in agents}
     for _ in range(args.periods):
         for name, agent in agents.items():
             driver = agent.driver
@@ -240,22 +249,22 @@ def phases(args):
             t1 = time.process_time()
             stats = monitor.derive(last[name], snap,
                                    agent.opts.idle_switch_threshold,
-                                   agent.topology)
+                                   agent.topology, last_stats[name])
             t2 = time.process_time()
             decision = agent.engine.step(stats)
             t3 = time.process_time()
             driver.apply(decision)
             t4 = time.process_time()
-            last[name] = snap
+            last[name], last_stats[name] = snap, stats
             for i, dt in enumerate((t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
                 spent[name][i] += dt
-    print('%-24s %8s %8s %8s %8s %8s %8s' % (
+    print('%-32s %8s %8s %8s %8s %8s %8s' % (
         'ms CPU per period', 'sample', '(read)', 'derive', 'step', 'apply',
         'all'))
     for name, agent in agents.items():
         ms = [s / args.periods * 1e3 for s in spent[name]]
         read = reading[name][0] / args.periods * 1e3
-        print('%-24s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f'
+        print('%-32s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f'
               % ((name, ms[0], read) + tuple(ms[1:]) + (sum(ms),)))
         agent.stop()
     print('(read: the procfs reader\'s calls, part of sample)')
@@ -344,16 +353,17 @@ def main():
         'CPU seconds per agent period, %d vCPU threads, %d idle domains'
         % (DOMAINS * VCPUS, args.idle_domains))
 
-    def host(native, gate):
+    def host(native, gate, every):
         start_host(args.idle_domains)
         return make_agent(tempfile.mkdtemp(prefix='vsmtio-bench-'), native,
-                          gate).tick
+                          gate, every).tick
 
     results = {}
-    for name, (native, gate) in READERS.items():
+    for name, (native, gate, every) in READERS.items():
         name = 'agent period, %s' % name
         results[name] = runner.bench_time_func(
-            name, timed(functools.partial(host, native, gate), args.period))
+            name, timed(functools.partial(host, native, gate, every),
+                        args.period))
     for name, func in (('psutil full scan', psutil_scan),
                        ('ps -eLo full scan', ps_scan)):
         results[name] = runner.bench_time_func(
@@ -362,11 +372,11 @@ def main():
         return
     base = results['agent period, C reader'].mean()
     print()
-    print('%-36s %10s %12s %10s' % ('%g s period' % args.period, 'CPU ms',
+    print('%-48s %10s %12s %10s' % ('%g s period' % args.period, 'CPU ms',
                                     'core share', 'vs C'))
     for name, bench in results.items():
         mean, dev = bench.mean(), bench.stdev()
-        print('%-36s %6.2f ±%.2f %11.2f%% %9.1fx'
+        print('%-48s %6.2f ±%.2f %11.2f%% %9.1fx'
               % (name, mean * 1e3, dev * 1e3, mean / args.period * 100,
                  mean / base))
     print('(%d vCPU threads in %d domains, %d of them idle; %d CPUs; CPU '

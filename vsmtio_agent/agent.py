@@ -150,7 +150,7 @@ class Agent(object):
         snapshot = self.driver.sample()
         stats = monitor.derive(self.period.snapshot, snapshot,
                                self.opts.idle_switch_threshold,
-                               self.topology)
+                               self.topology, self.period.stats)
         vms = mist.observe(self.period.snapshot, snapshot, stats,
                            self.opts.idle_switch_threshold)
         decision = self.engine.step(stats, vms)

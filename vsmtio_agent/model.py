@@ -139,6 +139,10 @@ class VcpuCounters(NamedTuple):
     involuntary_switches: Optional[int] = None
     runqueue_delay_ns: Optional[int] = None
     halts: Optional[int] = None
+    # When the switch counts and ``cpu`` were read, where that was before
+    # the snapshot (a host reading them on a slower cadence); None: at
+    # the snapshot's time. Not a counter: derive times its deltas by it.
+    switches_ns: Optional[int] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,6 +209,9 @@ class VcpuStats:
     idle (too few switches for the ratio to mean anything).
     ``instruction_rate`` (retired per second) and ``halt_rate`` (idle
     entries per second) are the throughputs LTCR and the guard judge by.
+    ``voluntary_switches`` and ``involuntary_switches`` are counted over
+    ``switch_window_ns`` where the host reads them on a slower cadence
+    than the period (None: over the period), and ``i_cpu`` is theirs.
     """
 
     period_ns: int
@@ -222,6 +229,7 @@ class VcpuStats:
     runqueue_delay_ratio: Optional[float]
     instruction_rate: Optional[float] = None
     halt_rate: Optional[float] = None
+    switch_window_ns: Optional[int] = None
 
     @property
     def compute_share(self):

@@ -38,6 +38,21 @@ host_opts = [
                default='/proc',
                help='Where procfs is mounted: vCPU thread counters are '
                     'read below it.'),
+    cfg.IntOpt('switch_read_periods',
+               default=10, min=1, max=1000,
+               help='How often (in periods) the libvirt driver reads each '
+                    'vCPU thread\'s context switch counts and last CPU '
+                    '(procfs ``status`` and ``stat``: most of the agent\'s '
+                    'procfs cost), a rotating share of the threads each '
+                    'period. Run time and run-queue delay are read every '
+                    'period, and so are the switch counts of a domain with '
+                    'a MIST I/O reservation (MIST counts periods of '
+                    'evidence). The counts are cumulative, so the I_cpu of '
+                    'other vCPUs (status, metrics) is exact over the time '
+                    'between two readings, but reflects a change up to '
+                    'this many periods late; a thread that did not run '
+                    'since its last reading costs nothing either way. 1 '
+                    'reads them every period.'),
     cfg.StrOpt('cpu_dedicated_set',
                help='The CPUs nova-compute\'s ``[compute] '
                     'cpu_dedicated_set`` gives pinned guests (e.g. '

@@ -9,11 +9,12 @@
  * C removes is the Python around them (decoding, splitting, searching and
  * int() of three files per vCPU per period), which was half of sampling.
  *
- * read_thread(fds, last, bad) -> (run_ns, delay_ns, pcount, voluntary,
- *                                 involuntary, cpu, bad)
- * read_threads([(fds, last, bad), ...]) -> [tuple or None, ...]
+ * read_thread(fds, last, bad, due=True) -> (run_ns, delay_ns, pcount,
+ *                                           voluntary, involuntary, cpu, bad)
+ * read_threads([(fds, last, bad), ...], every=1, offset=0)
+ *     -> [tuple or None, ...]
  *   the same for each thread of a domain in one call; None for a thread
- *   that exited
+ *   that exited; item i is due when (offset + i) % every == 0
  *   fds   (schedstat_fd, status_fd, stat_fd); -1 where the caller could
  *         not open the file (its counters are None; without schedstat
  *         there is no gate: status and stat are always read)
@@ -25,6 +26,10 @@
  * not switched in or out since ``last`` (same run time and run count in
  * schedstat), status and stat are not read and ``last`` itself is
  * returned.
+ *   due   whether status and stat are read this time if the thread was
+ *         switched: when not, their values are carried from ``last`` and
+ *         the STALE bit (64) says so; a STALE ``last`` does not gate a due
+ *         reading (its values are older than its schedstat)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -40,6 +45,7 @@
 #define DENIED_SCHEDSTAT 8
 #define DENIED_STATUS 16
 #define DENIED_STAT 32
+#define STALE 64            /* status and stat values carried, not read */
 #define STAT_CPU_FIELD 36   /* "processor", counted after the comm's ')' */
 
 /* pread at offset 0: 0 and the length, 1 if denied, -1 with errno set. */
@@ -192,12 +198,12 @@ same(PyObject *last, Py_ssize_t i, PyObject *v)
 
 /* One thread's reading (a new reference), or NULL with an error set. */
 static PyObject *
-read_one(const int *fds, PyObject *last, long bad)
+read_one(const int *fds, PyObject *last, long bad, int due)
 {
     PyObject *v[7] = {NULL}, *result = NULL;
     char buf[BUF];
     Py_ssize_t len;
-    long before;
+    long before = 0;
     int rc, i;
 
     if (last != Py_None && (!PyTuple_Check(last) || PyTuple_GET_SIZE(last)
@@ -219,7 +225,14 @@ read_one(const int *fds, PyObject *last, long bad)
             bad |= BAD_SCHEDSTAT;
         }
     }
-    if (last != Py_None && v[2] != NULL) {
+    if (last != Py_None) {
+        before = PyLong_AsLong(PyTuple_GET_ITEM(last, 6));
+        if (before == -1 && PyErr_Occurred())
+            goto done;
+    }
+    /* The gate holds only for a last reading of status and stat that is
+     * exact (not STALE), or when they are not due anyway. */
+    if (last != Py_None && v[2] != NULL && (!due || !(before & STALE))) {
         int a = same(last, 0, v[0]), b = same(last, 2, v[2]);
         if (a < 0 || b < 0)
             goto done;
@@ -233,16 +246,13 @@ read_one(const int *fds, PyObject *last, long bad)
                 result = last;
                 goto done;
             }
-            for (i = 3; i < 6; i++) {
-                v[i] = PyTuple_GET_ITEM(last, i);
-                Py_INCREF(v[i]);
-            }
-            before = PyLong_AsLong(PyTuple_GET_ITEM(last, 6));
-            if (before == -1 && PyErr_Occurred())
-                goto done;
-            bad |= before & ~(BAD_SCHEDSTAT | DENIED_SCHEDSTAT);
-            goto build;
+            goto carry;
         }
+    }
+    if (!due && last != Py_None) {
+        /* Switched since, but not its turn: carry, marked STALE. */
+        bad |= STALE;
+        goto carry;
     }
     rc = fds[1] < 0 ? 2 : read_file(fds[1], buf, &len);
     if (rc < 0)
@@ -273,6 +283,13 @@ read_one(const int *fds, PyObject *last, long bad)
             bad |= BAD_STAT;
         }
     }
+    goto build;
+carry:
+    for (i = 3; i < 6; i++) {
+        v[i] = PyTuple_GET_ITEM(last, i);
+        Py_INCREF(v[i]);
+    }
+    bad |= before & ~(BAD_SCHEDSTAT | DENIED_SCHEDSTAT);
 build:
     v[6] = PyLong_FromLong(bad);
     if (v[6] == NULL)
@@ -300,32 +317,40 @@ done:
 static PyObject *
 read_thread(PyObject *self, PyObject *args)
 {
-    int fds[3];
+    int fds[3], due = 1;
     PyObject *last;
     long bad = 0;
 
     (void)self;
-    if (!PyArg_ParseTuple(args, "(iii)Ol", &fds[0], &fds[1], &fds[2], &last,
-                          &bad))
+    if (!PyArg_ParseTuple(args, "(iii)Ol|p", &fds[0], &fds[1], &fds[2],
+                          &last, &bad, &due))
         return NULL;
-    return read_one(fds, last, bad);
+    return read_one(fds, last, bad, due);
 }
 
 /*
- * read_threads(items) -> list: read_thread(*item) for each (fds, last, bad)
- * item, None in the place of a thread that exited (ProcessLookupError or
+ * read_threads(items, every=1, offset=0) -> list: read_thread(*item, due)
+ * for each (fds, last, bad) item, due when (offset + i) % every == 0, None
+ * in the place of a thread that exited (ProcessLookupError or
  * FileNotFoundError). One call per domain instead of one per vCPU.
  */
 static PyObject *
-read_threads(PyObject *self, PyObject *items)
+read_threads(PyObject *self, PyObject *args)
 {
-    PyObject *seq, *out, *item, *r;
-    Py_ssize_t n, i;
+    PyObject *items, *seq, *out, *item, *r;
+    Py_ssize_t n, i, every = 1, offset = 0;
     int fds[3];
     PyObject *last;
     long bad;
 
     (void)self;
+    if (!PyArg_ParseTuple(args, "O|nn", &items, &every, &offset))
+        return NULL;
+    if (every < 1 || offset < 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "read_threads needs every >= 1 and offset >= 0");
+        return NULL;
+    }
     seq = PySequence_Fast(items, "read_threads needs a sequence");
     if (seq == NULL)
         return NULL;
@@ -340,7 +365,7 @@ read_threads(PyObject *self, PyObject *items)
                               "(fds, last, bad)", &fds[0], &fds[1], &fds[2],
                               &last, &bad))
             goto fail;
-        r = read_one(fds, last, bad);
+        r = read_one(fds, last, bad, (offset + i) % every == 0);
         if (r == NULL) {
             if (!PyErr_ExceptionMatches(PyExc_ProcessLookupError)
                     && !PyErr_ExceptionMatches(PyExc_FileNotFoundError))
@@ -361,12 +386,14 @@ fail:
 
 static PyMethodDef methods[] = {
     {"read_thread", read_thread, METH_VARARGS,
-     "read_thread((schedstat_fd, status_fd, stat_fd), last, bad) -> tuple\n\n"
+     "read_thread((schedstat_fd, status_fd, stat_fd), last, bad, due=True)"
+     " -> tuple\n\n"
      "The counters of one thread from its held procfs files; see\n"
      "vsmtio_agent.linux.procfs._read_thread for the contract."},
-    {"read_threads", read_threads, METH_O,
-     "read_threads([(fds, last, bad), ...]) -> list\n\n"
-     "read_thread for each item, None for a thread that exited; see\n"
+    {"read_threads", read_threads, METH_VARARGS,
+     "read_threads([(fds, last, bad), ...], every=1, offset=0) -> list\n\n"
+     "read_thread for each item (item i due if (offset + i) % every is\n"
+     "0), None for a thread that exited; see\n"
      "vsmtio_agent.linux.procfs._read_threads."},
     {NULL, NULL, 0, NULL}
 };

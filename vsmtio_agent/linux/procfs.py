@@ -13,9 +13,11 @@ QEMU process itself (:func:`find_qemu_pid`).
 This is the agent's hot path (every vCPU, every period), so the reader
 keeps each thread's files open (one ``pread(2)`` per file and period), reads
 ``status`` and ``stat`` only for threads that were switched in or out since
-the last period (``schedstat`` says so), and parses in C where the
-``_procread`` extension was built, in Python otherwise, with the same
-results. ``doc/benchmarks/agent_tick.rst`` has the profile behind each step.
+the last period (``schedstat`` says so), and for those only on a slower
+cadence where the caller asks for one (:meth:`ThreadReader.read_many`), and
+parses in C where the ``_procread`` extension was built, in Python
+(:mod:`vsmtio_agent.linux.procread`) otherwise, with the same results.
+``doc/benchmarks/agent_tick.rst`` has the profile behind each step.
 
 Parsers raise :class:`ValueError` on malformed text;
 :meth:`ThreadReader.read` turns that into missing counters (``None``), never
@@ -30,6 +32,8 @@ from typing import Optional
 
 from oslo_log import log as logging
 import psutil
+
+from vsmtio_agent.linux import procread
 
 LOG = logging.getLogger(__name__)
 
@@ -48,71 +52,9 @@ class ThreadCounters(NamedTuple):
     voluntary_switches: Optional[int] = None
     involuntary_switches: Optional[int] = None
     cpu: Optional[int] = None
-
-
-def parse_schedstat(text):
-    """``run_ns wait_ns timeslices`` -> (run_ns, wait_ns)."""
-    fields = text.split()
-    if len(fields) < 2 or not all(f.isdigit() for f in fields[:2]):
-        raise ValueError('malformed schedstat %r' % text[:60])
-    return int(fields[0]), int(fields[1])
-
-
-def parse_schedstat_runs(text):
-    """``run_ns wait_ns timeslices`` -> (run_ns, wait_ns, timeslices).
-
-    ``timeslices`` (how many times the thread was switched in) is None
-    where the file has no third field.
-    """
-    run_ns, wait_ns = parse_schedstat(text)
-    third = text.split()[2:3]
-    return run_ns, wait_ns, (int(third[0]) if third and third[0].isdigit()
-                             else None)
-
-
-def _switch_count(text, key):
-    """The value of line ``key`` (``...ctxt_switches:``) as an int.
-
-    Searched from the end: the kernel prints these lines last or nearly.
-    """
-    at = text.rfind('\n' + key)
-    if at < 0:
-        if not text.startswith(key):
-            return None
-        at = -1
-    start = at + 1 + len(key)
-    end = text.find('\n', start)
-    value = text[start:end if end >= 0 else len(text)].strip(' \t')
-    if not value.isdigit():
-        raise ValueError('malformed %s %r' % (key[:-1], value[:30]))
-    return int(value)
-
-
-def parse_status_switches(text):
-    """(voluntary, involuntary) context switches from a ``status`` file.
-
-    Two ``str.find`` calls rather than a regular expression over the whole
-    file: this runs for every vCPU every period, and a multi-line regex
-    scan of the ~1.4 KiB file was a fifth of the agent's sampling time.
-    """
-    voluntary = _switch_count(text, 'voluntary_ctxt_switches:')
-    involuntary = _switch_count(text, 'nonvoluntary_ctxt_switches:')
-    if voluntary is None or involuntary is None:
-        raise ValueError('status has no context switch counts')
-    return voluntary, involuntary
-
-
-def parse_stat_cpu(text):
-    """The ``processor`` field (39th) of a ``stat`` file.
-
-    The command name (field 2) may hold spaces and parentheses (``CPU
-    0/KVM``), so fields are counted after its last ``)``.
-    """
-    _, paren, rest = text.rpartition(')')
-    fields = rest.split()
-    if not paren or len(fields) < 37 or not fields[36].lstrip('-').isdigit():
-        raise ValueError('malformed stat %r' % text[:60])
-    return int(fields[36])
+    # When the switch counts and the CPU were read, if in an earlier
+    # reading (the slow cadence: ThreadReader.read_many); None: this one.
+    switches_ns: Optional[int] = None
 
 
 def _read(path):
@@ -149,101 +91,23 @@ def vcpu_threads(pid, procfs_root='/proc'):
     return out
 
 
-# Bits of the last field of a reading (the C reader uses the same values):
-# which file was malformed, or could not be read for want of permission.
-BAD_SCHEDSTAT, BAD_STATUS, BAD_STAT = 1, 2, 4
-DENIED_SCHEDSTAT, DENIED_STATUS, DENIED_STAT = 8, 16, 32
-_FILES = ('schedstat', 'status', 'stat')
+# The pure-Python reader and the parsers, under the names callers know.
+BAD_SCHEDSTAT, BAD_STATUS, BAD_STAT = (
+    procread.BAD_SCHEDSTAT, procread.BAD_STATUS, procread.BAD_STAT)
+DENIED_SCHEDSTAT, DENIED_STATUS, DENIED_STAT = (
+    procread.DENIED_SCHEDSTAT, procread.DENIED_STATUS, procread.DENIED_STAT)
+STALE = procread.STALE
+parse_schedstat = procread.parse_schedstat
+parse_schedstat_runs = procread.parse_schedstat_runs
+parse_status_switches = procread.parse_status_switches
+parse_stat_cpu = procread.parse_stat_cpu
+_read_thread = procread._read_thread
+_read_threads = procread._read_threads
+_FILES = procread.FILES
 _BAD = (BAD_SCHEDSTAT, BAD_STATUS, BAD_STAT)
 _DENIED = (DENIED_SCHEDSTAT, DENIED_STATUS, DENIED_STAT)
-
-
-def _pread(fd):
-    """The text of a held file; None if permission is denied."""
-    try:
-        return os.pread(fd, 4096, 0).decode('ascii', 'replace')
-    except PermissionError:
-        return None
-
-
-def _read_thread(fds, last, bad):
-    """One thread's counters from its held files: the pure-Python reader.
-
-    ``fds`` are the thread's ``schedstat``, ``status`` and ``stat``
-    descriptors (-1 where the caller could not open one), ``last`` what
-    this returned for the same thread the period before (or None), and
-    ``bad`` the :data:`DENIED_SCHEDSTAT`... bits the caller found opening
-    them. Returns ``(run_ns, delay_ns, timeslices, voluntary, involuntary,
-    cpu, bad)``, None for each counter that cannot be had, with the bits
-    of the files that were malformed or denied. An exited thread raises
-    :class:`ProcessLookupError`.
-
-    ``schedstat`` is read first, and gates the other two: a thread whose
-    run time and timeslice count have not moved since ``last`` was neither
-    switched in nor out since then (a switch-out adds the time run to the
-    first, a switch-in counts in the second), so its context switch counts
-    in ``status`` and the CPU it last ran on in ``stat`` are still those
-    of ``last``, which is then reused (returned itself if nothing moved).
-    ``stat``'s field is where the thread is queued, which for a woken
-    thread not yet run may already be another CPU: the reuse reports the
-    CPU it last ran on, which is what :class:`ThreadCounters` promises.
-    ``schedstat`` must be read before the other two for this to hold: a
-    switch after that read changes what the next period's read sees.
-
-    ``vsmtio_agent/linux/_procread.c`` is the same function in C, used when
-    built; the unit tests hold both to the same results.
-    """
-    run = delay = runs = None
-    if fds[0] >= 0:
-        text = _pread(fds[0])
-        if text is None:
-            bad |= DENIED_SCHEDSTAT
-        else:
-            try:
-                run, delay, runs = parse_schedstat_runs(text)
-            except ValueError:
-                bad |= BAD_SCHEDSTAT
-    if (last is not None and runs is not None and last[0] == run
-            and last[2] == runs):
-        if last[1] == delay:
-            return last
-        return (run, delay, runs, last[3], last[4], last[5],
-                bad | (last[6] & ~(BAD_SCHEDSTAT | DENIED_SCHEDSTAT)))
-    voluntary = involuntary = cpu = None
-    text = _pread(fds[1]) if fds[1] >= 0 else ''
-    if text is None:
-        bad |= DENIED_STATUS
-    elif fds[1] >= 0:
-        try:
-            voluntary, involuntary = parse_status_switches(text)
-        except ValueError:
-            bad |= BAD_STATUS
-    text = _pread(fds[2]) if fds[2] >= 0 else ''
-    if text is None:
-        bad |= DENIED_STAT
-    elif fds[2] >= 0:
-        try:
-            cpu = parse_stat_cpu(text)
-        except ValueError:
-            bad |= BAD_STAT
-    return run, delay, runs, voluntary, involuntary, cpu, bad
-
-
-def _read_threads(items):
-    """:func:`_read_thread` for each ``(fds, last, bad)`` of ``items``.
-
-    A list in the same order, with None for a thread that exited: one
-    call for a whole domain's vCPU threads, as ``_procread.read_threads``
-    does in C (where the per-thread call and its Python around it was a
-    tenth of a period's cost).
-    """
-    out = []
-    for fds, last, bad in items:
-        try:
-            out.append(_read_thread(fds, last, bad))
-        except (FileNotFoundError, ProcessLookupError):
-            out.append(None)
-    return out
+# what ThreadReader logs: every bit but STALE (a cadence, not a fault)
+_REPORTED = STALE - 1
 
 
 try:
@@ -292,14 +156,32 @@ def raise_nofile_limit():
     return soft
 
 
+_counters = tuple.__new__     # ThreadCounters._make, without its check
+
+
 class _Held:
     """One thread's open files, its last reading and counters."""
 
-    __slots__ = ('fds', 'bad', 'last', 'counters')
+    __slots__ = ('fds', 'bad', 'last', 'counters', 'fresh_ns')
 
     def __init__(self, fds, bad):
         self.fds, self.bad = fds, bad
-        self.last = self.counters = None
+        self.last = self.counters = self.fresh_ns = None
+
+    def update(self, raw, now_ns):
+        """Take reading ``raw``, made at ``now_ns``; its counters."""
+        if raw[6] & STALE:
+            if raw is not self.last:
+                self.last = raw
+                self.counters = ThreadCounters(raw[0], raw[1], raw[3],
+                                               raw[4], raw[5], self.fresh_ns)
+            return self.counters
+        self.fresh_ns = now_ns
+        if raw is not self.last:
+            self.last = raw
+            self.counters = ThreadCounters(raw[0], raw[1], raw[3], raw[4],
+                                           raw[5])
+        return self.counters
 
 
 class ThreadReader:
@@ -339,12 +221,14 @@ class ThreadReader:
         self._held = {}     # pid -> {tid: _Held}
         self._nheld = 0
 
-    def read(self, pid, tid, schedstat=True):
-        """Counters of thread ``tid`` of process ``pid``.
+    def read(self, pid, tid, schedstat=True, now_ns=None):
+        """Counters of thread ``tid`` of process ``pid``, every file due.
 
         Returns ``None`` if the thread is gone (the caller re-discovers).
         ``schedstat`` is kept for callers that pass it: ``schedstat`` is
         always read now, since it decides whether the other files must be.
+        ``now_ns`` is the caller's time of the reading, for
+        :meth:`read_many`'s slow cadence.
         """
         threads = self._held.get(pid)
         held = threads.get(tid) if threads is not None else None
@@ -357,41 +241,66 @@ class ThreadReader:
         except (FileNotFoundError, ProcessLookupError):
             self.forget(pid, tid)
             return None
-        if raw is not held.last:
-            if raw[6]:
-                self._report(raw[6], tid)
-            held.last = raw
-            held.counters = ThreadCounters(raw[0], raw[1], raw[3], raw[4],
-                                           raw[5])
-        return held.counters
+        if raw is not held.last and raw[6]:
+            self._report(raw[6], tid)
+        return held.update(raw, now_ns)
 
-    def read_many(self, pid, tids):
+    def read_many(self, pid, tids, now_ns=None, every=1, offset=0):
         """:meth:`read` of each thread of ``tids``, in one pass.
 
         A list in the order of ``tids``, None for a thread that is gone.
         The held threads of ``pid`` are read in one call of the reader
         (the C reader loops in C); the rest one by one, as :meth:`read`.
+
+        The slow cadence: ``status`` and ``stat`` (switch counts, last
+        CPU: 14 of a running thread's 16 us of kernel time) of thread
+        ``tids[i]`` are due only when ``(offset + i) % every`` is 0; the
+        caller moves ``offset`` on by one each period (and by the threads
+        before ``pid``'s), so each thread's are read every ``every``
+        periods and ``1 / every`` of them each period. A thread not due
+        that was switched since its last reading keeps that reading's
+        counts and CPU, and its :class:`ThreadCounters` says when they
+        were read (``switches_ns``, the ``now_ns`` of that call); one that
+        was not switched since has the same counts now (the gate), which
+        count as read now. The counters are cumulative, so a consumer
+        that takes their deltas over the time between the two readings
+        (``vsmtio_agent.policy.monitor.derive``) loses nothing but
+        timeliness.
         """
+        if every > 1 and now_ns is None:
+            raise ValueError('a slow cadence needs the time of the reading')
         threads = self._held.get(pid)
         if threads is None or len(threads) < len(tids):
             # Files to open first (a new process or thread): the rare case.
-            return [self.read(pid, tid) for tid in tids]
+            return [self.read(pid, tid, now_ns=now_ns) for tid in tids]
         helds = [threads.get(tid) for tid in tids]
         if None in helds:
-            return [self.read(pid, tid) for tid in tids]
-        raws = self._read_threads([(h.fds, h.last, h.bad) for h in helds])
+            return [self.read(pid, tid, now_ns=now_ns) for tid in tids]
+        raws = self._read_threads([(h.fds, h.last, h.bad) for h in helds],
+                                  every, offset)
         out = []
         for tid, held, raw in zip(tids, helds, raws):
+            # held.update(raw, now_ns), inline: this runs per vCPU
             if raw is None:
                 self.forget(pid, tid)
                 out.append(None)
                 continue
-            if raw is not held.last:
-                if raw[6]:
-                    self._report(raw[6], tid)
+            if raw is held.last:
+                if not raw[6] & STALE:
+                    held.fresh_ns = now_ns
+            else:
+                bits = raw[6]
+                if bits & _REPORTED:
+                    self._report(bits, tid)
                 held.last = raw
-                held.counters = ThreadCounters(raw[0], raw[1], raw[3],
-                                               raw[4], raw[5])
+                if bits & STALE:
+                    held.counters = _counters(ThreadCounters, (
+                        raw[0], raw[1], raw[3], raw[4], raw[5],
+                        held.fresh_ns))
+                else:
+                    held.fresh_ns = now_ns
+                    held.counters = _counters(ThreadCounters, (
+                        raw[0], raw[1], raw[3], raw[4], raw[5], None))
             out.append(held.counters)
         return out
 

@@ -102,6 +102,10 @@ def vm_i_cpu(stats, idle_switch_threshold):
 
     The switches of all its vCPU threads are summed (the paper counts the
     VM's); ``None`` when any count is missing or the VM is nearly idle.
+    Counts taken over another window than the period (a host reading them
+    on a slower cadence: ``switch_window_ns``) are summed as their rate
+    over that window times the period, so that vCPUs read at different
+    times weigh by their rates.
     """
     stats = list(stats)
     if not stats:
@@ -110,8 +114,14 @@ def vm_i_cpu(stats, idle_switch_threshold):
     invol = [s.involuntary_switches for s in stats]
     if None in vol or None in invol:
         return None
+    period_ns = stats[0].period_ns
+    scale = [1 if s.switch_window_ns is None
+             else period_ns / s.switch_window_ns for s in stats]
+    if any(x != 1 for x in scale):
+        vol = [v * x for v, x in zip(vol, scale)]
+        invol = [v * x for v, x in zip(invol, scale)]
     return monitor.interference_ratio(sum(vol), sum(invol),
-                                      stats[0].period_ns / monitor.NS_PER_S,
+                                      period_ns / monitor.NS_PER_S,
                                       idle_switch_threshold)
 
 

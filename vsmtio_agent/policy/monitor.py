@@ -54,13 +54,13 @@ def interference_ratio(voluntary, involuntary, period_s,
     return involuntary / max(voluntary, 1)
 
 
-# The cumulative fields of VcpuCounters, in order: the tail of the tuple.
-_DELTAS = ('run_ns', 'retention_ns', 'retentions', 'retention_timeouts',
-           'instructions', 'cycles', 'base_cycles', 'miss_cycles',
-           'voluntary_switches', 'involuntary_switches',
-           'runqueue_delay_ns', 'halts')
-_FIRST = len(model.VcpuCounters._fields) - len(_DELTAS)
-assert model.VcpuCounters._fields[_FIRST:] == _DELTAS
+# The layout derive() unpacks: weight, cpu, the cumulative counters, and
+# when the switch counts were read.
+assert model.VcpuCounters._fields == (
+    'weight', 'cpu', 'run_ns', 'retention_ns', 'retentions',
+    'retention_timeouts', 'instructions', 'cycles', 'base_cycles',
+    'miss_cycles', 'voluntary_switches', 'involuntary_switches',
+    'runqueue_delay_ns', 'halts', 'switches_ns')
 
 
 _new = object.__new__
@@ -69,7 +69,7 @@ _new = object.__new__
 assert not hasattr(model.VcpuStats, '__post_init__')
 
 
-def derive(prev, cur, idle_switch_threshold, topology=None):
+def derive(prev, cur, idle_switch_threshold, topology=None, last=None):
     """Per-vCPU :class:`VcpuStats` between two snapshots.
 
     Only vCPUs present in both snapshots have stats: a vCPU seen once has
@@ -79,10 +79,19 @@ def derive(prev, cur, idle_switch_threshold, topology=None):
     A counter's delta is None where either reading lacks it or it went
     backwards, and so is every rate built on it.
 
+    Switch counts a host read on a slower cadence than the period (their
+    :class:`VcpuCounters` say when, ``switches_ns``) are counted over the
+    time between their two readings, which the stats give as
+    ``switch_window_ns``, and I_cpu's idle threshold is a rate over that
+    window. Where no new reading came in this period, the vCPU's stats in
+    ``last`` (the previous period's) give the last window's counts and
+    I_cpu; without them, they are None.
+
     This runs for every vCPU every period, so it is written for speed
-    (``doc/benchmarks/agent_tick.rst`` has the profile): the deltas are
-    taken positionally from the two :class:`VcpuCounters` tuples in one
-    comprehension rather than field by field, and each
+    (``doc/benchmarks/agent_tick.rst`` has the profile): the two
+    :class:`VcpuCounters` tuples are unpacked and their deltas taken
+    inline rather than field by field (``getattr``) or in a comprehension
+    (twice the cost), and each
     :class:`VcpuStats` is built by filling its ``__dict__`` in one update
     rather than through the frozen dataclass's ``__init__`` (which sets
     each of its 15 fields through ``object.__setattr__``): the same
@@ -95,7 +104,8 @@ def derive(prev, cur, idle_switch_threshold, topology=None):
         raise ValueError('snapshots are not in time order (%d -> %d)'
                          % (prev.time_ns, cur.time_ns))
     period_s = period_ns / NS_PER_S
-    first = _FIRST
+    prev_ns, cur_ns = prev.time_ns, cur.time_ns
+    last_of = last.get if last else {}.get
     before_of = prev.vcpus.get
     core_of = topology.core_of if topology is not None else None
     vcpu_stats = model.VcpuStats
@@ -104,32 +114,85 @@ def derive(prev, cur, idle_switch_threshold, topology=None):
         before = before_of(ref)
         if before is None:
             continue
+        # Unpacked and subtracted inline: the same deltas as a
+        # comprehension over the two tuples' counters, at half the cost.
+        (_w, _c, run0, ret0, rets0, to0, ins0, cyc0, base0, miss0, vol0,
+         invol0, delay0, halts0, t0) = before
+        (weight, cpu, run, ret_ns, rets, timeouts, ins, cycles, base, miss,
+         vol, invol, delay, halts, t1) = now
+        run = (None if run0 is None or run is None or run < run0
+               else run - run0)
+        ret_ns = (None if ret0 is None or ret_ns is None or ret_ns < ret0
+                  else ret_ns - ret0)
+        rets = (None if rets0 is None or rets is None or rets < rets0
+                else rets - rets0)
+        timeouts = (None if to0 is None or timeouts is None
+                    or timeouts < to0 else timeouts - to0)
+        ins = (None if ins0 is None or ins is None or ins < ins0
+               else ins - ins0)
+        cycles = (None if cyc0 is None or cycles is None or cycles < cyc0
+                  else cycles - cyc0)
+        base = (None if base0 is None or base is None or base < base0
+                else base - base0)
+        miss = (None if miss0 is None or miss is None or miss < miss0
+                else miss - miss0)
+        vol = (None if vol0 is None or vol is None or vol < vol0
+               else vol - vol0)
+        invol = (None if invol0 is None or invol is None or invol < invol0
+                 else invol - invol0)
+        delay = (None if delay0 is None or delay is None or delay < delay0
+                 else delay - delay0)
+        halts = (None if halts0 is None or halts is None or halts < halts0
+                 else halts - halts0)
         core = None
-        if core_of is not None and now.cpu is not None:
-            found = core_of(now.cpu)
+        if core_of is not None and cpu is not None:
+            found = core_of(cpu)
             core = found.core_id if found is not None else None
-        (run, ret_ns, rets, timeouts, ins, cycles, base, miss, vol, invol,
-         delay, halts) = [None if b is None or a is None or a < b else a - b
-                          for b, a in zip(before[first:], now[first:])]
+        if t0 is None and t1 is None:   # both read at their snapshot
+            window = None
+            # interference_ratio(vol, invol, period_s, ...), inline
+            i_cpu = (None if vol is None or invol is None
+                     or (vol + invol) / period_s < idle_switch_threshold
+                     else invol / max(vol, 1))
+        else:
+            window = ((cur_ns if t1 is None else t1)
+                      - (prev_ns if t0 is None else t0))
+            if window > 0:
+                i_cpu = (None if vol is None or invol is None else
+                         interference_ratio(vol, invol, window / NS_PER_S,
+                                            idle_switch_threshold))
+                if window == period_ns:
+                    window = None
+            else:       # no new reading: the last window's, if any
+                held = last_of(ref)
+                if held is None:
+                    vol = invol = i_cpu = window = None
+                else:
+                    vol = held.voluntary_switches
+                    invol = held.involuntary_switches
+                    i_cpu = held.i_cpu
+                    window = held.switch_window_ns or held.period_ns
+                    if window == period_ns:
+                        window = None
         st = stats[ref] = _new(vcpu_stats)
         st.__dict__.update(
             period_ns=period_ns,
-            weight=now.weight,
+            weight=weight,
             core_id=core,
             utilisation=None if run is None else run / period_ns,
             retention_rate=None if ret_ns is None else ret_ns / period_ns,
             retention_frequency=None if rets is None else rets / period_s,
             retention_timeouts=timeouts,
-            ipc=_ratio(ins, cycles),
+            ipc=(None if ins is None or cycles is None or cycles <= 0
+                 else ins / cycles),        # _ratio(ins, cycles)
             cpi_stack=(None if ins is None else
                        cpi_stack(ins, cycles, base, miss)),
             voluntary_switches=vol,
             involuntary_switches=invol,
-            i_cpu=(None if vol is None or invol is None else
-                   interference_ratio(vol, invol, period_s,
-                                      idle_switch_threshold)),
+            i_cpu=i_cpu,
             runqueue_delay_ratio=None if delay is None else delay / period_ns,
             instruction_rate=None if ins is None else ins / period_s,
             halt_rate=None if halts is None else halts / period_s,
+            switch_window_ns=window,
         )
     return stats

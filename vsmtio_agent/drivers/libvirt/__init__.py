@@ -75,7 +75,8 @@ class LibvirtHostDriver(base.HostDriver):
             self.planner.timeout)
         self.sampler = sampling.Sampler(
             self.connection, self.domains, opts.procfs_root,
-            bool(self.abi_version), self.restorer.forget)
+            bool(self.abi_version), self.restorer.forget,
+            opts.switch_read_periods)
         # MIST: block I/O, reservations and its own knobs (mist_host)
         self.mist = None
         if getattr(opts, 'mist', False):

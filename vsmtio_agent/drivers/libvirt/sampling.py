@@ -29,7 +29,9 @@ _KVM_POLLS = 'halt_attempted_poll.sum'
 _KVM_POLL_HITS = 'halt_successful_poll.sum'
 _NO_COUNTERS = procfs.ThreadCounters()
 _NO_RETENTION = {}   # never modified: a vCPU of a TCG domain has none
-_counters = model.VcpuCounters._make
+# VcpuCounters._make without its length check (the layout is fixed here)
+_counters, _VcpuCounters = tuple.__new__, model.VcpuCounters
+assert len(_VcpuCounters._fields) == 15
 _KEYS = []      # per vCPU index: its stats keys (time, delay, halts, prefix)
 
 
@@ -45,9 +47,23 @@ def _keys(nvcpus):
 class Sampler:
     """Builds one :class:`~vsmtio_agent.model.Snapshot` per period."""
 
-    def __init__(self, connection, domains, procfs_root, patched, forget):
-        """``forget(uuid, why)`` drops a domain that stopped running."""
+    def __init__(self, connection, domains, procfs_root, patched, forget,
+                 switch_read_periods=1):
+        """``forget(uuid, why)`` drops a domain that stopped running.
+
+        ``switch_read_periods``: each vCPU thread's switch counts and last
+        CPU are read every this many periods, a rotating share of the
+        threads each period (:meth:`procfs.ThreadReader.read_many`), but
+        every period for a domain with a MIST reservation: MIST's detector
+        and its hysteresis count periods of I_cpu, which a late reading
+        would shift (a VM protected again soon after its release is held
+        twice as long; a late I_cpu can miss that window).
+        """
         self.connection = connection
+        self.every = switch_read_periods
+        self._turn = 0          # the slow cadence's offset this period
+        self._position = 0      # threads read so far this period
+        self._reserved = frozenset()    # MIST-reserved, as last period
         self.domains = domains
         self.patched = patched
         self.forget = forget
@@ -72,11 +88,13 @@ class Sampler:
                                        % exc.get_error_message())
         now = time.monotonic_ns()
         seen, vcpus = set(), {}
+        self._turn = (self._turn + 1) % self.every
+        self._position = self._turn
         for dom, stats in records:
             try:
                 entry = self.domains.track(dom)
                 seen.add(entry.uuid)
-                vcpus.update(self._vcpu_counters(entry, stats))
+                vcpus.update(self._vcpu_counters(entry, stats, now))
             except libvirt.libvirtError as exc:
                 if exc.get_error_code() not in libvirt_errors.GONE:
                     LOG.warning('Skipping a domain this period: %s',
@@ -90,9 +108,12 @@ class Sampler:
         self.perf.retain({t for e in self.domains.values()
                           for t in e.tids.values()})
         domains = self.mist.domain_counters(conn) if self.mist else {}
+        # read their switch counts every period from the next one on
+        self._reserved = frozenset(uuid for uuid, d in domains.items()
+                                   if d.reservation.reserved)
         return model.Snapshot(time_ns=now, vcpus=vcpus, domains=domains)
 
-    def _vcpu_counters(self, entry, stats):
+    def _vcpu_counters(self, entry, stats, now):
         """``{VcpuRef: VcpuCounters}`` of one domain.
 
         This runs for every vCPU every period: the domain's threads are
@@ -110,7 +131,10 @@ class Sampler:
             time_of = {number: cpu_time for number, _s, cpu_time, _c in infos}
         tids = self.domains.threads_of(entry, nvcpus)
         found = [i for i in range(nvcpus) if i in tids]
-        read = self.reader.read_many(entry.pid, [tids[i] for i in found])
+        every = 1 if entry.uuid in self._reserved else self.every
+        read = self.reader.read_many(entry.pid, [tids[i] for i in found],
+                                     now, every, self._position)
+        self._position += len(found)
         if None in read:    # a thread is gone: rediscover
             entry.tids = {}
         threads = dict(zip(found, read))
@@ -118,28 +142,35 @@ class Sampler:
         refs = self._refs_of(entry.uuid, nvcpus)
         keys = _keys(nvcpus)
         out = {}
+        get, thread_of = stats.get, threads.get
+        kvm, no_retention = entry.kvm, (None, None, None)
         for index in range(nvcpus):
             k_time, k_delay, k_halts, prefix = keys[index]
-            thread = threads.get(index) or _NO_COUNTERS
-            run_ns = stats.get(k_time, time_of.get(index))
-            delay = stats.get(k_delay, thread.runqueue_delay_ns)
-            retention = (self._retention(entry, stats, prefix)
-                         if entry.kvm else _NO_RETENTION)
-            out[refs[index]] = _counters((
+            (t_run, t_delay, vol, invol, cpu,
+             switches_ns) = thread_of(index) or _NO_COUNTERS
+            run_ns = get(k_time)
+            if run_ns is None:
+                run_ns = time_of.get(index)
+                if run_ns is None:
+                    run_ns = t_run
+            if kvm:
+                retention = self._retention(entry, stats, prefix)
+                retention = (retention.get('retention_ns'),
+                             retention.get('retentions'),
+                             retention.get('retention_timeouts'))
+            else:
+                retention = no_retention
+            out[refs[index]] = _counters(_VcpuCounters, (
                 1024,                                           # weight
-                thread.cpu if thread.cpu is not None
-                else cpu_of.get(index),                         # cpu
-                run_ns if run_ns is not None else thread.run_ns,
-                retention.get('retention_ns'),
-                retention.get('retentions'),
-                retention.get('retention_timeouts'),
+                cpu if cpu is not None else cpu_of.get(index),
+                run_ns) + retention + (
                 perf(tids[index]) if perf is not None and index in tids
                 else None,                                      # instructions
                 None, None, None,           # cycles, base and miss cycles
-                thread.voluntary_switches,
-                thread.involuntary_switches,
-                delay,                                  # runqueue_delay_ns
-                stats.get(k_halts),                             # halts
+                vol, invol,
+                get(k_delay, t_delay),                  # runqueue_delay_ns
+                get(k_halts),                                   # halts
+                switches_ns,
             ))
         return out
 

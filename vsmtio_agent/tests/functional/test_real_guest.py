@@ -79,8 +79,12 @@ class TestAgentInProcess(RealGuestTestCase):
         # The guard off: this host counts no instructions, so the guard
         # would keep nothing (test_the_guard_keeps_nothing_it_cannot_judge);
         # this test is about the pinning and its restore.
+        # Switch counts read every period (switch_read_periods): the rates
+        # below are taken between two snapshots 2 s apart, not over the
+        # windows of the slow cadence that derive() would stitch together.
         conf = host_fixtures.make_conf(
-            self, libvirt_uri=guest_mod.URI, period=0.5, guard=False)
+            self, libvirt_uri=guest_mod.URI, period=0.5, guard=False,
+            switch_read_periods=1)
         driver = libvirt_driver.LibvirtHostDriver(conf)
         agent = agent_mod.Agent(conf, driver)
         agent.tick()

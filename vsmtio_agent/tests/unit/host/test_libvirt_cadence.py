@@ -1,0 +1,127 @@
+"""The libvirt driver's slow cadence of switch counts, through sample().
+
+``[vsmtio_agent] switch_read_periods``: each vCPU thread's ``status`` and
+``stat`` are read on its turn only (a rotating share of the threads each
+period), ``schedstat`` every period; what the driver's snapshots say of
+when the counts were read, and what ``derive`` makes of them.
+"""
+
+import os
+import uuid
+
+import libvirt
+
+from vsmtio_agent import model
+from vsmtio_agent.policy import monitor
+from vsmtio_agent.tests.unit.host import fixtures as host_fixtures
+from vsmtio_agent.tests.unit.host import test_libvirt_driver as base
+from vsmtio_agent.tests.unit.host import test_mist_host
+
+
+def ran(qemu, index, run_ns, voluntary, cpu):
+    """Thread ``index`` ran: new schedstat, status and stat."""
+    task = os.path.join(qemu.root, str(qemu.pid), 'task',
+                        str(qemu.tids[index]))
+    host_fixtures.write(os.path.join(task, 'schedstat'),
+                        '%d %d %d\n' % (run_ns, run_ns + 1000, run_ns))
+    host_fixtures.write(os.path.join(task, 'status'),
+                        'voluntary_ctxt_switches:\t%d\n'
+                        'nonvoluntary_ctxt_switches:\t3\n' % voluntary)
+    host_fixtures.write(os.path.join(task, 'stat'), '%d (CPU %d/KVM) S %s\n'
+                        % (qemu.tids[index], index,
+                           ' '.join(['0'] * 35 + [str(cpu)] + ['0'] * 8)))
+
+
+class TestSwitchReadPeriods(base.DriverTestCase):
+
+    def test_each_thread_read_on_its_turn_and_counted_over_its_window(self):
+        dom = self.useFixture(base.TestDomain())
+        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(dom.uuid))
+        drv = self.driver(procfs_root=qemu.root, switch_read_periods=2)
+        refs = [model.VcpuRef(dom.uuid, i) for i in range(2)]
+
+        first = drv.sample()    # the first reading of a thread is whole
+        self.assertEqual([0, 10], [first.vcpus[r].voluntary_switches
+                                   for r in refs])
+        self.assertEqual([None, None], [first.vcpus[r].switches_ns
+                                        for r in refs])
+
+        # both threads run and switch 20 more times, move to CPU 5
+        for i in range(2):
+            ran(qemu, i, 100 + i, 20 + 10 * i, 5)
+        second = drv.sample()
+        got = [second.vcpus[r] for r in refs]
+        # schedstat every period, for both (the test driver has no delay)
+        self.assertEqual([1100, 1101], [c.runqueue_delay_ns for c in got])
+        # status and stat for one of the two only: its turn
+        fresh = [c.switches_ns is None for c in got]
+        self.assertEqual(1, sum(fresh), got)
+        now, then = got[fresh.index(True)], got[fresh.index(False)]
+        self.assertEqual(5, now.cpu)
+        self.assertEqual(first.time_ns, then.switches_ns)
+        self.assertNotEqual(5, then.cpu)        # still the one read then
+        stats = monitor.derive(first, second, 10.0)
+        s_now, s_then = (stats[refs[fresh.index(True)]],
+                         stats[refs[fresh.index(False)]])
+        self.assertEqual(20, s_now.voluntary_switches)
+        self.assertIsNone(s_now.switch_window_ns)   # the period
+        self.assertIsNone(s_then.voluntary_switches)    # nothing read yet
+
+        # nothing ran since: the other thread's turn reads it now, the
+        # first one's counts are confirmed by the gate (fresh, unread)
+        third = drv.sample()
+        self.assertEqual([None, None], [third.vcpus[r].switches_ns
+                                        for r in refs])
+        self.assertEqual([20, 30], [third.vcpus[r].voluntary_switches
+                                    for r in refs])
+        stats = monitor.derive(second, third, 10.0, last=stats)
+        s_then = stats[refs[fresh.index(False)]]
+        # its 20 switches over the two periods between its readings
+        self.assertEqual(20, s_then.voluntary_switches)
+        self.assertEqual(third.time_ns - first.time_ns,
+                         s_then.switch_window_ns)
+        self.assertEqual(0, stats[refs[fresh.index(True)]]
+                         .voluntary_switches)
+
+    def test_every_period_by_default_one(self):
+        dom = self.useFixture(base.TestDomain())
+        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(dom.uuid))
+        drv = self.driver(procfs_root=qemu.root, switch_read_periods=1)
+        drv.sample()
+        for i in range(2):
+            ran(qemu, i, 100 + i, 20 + 10 * i, 5)
+        snap = drv.sample()
+        for i in range(2):
+            c = snap.vcpus[model.VcpuRef(dom.uuid, i)]
+            self.assertEqual((20 + 10 * i, 5, None),
+                             (c.voluntary_switches, c.cpu, c.switches_ns))
+
+
+class TestReservedDomainsEveryPeriod(base.DriverTestCase):
+
+    def test_a_mist_reserved_domain_is_read_every_period(self):
+        # MIST counts periods of I_cpu (its streaks, the hysteresis of a
+        # VM protected again soon after its release): a reserved domain's
+        # switch counts are read every period whatever the cadence.
+        conn = libvirt.open('test:///default')
+        self.addCleanup(conn.close)
+        uid = str(uuid.uuid4())
+        dom = conn.createXML(test_mist_host.NOVA_XML % {
+            'name': 'r-' + uid[:8], 'uuid': uid,
+            'specs': test_mist_host.spec('vsmtio:io_reservation_iops', '500')
+            + test_mist_host.spec('resources:CUSTOM_VSMTIO_IO_IOPS', '500')})
+        self.addCleanup(dom.destroy)
+        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(uid))
+        drv = self.driver(procfs_root=qemu.root, switch_read_periods=2,
+                          mist=True, guard=False)
+        refs = [model.VcpuRef(uid, i) for i in range(2)]
+        snap = drv.sample()
+        self.assertTrue(snap.domains[uid].reservation.reserved)
+        for period in range(1, 4):
+            for i in range(2):
+                ran(qemu, i, 100 * period + i, 20 * period + i, period)
+            snap = drv.sample()
+            self.assertEqual(
+                [(20 * period + i, period, None) for i in range(2)],
+                [(snap.vcpus[r].voluntary_switches, snap.vcpus[r].cpu,
+                  snap.vcpus[r].switches_ns) for r in refs])
