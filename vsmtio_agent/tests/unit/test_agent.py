@@ -68,12 +68,16 @@ def snapshot(t_ms, io_retention_ms):
     })
 
 
-class TestAgentLoop(testtools.TestCase):
+class AgentTestCase(testtools.TestCase):
+    """The agent's configuration, a 0.1 s period, reset after each test."""
 
     def setUp(self):
         super().setUp()
         self.cfg = self.useFixture(config_fixture.Config(conf.CONF))
         self.cfg.config(group='vsmtio_agent', period=0.1)
+
+
+class TestAgentLoop(AgentTestCase):
 
     def test_samples_decides_applies_and_restores(self):
         host = ScriptedHost([snapshot(0, 0), snapshot(100, 60),
@@ -125,12 +129,7 @@ class FailingHost(ScriptedHost):
         return super().sample()
 
 
-class TestPeriodRecord(testtools.TestCase):
-
-    def setUp(self):
-        super().setUp()
-        self.cfg = self.useFixture(config_fixture.Config(conf.CONF))
-        self.cfg.config(group='vsmtio_agent', period=0.1)
+class TestPeriodRecord(AgentTestCase):
 
     def test_one_frozen_record_per_period(self):
         host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
@@ -184,13 +183,8 @@ class TestPeriodRecord(testtools.TestCase):
                                      if s.labels['domain'] == 'io-vm'][0])
 
 
-class TestMistInTheRecord(testtools.TestCase):
+class TestMistInTheRecord(AgentTestCase):
     """MIST's verdicts reach the record, ``status`` and the metrics."""
-
-    def setUp(self):
-        super().setUp()
-        self.cfg = self.useFixture(config_fixture.Config(conf.CONF))
-        self.cfg.config(group='vsmtio_agent', period=0.1)
 
     def period(self):
         host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
