@@ -286,7 +286,8 @@ def _with_verdict(verdicts, verdict):
 def _backed_off(backoff, m, params, lost=False):
     """``backoff`` with ``m`` dropped now: its wait doubled, capped.
 
-    A mechanism shown to cost a class (``lost``) waits the longest
+    A mechanism shown to cost a class (``lost``: its mean below the
+    objective, not merely its keeping it unproven) waits the longest
     back-off at once: a loss shown beyond the test's doubt is no fluke to
     re-check in a few seconds, and each retry costs that class again for
     the probe's A periods. Only a workload that changes makes it worth

@@ -27,7 +27,9 @@ class Verdict:
     cpu_ratio: Optional[float]
     io_ratio: Optional[float]
     reason: str
-    loses: bool = False     # a class lost (not merely no gain shown)
+    # a class lost: its mean below the objective or significantly so (not
+    # merely no gain shown, nor its keeping the objective not shown)
+    loses: bool = False
     # the probe's log-ratios per class: a wider split's gain is tested
     # against the narrower split's own probe
     cpu_logs: tuple = ()
@@ -135,6 +137,7 @@ def judge(samples, params, adding, mechanism='mechanism', reference=None,
     alpha = (1.0 - params.confidence) / 2.0     # two classes tested
     ratios, all_logs = {}, {}
     worse = []
+    unproven = []
     better = []
     short = []
     for name, index in CLASSES:
@@ -153,8 +156,8 @@ def judge(samples, params, adding, mechanism='mechanism', reference=None,
                 and _p(logs, bound, 'greater') >= alpha):
             # the burden of proof is on the mechanism: the CPU side's
             # lower confidence bound must clear the objective
-            worse.append('CPU %.3f not shown >= %.2f' % (ratios[name],
-                                                         floor))
+            unproven.append('CPU %.3f not shown >= %.2f' % (ratios[name],
+                                                            floor))
         elif retry and name == 'I/O':
             # and a retry owes the I/O side the slack a retest gives it,
             # for only its mean is held to the objective (the CPU side's
@@ -173,8 +176,11 @@ def judge(samples, params, adding, mechanism='mechanism', reference=None,
                 io_logs=all_logs.get('I/O', ()))
     if worse:
         return Verdict(mechanism, False, cpu_r, io_r,
-                       'a class loses: ' + ', '.join(worse), loses=True,
-                       **logs)
+                       'a class loses: ' + ', '.join(worse + unproven),
+                       loses=True, **logs)
+    if unproven:
+        return Verdict(mechanism, False, cpu_r, io_r,
+                       'a class may lose: ' + ', '.join(unproven), **logs)
     if not better:
         return Verdict(mechanism, False, cpu_r, io_r,
                        'no class gains significantly' + (

@@ -97,6 +97,21 @@ class TestGuard(testtools.TestCase):
             state = guard.step(state, P, host.stats(state.in_force))
             self.assertNotIn(guard.RETENTION, state.in_force)
 
+    def test_a_cpu_side_not_shown_to_keep_its_objective_is_no_loss(self):
+        # CPU 0.979 for I/O x1.5, too noisy for the lower bound to clear
+        # 0.97: not kept, but retried on the short back-off (a noisier
+        # probe is no loss shown)
+        rng = random.Random(3)
+        samples = tuple((a, 1e9 * (0.979 if a else 1.0)
+                         * (1 + rng.gauss(0, 0.03)),
+                         500.0 * (1.5 if a else 1.0), False)
+                        for a in guard.ABBA * (P.pairs // 2))
+        v = guard.judge(samples, P, True)
+        self.assertFalse(v.kept)
+        self.assertFalse(v.loses)
+        self.assertIn('a class may lose: CPU', v.reason)
+        self.assertIn('not shown >= 0.97', v.reason)
+
     def test_retries_become_periodic_at_the_longest_back_off(self):
         # retention shows no gain: dropped, retried after 20, 40, 80,
         # then every 160 periods (retest_periods * max_backoff)
