@@ -23,9 +23,11 @@ tested):
   below it, and one class is significantly faster: the burden of proof is
   on the mechanism;
 - a kept mechanism is *retested* every ``retest_periods`` by the same
-  test, the objective relaxed by ``hysteresis``; it is dropped at once
-  when a class loses, and after two failed retests in a row when it only
-  stopped showing a gain (a noisy period does not flip it);
+  test, the objective relaxed by ``hysteresis`` for the test of a loss;
+  it is dropped at once when a class loses beyond that, and after two
+  failed retests in a row when it only stopped showing a gain or a class's
+  mean fell short of the objective itself (a noisy period does not flip
+  it, and nothing stays kept below the objective);
 - a dropped mechanism is retried after an exponential back-off (one that
   made a class lose waits the longest back-off at once), and a
   retry must clear the I/O objective by the ``hysteresis``: the band works

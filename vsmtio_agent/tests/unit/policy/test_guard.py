@@ -112,6 +112,30 @@ class TestGuard(testtools.TestCase):
         self.assertIn('a class may lose: CPU', v.reason)
         self.assertIn('not shown >= 0.97', v.reason)
 
+    def test_a_kept_mechanism_below_the_objective_goes_at_two_strikes(self):
+        # kept while it cost nothing; then its CPU side settles at 0.965:
+        # inside the retest's slack (0.96), below the objective (0.97)
+        host = Host({guard.RETENTION: (1.0, 1.2), guard.SPLIT: (0.8, 1.0)},
+                    noise=0.002)
+        state = run(host, 60)
+        self.assertEqual({guard.RETENTION}, set(state.kept))
+        host.effects[guard.RETENTION] = (0.965, 1.2)
+        verdicts = []
+        for _ in range(400):
+            state = guard.step(state, P, host.stats(state.in_force))
+            v = state.verdict(guard.RETENTION)
+            if not verdicts or v is not verdicts[-1]:
+                verdicts.append(v)
+            if guard.RETENTION not in state.kept:
+                break
+        self.assertNotIn(guard.RETENTION, state.kept)
+        first, second = verdicts[-2:]
+        self.assertIn('falls short of the objective: CPU', first.reason)
+        self.assertIn('kept until the next retest', first.reason)
+        self.assertIn('falls short of the objective: CPU', second.reason)
+        self.assertFalse(second.kept)
+        self.assertFalse(second.loses)
+
     def test_retries_become_periodic_at_the_longest_back_off(self):
         # retention shows no gain: dropped, retried after 20, 40, 80,
         # then every 160 periods (retest_periods * max_backoff)
