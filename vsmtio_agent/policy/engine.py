@@ -71,7 +71,8 @@ class PolicyEngine(object):
             raise ValueError('the topology has no cores')
         self.topology = topology
         self.params = params
-        self.ltcr = ltcr.start(params.bounds)
+        self.ltcr = ltcr.start(params.bounds,
+                               anchored=params.guard is not None)
         self.guard = guard_mod.start() if params.guard else None
         self.assignment = {}
         self.roles = {}
@@ -135,6 +136,13 @@ class PolicyEngine(object):
         retained = guard_mod.RETENTION in self.mechanisms
         if self.guard is not None:
             self.guard = guard_mod.step(self.guard, p.guard, stats)
+            block = self.guard.finished
+            if block is not None and block.tests_retention:
+                # the guard judged retention at the timeout LTCR left it
+                # at: that timeout is verified, or LTCR goes back to the
+                # last one that was (ltcr.LtcrState.anchor_ns)
+                self.ltcr = (ltcr.verified(self.ltcr) if block.passed
+                             else ltcr.rolled_back(self.ltcr))
         active = self.mechanisms
 
         assignment = self._reconcile(stats)

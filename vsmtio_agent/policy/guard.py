@@ -128,6 +128,7 @@ class State:
     turn: int = 0                       # round robin of the retests
     strikes: frozenset = frozenset()    # kept, one failed retest behind
     verdicts: tuple = ()                # the last Verdict per mechanism
+    finished: Optional['Block'] = None  # the block the last step ended
 
     @property
     def probing(self):
@@ -143,6 +144,26 @@ class State:
             if v.mechanism == mechanism:
                 return v
         return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """A probe block as it ended: its two arms and whether it passed.
+
+    ``passed`` is the test's verdict before the hysteresis keeps a
+    mechanism for one more retest: the engine reads it to anchor the
+    retention timeout (:func:`vsmtio_agent.policy.ltcr.verified`) or roll
+    it back, and a strike is a failed test of the timeout it ran at.
+    """
+
+    a: frozenset
+    b: frozenset
+    passed: bool
+
+    @property
+    def tests_retention(self):
+        """Whether the block judged retention against none at all."""
+        return RETENTION in self.a and RETENTION not in self.b
 
 
 def start():
@@ -310,6 +331,8 @@ def step(state, params, stats):
     measured under ``state.in_force``. The returned state's ``in_force``
     is what the next period runs with.
     """
+    if state.finished is not None:
+        state = dataclasses.replace(state, finished=None)
     if state.phase == PROBE:
         return _probe_step(state, params, stats)
     if state.countdown > 0:
@@ -336,6 +359,7 @@ def _probe_step(state, params, stats):
     last = state.verdict(m)
     retry = state.adding and last is not None and not last.kept
     verdict = judge(samples, params, state.adding, m, reference, retry)
+    finished = Block(*_arms(state), passed=verdict.kept)
     strikes = set(state.strikes)
     if verdict.kept:
         strikes.discard(m)
@@ -359,7 +383,7 @@ def _probe_step(state, params, stats):
                  backoff=backoff,
                  turn=state.turn, strikes=frozenset(strikes & kept),
                  verdicts=_with_verdict(state.verdicts, verdict),
-                 in_force=kept)
+                 in_force=kept, finished=finished)
     if verdict.kept and state.adding and _addable(held) is not None:
         # what it unlocks is tested at once: the initial climb is quick
         return _begin(held, params, stats)

@@ -1,4 +1,6 @@
 import dataclasses
+import math
+import random
 
 import testtools
 
@@ -106,6 +108,50 @@ class TestPolicyEngine(testtools.TestCase):
                       R(1): helpers.stats(0.0, core_id=0, utilisation=1.0),
                       R(2): helpers.stats(0.0, core_id=0, utilisation=1.0)})
         self.assertEqual(model.Role.CPU, d.placements[R(0)].role)
+
+    def test_the_guard_anchors_the_retention_timeout(self):
+        # a host where each 10% longer timeout costs the CPU side 0.5% and
+        # gives I/O 1%, under 2% and 4% noise a period: LTCR's one-period
+        # test cannot see the cost, the guard's probe block can
+        rng = random.Random(3)
+        eng = engine.PolicyEngine(self.topo, params(
+            guard=guard.Params(pairs=8, retest_periods=20)))
+        d = None
+        anchor = 200 * US
+        passed = failed = 0
+        for _ in range(1500):
+            t = d.timeout_ns if d is not None else 200 * US
+            steps = math.log(t / (200 * US)) / math.log(ltcr.GROW)
+            on = d is not None and d.retention
+            cpu = 1.0 - 0.005 * steps if on else 1.0
+            io = 1.1 + 0.01 * steps if on else 1.0
+            st = {}
+            for c in (0, 1):
+                st[R(2 * c)] = helpers.stats(
+                    0.3 if on else 0.0, core_id=c, instruction_rate=1e8,
+                    halt_rate=500 * io * (1 + rng.gauss(0, 0.04)))
+                st[R(2 * c + 1)] = helpers.stats(
+                    0.0, core_id=c, halt_rate=0.0,
+                    instruction_rate=1e9 * cpu * (1 + rng.gauss(0, 0.02)))
+            d = eng.step(st)
+            block = eng.guard.finished
+            if block is not None and block.tests_retention:
+                if block.passed:
+                    # verified at the timeout the block ran at
+                    anchor = t
+                    passed += 1
+                else:
+                    # back to the last verified one
+                    self.assertEqual(anchor, d.timeout_ns)
+                    failed += 1
+            self.assertEqual(anchor, eng.ltcr.anchor_ns)
+            self.assertLessEqual(d.timeout_ns,
+                                 round(anchor * ltcr.GROW ** ltcr.LEASH))
+            self.assertGreaterEqual(d.timeout_ns,
+                                    round(anchor * ltcr.SHRINK ** ltcr.LEASH))
+        self.assertGreater(passed, 5)
+        self.assertGreater(failed, 5)
+        self.assertGreater(anchor, 200 * US)
 
     def test_no_split_share_applies_nothing(self):
         st = {R(0): helpers.stats(0.5, core_id=0),

@@ -136,6 +136,38 @@ class TestGuard(testtools.TestCase):
         self.assertFalse(second.kept)
         self.assertFalse(second.loses)
 
+    def test_a_block_says_what_it_tested_and_its_raw_outcome(self):
+        # the engine anchors the retention timeout on these: a strike is
+        # kept for one more retest, but its test failed
+        host = Host({guard.RETENTION: (1.0, 1.2), guard.SPLIT: (0.8, 1.0)},
+                    noise=0.002)
+        state = guard.start()
+        blocks = []
+        while len(blocks) < 4:
+            state = guard.step(state, P, host.stats(state.in_force))
+            if state.finished is not None:
+                blocks.append(state.finished)
+            if len(blocks) == 3:
+                host.effects[guard.RETENTION] = (0.965, 1.2)
+        added, split, retest = blocks[:3]
+        self.assertEqual((frozenset({guard.RETENTION}), frozenset(), True),
+                         (added.a, added.b, added.passed))
+        self.assertTrue(added.tests_retention)
+        self.assertFalse(split.passed)
+        self.assertTrue(split.tests_retention)     # the split's B is bare
+        self.assertEqual((frozenset({guard.RETENTION}), frozenset(), True),
+                         (retest.a, retest.b, retest.passed))
+        strike = blocks[3]
+        self.assertFalse(strike.passed)
+        self.assertIn(guard.RETENTION, state.kept)      # kept once
+        self.assertIn('kept until the next retest',
+                      state.verdict(guard.RETENTION).reason)
+        # a block is reported once, in the step that ends it
+        while state.finished is None:
+            state = guard.step(state, P, host.stats(state.in_force))
+        state = guard.step(state, P, host.stats(state.in_force))
+        self.assertIsNone(state.finished)
+
     def test_retries_become_periodic_at_the_longest_back_off(self):
         # retention shows no gain: dropped, retried after 20, 40, 80,
         # then every 160 periods (retest_periods * max_backoff)

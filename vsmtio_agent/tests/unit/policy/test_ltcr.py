@@ -76,6 +76,41 @@ class TestAlgorithm1(testtools.TestCase):
         state = ltcr.step(state, b, perf(2.0, 200))
         self.assertEqual(5000 * US, state.desired_ns)
 
+    def test_the_timeout_stays_on_the_leash_of_the_anchor(self):
+        # with the guard, Algorithm 1 moves the timeout at most LEASH steps
+        # from the last one the guard verified, however often its one-
+        # period test says both classes sped up
+        state = ltcr.start(self.bounds, anchored=True)
+        self.assertEqual(200 * US, state.anchor_ns)
+        faster = [perf(1.0, 100), perf(1.1, 110)] * 10
+        state, seen = self.run_periods(state, *faster)
+        top = 200 * US * ltcr.GROW ** ltcr.LEASH
+        self.assertEqual(round(top), max(s[2] for s in seen))
+        self.assertEqual(round(top), state.desired_ns)
+        # verified there, it may go on
+        state = ltcr.verified(state)
+        self.assertEqual(round(top), state.anchor_ns)
+        state, _ = self.run_periods(state, *faster)
+        self.assertGreater(state.desired_ns, round(top))
+        # a failed test of retention takes it back to the anchor, and the
+        # next period measures a baseline there
+        back = ltcr.rolled_back(state)
+        self.assertEqual((round(top), round(top), ltcr.Phase.BASE_UP),
+                         (back.desired_ns, back.effective_ns, back.phase))
+        # downwards alike
+        state = ltcr.start(self.bounds, anchored=True)
+        slower_is_better = [perf(1.0, 100), perf(0.9, 90),
+                            perf(1.0, 100), perf(1.1, 110)] * 10
+        state, seen = self.run_periods(state, *slower_is_better)
+        self.assertEqual(round(200 * US * ltcr.SHRINK ** ltcr.LEASH),
+                         min(s[2] for s in seen))
+
+    def test_without_the_guard_there_is_no_leash(self):
+        state, _ = self.run_periods(ltcr.start(self.bounds),
+                                    *[perf(1.0, 100), perf(1.1, 110)] * 10)
+        self.assertIsNone(state.anchor_ns)
+        self.assertGreater(state.desired_ns, 500 * US)
+
     def test_bad_bounds_are_refused(self):
         self.assertRaises(ValueError, ltcr.Bounds, 100, 50, 40, 1)
         self.assertRaises(ValueError, ltcr.Bounds, 100, 0, 40, 1)
