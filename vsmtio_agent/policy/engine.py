@@ -74,6 +74,11 @@ class PolicyEngine(object):
         self.ltcr = ltcr.start(params.bounds,
                                anchored=params.guard is not None)
         self.guard = guard_mod.start() if params.guard else None
+        # with the guard, the product's LTCR judges a trial by a probe block
+        self._ltcr_test = (ltcr.step_test(params.guard)
+                           if params.guard is not None
+                           and params.ltcr_measure == ltcr.THROUGHPUT
+                           else None)
         self.assignment = {}
         self.roles = {}
         self.split_cores = ()       # the cores split for the next period
@@ -190,7 +195,7 @@ class PolicyEngine(object):
             self.ltcr = ltcr.step(
                 self.ltcr, p.bounds,
                 ltcr.performance(stats, measured_roles, p.ltcr_measure),
-                p.ltcr_measure)
+                p.ltcr_measure, self._ltcr_test)
         if self.guard is not None:
             self._ltcr_period = (not self.guard.probing
                                  and guard_mod.RETENTION

@@ -111,8 +111,8 @@ class TestPolicyEngine(testtools.TestCase):
 
     def test_the_guard_anchors_the_retention_timeout(self):
         # a host where each 10% longer timeout costs the CPU side 0.5% and
-        # gives I/O 1%, under 2% and 4% noise a period: LTCR's one-period
-        # test cannot see the cost, the guard's probe block can
+        # gives I/O 1%, under 2% and 4% noise a period: whatever LTCR keeps,
+        # the timeout stays on the leash of what the guard verified
         rng = random.Random(3)
         eng = engine.PolicyEngine(self.topo, params(
             guard=guard.Params(pairs=8, retest_periods=20)))

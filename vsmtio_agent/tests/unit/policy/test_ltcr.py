@@ -1,6 +1,9 @@
+import random
+
 import testtools
 
 from vsmtio_agent import model
+from vsmtio_agent.policy import guard
 from vsmtio_agent.policy import ltcr
 from vsmtio_agent.tests.unit.policy import helpers
 
@@ -197,3 +200,68 @@ class TestNoUnjudgeableTrials(testtools.TestCase):
             self.assertEqual(200 * US, state.effective_ns)
         state = ltcr.step(state, self.bounds, perf(1.0, 100))
         self.assertEqual(220 * US, state.effective_ns)
+
+
+class TestTrialBlocks(testtools.TestCase):
+    """With the guard, a trial is a probe block judged for both classes."""
+
+    bounds = TestAlgorithm1.bounds
+    test = ltcr.step_test(guard.Params(pairs=8))
+
+    def run_host(self, effect, periods, noise=0.01, seed=1, state=None):
+        """Periods on a host where a timeout's effect is ``effect(t)``.
+
+        ``effect`` gives the (CPU, I/O) factors at timeout ``t``; returns
+        the last state and the timeouts in force, one per period.
+        """
+        rng = random.Random(seed)
+        state = state or ltcr.start(self.bounds, anchored=True)
+        seen = []
+        for _ in range(periods):
+            seen.append(state.effective_ns)
+            cpu, io = effect(state.effective_ns)
+            p = {helpers.ref(0): (CPU, 1e9 * cpu * (1 + rng.gauss(0, noise))),
+                 helpers.ref(1): (IO, 500 * io * (1 + rng.gauss(0, noise)))}
+            state = ltcr.step(state, self.bounds, p, ltcr.THROUGHPUT,
+                              self.test)
+        return state, seen
+
+    def test_a_trial_alternates_in_abba_order(self):
+        state, seen = self.run_host(lambda t: (1.0, 1.0), 17)
+        trial, base = 220 * US, 200 * US
+        self.assertEqual([base] + [trial, base, base, trial] * 4, seen)
+
+    def test_a_gain_for_both_is_kept(self):
+        state, _ = self.run_host(
+            lambda t: (1.0 + (t - 200 * US) / (1000 * US),
+                       1.0 + (t - 200 * US) / (500 * US)), 17)
+        self.assertEqual(220 * US, state.desired_ns)
+
+    def test_a_trade_is_not_kept_either_way(self):
+        # longer: I/O +5% a step, CPU -1%: the one-period test keeps such
+        # steps about as often as not; the block never does
+        def trade(t):
+            steps = (t - 200 * US) / (20 * US)
+            return 1.0 - 0.01 * steps, 1.0 + 0.05 * steps
+        state, seen = self.run_host(trade, 400)
+        self.assertEqual(200 * US, state.desired_ns)
+        self.assertEqual({180 * US, 200 * US, 220 * US}, set(seen))
+
+    def test_a_class_that_changes_under_the_block_restarts_it(self):
+        state, _ = self.run_host(lambda t: (1.0, 1.0), 3)
+        self.assertEqual(ltcr.Phase.TRY_UP, state.phase)
+        p = {helpers.ref(0): (CPU, 1e9), helpers.ref(1): (CPU, 1e9)}
+        state = ltcr.step(state, self.bounds, p, ltcr.THROUGHPUT, self.test)
+        self.assertEqual((ltcr.Phase.BASE_UP, 200 * US, 200 * US, ()),
+                         (state.phase, state.desired_ns, state.effective_ns,
+                          state.samples))
+
+    def test_a_clear_loss_ends_the_block_early(self):
+        state, seen = self.run_host(
+            lambda t: (0.8 if t > 200 * US else 1.0, 1.0), 8)
+        # three pairs (ABBA AB) and out, back at 200 us for a period; then
+        # the trial goes the other way
+        a, b = 220 * US, 200 * US
+        self.assertEqual([b, a, b, b, a, a, b, b], seen)
+        self.assertEqual((ltcr.Phase.TRY_DOWN, 180 * US),
+                         (state.phase, state.effective_ns))
