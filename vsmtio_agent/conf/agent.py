@@ -67,7 +67,10 @@ ltcr_opts = [
                     'baseline. IPC cannot see the hyperthread time a '
                     'retention takes from CPU-bound vCPUs, so the paper\'s '
                     'measure can accept longer timeouts while CPU-bound '
-                    'throughput falls (doc/source/policy.rst).'),
+                    'throughput falls (doc/source/policy.rst). With the '
+                    'guard and this measure, a trial is a probe of '
+                    'guard_probe_pairs pairs of periods, kept only when '
+                    'no class is slower and one is significantly faster.'),
     cfg.IntOpt('max_timeout_us',
                default=5000, min=1, max=10000000,
                help='Upper bound of the retention timeout LTCR may choose, '
@@ -154,7 +157,8 @@ guard_opts = [
                help='Periods with and without a mechanism compared in one '
                     'probe (even: they run in ABBA order). More pairs '
                     'detect smaller effects and cost more periods run '
-                    'without the mechanism.'),
+                    'without the mechanism. LTCR\'s trials of a timeout '
+                    '(ltcr_measure = throughput) are as long.'),
     cfg.FloatOpt('guard_confidence',
                  default=0.9, min=0.6, max=0.999,
                  help='Confidence of the one-sided t-tests that decide '
