@@ -15,6 +15,9 @@
  *     -> [tuple or None, ...]
  *   the same for each thread of a domain in one call; None for a thread
  *   that exited; item i is due when (offset + i) % every == 0
+ * read_held(helds, every, offset, now_ns, counters) -> (list, reports)
+ *   read_threads on ThreadReader's held threads, updating each as
+ *   ThreadReader.read_many does (see read_held below)
  *   fds   (schedstat_fd, status_fd, stat_fd); -1 where the caller could
  *         not open the file (its counters are None; without schedstat
  *         there is no gate: status and stat are always read)

@@ -252,7 +252,9 @@ class ThreadReader:
 
         A list in the order of ``tids``, None for a thread that is gone.
         The held threads of ``pid`` are read in one call of the reader
-        (the C reader loops in C); the rest one by one, as :meth:`read`.
+        (the C reader loops in C, and updates each held thread's last
+        reading in C too: ``_procread.read_held``); the rest one by one,
+        as :meth:`read`.
 
         The slow cadence: ``status`` and ``stat`` (switch counts, last
         CPU: 14 of a running thread's 16 us of kernel time) of thread
