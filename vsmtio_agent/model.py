@@ -91,6 +91,11 @@ class Topology:
     def _by_id(self):
         return {core.core_id: core for core in reversed(self.cores)}
 
+    @functools.cached_property
+    def core_ids(self):
+        """``{cpu: core id}``: :meth:`core_of`'s id, for a per-vCPU loop."""
+        return {cpu: core.core_id for cpu, core in self._by_cpu.items()}
+
     def core_of(self, cpu):
         """The core of logical CPU ``cpu``; None if not in the topology."""
         return self._by_cpu.get(cpu)

@@ -15,6 +15,9 @@
  *     -> [tuple or None, ...]
  *   the same for each thread of a domain in one call; None for a thread
  *   that exited; item i is due when (offset + i) % every == 0
+ * read_held(helds, every, offset, now_ns, counters) -> (list, reports)
+ *   read_threads on ThreadReader's held threads, updating each as
+ *   ThreadReader.read_many does (see read_held below)
  *   fds   (schedstat_fd, status_fd, stat_fd); -1 where the caller could
  *         not open the file (its counters are None; without schedstat
  *         there is no gate: status and stat are always read)
@@ -384,6 +387,161 @@ fail:
     return NULL;
 }
 
+/*
+ * read_held(helds, every, offset, now_ns, counters) -> (list, reports)
+ * ThreadReader.read_many's loop, in C: each item of helds is a procfs._Held
+ * (fds, bad, last, counters, fresh_ns), read as read_threads reads its
+ * (fds, last, bad) and then updated as _Held.update does: a new reading
+ * becomes its last, with new counters (a ``counters`` instance, the
+ * ThreadCounters named tuple: switches_ns is the held fresh_ns if the
+ * reading is STALE, else None, and fresh_ns becomes now_ns); a reading
+ * that is its last only refreshes fresh_ns when not STALE. list[i] is
+ * helds[i].counters, None for a thread that exited (whose held is left
+ * as it was); reports lists (i, bits) for each new reading with bits
+ * other than STALE, for the caller to log. The Python loop this replaces
+ * built a tuple per thread to call read_threads and a named tuple per
+ * thread after it: most of the reader's cost outside the kernel.
+ */
+static PyObject *s_fds, *s_bad, *s_last, *s_counters, *s_fresh_ns;
+
+static PyObject *
+new_counters(PyTypeObject *type, PyObject *raw, PyObject *switches_ns)
+{
+    static const int from[5] = {0, 1, 3, 4, 5};
+    PyObject *out = type->tp_alloc(type, 6);
+    int i;
+
+    if (out == NULL)
+        return NULL;
+    for (i = 0; i < 5; i++) {
+        PyObject *v = PyTuple_GET_ITEM(raw, from[i]);
+        Py_INCREF(v);
+        PyTuple_SET_ITEM(out, i, v);
+    }
+    Py_INCREF(switches_ns);
+    PyTuple_SET_ITEM(out, 5, switches_ns);
+    return out;
+}
+
+/* One held thread: its counters (new reference), Py_None if it exited. */
+static PyObject *
+update_held(PyObject *held, int due, PyObject *now_ns, PyTypeObject *type,
+            PyObject *reports, Py_ssize_t index)
+{
+    PyObject *fds_obj = NULL, *bad_obj = NULL, *last = NULL, *raw = NULL;
+    PyObject *counters = NULL, *fresh = NULL, *out = NULL;
+    int fds[3];
+    long bad, bits;
+
+    fds_obj = PyObject_GetAttr(held, s_fds);
+    bad_obj = fds_obj ? PyObject_GetAttr(held, s_bad) : NULL;
+    last = bad_obj ? PyObject_GetAttr(held, s_last) : NULL;
+    if (last == NULL)
+        goto done;
+    if (!PyArg_ParseTuple(fds_obj, "iii;_Held.fds is three descriptors",
+                          &fds[0], &fds[1], &fds[2]))
+        goto done;
+    bad = PyLong_AsLong(bad_obj);
+    if (bad == -1 && PyErr_Occurred())
+        goto done;
+    raw = read_one(fds, last, bad, due);
+    if (raw == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_ProcessLookupError)
+                || PyErr_ExceptionMatches(PyExc_FileNotFoundError)) {
+            PyErr_Clear();
+            Py_INCREF(Py_None);
+            out = Py_None;
+        }
+        goto done;
+    }
+    bits = PyLong_AsLong(PyTuple_GET_ITEM(raw, 6));
+    if (bits == -1 && PyErr_Occurred())
+        goto done;
+    if (raw == last) {
+        if (!(bits & STALE) && PyObject_SetAttr(held, s_fresh_ns, now_ns))
+            goto done;
+        out = PyObject_GetAttr(held, s_counters);
+        goto done;
+    }
+    if (bits & (STALE - 1)) {     /* all but STALE: faults to log */
+        PyObject *report = Py_BuildValue("(nl)", index, bits);
+        int rc = report ? PyList_Append(reports, report) : -1;
+        Py_XDECREF(report);
+        if (rc < 0)
+            goto done;
+    }
+    if (PyObject_SetAttr(held, s_last, raw))
+        goto done;
+    if (bits & STALE) {
+        fresh = PyObject_GetAttr(held, s_fresh_ns);
+        if (fresh == NULL)
+            goto done;
+        counters = new_counters(type, raw, fresh);
+    } else {
+        if (PyObject_SetAttr(held, s_fresh_ns, now_ns))
+            goto done;
+        counters = new_counters(type, raw, Py_None);
+    }
+    if (counters == NULL || PyObject_SetAttr(held, s_counters, counters))
+        goto done;
+    out = counters;
+    counters = NULL;
+done:
+    Py_XDECREF(fds_obj);
+    Py_XDECREF(bad_obj);
+    Py_XDECREF(last);
+    Py_XDECREF(raw);
+    Py_XDECREF(counters);
+    Py_XDECREF(fresh);
+    return out;
+}
+
+static PyObject *
+read_held(PyObject *self, PyObject *args)
+{
+    PyObject *helds, *seq, *out = NULL, *reports = NULL, *now_ns, *type;
+    Py_ssize_t n, i, every, offset;
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnnOO", &helds, &every, &offset, &now_ns,
+                          &type))
+        return NULL;
+    if (every < 1 || offset < 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "read_held needs every >= 1 and offset >= 0");
+        return NULL;
+    }
+    if (!PyType_Check(type)
+            || !PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_held needs a tuple type for the counters");
+        return NULL;
+    }
+    seq = PySequence_Fast(helds, "read_held needs a sequence");
+    if (seq == NULL)
+        return NULL;
+    n = PySequence_Fast_GET_SIZE(seq);
+    out = PyList_New(n);
+    reports = out ? PyList_New(0) : NULL;
+    if (reports == NULL)
+        goto fail;
+    for (i = 0; i < n; i++) {
+        PyObject *c = update_held(PySequence_Fast_GET_ITEM(seq, i),
+                                  (offset + i) % every == 0, now_ns,
+                                  (PyTypeObject *)type, reports, i);
+        if (c == NULL)
+            goto fail;
+        PyList_SET_ITEM(out, i, c);     /* steals */
+    }
+    Py_DECREF(seq);
+    return Py_BuildValue("(NN)", out, reports);
+fail:
+    Py_XDECREF(out);
+    Py_XDECREF(reports);
+    Py_DECREF(seq);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"read_thread", read_thread, METH_VARARGS,
      "read_thread((schedstat_fd, status_fd, stat_fd), last, bad, due=True)"
@@ -395,6 +553,11 @@ static PyMethodDef methods[] = {
      "read_thread for each item (item i due if (offset + i) % every is\n"
      "0), None for a thread that exited; see\n"
      "vsmtio_agent.linux.procfs._read_threads."},
+    {"read_held", read_held, METH_VARARGS,
+     "read_held(helds, every, offset, now_ns, counters) -> (list, reports)"
+     "\n\n"
+     "ThreadReader.read_many's loop over its held threads; see\n"
+     "vsmtio_agent.linux.procfs.ThreadReader.read_many."},
     {NULL, NULL, 0, NULL}
 };
 
@@ -407,5 +570,12 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__procread(void)
 {
+    s_fds = PyUnicode_InternFromString("fds");
+    s_bad = PyUnicode_InternFromString("bad");
+    s_last = PyUnicode_InternFromString("last");
+    s_counters = PyUnicode_InternFromString("counters");
+    s_fresh_ns = PyUnicode_InternFromString("fresh_ns");
+    if (!s_fds || !s_bad || !s_last || !s_counters || !s_fresh_ns)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -213,6 +213,8 @@ class ThreadReader:
                              else _read_thread)
         self._read_threads = (_procread.read_threads if self.native
                               else _read_threads)
+        # read_many's loop over held threads, in C (None: in Python)
+        self._read_held = _procread.read_held if self.native else None
         if _procread is None:
             LOG.info('Reading vCPU threads\' procfs counters in Python: the '
                      'C reader (vsmtio_agent.linux._procread) was not built '
@@ -250,7 +252,9 @@ class ThreadReader:
 
         A list in the order of ``tids``, None for a thread that is gone.
         The held threads of ``pid`` are read in one call of the reader
-        (the C reader loops in C); the rest one by one, as :meth:`read`.
+        (the C reader loops in C, and updates each held thread's last
+        reading in C too: ``_procread.read_held``); the rest one by one,
+        as :meth:`read`.
 
         The slow cadence: ``status`` and ``stat`` (switch counts, last
         CPU: 14 of a running thread's 16 us of kernel time) of thread
@@ -276,6 +280,17 @@ class ThreadReader:
         helds = [threads.get(tid) for tid in tids]
         if None in helds:
             return [self.read(pid, tid, now_ns=now_ns) for tid in tids]
+        if self._read_held is not None:
+            # the loop below, in C: one call, no tuple per thread
+            out, reports = self._read_held(helds, every, offset, now_ns,
+                                           ThreadCounters)
+            for i, bits in reports:
+                self._report(bits, tids[i])
+            if None in out:
+                for tid, counters in zip(tids, out):
+                    if counters is None:
+                        self.forget(pid, tid)
+            return out
         raws = self._read_threads([(h.fds, h.last, h.bad) for h in helds],
                                   every, offset)
         out = []

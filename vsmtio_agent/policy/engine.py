@@ -13,6 +13,7 @@ state) and does no I/O.
 """
 
 import dataclasses
+import operator
 
 from vsmtio_agent import model
 from vsmtio_agent.policy import adjuster
@@ -22,6 +23,7 @@ from vsmtio_agent.policy import mist as mist_mod
 from vsmtio_agent.policy import rass
 
 US = 1000
+_retention_rate = operator.attrgetter('retention_rate')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +118,10 @@ class PolicyEngine(object):
 
     def _reconcile(self, stats):
         """Keep known vCPUs where the engine put them; adopt new ones."""
+        if self.assignment.keys() == stats.keys():
+            # the same vCPUs as last period (nearly every period): a set
+            # comparison in C instead of a look-up per vCPU in Python
+            return dict(self.assignment)
         cores = {core.core_id for core in self.topology.cores}
         assignment = {ref: core for ref, core in self.assignment.items()
                       if ref in stats}
@@ -158,11 +164,14 @@ class PolicyEngine(object):
             # it, and the adjuster mixes the split cores among themselves
             split = set(self.split_cores)
             cores = {core.core_id for core in self.topology.cores}
-            assignment = {
-                ref: (core if core in split
-                      or stats[ref].core_id not in cores
-                      else stats[ref].core_id)
-                for ref, core in assignment.items()}
+            outside = {}
+            for ref, core in assignment.items():
+                if core not in split:
+                    now = stats[ref].core_id
+                    if now in cores:
+                        core = now
+                outside[ref] = core
+            assignment = outside
             movable = {ref: core for ref, core in assignment.items()
                        if core in split}
         else:
@@ -170,7 +179,7 @@ class PolicyEngine(object):
         swaps = ()
         if (p.adjuster_max_swaps and guard_mod.SPLIT in active
                 and retained):
-            rates = {ref: st.retention_rate for ref, st in stats.items()}
+            rates = dict(zip(stats, map(_retention_rate, stats.values())))
             swaps = adjuster.plan_swaps(
                 movable, rates, p.adjuster_std_threshold,
                 p.adjuster_min_mean_gap, p.adjuster_max_swaps)
@@ -215,8 +224,14 @@ class PolicyEngine(object):
             order = rass.split_order(by_core, roles, self._split_taken)
             self._split_taken = tuple(order[:max(n, len(self._split_taken))])
         self.split_cores = self._split_taken[:n]
-        placements = {ref: self._placement(assignment[ref], role)
-                      for ref, role in sorted(roles.items())}
+        # by ref (unique: sorting the refs alone gives the same order),
+        # each core's and role's placement built once (_placement)
+        built, placements = self._placements, {}
+        for ref in sorted(roles):
+            key = (assignment[ref], roles[ref])
+            found = built.get(key)
+            placements[ref] = (found if found is not None
+                               else self._placement(*key))
         return model.Decision(timeout_ns=self.ltcr.effective_ns,
                               placements=placements, swaps=swaps,
                               retention=guard_mod.RETENTION in active,

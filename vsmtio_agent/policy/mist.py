@@ -139,13 +139,17 @@ def observe(prev, cur, stats, idle_switch_threshold):
     reservation; ``stats`` the period's per-vCPU rates.
     """
     period_s = (cur.time_ns - prev.time_ns) / monitor.NS_PER_S
+    reserved = [(domain, now) for domain, now in cur.domains.items()
+                if now.reservation.reserved]
+    if not reserved:
+        # Most periods of most hosts: no vCPU needs grouping (this runs
+        # every period, and grouping is per vCPU).
+        return {}
     by_domain = {}
     for ref, st in stats.items():
         by_domain.setdefault(ref.domain, []).append(st)
     out = {}
-    for domain, now in cur.domains.items():
-        if not now.reservation.reserved:
-            continue
+    for domain, now in reserved:
         before = prev.domains.get(domain)
         iops = bps = None
         if before is not None:

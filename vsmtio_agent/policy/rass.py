@@ -13,20 +13,17 @@ with the vCPU on the CPU sibling. Each vCPU is characterised alone by its
 CPI stack (base, miss, waiting), so choosing is O(n) in the candidates.
 """
 
+import operator
+
 from vsmtio_agent import model
 
-
-def _rank_key(item):
-    ref, st = item
-    rate = st.retention_rate
-    # Unmeasured retention ranks below every measured one: a vCPU is never
-    # given the I/O sibling on a guess.
-    return (rate is None, -(rate or 0.0), ref)
+_retention_rate = operator.attrgetter('retention_rate')
+_weight = operator.attrgetter('weight')
 
 
 def fair_share(stats, threads):
     """Each vCPU's CFS share of its core's ``threads``, by weight."""
-    total = sum(st.weight for st in stats.values())
+    total = sum(map(_weight, stats.values()))
     if not total:
         return {}
     return {ref: threads * st.weight / total for ref, st in stats.items()}
@@ -67,34 +64,62 @@ def classify(stats, min_retention_rate=0.0, threads=None, held=None):
     shares do not depend on retention. (Where the host still retained on
     its own, halt polling say, the rates are evidence and rank as usual.)
     """
-    if held is not None and not any(st.retention_rate
-                                    for st in stats.values()):
+    # This runs for every vCPU every period, so it is written for speed
+    # (doc/benchmarks/agent_tick.rst): _over_share and compute_share are
+    # inlined, and the ranking sorts decorated tuples rather than calling
+    # a key function per vCPU. The rank: over its share last (with
+    # ``threads``), then unmeasured retention below every measured one (a
+    # vCPU is never given the I/O sibling on a guess), then retention
+    # descending, then the ref, which is unique: so the vCPU's stats in
+    # the tuple are never compared.
+    # ``x if x > 0.0 else 0.0`` is ``max(0.0, x)`` (compute_share's),
+    # without the call.
+    cpu_role = model.Role.CPU
+    if held is not None and not any(map(_retention_rate, stats.values())):
         shares = fair_share(stats, threads) if threads else {}
-        return {ref: (model.Role.CPU
-                      if shares and _over_share(st, shares[ref])
-                      else held.get(ref, model.Role.CPU))
-                for ref, st in stats.items()}
-    if threads:
-        shares = fair_share(stats, threads)
-        ranked = sorted(stats.items(), key=lambda item: (
-            _over_share(item[1], shares[item[0]]),) + _rank_key(item))
-    else:
-        shares = {}
-        ranked = sorted(stats.items(), key=_rank_key)
-    total = sum(st.weight for _, st in ranked)
+        held_of = held.get
+        out = {}
+        for ref, st in stats.items():
+            used = st.utilisation       # _over_share(st, shares[ref])
+            if shares and used is not None:
+                used -= st.retention_rate or 0.0
+                if (used if used > 0.0 else 0.0) > shares[ref]:
+                    out[ref] = cpu_role
+                    continue
+            out[ref] = held_of(ref, cpu_role)
+        return out
+    shares = fair_share(stats, threads) if threads else {}
+    ranked = []
+    for ref, st in stats.items():
+        rate = st.retention_rate
+        if threads:
+            share, used = shares[ref], st.utilisation   # _over_share
+            if used is not None:
+                used -= rate or 0.0
+                over = (used if used > 0.0 else 0.0) > share
+            else:
+                over = False
+            ranked.append((over, rate is None, -(rate or 0.0), ref, st))
+        else:
+            ranked.append((rate is None, -(rate or 0.0), ref, st))
+    ranked.sort()
+    refs = [item[-2] for item in ranked]
+    ranked = [item[-1] for item in ranked]
+    total = sum(map(_weight, ranked))
     best_k, best_gap, prefix = 0, total, 0
-    for k, (ref, st) in enumerate(ranked, start=1):
+    for k, st in enumerate(ranked, start=1):
         rate = st.retention_rate
         if rate is None or rate < min_retention_rate or rate <= 0:
             break
-        if shares and _over_share(st, shares[ref]):
+        if shares and _over_share(st, shares[refs[k - 1]]):
             break
         prefix += st.weight
         gap = abs(total - 2 * prefix)
         if gap < best_gap:
             best_k, best_gap = k, gap
-    return {ref: (model.Role.IO if i < best_k else model.Role.CPU)
-            for i, (ref, _) in enumerate(ranked)}
+    out = dict.fromkeys(refs[:best_k], model.Role.IO)
+    out.update(dict.fromkeys(refs[best_k:], cpu_role))
+    return out
 
 
 def split_order(by_core, roles, split):

@@ -70,6 +70,7 @@ class Sampler:
         self.mist = None        # MIST's host part: block I/O per domain
         self.reader = procfs.ThreadReader(procfs_root)
         self._refs = {}     # uuid -> its vCPUs' refs, by index
+        self._layouts = {}  # uuid -> (tids, nvcpus, found, their tids)
         # per-vCPU instructions: what the guard judges CPU-bound vCPUs by
         self.perf = perf.ThreadCounters('instructions')
 
@@ -94,7 +95,7 @@ class Sampler:
             try:
                 entry = self.domains.track(dom)
                 seen.add(entry.uuid)
-                vcpus.update(self._vcpu_counters(entry, stats, now))
+                self._vcpu_counters(entry, stats, now, vcpus)
             except libvirt.libvirtError as exc:
                 if exc.get_error_code() not in libvirt_errors.GONE:
                     LOG.warning('Skipping a domain this period: %s',
@@ -103,23 +104,29 @@ class Sampler:
             self.forget(uuid, 'is no longer running')
         for uuid in set(self._refs) - seen:
             del self._refs[uuid]
+        for uuid in set(self._layouts) - seen:
+            del self._layouts[uuid]
         # Files held open for a QEMU that exited or was replaced.
         self.reader.retain({e.pid for e in self.domains.values()})
-        self.perf.retain({t for e in self.domains.values()
-                          for t in e.tids.values()})
+        if self.perf.unavailable is None:   # else it holds no counter
+            self.perf.retain({t for e in self.domains.values()
+                              for t in e.tids.values()})
         domains = self.mist.domain_counters(conn) if self.mist else {}
         # read their switch counts every period from the next one on
         self._reserved = frozenset(uuid for uuid, d in domains.items()
                                    if d.reservation.reserved)
         return model.Snapshot(time_ns=now, vcpus=vcpus, domains=domains)
 
-    def _vcpu_counters(self, entry, stats, now):
-        """``{VcpuRef: VcpuCounters}`` of one domain.
+    def _vcpu_counters(self, entry, stats, now, out):
+        """Add ``{VcpuRef: VcpuCounters}`` of one domain to ``out``.
 
         This runs for every vCPU every period: the domain's threads are
         read in one call (:meth:`procfs.ThreadReader.read_many`), the stats
-        keys and refs are built once per vCPU index and domain, and the
-        counters are built positionally.
+        keys and refs are built once per vCPU index and domain, which of
+        its vCPUs have a thread once per discovery of its threads, and
+        the counters are built positionally, in one tuple where the
+        domain has neither KVM's statistics nor perf counters (TCG, or a
+        host without a PMU).
         """
         nvcpus = stats.get('vcpu.current')
         cpu_of = time_of = _NO_RETENTION
@@ -130,24 +137,50 @@ class Sampler:
             cpu_of = {number: cpu for number, _s, _t, cpu in infos}
             time_of = {number: cpu_time for number, _s, cpu_time, _c in infos}
         tids = self.domains.threads_of(entry, nvcpus)
-        found = [i for i in range(nvcpus) if i in tids]
+        found, found_tids = self._found(entry.uuid, tids, nvcpus)
         every = 1 if entry.uuid in self._reserved else self.every
-        read = self.reader.read_many(entry.pid, [tids[i] for i in found],
-                                     now, every, self._position)
+        read = self.reader.read_many(entry.pid, found_tids, now, every,
+                                     self._position)
         self._position += len(found)
         if None in read:    # a thread is gone: rediscover
             entry.tids = {}
-        threads = dict(zip(found, read))
+        if len(found) == nvcpus:    # found is range(nvcpus)
+            threads = read
+        else:
+            threads = [None] * nvcpus
+            for index, counters in zip(found, read):
+                threads[index] = counters
         perf = self.perf.read if self.perf.unavailable is None else None
         refs = self._refs_of(entry.uuid, nvcpus)
         keys = _keys(nvcpus)
-        out = {}
-        get, thread_of = stats.get, threads.get
+        get = stats.get
+        if not entry.kvm and perf is None:
+            for index, ref, (k_time, k_delay, k_halts, _p), thread in zip(
+                    range(nvcpus), refs, keys, threads):
+                (t_run, t_delay, vol, invol, cpu,
+                 switches_ns) = thread or _NO_COUNTERS
+                run_ns = get(k_time)
+                if run_ns is None:
+                    run_ns = time_of.get(index)
+                    if run_ns is None:
+                        run_ns = t_run
+                out[ref] = _counters(_VcpuCounters, (
+                    1024,                                       # weight
+                    cpu if cpu is not None else cpu_of.get(index),
+                    run_ns,
+                    None, None, None,       # no retention counters
+                    None, None, None, None,     # no perf counters
+                    vol, invol,
+                    get(k_delay, t_delay),              # runqueue_delay_ns
+                    get(k_halts),                               # halts
+                    switches_ns,
+                ))
+            return
         kvm, no_retention = entry.kvm, (None, None, None)
         for index in range(nvcpus):
             k_time, k_delay, k_halts, prefix = keys[index]
             (t_run, t_delay, vol, invol, cpu,
-             switches_ns) = thread_of(index) or _NO_COUNTERS
+             switches_ns) = threads[index] or _NO_COUNTERS
             run_ns = get(k_time)
             if run_ns is None:
                 run_ns = time_of.get(index)
@@ -172,7 +205,20 @@ class Sampler:
                 get(k_halts),                                   # halts
                 switches_ns,
             ))
-        return out
+
+    def _found(self, uuid, tids, nvcpus):
+        """The indexes below ``nvcpus`` with a thread in ``tids``, and theirs.
+
+        Kept per domain while its ``tids`` (replaced, never changed, on
+        each discovery) and ``nvcpus`` stay the same.
+        """
+        cached = self._layouts.get(uuid)
+        if cached is not None and cached[0] is tids and cached[1] == nvcpus:
+            return cached[2], cached[3]
+        found = [i for i in range(nvcpus) if i in tids]
+        found_tids = [tids[i] for i in found]
+        self._layouts[uuid] = (tids, nvcpus, found, found_tids)
+        return found, found_tids
 
     def _refs_of(self, uuid, nvcpus):
         """The domain's :class:`~vsmtio_agent.model.VcpuRef` by index."""

@@ -352,6 +352,49 @@ class ReaderCases(object):
         self.assertEqual(fds, len(os.listdir('/proc/self/fd')))
         self.assertEqual('', log.output)
 
+    def test_read_many_cadence_and_bad_files(self):
+        # read_many's loop over held threads (in C for the C reader):
+        # carried counts say when they were read, a gated thread keeps
+        # its counters object, and a malformed file is logged once.
+        log = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
+        root = self.useFixture(fixtures.TempDir()).path
+        write = test_procfs.host_fixtures.write
+        stat = '%d (CPU %d/KVM) S ' + ' '.join(['0'] * 35 + ['%d'] +
+                                               ['0'] * 5)
+
+        def thread(tid, schedstat, status=None, cpu=None):
+            task = os.path.join(root, '77', 'task', str(tid))
+            write(os.path.join(task, 'schedstat'), schedstat)
+            if status is not None:
+                write(os.path.join(task, 'status'), status)
+            if cpu is not None:
+                write(os.path.join(task, 'stat'), stat % (tid, 0, cpu))
+
+        good = ('voluntary_ctxt_switches:\t%d\n'
+                'nonvoluntary_ctxt_switches:\t2\n')
+        thread(78, '100 5 3\n', good % 5, 1)
+        thread(79, '200 6 4\n', 'Name:\tCPU 1/KVM\n', 0)
+        reader = self.reader(root)
+        self.addCleanup(reader.close)
+        self.assertEqual(
+            [(100, 5, 5, 2, 1, None), (200, 6, None, None, 0, None)],
+            reader.read_many(77, [78, 79], 1000, 2, 0))
+        # both switched; 78's counts are not due, 79's are (still bad)
+        thread(78, '150 5 4\n', good % 7)
+        thread(79, '250 6 5\n')
+        second = reader.read_many(77, [78, 79], 2000, 2, 1)
+        self.assertEqual(
+            [(150, 5, 5, 2, 1, 1000), (250, 6, None, None, 0, None)],
+            second)
+        # 78 due again: read (a carried reading does not gate it); 79
+        # not switched since: its counters as they were
+        third = reader.read_many(77, [78, 79], 3000, 2, 0)
+        self.assertEqual((150, 5, 7, 2, 1, None), third[0])
+        self.assertIs(second[1], third[1])
+        self.assertIsInstance(third[0], procfs.ThreadCounters)
+        self.assertEqual(1, log.output.count('ignoring status'))
+        self.assertNotIn('stat of', log.output.replace('status of', ''))
+
     def test_read_many_beyond_the_budget(self):
         named = self.useFixture(test_procfs.NamedThreads(2))
         tids = list(named.tids.values())
