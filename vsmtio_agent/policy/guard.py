@@ -23,7 +23,9 @@ tested):
   below it, and one class is significantly faster: the burden of proof is
   on the mechanism;
 - a kept mechanism is *retested* every ``retest_periods`` by the same
-  test, the objective relaxed by ``hysteresis`` for the test of a loss;
+  test, the objective relaxed by ``hysteresis`` for the test of a loss
+  (and when a retest drops one, what stays kept is retested against the
+  bare host at once: it was verified with what just went);
   it is dropped at once when a class loses beyond that, and after two
   failed retests in a row when it only stopped showing a gain or a class's
   mean fell short of the objective itself (a noisy period does not flip
@@ -129,6 +131,7 @@ class State:
     strikes: frozenset = frozenset()    # kept, one failed retest behind
     verdicts: tuple = ()                # the last Verdict per mechanism
     finished: Optional['Block'] = None  # the block the last step ended
+    recheck: bool = False               # what is kept, against none, next
 
     @property
     def probing(self):
@@ -379,11 +382,16 @@ def _probe_step(state, params, stats):
     else:
         kept = _closure(state.kept - {m})
         backoff = _backed_off(state.backoff, m, params, verdict.loses)
-    held = State(kept=kept, phase=HOLD, countdown=params.retest_periods,
+    # what stays kept was verified with what a retest just dropped (the
+    # quarter split with borrowing giving the CPU side back): it is
+    # retested against the bare host at once, not in its turn
+    recheck = not state.adding and not verdict.kept and bool(kept)
+    held = State(kept=kept, phase=HOLD,
+                 countdown=0 if recheck else params.retest_periods,
                  backoff=backoff,
                  turn=state.turn, strikes=frozenset(strikes & kept),
                  verdicts=_with_verdict(state.verdicts, verdict),
-                 in_force=kept, finished=finished)
+                 in_force=kept, finished=finished, recheck=recheck)
     if verdict.kept and state.adding and _addable(held) is not None:
         # what it unlocks is tested at once: the initial climb is quick
         return _begin(held, params, stats)
@@ -395,10 +403,12 @@ def _begin(state, params, stats):
 
     An addition if one is due, else the next kept mechanism's retest.
     """
-    m = _addable(state)
+    m = None if state.recheck else _addable(state)
     adding = m is not None
     turn = state.turn
-    if not adding:
+    if state.recheck:
+        m = _top_split(state.kept) or RETENTION
+    elif not adding:
         # the split is retested once, at its widest level, against the
         # bare host (which also retests retention): a failure narrows it
         # by one step
@@ -417,12 +427,12 @@ def _begin(state, params, stats):
         # would move host knobs for a trial nothing can judge
         kept = _closure(state.kept - {m})
         return dataclasses.replace(
-            state, kept=kept, in_force=kept, turn=turn,
+            state, kept=kept, in_force=kept, turn=turn, recheck=False,
             countdown=params.retest_periods,
             backoff=_backed_off(state.backoff, m, params),
             verdicts=_with_verdict(state.verdicts, probe_stats.blind(m)))
     probe = dataclasses.replace(
         state, phase=PROBE, candidate=m, adding=adding, position=0,
-        samples=(), turn=turn, io_class=io_refs)
+        samples=(), turn=turn, io_class=io_refs, recheck=False)
     a, _b = _arms(probe)
     return dataclasses.replace(probe, in_force=a)

@@ -168,6 +168,31 @@ class TestGuard(testtools.TestCase):
         state = guard.step(state, P, host.stats(state.in_force))
         self.assertIsNone(state.finished)
 
+    def test_a_drop_has_what_stays_kept_retested_at_once(self):
+        # the split costs the CPU side 5% that borrowing gives back: kept
+        # together; when borrowing starts to cost I/O its retest drops it,
+        # and the split, verified with borrowing, is retested against the
+        # bare host right away instead of in its turn
+        host = Host({guard.RETENTION: (1.0, 1.1), guard.SPLIT: (0.95, 1.3),
+                     guard.BORROW: (1.05, 1.0),
+                     guard.SPLIT_QUARTER: (0.8, 1.0)}, noise=0.002)
+        state = run(host, 150)
+        self.assertEqual({guard.RETENTION, guard.SPLIT, guard.BORROW},
+                         set(state.kept))
+        host.effects[guard.BORROW] = (1.05, 0.95)
+        while guard.BORROW in state.kept:
+            state = guard.step(state, P, host.stats(state.in_force))
+        self.assertFalse(state.verdict(guard.BORROW).kept)
+        self.assertTrue(state.recheck)
+        state = guard.step(state, P, host.stats(state.in_force))
+        self.assertEqual((guard.PROBE, guard.SPLIT, False),
+                         (state.phase, state.candidate, state.adding))
+        self.assertEqual(frozenset(), guard._arms(state)[1])
+        while state.probing:
+            state = guard.step(state, P, host.stats(state.in_force))
+        self.assertEqual({guard.RETENTION}, set(state.kept))
+        self.assertIn('CPU 0.95', state.verdict(guard.SPLIT).reason)
+
     def test_retries_become_periodic_at_the_longest_back_off(self):
         # retention shows no gain: dropped, retried after 20, 40, 80,
         # then every 160 periods (retest_periods * max_backoff)
