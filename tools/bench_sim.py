@@ -830,8 +830,9 @@ The timeout's trajectory
 
 {name}: LTCR's timeout sampled each simulated second (the picture above
 draws every second). The paper's Algorithm 1 climbs step by step; the
-product's LTCR moves only where both classes gain, and only while the
-guard keeps retention and is not probing.
+product's LTCR moves only where a probe block shows both classes gain,
+within two steps of the timeout the guard last verified, and only while
+the guard keeps retention and is not probing.
 
 """
 
