@@ -32,6 +32,8 @@ class Domain:
         self.pid = None
         self.pid_checked = 0.0
         self.tids = {}
+        # vCPU count of a driver without vCPU stats (virDomainGetVcpus)
+        self.nvcpus = None
         self.pins = {}       # vCPU index -> frozenset of host CPUs, as now
         self.shares = None   # (parameter, value) as now, or None
         self.rass = {}       # vCPU index -> the kernel RASS class, as now

@@ -131,11 +131,13 @@ class Sampler:
         nvcpus = stats.get('vcpu.current')
         cpu_of = time_of = _NO_RETENTION
         if nvcpus is None:
-            # Drivers without vCPU stats (test:///) still list vCPUs.
-            infos = entry.dom.vcpus()[0]
-            nvcpus = len(infos)
-            cpu_of = {number: cpu for number, _s, _t, cpu in infos}
-            time_of = {number: cpu_time for number, _s, cpu_time, _c in infos}
+            # A driver without vCPU stats (test:///) lists its vCPUs with
+            # one more call per domain, virDomainGetVcpus: made once per
+            # incarnation for their number, and again only in a period
+            # where a thread's own counters are missing (below).
+            nvcpus = entry.nvcpus
+            if nvcpus is None:
+                nvcpus = entry.nvcpus = len(entry.dom.vcpus()[0])
         tids = self.domains.threads_of(entry, nvcpus)
         found, found_tids = self._found(entry.uuid, tids, nvcpus)
         every = 1 if entry.uuid in self._reserved else self.every
@@ -144,6 +146,15 @@ class Sampler:
         self._position += len(found)
         if None in read:    # a thread is gone: rediscover
             entry.tids = {}
+        if entry.nvcpus is not None and (
+                len(found) < nvcpus or any(
+                    t is None or t[0] is None or t[4] is None
+                    for t in read)):
+            # virDomainGetVcpus's run time and CPU for the vCPUs whose
+            # thread did not give them (the thread's counters come first)
+            infos = entry.dom.vcpus()[0]
+            cpu_of = {number: cpu for number, _s, _t, cpu in infos}
+            time_of = {number: cpu_time for number, _s, cpu_time, _c in infos}
         if len(found) == nvcpus:    # found is range(nvcpus)
             threads = read
         else:
@@ -161,9 +172,8 @@ class Sampler:
                  switches_ns) = thread or _NO_COUNTERS
                 run_ns = get(k_time)
                 if run_ns is None:
-                    run_ns = time_of.get(index)
-                    if run_ns is None:
-                        run_ns = t_run
+                    run_ns = t_run if t_run is not None else time_of.get(
+                        index)
                 out[ref] = _counters(_VcpuCounters, (
                     1024,                                       # weight
                     cpu if cpu is not None else cpu_of.get(index),
@@ -183,9 +193,7 @@ class Sampler:
              switches_ns) = threads[index] or _NO_COUNTERS
             run_ns = get(k_time)
             if run_ns is None:
-                run_ns = time_of.get(index)
-                if run_ns is None:
-                    run_ns = t_run
+                run_ns = t_run if t_run is not None else time_of.get(index)
             if kvm:
                 retention = self._retention(entry, stats, prefix)
                 retention = (retention.get('retention_ns'),

@@ -9,6 +9,7 @@ when the counts were read, and what ``derive`` makes of them.
 import os
 import uuid
 
+import fixtures
 import libvirt
 
 from vsmtio_agent import model
@@ -125,3 +126,48 @@ class TestReservedDomainsEveryPeriod(base.DriverTestCase):
                 [(20 * period + i, period, None) for i in range(2)],
                 [(snap.vcpus[r].voluntary_switches, snap.vcpus[r].cpu,
                   snap.vcpus[r].switches_ns) for r in refs])
+
+
+class TestDriverWithoutVcpuStats(base.DriverTestCase):
+    """test:/// has no vCPU stats: virDomainGetVcpus fills in, sparingly."""
+
+    def calls(self):
+        real = libvirt.virDomain.vcpus
+        seen = []
+
+        def vcpus(dom):
+            seen.append(dom.UUIDString())
+            return real(dom)
+        self.useFixture(fixtures.MonkeyPatch('libvirt.virDomain.vcpus',
+                                             vcpus))
+        return seen
+
+    def test_read_threads_cost_no_call_after_the_first(self):
+        dom = self.useFixture(base.TestDomain())
+        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(dom.uuid))
+        seen = self.calls()
+        drv = self.driver(procfs_root=qemu.root, switch_read_periods=1)
+        drv.sample()
+        first = seen.count(dom.uuid)
+        self.assertEqual(1, first)      # the vCPU count, once
+        for period in range(1, 4):
+            for i in range(2):
+                ran(qemu, i, 1000 * period + i, 20 * period, 5)
+            snap = drv.sample()
+            self.assertEqual(
+                [1000 * period, 1000 * period + 1],
+                [snap.vcpus[model.VcpuRef(dom.uuid, i)].run_ns
+                 for i in range(2)])     # the threads' own run time
+        self.assertEqual(first, seen.count(dom.uuid))
+
+    def test_a_vcpu_without_its_thread_takes_libvirts_figures(self):
+        dom = self.useFixture(base.TestDomain())
+        seen = self.calls()
+        drv = self.driver()     # no QEMU process: no thread is read
+        for _ in range(3):
+            snap = drv.sample()
+            for i in range(2):
+                self.assertIsNotNone(
+                    snap.vcpus[model.VcpuRef(dom.uuid, i)].run_ns)
+        # the count once, then the run times each period
+        self.assertEqual(4, seen.count(dom.uuid))
