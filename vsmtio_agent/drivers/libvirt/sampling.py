@@ -1,9 +1,15 @@
 """Sampling every running domain's vCPUs: libvirt stats, procfs, perf.
 
-One ``getAllDomainStats`` call per period gives each vCPU's run time and
-run-queue delay (and, for kvm domains, KVM's halt statistics); each vCPU
-thread's switch counts and last CPU come from procfs, its instructions
-from perf where the host has a PMU. Sampling writes nothing to the host.
+Each vCPU thread's own counters (run time, run-queue delay, switch counts,
+last CPU: :mod:`vsmtio_agent.linux.procfs`) come first; one
+``getAllDomainStats`` call per period gives the vCPUs' number and, for kvm
+domains, KVM's halt statistics, and its run time and delay stand in for a
+thread that could not be read. The thread's run time is the scheduler's,
+in nanoseconds (``schedstat``); libvirt's ``vcpu.N.time`` is the thread's
+user and system time from ``/proc/.../stat``, in clock ticks (10 ms at
+the usual USER_HZ of 100): a tenth of the agent's default period.
+Instructions come from perf where the host has a PMU. Sampling writes
+nothing to the host.
 """
 
 import time
@@ -170,18 +176,16 @@ class Sampler:
                     range(nvcpus), refs, keys, threads):
                 (t_run, t_delay, vol, invol, cpu,
                  switches_ns) = thread or _NO_COUNTERS
-                run_ns = get(k_time)
-                if run_ns is None:
-                    run_ns = t_run if t_run is not None else time_of.get(
-                        index)
                 out[ref] = _counters(_VcpuCounters, (
                     1024,                                       # weight
                     cpu if cpu is not None else cpu_of.get(index),
-                    run_ns,
+                    t_run if t_run is not None
+                    else get(k_time, time_of.get(index)),       # run_ns
                     None, None, None,       # no retention counters
                     None, None, None, None,     # no perf counters
                     vol, invol,
-                    get(k_delay, t_delay),              # runqueue_delay_ns
+                    t_delay if t_delay is not None
+                    else get(k_delay),                  # runqueue_delay_ns
                     get(k_halts),                               # halts
                     switches_ns,
                 ))
@@ -191,9 +195,6 @@ class Sampler:
             k_time, k_delay, k_halts, prefix = keys[index]
             (t_run, t_delay, vol, invol, cpu,
              switches_ns) = threads[index] or _NO_COUNTERS
-            run_ns = get(k_time)
-            if run_ns is None:
-                run_ns = t_run if t_run is not None else time_of.get(index)
             if kvm:
                 retention = self._retention(entry, stats, prefix)
                 retention = (retention.get('retention_ns'),
@@ -204,12 +205,14 @@ class Sampler:
             out[refs[index]] = _counters(_VcpuCounters, (
                 1024,                                           # weight
                 cpu if cpu is not None else cpu_of.get(index),
-                run_ns) + retention + (
+                t_run if t_run is not None
+                else get(k_time, time_of.get(index))) + retention + (
                 perf(tids[index]) if perf is not None and index in tids
                 else None,                                      # instructions
                 None, None, None,           # cycles, base and miss cycles
                 vol, invol,
-                get(k_delay, t_delay),                  # runqueue_delay_ns
+                t_delay if t_delay is not None
+                else get(k_delay),                      # runqueue_delay_ns
                 get(k_halts),                                   # halts
                 switches_ns,
             ))

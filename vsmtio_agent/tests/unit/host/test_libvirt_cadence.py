@@ -171,3 +171,41 @@ class TestDriverWithoutVcpuStats(base.DriverTestCase):
                     snap.vcpus[model.VcpuRef(dom.uuid, i)].run_ns)
         # the count once, then the run times each period
         self.assertEqual(4, seen.count(dom.uuid))
+
+
+class TestThreadCountersFirst(base.DriverTestCase):
+
+    def test_the_threads_run_time_and_delay_before_libvirts(self):
+        # libvirt's vcpu.N.time is in clock ticks (10 ms): the thread's
+        # schedstat, in ns, is taken where it was read.
+        dom = self.useFixture(base.TestDomain())
+        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(dom.uuid))
+        drv = self.driver(procfs_root=qemu.root)
+        real = libvirt.virConnect.getAllDomainStats
+
+        def with_vcpu_stats(conn, stats, flags=0):
+            out = []
+            for one, record in real(conn, stats, flags):
+                record = dict(record, **{'vcpu.current': 2})
+                for i in range(2):
+                    record['vcpu.%d.time' % i] = 30000000
+                    record['vcpu.%d.delay' % i] = 7
+                out.append((one, record))
+            return out
+        self.useFixture(fixtures.MonkeyPatch(
+            'libvirt.virConnect.getAllDomainStats', with_vcpu_stats))
+        for i in range(2):
+            ran(qemu, i, 12345 + i, 20, 5)
+        snap = drv.sample()
+        self.assertEqual(
+            [(12345, 13345), (12346, 13346)],
+            [(snap.vcpus[model.VcpuRef(dom.uuid, i)].run_ns,
+              snap.vcpus[model.VcpuRef(dom.uuid, i)].runqueue_delay_ns)
+             for i in range(2)])
+        # a vCPU whose thread was not found: libvirt's figures
+        os.rename(os.path.join(qemu.root, str(qemu.pid)),
+                  os.path.join(qemu.root, 'gone'))
+        drv.sampler.reader.close()
+        snap = drv.sampler.sample()
+        c = snap.vcpus[model.VcpuRef(dom.uuid, 0)]
+        self.assertEqual((30000000, 7), (c.run_ns, c.runqueue_delay_ns))
