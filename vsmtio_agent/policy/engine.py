@@ -90,6 +90,7 @@ class PolicyEngine(object):
         self.mist_states = {}     # MIST's detector memory, per domain
         self.mist_verdicts = {}   # its last verdict per reserved domain
         self._placements = {}     # (core id, role) -> rass.placement
+        self._last_placements = {}    # the last decision's, by ref
 
     @property
     def kept(self):
@@ -164,14 +165,11 @@ class PolicyEngine(object):
             # it, and the adjuster mixes the split cores among themselves
             split = set(self.split_cores)
             cores = {core.core_id for core in self.topology.cores}
-            outside = {}
-            for ref, core in assignment.items():
-                if core not in split:
-                    now = stats[ref].core_id
-                    if now in cores:
-                        core = now
-                outside[ref] = core
-            assignment = outside
+            # (a comprehension: this runs for every vCPU every period)
+            assignment = {
+                ref: (core if core in split
+                      or (now := stats[ref].core_id) not in cores else now)
+                for ref, core in assignment.items()}
             movable = {ref: core for ref, core in assignment.items()
                        if core in split}
         else:
@@ -212,6 +210,10 @@ class PolicyEngine(object):
             if not self._ltcr_period:
                 self.ltcr = ltcr.hold(self.ltcr)
 
+        # the same vCPUs on the same cores in the same roles as last
+        # period (nearly every period): last period's placements, compared
+        # in C rather than built again per vCPU
+        same = roles == self.roles and assignment == self.assignment
         self.assignment = assignment
         self.roles = roles
         # the cores taken so far stay first while the split is kept, so a
@@ -226,12 +228,18 @@ class PolicyEngine(object):
         self.split_cores = self._split_taken[:n]
         # by ref (unique: sorting the refs alone gives the same order),
         # each core's and role's placement built once (_placement)
-        built, placements = self._placements, {}
-        for ref in sorted(roles):
-            key = (assignment[ref], roles[ref])
-            found = built.get(key)
-            placements[ref] = (found if found is not None
-                               else self._placement(*key))
+        if same:
+            placements = self._last_placements
+        else:
+            built, placements = self._placements, {}
+            for ref in sorted(roles):
+                key = (assignment[ref], roles[ref])
+                found = built.get(key)
+                placements[ref] = (found if found is not None
+                                   else self._placement(*key))
+            # shared by the decisions of the periods that keep it: a
+            # decision's placements are never changed once made
+            self._last_placements = placements
         return model.Decision(timeout_ns=self.ltcr.effective_ns,
                               placements=placements, swaps=swaps,
                               retention=guard_mod.RETENTION in active,
