@@ -209,3 +209,31 @@ class TestThreadCountersFirst(base.DriverTestCase):
         snap = drv.sampler.sample()
         c = snap.vcpus[model.VcpuRef(dom.uuid, 0)]
         self.assertEqual((30000000, 7), (c.run_ns, c.runqueue_delay_ns))
+
+
+class TestVcpuGroupOnlyForKvm(base.DriverTestCase):
+
+    def test_the_vcpu_group_is_asked_for_while_a_kvm_domain_runs(self):
+        # libvirtd reads three procfs files per vCPU and asks QEMU over
+        # QMP for the vCPU group: only KVM's halt statistics need it.
+        dom = self.useFixture(base.TestDomain())
+        asked = []
+        real = libvirt.virConnect.getAllDomainStats
+
+        def recorded(conn, stats, flags=0):
+            asked.append(bool(stats & libvirt.VIR_DOMAIN_STATS_VCPU))
+            return real(conn, stats, flags)
+        self.useFixture(fixtures.MonkeyPatch(
+            'libvirt.virConnect.getAllDomainStats', recorded))
+        drv = self.driver()
+        del asked[:]
+        snap = drv.sample()
+        self.assertEqual(2, len([r for r in snap.vcpus
+                                 if r.domain == dom.uuid]))
+        drv.sample()
+        self.assertTrue(asked)
+        self.assertNotIn(True, asked)
+        drv.sampler.domains.get(dom.uuid).kvm = True
+        del asked[:]
+        drv.sample()
+        self.assertIn(True, asked)
