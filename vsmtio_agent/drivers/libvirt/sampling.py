@@ -14,6 +14,7 @@ come from perf where the host has a PMU. Sampling writes nothing to the
 host.
 """
 
+import operator
 import time
 
 import libvirt
@@ -40,6 +41,8 @@ _NO_RETENTION = {}   # never modified: a vCPU of a TCG domain has none
 # VcpuCounters._make without its length check (the layout is fixed here)
 _counters, _VcpuCounters = tuple.__new__, model.VcpuCounters
 assert len(_VcpuCounters._fields) == 15
+# a thread's run time and CPU in its ThreadCounters (looked for in C)
+_RUN_NS, _CPU = operator.itemgetter(0), operator.itemgetter(4)
 _KEYS = []      # per vCPU index: its stats keys (time, delay, halts, prefix)
 
 
@@ -163,9 +166,8 @@ class Sampler:
         if None in read:    # a thread is gone: rediscover
             entry.tids = {}
         if entry.nvcpus is not None and (
-                len(found) < nvcpus or any(
-                    t is None or t[0] is None or t[4] is None
-                    for t in read)):
+                len(found) < nvcpus or None in read
+                or None in map(_RUN_NS, read) or None in map(_CPU, read)):
             # virDomainGetVcpus's run time and CPU for the vCPUs whose
             # thread did not give them (the thread's counters come first)
             infos = entry.dom.vcpus()[0]
