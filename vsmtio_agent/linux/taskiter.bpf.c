@@ -85,6 +85,7 @@ struct sched_info {
 
 struct task_struct {
 	struct thread_info thread_info;
+	int pid;
 	unsigned int cpu;
 	struct sched_entity se;
 	struct sched_info sched_info;
@@ -138,17 +139,24 @@ int vcpu_counters(struct bpf_iter__task *ctx)
 
 	if (!task)
 		return 0;
-	/* The reader's namespace: its level and its struct pid_namespace. */
+	/* The reader's namespace: its level (direct loads of the trusted
+	 * current task: cheap), then, below the initial namespace only, its
+	 * struct pid_namespace and the task's id there (read with
+	 * bpf_core_read: the array index varies). */
 	me = bpf_get_current_task_btf();
-	pid = BPF_CORE_READ(me, thread_pid);
-	level = BPF_CORE_READ(pid, level);
-	if (upid_at(pid, level, &mine))
-		return 0;
-	pid = BPF_CORE_READ(task, thread_pid);
-	if (!pid || BPF_CORE_READ(pid, level) < level ||
-	    upid_at(pid, level, &theirs) || theirs.ns != mine.ns)
-		return 0;	/* not visible from the reader's namespace */
-	r.tid = theirs.nr;
+	level = me->thread_pid->level;
+	if (level == 0) {
+		r.tid = task->pid;	/* every task is visible there */
+	} else {
+		pid = BPF_CORE_READ(me, thread_pid);
+		if (upid_at(pid, level, &mine))
+			return 0;
+		pid = BPF_CORE_READ(task, thread_pid);
+		if (!pid || BPF_CORE_READ(pid, level) < level ||
+		    upid_at(pid, level, &theirs) || theirs.ns != mine.ns)
+			return 0;	/* not visible from the reader's */
+		r.tid = theirs.nr;
+	}
 	/* The task's own fields: direct loads of a trusted pointer. */
 	if (bpf_core_field_exists(task->cpu))
 		r.cpu = task->cpu;

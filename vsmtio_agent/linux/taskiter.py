@@ -7,18 +7,22 @@ gives, with the same values (the kernel fields procfs prints:
 thread and file.
 
 Why: procfs makes the kernel format a text file per thread and file, and
-the agent reads three per vCPU. Measured on this machine (Linux 6.18, 200
-vCPU threads woken every 50 ms, ``tools/bench_tick.py --files``), one
-``pread`` costs 3.4 us for ``schedstat``, 7.3 us for ``stat`` and 15.5 us
-for ``status`` (against 0.9 us for ``/dev/null``): about 26 us per vCPU,
-5 ms per period for 200 vCPUs, which is why the procfs reader gates
-``status`` and ``stat`` on ``schedstat`` and reads them on a slow cadence
-(``switch_read_periods``). A task iterator attached to one process (Linux
->= 6.1) walks that process's threads in the kernel and copies a 48-byte
-record per thread; one read of a 20-vCPU QEMU's records costs about 15 us
-in all, including building the counters in C (``tools/bench_tick.py
---phases``: ``doc/benchmarks/agent_tick.rst``). So every counter of every
-vCPU is read every period: no gate, no cadence (``switches_ns`` is None).
+the agent reads three per vCPU. Measured on this machine (Linux 6.18, 2
+CPUs, 200 vCPU threads in 10 processes woken every 50 ms, read 0.1 s apart:
+``tools/bench_tick.py --files``), one ``pread`` costs 3.4-3.9 us of CPU
+for ``schedstat``, 7-8 us for ``stat`` and 15-17 us for ``status`` (1 us
+for ``/dev/null``): 26-29 us per vCPU, over 5 ms per period for 200
+vCPUs. That is why the procfs reader gates ``status`` and ``stat`` on
+``schedstat`` and reads them on a slow cadence (``switch_read_periods``).
+A task iterator attached to one process (Linux >= 6.1) walks that
+process's threads in the kernel and copies a 48-byte record per thread:
+2.4 us per thread for all five counters, their tuples built in C
+included, one read per process (15-20 us for a 20-thread process when
+read in a tight loop). In the agent's period (``tools/bench_tick.py
+--phases``, 200 vCPUs) the reading costs 0.55 ms against 1.7 ms for the
+C procfs reader with its gate and cadence and 5.5 ms for the C procfs
+reader reading every file every period. So every counter of every vCPU is
+read every period: no gate, no cadence (``switches_ns`` is None).
 
 The program needs the kernel's BTF (``/sys/kernel/btf/vmlinux``), Linux
 >= 6.1 and ``CAP_BPF`` with ``CAP_PERFMON`` (or ``CAP_SYS_ADMIN``); it is

@@ -56,6 +56,33 @@ print(' '.join(map(str, tids)), flush=True)
 sys.stdin.read()
 '''
 
+# The agent in a pid namespace of its own (a container): its threads' ids
+# there, which procfs mounted there shows, are not the kernel's task->pid.
+IN_NAMESPACE = r'''
+import os, threading, time
+from vsmtio_agent.linux import procfs, taskiter
+stop = threading.Event()
+threads = [threading.Thread(target=stop.wait) for _ in range(3)]
+for t in threads:
+    t.start()
+tids = [t.native_id for t in threads]
+def state(tid):
+    with open('/proc/self/task/%d/stat' % tid) as f:
+        return f.read().rpartition(')')[2].split()[0]
+while any(state(t) != 'S' for t in tids):
+    time.sleep(0.001)
+bpf = taskiter.TaskIterReader().read_many(os.getpid(), tids)
+same = bpf == procfs.ThreadReader().read_many(os.getpid(), tids)
+print(os.getpid(), same, None not in bpf)
+stop.set()
+'''
+
+
+def this_tree():
+    """The directory holding this tree's package, for a child's path."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(taskiter.__file__))))
+
 
 def can_build():
     return bool(shutil.which('clang')) and os.path.exists(
@@ -166,6 +193,20 @@ class TestSameCountersAsProcfs(testtools.TestCase):
             self.assertLessEqual(before[i], now[i])
             self.assertLessEqual(now[i], after[i])
 
+    def test_in_a_pid_namespace(self):
+        # In a new pid namespace the child is pid 1 and its threads 2..4;
+        # the kernel's ids (task->pid) are others.
+        if not shutil.which('unshare'):
+            self.skipTest('unshare (util-linux) is not installed')
+        out = subprocess.run(
+            ['unshare', '--pid', '--fork', '--mount-proc', sys.executable,
+             '-c', IN_NAMESPACE], capture_output=True, text=True,
+            timeout=60, env=dict(os.environ, PYTHONPATH=this_tree()))
+        if out.returncode and 'unshare failed' in out.stderr:
+            self.skipTest('no pid namespace here: %s' % out.stderr.strip())
+        self.assertEqual(0, out.returncode, out.stderr)
+        self.assertEqual('1 True True', out.stdout.strip())
+
     def test_a_gone_thread_is_none(self):
         named = self.useFixture(test_procfs.NamedThreads(2))
         gone = threading.Thread(target=lambda: None)
@@ -267,14 +308,11 @@ class TestProgramErrors(testtools.TestCase):
                 '    _taskiter.Program()\n'
                 'except OSError as exc:\n'
                 '    print(errno.errorcode[exc.errno], exc)\n')
-        # this tree's package, whatever is installed
-        top = os.path.dirname(os.path.dirname(os.path.dirname(
-            os.path.abspath(taskiter.__file__))))
         out = subprocess.run(
             ['setpriv', '--inh-caps=-all', '--bounding-set=-all', '--',
              sys.executable, '-c', code],
             capture_output=True, text=True, timeout=60,
-            env=dict(os.environ, PYTHONPATH=top))
+            env=dict(os.environ, PYTHONPATH=this_tree()))
         self.assertEqual(0, out.returncode, out.stderr)
         name, _, message = out.stdout.strip().partition(' ')
         self.assertIn(name, (errno.errorcode[errno.EPERM],
