@@ -26,26 +26,34 @@ from vsmtio_agent.drivers import base
 from vsmtio_agent.drivers.libvirt import sampling
 from vsmtio_agent.linux import procfs
 from vsmtio_agent.linux import taskiter
+from vsmtio_agent import model
+from vsmtio_agent.tests.unit.host import test_libvirt_driver as tld
 from vsmtio_agent.tests.unit.host import test_procfs
 from vsmtio_agent.tests.unit.host import test_procfs_readers
 
 wait_asleep = test_procfs_readers.wait_asleep
 wait_gone = test_procfs_readers.wait_gone
 
-# A QEMU stand-in: N threads that block once, then sleep until stdin
-# closes; prints its thread ids when they all sleep.
+# A QEMU stand-in: N threads named as QEMU names vCPU threads, that block
+# once, then sleep until stdin closes; prints its thread ids (by vCPU
+# index) when they all sleep. Further arguments (``-uuid U``) are QEMU's
+# command line, by which the libvirt driver finds the process.
 CHILD = r'''
 import os, sys, threading, time
+with open('/proc/self/comm', 'w') as f:
+    f.write('qemu-vsmtio-test')
 n = int(sys.argv[1])
 stop, ready = threading.Event(), threading.Barrier(n + 1)
-tids = []
-def body():
-    tids.append(threading.get_native_id())
+tids = [None] * n
+def body(index):
+    tids[index] = threading.get_native_id()
+    with open('/proc/self/task/%d/comm' % tids[index], 'w') as f:
+        f.write('CPU %d/KVM' % index)
     time.sleep(0.001)
     ready.wait()
     stop.wait()
-for _ in range(n):
-    threading.Thread(target=body, daemon=True).start()
+for index in range(n):
+    threading.Thread(target=body, args=(index,), daemon=True).start()
 ready.wait()
 def state(tid):
     with open('/proc/self/task/%d/stat' % tid) as f:
@@ -117,13 +125,14 @@ def open_fds():
 class Child(fixtures.Fixture):
     """Another process with ``n`` sleeping threads, as QEMU's vCPUs."""
 
-    def __init__(self, n):
+    def __init__(self, n, uuid=None):
         super().__init__()
-        self.n = n
+        self.n, self.uuid = n, uuid
 
     def _setUp(self):
+        qemu_args = ['-uuid', self.uuid] if self.uuid else []
         self.proc = subprocess.Popen(
-            [sys.executable, '-c', CHILD, str(self.n)],
+            [sys.executable, '-c', CHILD, str(self.n)] + qemu_args,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.addCleanup(self.stop)
         self.tids = [int(t) for t in self.proc.stdout.readline().split()]
@@ -318,6 +327,38 @@ class TestProgramErrors(testtools.TestCase):
         self.assertIn(name, (errno.errorcode[errno.EPERM],
                              errno.errorcode[errno.EACCES]))
         self.assertIn('cannot load the BPF task iterator', message)
+
+
+class TestTheDriverSamples(tld.DriverTestCase):
+
+    def test_same_snapshot_as_with_procfs(self):
+        # The libvirt driver on this machine's /proc: a test:///default
+        # domain whose QEMU is a real process with two sleeping vCPU
+        # threads, sampled with either reader.
+        bpf_reader(self)
+        dom = self.useFixture(tld.TestDomain())
+        qemu = self.useFixture(Child(2, dom.uuid))
+        snaps = {}
+        for kind in ('bpf', 'procfs'):
+            drv = self.driver(thread_reader=kind, switch_read_periods=1)
+            self.assertIsInstance(drv.sampler.reader, {
+                'bpf': taskiter.TaskIterReader,
+                'procfs': procfs.ThreadReader}[kind])
+            snaps[kind] = drv.sample()
+            self.assertEqual(
+                qemu.tids, [drv.domains.entries[dom.uuid].tids[i]
+                            for i in range(2)])
+        refs = [model.VcpuRef(dom.uuid, i) for i in range(2)]
+
+        def from_threads(kind):
+            # run_ns: the test driver's vcpus() (time_of), not the thread's
+            return [snaps[kind].vcpus[r]._replace(run_ns=None) for r in refs]
+        self.assertEqual(from_threads('procfs'), from_threads('bpf'))
+        for ref in refs:
+            counters = snaps['bpf'].vcpus[ref]
+            self.assertGreaterEqual(counters.voluntary_switches, 1)
+            self.assertIsNotNone(counters.runqueue_delay_ns)
+            self.assertIsNone(counters.switches_ns)
 
 
 class TestFactory(testtools.TestCase):
