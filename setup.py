@@ -16,8 +16,10 @@ class BuildExt(build_ext.build_ext):
 
     ``_taskiter`` embeds the BPF object (``taskiter.bpf.c`` compiled by
     ``clang -target bpf``) as a generated header in the build directory,
-    never in the source tree. Without clang the extension fails to build
-    like any optional one: the install goes on, without it.
+    never in the source tree. ``BPF_CLANG`` in the environment names the
+    clang to use (default: ``clang`` on the ``PATH``). Without clang the
+    extension fails to build like any optional one: the install goes on,
+    without it.
     """
 
     def build_extension(self, ext):

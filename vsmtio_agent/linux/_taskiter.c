@@ -253,8 +253,10 @@ static Py_ssize_t
 iterate(Program *self, int link_fd)
 {
     size_t got = 0;   /* bytes */
-    int fd = bpf_iter_create(link_fd);
+    int fd;
 
+    last_warning[0] = '\0';
+    fd = bpf_iter_create(link_fd);
     if (fd < 0) {
         os_error(errno, "cannot start the BPF task iterator");
         return -1;

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * The vCPU threads' scheduler counters in bulk: a BPF task iterator.
  *
@@ -116,6 +116,9 @@ struct record {
 /* The deepest pid namespace level (MAX_PID_NS_LEVEL). */
 #define MAX_LEVEL 32
 
+/* GPL, as the kernel code it runs with: the helpers it calls
+ * (bpf_get_current_task_btf, bpf_probe_read_kernel behind bpf_core_read)
+ * are offered to GPL programs only. */
 char LICENSE[] SEC("license") = "GPL";
 
 /* upid numbers[level] of pid p, read as scalars (the index varies). */
