@@ -13,9 +13,11 @@ the vCPUs run between two readings. Each vCPU thread wakes every 50 ms, so
 by default every vCPU runs in every period (the procfs reader's worst
 case); ``--idle-domains N`` makes N domains' vCPUs wake every 2 s instead.
 
-The agent's period is measured in the same run as configured by default
-(the C reader, ``status`` and ``stat`` on the slow cadence of
-``switch_read_periods``), with the pure-Python reader, with
+The agent's period is measured in the same run with the BPF task iterator
+(``thread_reader = bpf``: every counter of every thread, every period; the
+default where it loads), with the C procfs reader (``status`` and ``stat``
+on the slow cadence of ``switch_read_periods``), with the pure-Python
+reader, with
 ``switch_read_periods = 1`` (switch counts read every period: the agent
 before the cadence), and with neither the cadence nor the ``schedstat``
 gate (every file of every thread, every period).
@@ -103,7 +105,9 @@ def _no_gate_reader(native):
 
 
 READERS = {
-    # name: (native, gate, switch_read_periods); None: the default
+    # name: (native, gate, switch_read_periods); None: the default.
+    # native 'bpf': the BPF task iterator (thread_reader = bpf).
+    'BPF reader': ('bpf', None, None),
     'C reader': (True, True, None),
     'Python reader': (False, True, None),
     'C reader, status every period': (True, True, 1),
@@ -137,6 +141,8 @@ def make_agent(tmp, native, gate, every=None):
     """The agent with the libvirt driver and the reader asked for.
 
     ``every``: the driver's ``switch_read_periods`` (None: its default).
+    ``native`` ``'bpf'``: the BPF reader, else the procfs reader (C or
+    Python).
     """
     from unittest import mock
 
@@ -161,11 +167,16 @@ def make_agent(tmp, native, gate, every=None):
     if every is not None:
         conf.set_override('switch_read_periods', every,
                           group='vsmtio_agent')
-    reader = (functools.partial(procfs.ThreadReader, native=native) if gate
-              else _no_gate_reader(native))
-    # The driver builds its reader as procfs.ThreadReader(procfs_root).
-    with mock.patch.object(procfs, 'ThreadReader', reader):
+    if native == 'bpf':
+        conf.set_override('thread_reader', 'bpf', group='vsmtio_agent')
         driver = libvirt_driver.LibvirtHostDriver(conf)
+    else:
+        conf.set_override('thread_reader', 'procfs', group='vsmtio_agent')
+        reader = (functools.partial(procfs.ThreadReader, native=native)
+                  if gate else _no_gate_reader(native))
+        # The driver builds this reader as procfs.ThreadReader(procfs_root).
+        with mock.patch.object(procfs, 'ThreadReader', reader):
+            driver = libvirt_driver.LibvirtHostDriver(conf)
     driver.interrupt()      # advance() returns at once: no sleep counted
     driver.recover()        # the daemon's first step
     agent = agent_mod.Agent(conf, driver)
@@ -235,6 +246,7 @@ def phases(args):
     """
     import tempfile
 
+    from vsmtio_agent.linux import taskiter
     from vsmtio_agent.policy import monitor
 
     start_host(args.idle_domains)
@@ -249,7 +261,9 @@ def phases(args):
         # reading too), timed inside sampling: the kernel's share is most
         # of it.
         reader = agent.driver.sampler.reader
-        if reader._read_held is not None:
+        if isinstance(reader, taskiter.TaskIterReader):
+            reader._read = _timed_call(reader._read, reading[name])
+        elif reader._read_held is not None:
             reader._read_held = _timed_call(reader._read_held,
                                             reading[name])
         else:
@@ -284,7 +298,8 @@ def phases(args):
         print('%-32s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f'
               % ((name, ms[0], read) + tuple(ms[1:]) + (sum(ms),)))
         agent.stop()
-    print('(read: the procfs reader\'s calls, part of sample)')
+    print('(read: the reader\'s calls, part of sample: procfs files, or '
+          'the BPF iteration)')
 
 
 def _timed_call(func, total):
@@ -302,7 +317,9 @@ def files(args):
     """CPU us of one ``pread`` of each procfs file of a vCPU thread.
 
     The kernel's cost of generating the file, plus a Python loop's (the
-    ``/dev/null`` line), swept over the 200 threads ``--period`` apart.
+    ``/dev/null`` line), swept over the 200 threads ``--period`` apart;
+    then the BPF task iterator's reading of the same threads, one read per
+    process, per thread (its counters built too), where it loads.
     """
     from vsmtio_agent.linux import procfs
 
@@ -331,6 +348,28 @@ def files(args):
                                    * 1e6, len(os.pread(fds[0], 4096, 0))))
         for fd in fds:
             os.close(fd)
+    _files_bpf(args, procs, tids)
+
+
+def _files_bpf(args, procs, tids):
+    from vsmtio_agent.linux import taskiter
+
+    try:
+        reader = taskiter.TaskIterReader()
+    except taskiter.Unavailable as exc:
+        print('%-10s %s' % ('BPF', exc))
+        return
+    of = {p.pid: [t for pid, t in tids if pid == p.pid] for p in procs}
+    spent = 0.0
+    for _ in range(args.periods):
+        time.sleep(args.period)
+        start = time.process_time()
+        for pid, threads in of.items():
+            reader.read_many(pid, threads)
+        spent += time.process_time() - start
+    print('%-10s %8.2f %8d  (one iteration per process, per thread)'
+          % ('BPF', spent / args.periods / len(tids) * 1e6, 48))
+    reader.close()
 
 
 def main():

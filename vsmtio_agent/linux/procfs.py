@@ -18,6 +18,10 @@ cadence where the caller asks for one (:meth:`ThreadReader.read_many`), and
 parses in C where the ``_procread`` extension was built, in Python
 (:mod:`vsmtio_agent.linux.procread`) otherwise, with the same results.
 ``doc/benchmarks/agent_tick.rst`` has the profile behind each step.
+Where a BPF task iterator loads, the agent reads the same counters of a
+whole process in one pass instead (:mod:`vsmtio_agent.linux.taskiter`
+says why and :func:`~vsmtio_agent.linux.taskiter.thread_reader` picks);
+this reader is the fallback, and the reader of a procfs tree elsewhere.
 
 Parsers raise :class:`ValueError` on malformed text;
 :meth:`ThreadReader.read` turns that into missing counters (``None``), never

@@ -76,7 +76,7 @@ class LibvirtHostDriver(base.HostDriver):
         self.sampler = sampling.Sampler(
             self.connection, self.domains, opts.procfs_root,
             bool(self.abi_version), self.restorer.forget,
-            opts.switch_read_periods)
+            opts.switch_read_periods, opts.thread_reader)
         # MIST: block I/O, reservations and its own knobs (mist_host)
         self.mist = None
         if getattr(opts, 'mist', False):

@@ -24,6 +24,7 @@ from vsmtio_agent.actuators import libvirt_errors
 from vsmtio_agent.drivers import base
 from vsmtio_agent.linux import perf
 from vsmtio_agent.linux import procfs
+from vsmtio_agent.linux import taskiter
 from vsmtio_agent import model
 
 LOG = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class Sampler:
     """Builds one :class:`~vsmtio_agent.model.Snapshot` per period."""
 
     def __init__(self, connection, domains, procfs_root, patched, forget,
-                 switch_read_periods=1):
+                 switch_read_periods=1, thread_reader='auto'):
         """``forget(uuid, why)`` drops a domain that stopped running.
 
         ``switch_read_periods``: each vCPU thread's switch counts and last
@@ -69,6 +70,11 @@ class Sampler:
         and its hysteresis count periods of I_cpu, which a late reading
         would shift (a VM protected again soon after its release is held
         twice as long; a late I_cpu can miss that window).
+
+        ``thread_reader``: ``auto``, ``bpf`` or ``procfs``
+        (:func:`taskiter.thread_reader`); the BPF reader reads every
+        counter every period. :class:`base.HostDriverError` if ``bpf``
+        cannot be had.
         """
         self.connection = connection
         self.every = switch_read_periods
@@ -79,7 +85,10 @@ class Sampler:
         self.patched = patched
         self.forget = forget
         self.mist = None        # MIST's host part: block I/O per domain
-        self.reader = procfs.ThreadReader(procfs_root)
+        try:
+            self.reader = taskiter.thread_reader(procfs_root, thread_reader)
+        except taskiter.Unavailable as exc:
+            raise base.HostDriverError(str(exc))
         self._refs = {}     # uuid -> its vCPUs' refs, by index
         self._layouts = {}  # uuid -> (tids, nvcpus, found, their tids)
         # per-vCPU instructions: what the guard judges CPU-bound vCPUs by

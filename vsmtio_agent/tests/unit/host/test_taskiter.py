@@ -1,0 +1,440 @@
+"""The BPF task iterator reader on this machine's real kernel and threads.
+
+It must give what the procfs reader gives for the same live threads (of
+this process and of another one, as the agent reads QEMU's), None for a
+thread that is gone, hold one link per process and release it, and say
+clearly why it cannot be used where it cannot. The readings are compared
+while the threads sleep: their counters then stand still, so that two
+readings made one after the other are equal, field by field.
+
+Skipped only where the program truly cannot load here (the skip says
+why); not being built where clang and libbpf's headers are installed is a
+failure (the project's machines build it: .ci/install-debian-packages).
+"""
+
+import errno
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import fixtures
+import testtools
+
+from vsmtio_agent.drivers import base
+from vsmtio_agent.drivers.libvirt import sampling
+from vsmtio_agent.linux import procfs
+from vsmtio_agent.linux import taskiter
+from vsmtio_agent import model
+from vsmtio_agent.tests.unit.host import test_libvirt_driver as tld
+from vsmtio_agent.tests.unit.host import test_procfs
+from vsmtio_agent.tests.unit.host import test_procfs_readers
+
+wait_asleep = test_procfs_readers.wait_asleep
+wait_gone = test_procfs_readers.wait_gone
+
+# A QEMU stand-in: N threads named as QEMU names vCPU threads, that block
+# once, then sleep until stdin closes; prints its thread ids (by vCPU
+# index) when they all sleep. Further arguments (``-uuid U``) are QEMU's
+# command line, by which the libvirt driver finds the process.
+CHILD = r'''
+import os, sys, threading, time
+with open('/proc/self/comm', 'w') as f:
+    f.write('qemu-vsmtio-test')
+n = int(sys.argv[1])
+stop, ready = threading.Event(), threading.Barrier(n + 1)
+tids = [None] * n
+def body(index):
+    tids[index] = threading.get_native_id()
+    with open('/proc/self/task/%d/comm' % tids[index], 'w') as f:
+        f.write('CPU %d/KVM' % index)
+    time.sleep(0.001)
+    ready.wait()
+    stop.wait()
+for index in range(n):
+    threading.Thread(target=body, args=(index,), daemon=True).start()
+ready.wait()
+def state(tid):
+    with open('/proc/self/task/%d/stat' % tid) as f:
+        return f.read().rpartition(')')[2].split()[0]
+while any(state(t) != 'S' for t in tids):
+    time.sleep(0.001)
+print(' '.join(map(str, tids)), flush=True)
+sys.stdin.read()
+'''
+
+# The agent in a pid namespace of its own (a container): its threads' ids
+# there, which procfs mounted there shows, are not the kernel's task->pid.
+IN_NAMESPACE = r'''
+import os, threading, time
+from vsmtio_agent.linux import procfs, taskiter
+stop = threading.Event()
+threads = [threading.Thread(target=stop.wait) for _ in range(3)]
+for t in threads:
+    t.start()
+tids = [t.native_id for t in threads]
+def state(tid):
+    with open('/proc/self/task/%d/stat' % tid) as f:
+        return f.read().rpartition(')')[2].split()[0]
+while any(state(t) != 'S' for t in tids):
+    time.sleep(0.001)
+bpf = taskiter.TaskIterReader().read_many(os.getpid(), tids)
+same = bpf == procfs.ThreadReader().read_many(os.getpid(), tids)
+print(os.getpid(), same, None not in bpf)
+stop.set()
+'''
+
+
+def this_tree():
+    """The directory holding this tree's package, for a child's path."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(taskiter.__file__))))
+
+
+def can_build():
+    return bool(shutil.which('clang')) and os.path.exists(
+        '/usr/include/bpf/libbpf.h')
+
+
+def bpf_reader(test):
+    """A :class:`taskiter.TaskIterReader`, or skip saying why it cannot."""
+    try:
+        reader = taskiter.TaskIterReader()
+    except taskiter.Unavailable as exc:
+        if taskiter._taskiter is None and can_build():
+            test.fail('clang and libbpf are installed but %s' % exc)
+        test.skipTest('the BPF reader cannot be used here: %s' % exc)
+    test.addCleanup(reader.close)
+    return reader
+
+
+def procfs_reading(pid, tids):
+    """The procfs reader's counters, every file read (no cadence)."""
+    reader = procfs.ThreadReader()
+    try:
+        return reader.read_many(pid, tids)
+    finally:
+        reader.close()
+
+
+def open_fds():
+    return len(os.listdir('/proc/self/fd'))
+
+
+class Child(fixtures.Fixture):
+    """Another process with ``n`` sleeping threads, as QEMU's vCPUs."""
+
+    def __init__(self, n, uuid=None):
+        super().__init__()
+        self.n, self.uuid = n, uuid
+
+    def _setUp(self):
+        qemu_args = ['-uuid', self.uuid] if self.uuid else []
+        self.proc = subprocess.Popen(
+            [sys.executable, '-c', CHILD, str(self.n)] + qemu_args,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.addCleanup(self.stop)
+        self.tids = [int(t) for t in self.proc.stdout.readline().split()]
+        self.pid = self.proc.pid
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+
+
+class TestBuilt(testtools.TestCase):
+
+    def test_built_where_it_can_be(self):
+        if not can_build():
+            self.skipTest('clang or libbpf-dev is not installed: '
+                          '_taskiter is not built')
+        self.assertIsNotNone(taskiter._taskiter,
+                             'vsmtio_agent.linux._taskiter is not built: '
+                             'pip install -e . (or python setup.py '
+                             'build_ext --inplace) with clang and '
+                             'libbpf-dev installed')
+
+
+class TestSameCountersAsProcfs(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.reader = bpf_reader(self)
+
+    def assertSame(self, pid, tids):
+        bpf = self.reader.read_many(pid, tids)
+        self.assertEqual(procfs_reading(pid, tids), bpf)
+        for counters in bpf:
+            self.assertIsNone(counters.switches_ns)     # read now
+            self.assertGreater(counters.run_ns, 0)
+            self.assertGreaterEqual(counters.voluntary_switches, 1)
+            self.assertIn(counters.cpu, range(os.cpu_count()))
+        return bpf
+
+    def test_threads_of_this_process(self):
+        named = self.useFixture(test_procfs.NamedThreads(4, accel='KVM'))
+        tids = list(named.tids.values())
+        for tid in tids:
+            wait_asleep(tid)
+        self.assertSame(os.getpid(), tids)
+        # in the order asked, whatever the kernel's
+        self.assertSame(os.getpid(), tids[::-1])
+
+    def test_threads_of_another_process_many_of_them(self):
+        # More threads than the first buffer holds (256 records).
+        child = self.useFixture(Child(300))
+        self.assertEqual(300, len(child.tids))
+        self.assertSame(child.pid, child.tids)
+        self.assertEqual(1, self.reader.links)
+
+    def test_a_running_thread_reads_between_two_procfs_readings(self):
+        # This thread runs: its counters move, never backwards.
+        tid = threading.get_native_id()
+        pid = os.getpid()
+        before = procfs_reading(pid, [tid])[0]
+        now = self.reader.read(pid, tid)
+        after = procfs_reading(pid, [tid])[0]
+        for i in range(4):
+            self.assertLessEqual(before[i], now[i])
+            self.assertLessEqual(now[i], after[i])
+
+    def test_in_a_pid_namespace(self):
+        # In a new pid namespace the child is pid 1 and its threads 2..4;
+        # the kernel's ids (task->pid) are others.
+        if not shutil.which('unshare'):
+            self.skipTest('unshare (util-linux) is not installed')
+        out = subprocess.run(
+            ['unshare', '--pid', '--fork', '--mount-proc', sys.executable,
+             '-c', IN_NAMESPACE], capture_output=True, text=True,
+            timeout=60, env=dict(os.environ, PYTHONPATH=this_tree()))
+        if out.returncode and 'unshare failed' in out.stderr:
+            self.skipTest('no pid namespace here: %s' % out.stderr.strip())
+        self.assertEqual(0, out.returncode, out.stderr)
+        self.assertEqual('1 True True', out.stdout.strip())
+
+    def test_a_gone_thread_is_none(self):
+        named = self.useFixture(test_procfs.NamedThreads(2))
+        gone = threading.Thread(target=lambda: None)
+        gone.start()
+        tid = gone.native_id
+        gone.join()
+        wait_gone(tid)
+        out = self.reader.read_many(os.getpid(),
+                                    [named.tids[0], tid, named.tids[1]])
+        self.assertIsNone(out[1])
+        self.assertIsNotNone(out[0])
+        self.assertIsNotNone(out[2])
+
+    def test_a_gone_process(self):
+        child = self.useFixture(Child(2))
+        self.assertSame(child.pid, child.tids)
+        child.stop()
+        # its link is held, and reads nothing: every thread is gone
+        self.assertEqual([None, None],
+                         self.reader.read_many(child.pid, child.tids))
+        # a process gone before its first reading: no link is made
+        # (or one that reads nothing); never an exception
+        self.reader.forget(child.pid)
+        self.assertEqual([None], self.reader.read_many(child.pid,
+                                                       child.tids[:1]))
+        # a domain whose process was not found: no pid, no threads
+        self.assertEqual([], self.reader.read_many(None, []))
+
+
+class TestLinks(testtools.TestCase):
+
+    def test_retain_forget_and_close_release_links(self):
+        bpf_reader(self).close()    # skip where it cannot load
+        one, two = self.useFixture(Child(1)), self.useFixture(Child(1))
+        fds = open_fds()
+        reader = taskiter.TaskIterReader()
+        self.addCleanup(reader.close)
+        reader.read_many(one.pid, one.tids)
+        reader.read_many(two.pid, two.tids)
+        reader.read_many(two.pid, two.tids)     # the same link again
+        self.assertEqual(2, reader.links)
+        held = open_fds()
+        reader.retain({two.pid})
+        self.assertEqual(1, reader.links)
+        self.assertEqual(held - 1, open_fds())
+        reader.forget(two.pid, two.tids[0])     # a thread holds nothing
+        self.assertEqual(1, reader.links)
+        reader.forget(two.pid)
+        self.assertEqual(0, reader.links)
+        reader.read_many(one.pid, one.tids)
+        reader.close()
+        self.assertEqual(0, reader.links)
+        # the program's descriptors too (the link, the program, BTF)
+        self.assertEqual(fds, open_fds())
+
+
+class TestProgramErrors(testtools.TestCase):
+    """Misuse of the extension raises; nothing crashes."""
+
+    def setUp(self):
+        super().setUp()
+        bpf_reader(self)    # skip where it cannot load
+        self.program = taskiter._taskiter.Program()
+        self.addCleanup(self.program.close)
+
+    def test_misuse(self):
+        counters = procfs.ThreadCounters
+        link = self.program.attach(os.getpid())
+        self.assertRaises(KeyError, self.program.read, link + 1000, [1],
+                          counters)
+        self.assertRaises(TypeError, self.program.read, link, [1], tuple())
+        self.assertRaises(TypeError, self.program.read, link, [1], dict)
+        self.assertRaises(TypeError, self.program.read, link, ['1'],
+                          counters)
+        self.assertRaises(TypeError, self.program.read, link, 1, counters)
+        self.assertRaises(ValueError, self.program.attach, 0)
+        self.assertRaises(ValueError, self.program.attach, -1)
+        self.assertEqual([None, None], self.program.read(
+            link, [-1, 2 ** 40], counters))
+        self.program.detach(link)
+        self.assertRaises(KeyError, self.program.detach, link)
+        self.program.close()
+        self.program.close()
+        self.assertRaises(ValueError, self.program.attach, os.getpid())
+        self.assertRaises(ValueError, self.program.read, link, [1],
+                          counters)
+
+    def test_without_privileges_it_is_a_clear_oserror(self):
+        # The agent without CAP_BPF/CAP_PERFMON/CAP_SYS_ADMIN (and with
+        # unprivileged BPF disabled): an OSError with errno, not a crash.
+        if not shutil.which('setpriv'):
+            self.skipTest('setpriv (util-linux) is not installed')
+        with open('/proc/sys/kernel/unprivileged_bpf_disabled') as f:
+            if f.read().strip() == '0':
+                self.skipTest('unprivileged BPF is allowed here')
+        code = ('import errno\n'
+                'from vsmtio_agent.linux import _taskiter\n'
+                'try:\n'
+                '    _taskiter.Program()\n'
+                'except OSError as exc:\n'
+                '    print(errno.errorcode[exc.errno], exc)\n')
+        out = subprocess.run(
+            ['setpriv', '--inh-caps=-all', '--bounding-set=-all', '--',
+             sys.executable, '-c', code],
+            capture_output=True, text=True, timeout=60,
+            env=dict(os.environ, PYTHONPATH=this_tree()))
+        self.assertEqual(0, out.returncode, out.stderr)
+        name, _, message = out.stdout.strip().partition(' ')
+        self.assertIn(name, (errno.errorcode[errno.EPERM],
+                             errno.errorcode[errno.EACCES]))
+        self.assertIn('cannot load the BPF task iterator', message)
+
+
+class TestTheDriverSamples(tld.DriverTestCase):
+
+    def test_same_snapshot_as_with_procfs(self):
+        # The libvirt driver on this machine's /proc: a test:///default
+        # domain whose QEMU is a real process with two sleeping vCPU
+        # threads, sampled with either reader.
+        bpf_reader(self)
+        dom = self.useFixture(tld.TestDomain())
+        qemu = self.useFixture(Child(2, dom.uuid))
+        snaps = {}
+        for kind in ('bpf', 'procfs'):
+            drv = self.driver(thread_reader=kind, switch_read_periods=1)
+            self.assertIsInstance(drv.sampler.reader, {
+                'bpf': taskiter.TaskIterReader,
+                'procfs': procfs.ThreadReader}[kind])
+            snaps[kind] = drv.sample()
+            self.assertEqual(
+                qemu.tids, [drv.domains.entries[dom.uuid].tids[i]
+                            for i in range(2)])
+        refs = [model.VcpuRef(dom.uuid, i) for i in range(2)]
+        self.assertEqual([snaps['procfs'].vcpus[r] for r in refs],
+                         [snaps['bpf'].vcpus[r] for r in refs])
+        for ref in refs:
+            counters = snaps['bpf'].vcpus[ref]
+            self.assertGreaterEqual(counters.voluntary_switches, 1)
+            self.assertIsNotNone(counters.runqueue_delay_ns)
+            self.assertIsNone(counters.switches_ns)
+
+
+class TestFactory(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.log = self.useFixture(fixtures.FakeLogger())
+
+    def make(self, *args):
+        reader = taskiter.thread_reader(*args)
+        self.addCleanup(reader.close)
+        return reader
+
+    def test_auto_is_bpf_where_it_loads(self):
+        bpf_reader(self)
+        self.assertIsInstance(self.make('/proc', 'auto'),
+                              taskiter.TaskIterReader)
+        self.assertIn('BPF task iterator (thread_reader = auto)',
+                      self.log.output)
+        self.assertIsInstance(self.make('/proc', 'bpf'),
+                              taskiter.TaskIterReader)
+
+    def test_procfs_elsewhere_or_when_asked(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        reader = self.make(tmp, 'auto')
+        self.assertIsInstance(reader, procfs.ThreadReader)
+        self.assertEqual(tmp, reader.root)
+        self.assertIn('from procfs: procfs_root is %s' % tmp,
+                      self.log.output)
+        self.assertIsInstance(self.make('/proc', 'procfs'),
+                              procfs.ThreadReader)
+        self.assertIn('from procfs: thread_reader = procfs',
+                      self.log.output)
+        exc = self.assertRaises(taskiter.Unavailable, taskiter.thread_reader,
+                                tmp, 'bpf')
+        self.assertIn('thread_reader = bpf, but procfs_root is', str(exc))
+        self.assertRaises(ValueError, taskiter.thread_reader, '/proc',
+                          'ebpf')
+
+    def test_not_built(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'vsmtio_agent.linux.taskiter._taskiter', None))
+        self.useFixture(fixtures.MonkeyPatch(
+            'vsmtio_agent.linux.taskiter._NOT_BUILT', 'no module'))
+        exc = self.assertRaises(taskiter.Unavailable, taskiter.thread_reader,
+                                '/proc', 'bpf')
+        self.assertIn('thread_reader = bpf, but the BPF reader', str(exc))
+        self.assertIn('was not built: it needs clang and libbpf', str(exc))
+        self.assertIsInstance(self.make('/proc', 'auto'),
+                              procfs.ThreadReader)
+        self.assertIn('from procfs: the BPF reader', self.log.output)
+
+    def test_does_not_load(self):
+        # What a host without CAP_BPF, BTF or Linux >= 6.1 gives the
+        # factory: the program's OSError (test_without_privileges_... has
+        # the real one).
+        class Refused:
+            def __init__(self):
+                raise PermissionError(errno.EPERM, 'cannot load the BPF '
+                                      'task iterator: Operation not '
+                                      'permitted')
+
+        module = type(sys)('_taskiter')
+        module.Program = Refused
+        self.useFixture(fixtures.MonkeyPatch(
+            'vsmtio_agent.linux.taskiter._taskiter', module))
+        exc = self.assertRaises(taskiter.Unavailable, taskiter.thread_reader,
+                                '/proc', 'bpf')
+        self.assertIn('does not load', str(exc))
+        self.assertIn('CAP_BPF', str(exc))
+        self.assertIsInstance(self.make('/proc', 'auto'),
+                              procfs.ThreadReader)
+
+    def test_the_sampler_fails_clearly_with_bpf_that_cannot_be_had(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        exc = self.assertRaises(
+            base.HostDriverError, sampling.Sampler, None, None, tmp, False,
+            None, 1, 'bpf')
+        self.assertIn('thread_reader = bpf, but procfs_root is', str(exc))
+        sampler = sampling.Sampler(None, None, tmp, False, None, 1)
+        self.addCleanup(sampler.reader.close)
+        self.assertIsInstance(sampler.reader, procfs.ThreadReader)
