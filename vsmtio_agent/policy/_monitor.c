@@ -18,7 +18,7 @@
  * counters are not ints of 64 bits (floats, bools, ints past 2**63), whose
  * deltas exceed 2**53, or whose tuples are not 15 fields goes back in the
  * ``todo`` list for monitor._derive to compute; arguments it cannot take
- * (a mapping that is not a dict, a float time) make it return
+ * (snapshots whose vCPUs are not in a dict, a float time) make it return
  * NotImplemented and the whole call is Python's.
  *
  * derive(prev_vcpus, cur_vcpus, prev_ns, cur_ns, period_ns, period_s,
@@ -27,8 +27,9 @@
  *   prev_vcpus, cur_vcpus  the two snapshots' {ref: VcpuCounters}
  *   period_ns, period_s    cur_ns - prev_ns (> 0), and over 1e9
  *   core_ids               Topology.core_ids or None
- *   last                   the previous period's stats (a non-empty dict)
- *                          or None
+ *   last                   the previous period's stats (a non-empty
+ *                          mapping: ``last.get`` is called where it is
+ *                          not a dict) or None
  *   stats                  {ref: VcpuStats} in cur_vcpus' order, None for
  *                          the refs in ``todo`` (a list, or None if empty)
  * VcpuStats and CpiStack are built as monitor builds VcpuStats:
@@ -54,7 +55,7 @@ static const char *CPI_NAMES[] = {"base", "miss", "waiting"};
 #define N_CPI 3
 static PyObject *stats_keys[N_STATS], *cpi_keys[N_CPI];
 static PyObject *held_vol, *held_invol, *held_icpu, *held_window,
-                *held_period;
+                *held_period, *get_name;
 static PyObject *empty_tuple;
 
 /* A counter's delta: has = 0 where Python's is None. */
@@ -193,8 +194,8 @@ cpi_stack(PyObject *cls, delta_t ins, delta_t cycles, delta_t base,
 
 /* What the call needs of every vCPU. */
 typedef struct {
-    PyObject *prev_vcpus, *core_ids, *last, *period_obj, *stats_cls,
-             *cpi_cls;
+    PyObject *prev_vcpus, *core_ids, *last, *last_get, *period_obj,
+             *stats_cls, *cpi_cls;
     long long prev_ns, cur_ns, period_ns;
     double period_s, threshold;
 } call_t;
@@ -237,20 +238,26 @@ switch_window(const call_t *c, PyObject *ref, PyObject *t0, PyObject *t1,
             return DONE;
         goto fail;
     }
-    held = NULL;
-    if (c->last != Py_None) {
+    /* last.get(ref) */
+    if (c->last_get != NULL) {
+        held = PyObject_CallOneArg(c->last_get, ref);
+        if (held == NULL)
+            return ERROR;
+    } else if (c->last != Py_None) {
         held = PyDict_GetItemWithError(c->last, ref);
         if (held == NULL && PyErr_Occurred())
             return ERROR;
-    }
+        Py_XINCREF(held);
+    } else
+        held = NULL;
     if (held == NULL || held == Py_None) {
+        Py_XDECREF(held);
         *vol_o = Py_NewRef(Py_None);
         *invol_o = Py_NewRef(Py_None);
         *i_cpu = Py_NewRef(Py_None);
         *window_o = Py_NewRef(Py_None);
         return DONE;
     }
-    Py_INCREF(held);
     *vol_o = PyObject_GetAttr(held, held_vol);
     *invol_o = *vol_o ? PyObject_GetAttr(held, held_invol) : NULL;
     *i_cpu = *invol_o ? PyObject_GetAttr(held, held_icpu) : NULL;
@@ -408,7 +415,6 @@ derive(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             || c.period_ns <= 0 || c.period_ns > EXACT
             || !PyFloat_CheckExact(args[5])
             || (c.core_ids != Py_None && !PyDict_CheckExact(c.core_ids))
-            || (c.last != Py_None && !PyDict_CheckExact(c.last))
             || !PyType_Check(c.stats_cls) || !PyType_Check(c.cpi_cls))
         Py_RETURN_NOTIMPLEMENTED;
     c.period_s = PyFloat_AS_DOUBLE(args[5]);
@@ -419,9 +425,19 @@ derive(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     else
         Py_RETURN_NOTIMPLEMENTED;
 
+    /* last.get, once, as Python takes it (the agent's records hold their
+     * stats in a read-only mappingproxy) */
+    c.last_get = NULL;
+    if (c.last != Py_None && !PyDict_CheckExact(c.last)) {
+        c.last_get = PyObject_GetAttr(c.last, get_name);
+        if (c.last_get == NULL)
+            return NULL;
+    }
     stats = PyDict_New();
-    if (stats == NULL)
+    if (stats == NULL) {
+        Py_XDECREF(c.last_get);
         return NULL;
+    }
     while (PyDict_Next(cur_vcpus, &pos, &ref, &now)) {
         before = PyDict_GetItemWithError(c.prev_vcpus, ref);
         if (before == NULL) {
@@ -460,10 +476,12 @@ derive(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto error;
     PyTuple_SET_ITEM(st, 0, stats);
     PyTuple_SET_ITEM(st, 1, todo);
+    Py_XDECREF(c.last_get);
     return st;
 error:
     Py_DECREF(stats);
     Py_XDECREF(todo);
+    Py_XDECREF(c.last_get);
     return NULL;
 }
 
@@ -502,9 +520,10 @@ PyInit__monitor(void)
     held_icpu = intern("i_cpu");
     held_window = intern("switch_window_ns");
     held_period = intern("period_ns");
+    get_name = intern("get");
     empty_tuple = PyTuple_New(0);
     if (!held_vol || !held_invol || !held_icpu || !held_window
-            || !held_period || !empty_tuple)
+            || !held_period || !get_name || !empty_tuple)
         return NULL;
     return PyModule_Create(&module);
 }
