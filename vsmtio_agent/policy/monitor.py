@@ -124,18 +124,20 @@ def derive(prev, cur, idle_switch_threshold, topology=None, last=None):
     costs a third more.) The rates are :func:`_ratio`'s,
     :func:`cpi_stack`'s and :func:`interference_ratio`'s.
 
-    That Python still cost about 5 us a vCPU (0.55 to 1 ms of the
-    period for 200 vCPUs), so where the ``_monitor`` extension was built
+    That Python still cost 2 to 5 us a vCPU (0.55 to 1 ms of the period
+    for 200 vCPUs), so where the ``_monitor`` extension was built
     (``vsmtio_agent/policy/_monitor.c``, optional like the C procfs
-    reader) the loop runs in C: the same rules, the same float operations
-    in the same order (the same bits), each :class:`VcpuStats` built the
-    same way. :func:`_derive` below is the reference and the fallback:
-    it runs where the extension is missing or :data:`native` is False,
-    for the whole call where C cannot take its arguments (a mapping that
-    is not a dict, a time that is not an int), and for each vCPU whose
-    counters C cannot compute exactly (not ints of 64 bits, a delta over
-    2**53, not a 15-field tuple). Should the C loop raise, the call is
-    done again in Python, whose answer (or error) is the reference's.
+    reader) the loop runs in C, at 0.3 to 0.45 of the cost
+    (``tools/bench_derive.py``): the same rules, the same float
+    operations in the same order (the same bits), each
+    :class:`VcpuStats` built the same way. :func:`_derive` below is the
+    reference and the fallback: it runs where the extension is missing or
+    :data:`native` is False, for the whole call where C cannot take its
+    arguments (snapshots whose vCPUs are not in a dict, a time that is
+    not an int), and for each vCPU whose counters C cannot compute
+    exactly (not ints of 64 bits, a delta over 2**53, not a 15-field
+    tuple). Should the C loop raise, the call is done again in Python,
+    whose answer (or error) is the reference's.
     """
     period_ns = cur.time_ns - prev.time_ns
     if period_ns <= 0:
