@@ -98,4 +98,12 @@ setuptools.setup(
             libraries=['bpf'],
             extra_compile_args=['-Wall', '-Wextra', '-Werror=implicit'],
             optional=True),
+        # The Workload Monitor's per-vCPU loop in C (vsmtio_agent/policy/
+        # monitor.py says why). Optional likewise: without it derive runs
+        # its Python loop, the reference, with the same results.
+        setuptools.Extension(
+            'vsmtio_agent.policy._monitor',
+            sources=['vsmtio_agent/policy/_monitor.c'],
+            extra_compile_args=['-Wall', '-Wextra', '-Werror=implicit'],
+            optional=True),
     ])

@@ -12,6 +12,8 @@ domain restarted), yields ``None`` for every rate built on it: a host
 without a PMU has no IPC, not an IPC of zero.
 """
 
+import dataclasses
+
 from vsmtio_agent import model
 
 NS_PER_S = 1e9
@@ -64,9 +66,29 @@ assert model.VcpuCounters._fields == (
 
 
 _new = object.__new__
-# derive builds VcpuStats without their dataclass __init__, which is only
-# right while construction does nothing but set the fields.
+# derive builds VcpuStats (and the C loop CpiStack) without their dataclass
+# __init__, which is only right while construction does nothing but set
+# the fields, in this order.
 assert not hasattr(model.VcpuStats, '__post_init__')
+assert not hasattr(model.CpiStack, '__post_init__')
+assert tuple(f.name for f in dataclasses.fields(model.VcpuStats)) == (
+    'period_ns', 'weight', 'core_id', 'utilisation', 'retention_rate',
+    'retention_frequency', 'retention_timeouts', 'ipc', 'cpi_stack',
+    'voluntary_switches', 'involuntary_switches', 'i_cpu',
+    'runqueue_delay_ratio', 'instruction_rate', 'halt_rate',
+    'switch_window_ns')
+assert tuple(f.name for f in dataclasses.fields(model.CpiStack)) == (
+    'base', 'miss', 'waiting')
+
+try:
+    from vsmtio_agent.policy import _monitor
+except ImportError:     # not built: the Python loop gives the same stats
+    _monitor = None
+
+#: Whether :func:`derive` runs its per-vCPU loop in C (``_monitor``). True
+#: where the extension was built; the tests set it False to run the Python
+#: loop, which is the reference.
+native = _monitor is not None
 
 
 def derive(prev, cur, idle_switch_threshold, topology=None, last=None):
@@ -101,11 +123,53 @@ def derive(prev, cur, idle_switch_threshold, topology=None, last=None):
     instances; a ``dict.update`` with keywords builds a dict first and
     costs a third more.) The rates are :func:`_ratio`'s,
     :func:`cpi_stack`'s and :func:`interference_ratio`'s.
+
+    That Python still cost 2 to 5 us a vCPU (0.55 to 1 ms of the period
+    for 200 vCPUs), so where the ``_monitor`` extension was built
+    (``vsmtio_agent/policy/_monitor.c``, optional like the C procfs
+    reader) the loop runs in C, at 0.3 to 0.45 of the cost
+    (``tools/bench_derive.py``): the same rules, the same float
+    operations in the same order (the same bits), each
+    :class:`VcpuStats` built the same way. :func:`_derive` below is the
+    reference and the fallback: it runs where the extension is missing or
+    :data:`native` is False, for the whole call where C cannot take its
+    arguments (snapshots whose vCPUs are not in a dict, a time that is
+    not an int), and for each vCPU whose counters C cannot compute
+    exactly (not ints of 64 bits, a delta over 2**53, not a 15-field
+    tuple). Should the C loop raise, the call is done again in Python,
+    whose answer (or error) is the reference's.
     """
     period_ns = cur.time_ns - prev.time_ns
     if period_ns <= 0:
         raise ValueError('snapshots are not in time order (%d -> %d)'
                          % (prev.time_ns, cur.time_ns))
+    if native:
+        try:
+            done = _monitor.derive(
+                prev.vcpus, cur.vcpus, prev.time_ns, cur.time_ns,
+                period_ns, period_ns / NS_PER_S, idle_switch_threshold,
+                None if topology is None else topology.core_ids,
+                last if last else None, model.VcpuStats, model.CpiStack)
+        except Exception:
+            done = NotImplemented
+        if done is not NotImplemented:
+            stats, todo = done
+            if todo:    # in their places (C left None there)
+                vcpus = cur.vcpus
+                _derive(prev, cur, idle_switch_threshold, topology, last,
+                        [(ref, vcpus[ref]) for ref in todo], stats)
+            return stats
+    return _derive(prev, cur, idle_switch_threshold, topology, last,
+                   cur.vcpus.items(), {})
+
+
+def _derive(prev, cur, idle_switch_threshold, topology, last, vcpus, stats):
+    """:func:`derive`'s loop in Python over ``vcpus``' (ref, counters).
+
+    The reference the C loop (``_monitor.derive``) is held to; it adds
+    each vCPU's stats to ``stats`` and returns it.
+    """
+    period_ns = cur.time_ns - prev.time_ns
     period_s = period_ns / NS_PER_S
     prev_ns, cur_ns = prev.time_ns, cur.time_ns
     last_of = last.get if last else {}.get
@@ -113,8 +177,7 @@ def derive(prev, cur, idle_switch_threshold, topology=None, last=None):
     # core_of(cpu).core_id, None where the CPU is unknown (or None)
     core_id_of = topology.core_ids.get if topology is not None else None
     vcpu_stats = model.VcpuStats
-    stats = {}
-    for ref, now in cur.vcpus.items():
+    for ref, now in vcpus:
         before = before_of(ref)
         if before is None:
             continue
