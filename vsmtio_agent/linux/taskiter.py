@@ -161,7 +161,8 @@ def thread_reader(procfs_root='/proc', kind='auto'):
     procfs reader; ``auto`` the BPF reader where it loads and
     ``procfs_root`` is ``/proc`` (the BPF program reads the running
     kernel's threads, not those of a procfs tree elsewhere), the procfs
-    reader otherwise.
+    reader otherwise. The reader's ``why`` says why it was picked (what
+    ``vsmtio-agent check`` reports).
     """
     if kind not in KINDS:
         raise ValueError('thread_reader must be one of %s, not %r'
@@ -183,6 +184,9 @@ def thread_reader(procfs_root='/proc', kind='auto'):
         else:
             LOG.info('Reading vCPU threads\' counters with a BPF task '
                      'iterator (thread_reader = %s).', kind)
+            reader.why = 'thread_reader = %s' % kind
             return reader
     LOG.info('Reading vCPU threads\' counters from procfs: %s.', why)
-    return procfs.ThreadReader(procfs_root)
+    reader = procfs.ThreadReader(procfs_root)
+    reader.why = why
+    return reader

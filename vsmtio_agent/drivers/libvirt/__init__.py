@@ -43,6 +43,7 @@ from vsmtio_agent.drivers.libvirt import recovery
 from vsmtio_agent.drivers.libvirt import sampling
 from vsmtio_agent.drivers import mist_host
 from vsmtio_agent.linux import kernel_knobs
+from vsmtio_agent.linux import taskiter
 from vsmtio_agent.linux import topology as topology_mod
 
 _PATCHED_STATS = sampling.PATCHED_STATS
@@ -219,8 +220,16 @@ class LibvirtHostDriver(base.HostDriver):
             caps.append('retention timeout -> %s' % knob.path)
         else:
             missing.append('retention timeout knob: %s' % why)
-        caps.append('vCPU threads and switch counts from %s'
-                    % self.opts.procfs_root)
+        reader = self.sampler.reader
+        if isinstance(reader, taskiter.TaskIterReader):
+            caps.append('vCPU threads\' counters from a BPF task iterator, '
+                        'every counter every period (%s)'
+                        % getattr(reader, 'why', 'bpf'))
+        else:
+            caps.append('vCPU threads\' counters from procfs at %s, switch '
+                        'counts on a cadence of %d periods (%s)'
+                        % (self.opts.procfs_root, self.sampler.every,
+                           getattr(reader, 'why', 'procfs')))
         kvm = [d.name for d in self.domains.values() if d.kvm]
         tcg = [d.name for d in self.domains.values() if not d.kvm]
         if tcg and not kvm:

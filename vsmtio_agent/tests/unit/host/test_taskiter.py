@@ -348,6 +348,14 @@ class TestTheDriverSamples(tld.DriverTestCase):
             self.assertEqual(
                 qemu.tids, [drv.domains.entries[dom.uuid].tids[i]
                             for i in range(2)])
+            # what `vsmtio-agent check` says it reads with
+            said = {
+                'bpf': "vCPU threads' counters from a BPF task iterator, "
+                       "every counter every period (thread_reader = bpf)",
+                'procfs': "vCPU threads' counters from procfs at /proc, "
+                          "switch counts on a cadence of 1 periods "
+                          "(thread_reader = procfs)"}
+            self.assertIn(said[kind], drv.describe().capabilities)
         refs = [model.VcpuRef(dom.uuid, i) for i in range(2)]
         self.assertEqual([snaps['procfs'].vcpus[r] for r in refs],
                          [snaps['bpf'].vcpus[r] for r in refs])
