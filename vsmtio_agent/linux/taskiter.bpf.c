@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0-only
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
  * The vCPU threads' scheduler counters in bulk: a BPF task iterator.
  *
@@ -116,10 +116,12 @@ struct record {
 /* The deepest pid namespace level (MAX_PID_NS_LEVEL). */
 #define MAX_LEVEL 32
 
-/* GPL, as the kernel code it runs with: the helpers it calls
- * (bpf_get_current_task_btf, bpf_probe_read_kernel behind bpf_core_read)
- * are offered to GPL programs only. */
-char LICENSE[] SEC("license") = "GPL";
+/* GPL-compatible, as the kernel requires of a program that calls the
+ * helpers this one calls (bpf_get_current_task_btf, bpf_probe_read_kernel
+ * behind bpf_core_read: offered to GPL programs only), and BSD too, so that
+ * the object embedded in the project's Apache-2.0 extension carries a
+ * permissive licence as well ("Dual BSD/GPL" is one the kernel accepts). */
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* upid numbers[level] of pid p, read as scalars (the index varies). */
 static __always_inline int upid_at(struct pid *p, unsigned int level,
