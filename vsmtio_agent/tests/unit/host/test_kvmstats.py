@@ -16,9 +16,12 @@ import subprocess
 import sys
 
 import fixtures
+import libvirt
 import testtools
 
 from vsmtio_agent.linux import kvmstats
+from vsmtio_agent import model
+from vsmtio_agent.tests.unit.host import test_libvirt_driver as tld
 from vsmtio_agent.tests.unit.host import test_taskiter
 
 # A QEMU stand-in with real KVM vCPUs: ``VM_CHILD n [-uuid U]``. Prints its
@@ -248,6 +251,91 @@ class TestUnavailable(testtools.TestCase):
         self.assertIn("the BPF iterator of KVM's vCPU files does not load",
                       out.stdout)
         self.assertIn('KVM with its BTF', out.stdout)
+
+
+class TestTheSamplerReadsKvm(tld.DriverTestCase):
+    """A test:///default domain marked kvm whose QEMU holds real vCPUs."""
+
+    def setUp(self):
+        super().setUp()
+        kvm_reader(self)    # skip where it cannot be read here
+        self.dom = self.useFixture(tld.TestDomain())
+        self.vm = self.useFixture(VM(self, 2, self.dom.uuid))
+        self.asked = []
+        real = libvirt.virConnect.getAllDomainStats
+
+        def recorded(conn, stats, flags=0):
+            if stats & libvirt.VIR_DOMAIN_STATS_STATE:  # not MIST's call
+                self.asked.append(bool(stats & libvirt.VIR_DOMAIN_STATS_VCPU))
+            return real(conn, stats, flags)
+        self.useFixture(fixtures.MonkeyPatch(
+            'libvirt.virConnect.getAllDomainStats', recorded))
+
+    def sampled_as_kvm(self, **overrides):
+        """The driver, having sampled the domain, marked kvm, once."""
+        drv = self.driver(switch_read_periods=1, **overrides)
+        drv.sample()
+        drv.sampler.domains.get(self.dom.uuid).kvm = True
+        drv.sample()
+        del self.asked[:]
+        return drv
+
+    def test_halts_and_retention_from_bpf_without_the_vcpu_group(self):
+        drv = self.sampled_as_kvm(thread_reader='bpf')
+        snaps = [drv.sample(), drv.sample()]
+        self.assertEqual([False, False], self.asked)
+        kvm = self.vm.kvm_stats()
+        for snap in snaps:
+            for index in range(2):
+                counters = snap.vcpus[model.VcpuRef(self.dom.uuid, index)]
+                stats = kvm[index]
+                # test:/// has no halt statistics: these are KVM's
+                self.assertEqual(stats['halt_exits'], counters.halts)
+                self.assertEqual(stats['halt_poll_success_ns']
+                                 + stats['halt_poll_fail_ns'],
+                                 counters.retention_ns)
+                self.assertEqual(stats['halt_attempted_poll'],
+                                 counters.retentions)
+                self.assertEqual(stats['halt_attempted_poll']
+                                 - stats['halt_successful_poll'],
+                                 counters.retention_timeouts)
+                # the thread's own counters, as before
+                self.assertGreater(counters.run_ns, 0)
+            self.assertGreaterEqual(
+                snap.vcpus[model.VcpuRef(self.dom.uuid, 0)].halts, 1)
+        self.assertIn("KVM's vCPU halt statistics from a BPF iterator over "
+                      "each QEMU's vCPU files (libvirt's vCPU group is not "
+                      "asked for)", drv.describe().capabilities)
+        self.assertEqual(1, drv.sampler.kvm.links)
+        # a patched kernel's counters: not in this kernel, so missing, as
+        # libvirt's keys would be
+        drv.sampler.patched = True
+        counters = drv.sample().vcpus[model.VcpuRef(self.dom.uuid, 0)]
+        self.assertEqual((None, None, None), (
+            counters.retention_ns, counters.retentions,
+            counters.retention_timeouts))
+        self.assertEqual(kvm[0]['halt_exits'], counters.halts)
+
+    def test_the_vcpu_group_where_qemu_cannot_be_read(self):
+        # QEMU gone: its vCPUs are not found; libvirt's group from the
+        # next period on.
+        drv = self.sampled_as_kvm(thread_reader='bpf')
+        drv.sample()
+        self.assertEqual([False], self.asked)
+        self.vm.stop()
+        drv.sample()
+        drv.sample()
+        self.assertEqual([False, False, True], self.asked)
+
+    def test_the_vcpu_group_with_procfs(self):
+        drv = self.sampled_as_kvm(thread_reader='procfs')
+        self.assertIsNone(drv.sampler.kvm)
+        snap = drv.sample()
+        self.assertEqual([True], self.asked)
+        self.assertIsNone(snap.vcpus[model.VcpuRef(self.dom.uuid, 0)].halts)
+        self.assertIn("KVM's vCPU halt statistics from libvirt's vCPU group: "
+                      "the vCPU threads are read from procfs "
+                      "(thread_reader = procfs)", drv.describe().capabilities)
 
 
 class TestProgramErrors(testtools.TestCase):
