@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0-only
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
  * KVM's per-vCPU halt and retention statistics of one QEMU, in one read: a
  * BPF task_file iterator.
@@ -134,7 +134,12 @@ struct record {
  * is never taken for one. */
 #define ANON_INODE_FS_MAGIC 0x09041934
 
-char LICENSE[] SEC("license") = "GPL";
+/* GPL-compatible, as the kernel requires of a program that calls the
+ * helpers this one calls (bpf_probe_read_kernel behind bpf_core_read,
+ * bpf_probe_read_kernel_str: offered to GPL programs only), and BSD too, as
+ * taskiter.bpf.c: the object is embedded in the project's Apache-2.0
+ * extension ("Dual BSD/GPL" is one the kernel accepts). */
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 SEC("iter/task_file")
 int kvm_vcpus(struct bpf_iter__task_file *ctx)
