@@ -230,6 +230,13 @@ class LibvirtHostDriver(base.HostDriver):
                         'counts on a cadence of %d periods (%s)'
                         % (self.opts.procfs_root, self.sampler.every,
                            getattr(reader, 'why', 'procfs')))
+        if self.sampler.kvm is not None:
+            caps.append('KVM\'s vCPU halt statistics from a BPF iterator '
+                        'over each QEMU\'s vCPU files (libvirt\'s vCPU '
+                        'group is not asked for)')
+        else:
+            caps.append('KVM\'s vCPU halt statistics from libvirt\'s vCPU '
+                        'group: %s' % self.sampler.kvm_why)
         kvm = [d.name for d in self.domains.values() if d.kvm]
         tcg = [d.name for d in self.domains.values() if not d.kvm]
         if tcg and not kvm:

@@ -2,11 +2,14 @@
 
 Each vCPU thread's own counters (run time, run-queue delay, switch counts,
 last CPU: :mod:`vsmtio_agent.linux.procfs`) come first. One
-``getAllDomainStats`` call per period lists the running domains and, for
-kvm domains, gives their vCPUs' number and KVM's halt statistics; its run
-time and delay stand in for a thread that could not be read. Domains that
-are not kvm need none of its vCPU group (:meth:`Sampler.sample` says what
-that group costs libvirtd). The thread's run time is the scheduler's, in
+``getAllDomainStats`` call per period lists the running domains. KVM's
+per-vCPU halt statistics of kvm domains come from a BPF iterator over each
+QEMU's vCPU files (:mod:`vsmtio_agent.linux.kvmstats`) where the vCPU
+threads are read with BPF too, else from that call's vCPU group, which
+then also gives their vCPUs' number, and its run time and delay stand in
+for a thread that could not be read. Where no domain needs it, the vCPU
+group is not asked for (:meth:`Sampler.sample` says what it costs
+libvirtd). The thread's run time is the scheduler's, in
 nanoseconds (``schedstat``); libvirt's ``vcpu.N.time`` is the thread's
 user and system time from ``/proc/.../stat``, in clock ticks (10 ms at the
 usual USER_HZ of 100): a tenth of the agent's default period. Instructions
@@ -22,6 +25,7 @@ from oslo_log import log as logging
 
 from vsmtio_agent.actuators import libvirt_errors
 from vsmtio_agent.drivers import base
+from vsmtio_agent.linux import kvmstats
 from vsmtio_agent.linux import perf
 from vsmtio_agent.linux import procfs
 from vsmtio_agent.linux import taskiter
@@ -89,6 +93,22 @@ class Sampler:
             self.reader = taskiter.thread_reader(procfs_root, thread_reader)
         except taskiter.Unavailable as exc:
             raise base.HostDriverError(str(exc))
+        # KVM's statistics with BPF where the threads are read with BPF
+        # (thread_reader = procfs, or a procfs_root elsewhere, asks for
+        # no BPF); else libvirt's vCPU group, saying why (describe()).
+        self.kvm, self.kvm_why = None, None
+        if isinstance(self.reader, taskiter.TaskIterReader):
+            try:
+                self.kvm = kvmstats.KvmStatsReader()
+            except kvmstats.Unavailable as exc:
+                self.kvm_why = str(exc)
+        else:
+            self.kvm_why = ('the vCPU threads are read from procfs (%s)'
+                            % getattr(self.reader, 'why', 'procfs'))
+        if self.kvm is None:
+            LOG.info('KVM\'s vCPU statistics from libvirt\'s vCPU group: %s.',
+                     self.kvm_why)
+        self._kvm_read = set()  # kvm domains' uuids all read with BPF
         self._refs = {}     # uuid -> its vCPUs' refs, by index
         self._layouts = {}  # uuid -> (tids, nvcpus, found, their tids)
         # per-vCPU instructions: what the guard judges CPU-bound vCPUs by
@@ -101,9 +121,11 @@ class Sampler:
         # halt statistics. For it libvirtd reads three procfs files of each
         # vCPU thread and asks each QEMU over QMP, every call (measured on
         # TCG domains: ~65 us per vCPU and ~0.6 ms per domain of libvirtd's
-        # CPU, against ~0.3 ms for the whole call without it).
+        # CPU, against ~0.3 ms for the whole call without it). Not for a
+        # kvm domain whose vCPUs were all read with BPF last period.
         groups = libvirt.VIR_DOMAIN_STATS_STATE
-        if any(entry.kvm for entry in self.domains.values()):
+        if any(entry.kvm and entry.uuid not in self._kvm_read
+               for entry in self.domains.values()):
             groups |= libvirt.VIR_DOMAIN_STATS_VCPU
         try:
             records = conn.getAllDomainStats(groups, flags)
@@ -132,8 +154,11 @@ class Sampler:
             del self._refs[uuid]
         for uuid in set(self._layouts) - seen:
             del self._layouts[uuid]
+        self._kvm_read &= seen
         # Files held open for a QEMU that exited or was replaced.
         self.reader.retain({e.pid for e in self.domains.values()})
+        if self.kvm is not None:
+            self.kvm.retain({e.pid for e in self.domains.values() if e.kvm})
         if self.perf.unavailable is None:   # else it holds no counter
             self.perf.retain({t for e in self.domains.values()
                               for t in e.tids.values()})
@@ -157,8 +182,9 @@ class Sampler:
         nvcpus = stats.get('vcpu.current')
         cpu_of = time_of = _NO_RETENTION
         if nvcpus is None:
-            # Without vCPU stats (a domain that is not kvm, or a driver
-            # with none, test:///) the vCPUs are listed with one more call,
+            # Without vCPU stats (a domain that is not kvm, a kvm domain
+            # read with BPF, or a driver with none, test:///) the vCPUs
+            # are listed with one more call,
             # virDomainGetVcpus: made once per incarnation for their
             # number, and again only in a period where a thread's own
             # counters are missing (below). (Nova does not hot-plug vCPUs;
@@ -212,11 +238,16 @@ class Sampler:
                 ))
             return
         kvm, no_retention = entry.kvm, (None, None, None)
+        bpf = self._kvm_stats(entry, nvcpus) if kvm else None
         for index in range(nvcpus):
             k_time, k_delay, k_halts, prefix = keys[index]
             (t_run, t_delay, vol, invol, cpu,
              switches_ns) = threads[index] or _NO_COUNTERS
-            if kvm:
+            halts = get(k_halts)
+            vcpu = bpf.get(index) if bpf else None
+            if vcpu is not None:
+                retention, halts = self._bpf_retention(vcpu), vcpu.halt_exits
+            elif kvm:
                 retention = self._retention(entry, stats, prefix)
                 retention = (retention.get('retention_ns'),
                              retention.get('retentions'),
@@ -234,9 +265,38 @@ class Sampler:
                 vol, invol,
                 t_delay if t_delay is not None
                 else get(k_delay),                      # runqueue_delay_ns
-                get(k_halts),                                   # halts
+                halts,
                 switches_ns,
             ))
+
+    def _kvm_stats(self, entry, nvcpus):
+        """KVM's statistics of a kvm domain's vCPUs read with BPF, or None.
+
+        ``{index: kvmstats.VcpuStats}``. A domain whose vCPUs are not all
+        found (its QEMU not found, or gone) has the others from libvirt's
+        vCPU group, asked for from the next period on.
+        """
+        if self.kvm is None:
+            return None
+        read = self.kvm.read(entry.pid)
+        if all(index in read for index in range(nvcpus)):
+            self._kvm_read.add(entry.uuid)
+        else:
+            self._kvm_read.discard(entry.uuid)
+        return read
+
+    def _bpf_retention(self, vcpu):
+        """:meth:`_retention`'s counters from BPF, with the same meanings.
+
+        A (retention_ns, retentions, retention_timeouts) tuple from a
+        :class:`kvmstats.VcpuStats`.
+        """
+        if self.patched:
+            return (vcpu.retention_ns, vcpu.retentions,
+                    vcpu.retention_timeouts)
+        return (vcpu.halt_poll_success_ns + vcpu.halt_poll_fail_ns,
+                vcpu.halt_attempted_poll,
+                vcpu.halt_attempted_poll - vcpu.halt_successful_poll)
 
     def _found(self, uuid, tids, nvcpus):
         """The indexes below ``nvcpus`` with a thread in ``tids``, and theirs.
@@ -288,4 +348,6 @@ class Sampler:
 
     def close(self):
         self.reader.close()
+        if self.kvm is not None:
+            self.kvm.close()
         self.perf.close()

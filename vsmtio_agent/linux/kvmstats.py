@@ -1,0 +1,156 @@
+"""KVM's per-vCPU halt and retention statistics, from a BPF iterator.
+
+On a kvm host the agent needs KVM's per-vCPU statistics: halt exits, and
+the retention counters (the patched kernel's, or halt polling on a stock
+one: :meth:`Sampler._retention
+<vsmtio_agent.drivers.libvirt.sampling.Sampler._retention>`). libvirt
+gives them only with ``getAllDomainStats``'s vCPU group, for which libvirtd
+reads three procfs files per vCPU thread and asks every QEMU for
+``query-stats`` over QMP, every call: ~65 us of libvirtd per vCPU and
+~0.6 ms per domain, plus ~1.5 ms of QEMU per domain (``tox -e
+bench-libvirtd``, ``doc/benchmarks/agent_tick.rst``), every period.
+
+``kvmstats.bpf.c`` walks one QEMU's open files in the kernel (a
+``task_file`` iterator attached to that process), finds its vCPU files and
+copies the statistics from each ``struct kvm_vcpu``: one read per QEMU,
+the values KVM's binary statistics (``KVM_GET_STATS_FD``) give.
+
+It needs what the task iterator needs (``vsmtio_agent.linux.taskiter``:
+the extension built with clang and libbpf, Linux >= 6.1, ``CAP_BPF`` and
+``CAP_PERFMON``), and KVM with its BTF (``/sys/kernel/btf/vmlinux`` where
+KVM is built in, ``/sys/kernel/btf/kvm`` where it is a module: the module
+must be loaded). :class:`Unavailable` says which is missing.
+"""
+
+import os
+import struct
+import typing
+
+try:
+    from vsmtio_agent.linux import _taskiter
+except ImportError as exc:      # not built: libvirt's vCPU group does it
+    _taskiter = None
+    _NOT_BUILT = str(exc)
+
+# struct record of kvmstats.bpf.c
+_RECORD = struct.Struct('=II8Q')
+NO_HALT_EXITS, NO_RETENTIONS, NO_RETENTION_NS, NO_RETENTION_TIMEOUTS = (
+    1, 2, 4, 8)
+
+
+class Unavailable(Exception):
+    """KVM's statistics cannot be read with BPF; the message says why."""
+
+
+class VcpuStats(typing.NamedTuple):
+    """One vCPU's KVM statistics (cumulative; None: not in this kernel).
+
+    The names are KVM's (``vcpu->stat``, as ``KVM_GET_STATS_FD`` and
+    libvirt's ``vcpu.N.<name>.sum`` name them).
+    """
+
+    halt_attempted_poll: int
+    halt_successful_poll: int
+    halt_poll_success_ns: int
+    halt_poll_fail_ns: int
+    halt_exits: typing.Optional[int]           # x86 only
+    retentions: typing.Optional[int]           # the patched kernel's
+    retention_ns: typing.Optional[int]
+    retention_timeouts: typing.Optional[int]
+
+
+def _decode(raw):
+    """``{vcpu_idx: VcpuStats}`` from one iteration's records."""
+    out = {}
+    for (index, flags, attempted, successful, success_ns, fail_ns, exits,
+         retentions, retention_ns, timeouts) in _RECORD.iter_unpack(raw):
+        out[index] = VcpuStats(
+            attempted, successful, success_ns, fail_ns,
+            None if flags & NO_HALT_EXITS else exits,
+            None if flags & NO_RETENTIONS else retentions,
+            None if flags & NO_RETENTION_NS else retention_ns,
+            None if flags & NO_RETENTION_TIMEOUTS else timeouts)
+    return out
+
+
+class KvmStatsReader:
+    """Reads each QEMU's vCPUs' :class:`VcpuStats` with BPF.
+
+    One iterator link per QEMU process, made at its first reading and held
+    until :meth:`forget`, :meth:`retain` or :meth:`close` releases it (as
+    :class:`~vsmtio_agent.linux.taskiter.TaskIterReader` holds its own).
+    Raises :class:`Unavailable` if the program does not load (no KVM or no
+    BTF for it, no BPF) or cannot be attached to a process (this one is
+    tried).
+    """
+
+    def __init__(self):
+        if _taskiter is None:
+            raise Unavailable('the BPF extension (vsmtio_agent.linux.'
+                              '_taskiter) was not built: it needs clang and '
+                              'libbpf (libbpf-dev) at install time (%s)'
+                              % _NOT_BUILT)
+        try:
+            self._program = _taskiter.Program('kvm')
+        except OSError as exc:
+            raise Unavailable(
+                'the BPF iterator of KVM\'s vCPU files does not load: %s '
+                '(it needs CAP_BPF and CAP_PERFMON, and KVM with its BTF: '
+                '/sys/kernel/btf/vmlinux or, with KVM a module, the kvm '
+                'module loaded and /sys/kernel/btf/kvm)' % exc)
+        except TypeError as exc:    # an extension built before kvmstats
+            raise Unavailable('the BPF extension was built without the '
+                              'KVM statistics\' iterator (%s): rebuild it'
+                              % exc)
+        self._links = {}    # pid -> link
+        try:
+            link = self._program.attach(os.getpid())
+            try:
+                self._program.read_raw(link)
+            finally:
+                self._program.detach(link)
+        except OSError as exc:
+            self.close()
+            raise Unavailable('a BPF task_file iterator cannot be attached '
+                              'to a process: %s (it needs Linux >= 6.1)'
+                              % exc)
+
+    def read(self, pid):
+        """``{vcpu_idx: VcpuStats}`` of process ``pid``'s vCPU files.
+
+        ``vcpu_idx`` is KVM's creation order, QEMU's vCPU index. ``{}``
+        for a process without vCPU files or that is gone (the kernel takes
+        a link to any pid and then finds no such process), or for ``pid``
+        None (a domain whose QEMU was not found).
+        """
+        if pid is None:
+            return {}
+        link = self._links.get(pid)
+        if link is None:
+            try:
+                link = self._program.attach(pid)
+            except ProcessLookupError:
+                return {}
+            self._links[pid] = link
+        return _decode(self._program.read_raw(link))
+
+    def forget(self, pid):
+        """Release the link of ``pid``, if held."""
+        link = self._links.pop(pid, None)
+        if link is not None:
+            self._program.detach(link)
+
+    def retain(self, pids):
+        """Release the links of every process not in ``pids``."""
+        for pid in [p for p in self._links if p not in pids]:
+            self.forget(pid)
+
+    def close(self):
+        """Release every link and the program."""
+        self._links.clear()
+        self._program.close()
+
+    @property
+    def links(self):
+        """How many processes have a link held."""
+        return len(self._links)
