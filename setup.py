@@ -11,6 +11,7 @@ from setuptools import errors
 # The BPF programs _taskiter embeds, each as <name>_bpf_o[] in <name>_bpf.h
 BPF_SOURCES = ('vsmtio_agent/linux/taskiter.bpf.c',
                'vsmtio_agent/linux/kvmstats.bpf.c')
+BPF_HEADER = 'vsmtio_agent/linux/bpf_common.h'     # what both include
 
 
 class BuildExt(build_ext.build_ext):
@@ -100,7 +101,7 @@ setuptools.setup(
         setuptools.Extension(
             'vsmtio_agent.linux._taskiter',
             sources=['vsmtio_agent/linux/_taskiter.c'],
-            depends=list(BPF_SOURCES),
+            depends=list(BPF_SOURCES) + [BPF_HEADER],
             libraries=['bpf'],
             extra_compile_args=['-Wall', '-Wextra', '-Werror=implicit'],
             optional=True),

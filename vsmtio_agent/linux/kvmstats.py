@@ -26,6 +26,8 @@ import os
 import struct
 import typing
 
+from vsmtio_agent.linux import taskiter
+
 try:
     from vsmtio_agent.linux import _taskiter
 except ImportError as exc:      # not built: libvirt's vCPU group does it
@@ -73,7 +75,7 @@ def _decode(raw):
     return out
 
 
-class KvmStatsReader:
+class KvmStatsReader(taskiter.HeldLinks):
     """Reads each QEMU's vCPUs' :class:`VcpuStats` with BPF.
 
     One iterator link per QEMU process, made at its first reading and held
@@ -125,32 +127,11 @@ class KvmStatsReader:
         """
         if pid is None:
             return {}
-        link = self._links.get(pid)
+        link = self._link(pid)
         if link is None:
-            try:
-                link = self._program.attach(pid)
-            except ProcessLookupError:
-                return {}
-            self._links[pid] = link
+            return {}
         return _decode(self._program.read_raw(link))
 
     def forget(self, pid):
         """Release the link of ``pid``, if held."""
-        link = self._links.pop(pid, None)
-        if link is not None:
-            self._program.detach(link)
-
-    def retain(self, pids):
-        """Release the links of every process not in ``pids``."""
-        for pid in [p for p in self._links if p not in pids]:
-            self.forget(pid)
-
-    def close(self):
-        """Release every link and the program."""
-        self._links.clear()
-        self._program.close()
-
-    @property
-    def links(self):
-        """How many processes have a link held."""
-        return len(self._links)
+        self._release(pid)

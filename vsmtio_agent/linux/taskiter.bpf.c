@@ -35,23 +35,7 @@
  * visible there is left out.
  */
 
-/* The kernel's fixed-width types, without <linux/types.h>: that one needs
- * the host's <asm/types.h>, which is not where a BPF target looks for it. */
-typedef unsigned char __u8;
-typedef short __s16;
-typedef unsigned short __u16;
-typedef int __s32;
-typedef unsigned int __u32;
-typedef long long __s64;
-typedef unsigned long long __u64;
-typedef __u16 __be16;
-typedef __u32 __be32;
-typedef __u32 __wsum;
-
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_core_read.h>
-
-#define PAI __attribute__((preserve_access_index))
+#include "bpf_common.h"
 
 struct seq_file;
 

@@ -53,7 +53,50 @@ class Unavailable(Exception):
     """The BPF reader cannot be used here; the message says why."""
 
 
-class TaskIterReader:
+class HeldLinks:
+    """One iterator link per process, held until released.
+
+    What the two BPF readers (this module's and
+    :class:`~vsmtio_agent.linux.kvmstats.KvmStatsReader`) share: a link to
+    a process is made at its first reading (:meth:`_link`) and held until
+    :meth:`_release`, :meth:`retain` or :meth:`close` releases it. The
+    reader sets ``_program`` (a ``_taskiter.Program``) and ``_links``.
+    """
+
+    def _link(self, pid):
+        """The link held for ``pid``, made now if need be; None if gone."""
+        link = self._links.get(pid)
+        if link is None:
+            try:
+                link = self._program.attach(pid)
+            except ProcessLookupError:
+                return None
+            self._links[pid] = link
+        return link
+
+    def _release(self, pid):
+        """Release the link of ``pid``, if held."""
+        link = self._links.pop(pid, None)
+        if link is not None:
+            self._program.detach(link)
+
+    def retain(self, pids):
+        """Release the links of every process not in ``pids``."""
+        for pid in [p for p in self._links if p not in pids]:
+            self._release(pid)
+
+    def close(self):
+        """Release every link and the program."""
+        self._links.clear()
+        self._program.close()
+
+    @property
+    def links(self):
+        """How many processes have a link held."""
+        return len(self._links)
+
+
+class TaskIterReader(HeldLinks):
     """Reads :class:`~vsmtio_agent.linux.procfs.ThreadCounters` with BPF.
 
     The interface of :class:`~vsmtio_agent.linux.procfs.ThreadReader` that
@@ -117,13 +160,9 @@ class TaskIterReader:
         """
         if not tids:
             return []
-        link = self._links.get(pid)
+        link = self._link(pid)
         if link is None:
-            try:
-                link = self._program.attach(pid)
-            except ProcessLookupError:
-                return [None] * len(tids)
-            self._links[pid] = link
+            return [None] * len(tids)
         return self._read(link, tids, procfs.ThreadCounters)
 
     def read(self, pid, tid, schedstat=True, now_ns=None):
@@ -133,24 +172,7 @@ class TaskIterReader:
     def forget(self, pid, tid=None):
         """Release the link of ``pid``; a thread holds nothing of its own."""
         if tid is None:
-            link = self._links.pop(pid, None)
-            if link is not None:
-                self._program.detach(link)
-
-    def retain(self, pids):
-        """Release the links of every process not in ``pids``."""
-        for pid in [p for p in self._links if p not in pids]:
-            self.forget(pid)
-
-    def close(self):
-        """Release every link and the program."""
-        self._links.clear()
-        self._program.close()
-
-    @property
-    def links(self):
-        """How many processes have a link held."""
-        return len(self._links)
+            self._release(pid)
 
 
 def thread_reader(procfs_root='/proc', kind='auto'):
