@@ -237,3 +237,54 @@ class TestVcpuGroupOnlyForKvm(base.DriverTestCase):
         del asked[:]
         drv.sample()
         self.assertIn(True, asked)
+
+
+class TestKvmStatisticsFromLibvirt(base.DriverTestCase):
+    """Retention counters from libvirt's vCPU group (no BPF reader)."""
+
+    def sampled(self, patched, keys):
+        dom = self.useFixture(base.TestDomain())
+        real = libvirt.virConnect.getAllDomainStats
+
+        def with_kvm_stats(conn, stats, flags=0):
+            out = []
+            for one, record in real(conn, stats, flags):
+                if stats & libvirt.VIR_DOMAIN_STATS_VCPU:
+                    record = dict(record, **{'vcpu.current': 2})
+                    record.update(('vcpu.0.' + k, v)
+                                  for k, v in keys.items())
+                out.append((one, record))
+            return out
+        self.useFixture(fixtures.MonkeyPatch(
+            'libvirt.virConnect.getAllDomainStats', with_kvm_stats))
+        drv = self.driver(thread_reader='procfs')
+        drv.sampler.patched = patched
+        drv.sample()
+        drv.sampler.domains.get(dom.uuid).kvm = True
+        snap = drv.sample()
+        return [(c.retention_ns, c.retentions, c.retention_timeouts,
+                 c.halts) for c in (snap.vcpus[model.VcpuRef(dom.uuid, i)]
+                                    for i in range(2))]
+
+    def test_stock_halt_polling(self):
+        self.assertEqual(
+            [(30 + 12, 9, 9 - 7, 5), (None, None, None, None)],
+            self.sampled(False, {
+                'halt_poll_success_ns.sum': 30,
+                'halt_poll_fail_ns.sum': 12,
+                'halt_attempted_poll.sum': 9,
+                'halt_successful_poll.sum': 7,
+                'halt_exits.sum': 5}))
+
+    def test_stock_with_a_counter_missing(self):
+        self.assertEqual(
+            [(None, 9, None, None), (None, None, None, None)],
+            self.sampled(False, {'halt_poll_success_ns.sum': 30,
+                                 'halt_attempted_poll.sum': 9}))
+
+    def test_patched_kernel_counters(self):
+        self.assertEqual(
+            [(400, 3, None, None), (None, None, None, None)],
+            self.sampled(True, {'retention_ns.sum': 400,
+                                'retentions.sum': 3,
+                                'halt_poll_success_ns.sum': 30}))
