@@ -41,8 +41,10 @@ PATCHED_STATS = {'retention_ns': 'retention_ns.sum',
 _KVM_POLL_NS = ('halt_poll_success_ns.sum', 'halt_poll_fail_ns.sum')
 _KVM_POLLS = 'halt_attempted_poll.sum'
 _KVM_POLL_HITS = 'halt_successful_poll.sum'
+# VcpuCounters' retention fields, in their order
+_RETENTION_FIELDS = ('retention_ns', 'retentions', 'retention_timeouts')
 _NO_COUNTERS = procfs.ThreadCounters()
-_NO_RETENTION = {}   # never modified: a vCPU of a TCG domain has none
+_EMPTY = {}     # never modified: no virDomainGetVcpus figures
 # VcpuCounters._make without its length check (the layout is fixed here)
 _counters, _VcpuCounters = tuple.__new__, model.VcpuCounters
 assert len(_VcpuCounters._fields) == 15
@@ -180,7 +182,7 @@ class Sampler:
         host without a PMU).
         """
         nvcpus = stats.get('vcpu.current')
-        cpu_of = time_of = _NO_RETENTION
+        cpu_of = time_of = _EMPTY
         if nvcpus is None:
             # Without vCPU stats (a domain that is not kvm, a kvm domain
             # read with BPF, or a driver with none, test:///) the vCPUs
@@ -246,12 +248,18 @@ class Sampler:
             halts = get(k_halts)
             vcpu = bpf.get(index) if bpf else None
             if vcpu is not None:
-                retention, halts = self._bpf_retention(vcpu), vcpu.halt_exits
+                retention = self._retention(
+                    (vcpu.retention_ns, vcpu.retentions,
+                     vcpu.retention_timeouts),
+                    (vcpu.halt_poll_success_ns, vcpu.halt_poll_fail_ns),
+                    vcpu.halt_attempted_poll, vcpu.halt_successful_poll)
+                halts = vcpu.halt_exits
             elif kvm:
-                retention = self._retention(entry, stats, prefix)
-                retention = (retention.get('retention_ns'),
-                             retention.get('retentions'),
-                             retention.get('retention_timeouts'))
+                retention = self._retention(
+                    tuple(get(prefix + PATCHED_STATS[field])
+                          for field in _RETENTION_FIELDS),
+                    tuple(get(prefix + k) for k in _KVM_POLL_NS),
+                    get(prefix + _KVM_POLLS), get(prefix + _KVM_POLL_HITS))
             else:
                 retention = no_retention
             out[refs[index]] = _counters(_VcpuCounters, (
@@ -285,19 +293,6 @@ class Sampler:
             self._kvm_read.discard(entry.uuid)
         return read
 
-    def _bpf_retention(self, vcpu):
-        """:meth:`_retention`'s counters from BPF, with the same meanings.
-
-        A (retention_ns, retentions, retention_timeouts) tuple from a
-        :class:`kvmstats.VcpuStats`.
-        """
-        if self.patched:
-            return (vcpu.retention_ns, vcpu.retentions,
-                    vcpu.retention_timeouts)
-        return (vcpu.halt_poll_success_ns + vcpu.halt_poll_fail_ns,
-                vcpu.halt_attempted_poll,
-                vcpu.halt_attempted_poll - vcpu.halt_successful_poll)
-
     def _found(self, uuid, tids, nvcpus):
         """The indexes below ``nvcpus`` with a thread in ``tids``, and theirs.
 
@@ -320,31 +315,23 @@ class Sampler:
                                             for i in range(nvcpus))
         return refs
 
-    def _retention(self, entry, stats, prefix):
-        """Retention counters: the patched kernel's, else halt polling.
+    def _retention(self, patched, poll_ns, polls, hits):
+        """(retention_ns, retentions, retention_timeouts) of a kvm vCPU.
 
+        One rule for KVM's statistics from either source, libvirt's vCPU
+        group or BPF (:mod:`vsmtio_agent.linux.kvmstats`): the patched
+        kernel's counters (``patched``, in that order), else halt polling.
         On a stock host a halted vCPU that polls keeps its hyperthread (and
-        its context) as a retaining vCPU would, and polls that end without
-        a wake-up are the timeouts. TCG domains have no such statistics:
-        missing, not zero.
+        its context) as a retaining vCPU would: the time it polled
+        (``poll_ns``, successful and failed) and its polls, of which those
+        that end without a wake-up (attempted less successful) are the
+        timeouts. A counter a source lacks is None (missing, not zero), and
+        so is what is built on it.
         """
-        if not entry.kvm:
-            return _NO_RETENTION
         if self.patched:
-            return {field: stats[prefix + key]
-                    for field, key in PATCHED_STATS.items()
-                    if prefix + key in stats}
-        poll_ns = [stats.get(prefix + k) for k in _KVM_POLL_NS]
-        polls = stats.get(prefix + _KVM_POLLS)
-        hits = stats.get(prefix + _KVM_POLL_HITS)
-        out = {}
-        if None not in poll_ns:
-            out['retention_ns'] = sum(poll_ns)
-        if polls is not None:
-            out['retentions'] = polls
-            if hits is not None:
-                out['retention_timeouts'] = polls - hits
-        return out
+            return patched
+        return (None if None in poll_ns else sum(poll_ns), polls,
+                None if polls is None or hits is None else polls - hits)
 
     def close(self):
         self.reader.close()
