@@ -1,20 +1,21 @@
 """Sampling every running domain's vCPUs: libvirt stats, procfs, perf.
 
 Each vCPU thread's own counters (run time, run-queue delay, switch counts,
-last CPU: :mod:`vsmtio_agent.linux.procfs`) come first. One
-``getAllDomainStats`` call per period lists the running domains. KVM's
-per-vCPU halt statistics of kvm domains come from a BPF iterator over each
-QEMU's vCPU files (:mod:`vsmtio_agent.linux.kvmstats`) where the vCPU
-threads are read with BPF too, else from that call's vCPU group, which
-then also gives their vCPUs' number, and its run time and delay stand in
-for a thread that could not be read. Where no domain needs it, the vCPU
-group is not asked for (:meth:`Sampler.sample` says what it costs
-libvirtd). The thread's run time is the scheduler's, in
-nanoseconds (``schedstat``); libvirt's ``vcpu.N.time`` is the thread's
-user and system time from ``/proc/.../stat``, in clock ticks (10 ms at the
-usual USER_HZ of 100): a tenth of the agent's default period. Instructions
-come from perf where the host has a PMU. Sampling writes nothing to the
-host.
+last CPU: :mod:`vsmtio_agent.linux.procfs`) come first. The running domains
+are listed by their ids each period, and ``getAllDomainStats`` is called
+only when they changed or a group of statistics is needed
+(:meth:`Sampler._running`). KVM's per-vCPU halt statistics of kvm domains
+come from a BPF iterator over each QEMU's vCPU files
+(:mod:`vsmtio_agent.linux.kvmstats`) where the vCPU threads are read with
+BPF too, else from that call's vCPU group, which then also gives their
+vCPUs' number, and its run time and delay stand in for a thread that could
+not be read. Where no domain needs it, the vCPU group is not asked for
+(:meth:`Sampler.sample` says what it costs libvirtd). The thread's run time
+is the scheduler's, in nanoseconds (``schedstat``); libvirt's
+``vcpu.N.time`` is the thread's user and system time from
+``/proc/.../stat``, in clock ticks (10 ms at the usual USER_HZ of 100): a
+tenth of the agent's default period. Instructions come from perf where the
+host has a PMU. Sampling writes nothing to the host.
 """
 
 import operator
@@ -111,6 +112,7 @@ class Sampler:
             LOG.info('KVM\'s vCPU statistics from libvirt\'s vCPU group: %s.',
                      self.kvm_why)
         self._kvm_read = set()  # kvm domains' uuids all read with BPF
+        self._listed_on = None  # the connection the domains were listed on
         self._refs = {}     # uuid -> its vCPUs' refs, by index
         self._layouts = {}  # uuid -> (tids, nvcpus, found, their tids)
         # per-vCPU instructions: what the guard judges CPU-bound vCPUs by
@@ -118,7 +120,6 @@ class Sampler:
 
     def sample(self):
         conn = self.connection.get()
-        flags = libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE
         # The vCPU group only where it holds what nothing else gives: KVM's
         # halt statistics. For it libvirtd reads three procfs files of each
         # vCPU thread and asks each QEMU over QMP, every call (measured on
@@ -129,21 +130,13 @@ class Sampler:
         if any(entry.kvm and entry.uuid not in self._kvm_read
                for entry in self.domains.values()):
             groups |= libvirt.VIR_DOMAIN_STATS_VCPU
-        try:
-            records = conn.getAllDomainStats(groups, flags)
-        except libvirt.libvirtError as exc:
-            if self.connection.lost(exc):
-                raise base.HostDriverError('libvirt connection lost: %s'
-                                           % exc.get_error_message())
-            raise base.HostDriverError('getAllDomainStats failed: %s'
-                                       % exc.get_error_message())
+        running = self._running(conn, groups)
         now = time.monotonic_ns()
         seen, vcpus = set(), {}
         self._turn = (self._turn + 1) % self.every
         self._position = self._turn
-        for dom, stats in records:
+        for entry, stats in running:
             try:
-                entry = self.domains.track(dom)
                 seen.add(entry.uuid)
                 self._vcpu_counters(entry, stats, now, vcpus)
             except libvirt.libvirtError as exc:
@@ -169,6 +162,50 @@ class Sampler:
         self._reserved = frozenset(uuid for uuid, d in domains.items()
                                    if d.reservation.reserved)
         return model.Snapshot(time_ns=now, vcpus=vcpus, domains=domains)
+
+    def _running(self, conn, groups):
+        """``[(entry, stats)]`` of the running domains.
+
+        Where no stats group beyond the state is wanted, the running
+        domains' ids are listed (``listDomainsID``: one call, no domain
+        object, nothing read per domain) and, while they are those
+        tracked, the tracked entries are the running domains, with no
+        stats: a domain that restarts has a new id, so only a domain that
+        started, stopped or restarted costs a ``getAllDomainStats`` call,
+        with its domain objects and its look-ups per domain (measured on
+        the benchmark's test:/// host: ~0.4 ms a period, and libvirtd's
+        ~0.3 ms for the call on a real one: doc/benchmarks/agent_tick.rst).
+        A new connection (after one was lost) lists them afresh.
+        """
+        if not groups & libvirt.VIR_DOMAIN_STATS_VCPU:
+            ids = self._ask(conn.listDomainsID, 'listDomainsID')
+            if conn is self._listed_on and set(ids) == {
+                    entry.id for entry in self.domains.values()}:
+                return [(entry, _EMPTY) for entry in self.domains.values()]
+        records = self._ask(
+            conn.getAllDomainStats, 'getAllDomainStats', groups,
+            libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE)
+        running = []
+        for dom, stats in records:
+            try:
+                running.append((self.domains.track(dom), stats))
+            except libvirt.libvirtError as exc:
+                if exc.get_error_code() not in libvirt_errors.GONE:
+                    LOG.warning('Skipping a domain this period: %s',
+                                exc.get_error_message())
+        self._listed_on = conn
+        return running
+
+    def _ask(self, call, name, *args):
+        """``call(*args)``; a libvirt error as HostDriverError."""
+        try:
+            return call(*args)
+        except libvirt.libvirtError as exc:
+            if self.connection.lost(exc):
+                raise base.HostDriverError('libvirt connection lost: %s'
+                                           % exc.get_error_message())
+            raise base.HostDriverError('%s failed: %s'
+                                       % (name, exc.get_error_message()))
 
     def _vcpu_counters(self, entry, stats, now, out):
         """Add ``{VcpuRef: VcpuCounters}`` of one domain to ``out``.

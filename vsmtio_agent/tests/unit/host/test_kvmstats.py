@@ -270,6 +270,14 @@ class TestTheSamplerReadsKvm(tld.DriverTestCase):
             return real(conn, stats, flags)
         self.useFixture(fixtures.MonkeyPatch(
             'libvirt.virConnect.getAllDomainStats', recorded))
+        # a period that only lists the running domains asks for no group
+        real_ids = libvirt.virConnect.listDomainsID
+
+        def listed(conn):
+            self.asked.append(False)
+            return real_ids(conn)
+        self.useFixture(fixtures.MonkeyPatch(
+            'libvirt.virConnect.listDomainsID', listed))
 
     def sampled_as_kvm(self, **overrides):
         """The driver, having sampled the domain, marked kvm, once."""

@@ -186,6 +186,9 @@ class TestThreadCountersFirst(base.DriverTestCase):
         def with_vcpu_stats(conn, stats, flags=0):
             out = []
             for one, record in real(conn, stats, flags):
+                if not stats & libvirt.VIR_DOMAIN_STATS_VCPU:
+                    out.append((one, record))
+                    continue
                 record = dict(record, **{'vcpu.current': 2})
                 for i in range(2):
                     record['vcpu.%d.time' % i] = 30000000
@@ -196,6 +199,9 @@ class TestThreadCountersFirst(base.DriverTestCase):
             'libvirt.virConnect.getAllDomainStats', with_vcpu_stats))
         for i in range(2):
             ran(qemu, i, 12345 + i, 20, 5)
+        drv.sample()
+        # a kvm domain read from procfs: libvirt's vCPU group each period
+        drv.sampler.domains.get(dom.uuid).kvm = True
         snap = drv.sample()
         self.assertEqual(
             [(12345, 13345), (12346, 13346)],
@@ -288,3 +294,71 @@ class TestKvmStatisticsFromLibvirt(base.DriverTestCase):
             self.sampled(True, {'retention_ns.sum': 400,
                                 'retentions.sum': 3,
                                 'halt_poll_success_ns.sum': 30}))
+
+
+class TestRunningDomainsListed(base.DriverTestCase):
+    """getAllDomainStats only when the running domains changed."""
+
+    def setUp(self):
+        super().setUp()
+        self.calls = []
+        real_stats = libvirt.virConnect.getAllDomainStats
+        real_ids = libvirt.virConnect.listDomainsID
+
+        def stats(conn, groups, flags=0):
+            if groups & libvirt.VIR_DOMAIN_STATS_STATE:  # not MIST's call
+                self.calls.append('getAllDomainStats')
+            return real_stats(conn, groups, flags)
+
+        def ids(conn):
+            self.calls.append('listDomainsID')
+            return real_ids(conn)
+        self.useFixture(fixtures.MonkeyPatch(
+            'libvirt.virConnect.getAllDomainStats', stats))
+        self.useFixture(fixtures.MonkeyPatch(
+            'libvirt.virConnect.listDomainsID', ids))
+
+    def sampled(self, drv):
+        del self.calls[:]
+        snap = drv.sample()
+        return ({r.domain for r in snap.vcpus}, list(self.calls))
+
+    def test_a_start_a_stop_and_a_restart_are_each_seen_at_once(self):
+        one = self.useFixture(base.TestDomain())
+        drv = self.driver()
+        drv.sample()
+        listed = ['listDomainsID']
+        both = ['listDomainsID', 'getAllDomainStats']
+        for _ in range(2):      # nothing changed: the ids, no stats call
+            domains, calls = self.sampled(drv)
+            self.assertIn(one.uuid, domains)
+            self.assertEqual(listed, calls)
+        two = self.useFixture(base.TestDomain())
+        domains, calls = self.sampled(drv)
+        self.assertEqual(both, calls)
+        self.assertTrue({one.uuid, two.uuid} <= domains)
+        self.assertEqual(listed, self.sampled(drv)[1])
+        # a restart: the same UUID, a new id, a new incarnation
+        old_id = drv.sampler.domains.get(one.uuid).id
+        one.dom.destroy()
+        one.dom = one.conn.createXML(base.DOMAIN_XML % {
+            'name': one.name, 'uuid': one.uuid, 'cpuset': ''})
+        domains, calls = self.sampled(drv)
+        self.assertEqual(both, calls)
+        self.assertIn(one.uuid, domains)
+        self.assertNotEqual(old_id, drv.sampler.domains.get(one.uuid).id)
+        two.dom.destroy()
+        domains, calls = self.sampled(drv)
+        self.assertEqual(both, calls)
+        self.assertNotIn(two.uuid, domains)
+        self.assertIsNone(drv.sampler.domains.get(two.uuid))
+        self.assertEqual(listed, self.sampled(drv)[1])
+
+    def test_a_lost_connection_lists_them_afresh(self):
+        one = self.useFixture(base.TestDomain())
+        drv = self.driver()
+        drv.sample()
+        drv.connection.close()      # as after a loss: a new connection
+        domains, calls = self.sampled(drv)
+        self.assertEqual(['listDomainsID', 'getAllDomainStats'], calls)
+        self.assertIn(one.uuid, domains)
