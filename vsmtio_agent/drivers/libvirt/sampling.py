@@ -18,6 +18,7 @@ tenth of the agent's default period. Instructions come from perf where the
 host has a PMU. Sampling writes nothing to the host.
 """
 
+import itertools
 import operator
 import time
 
@@ -52,6 +53,24 @@ assert len(_VcpuCounters._fields) == 15
 # a thread's run time and CPU in its ThreadCounters (looked for in C)
 _RUN_NS, _CPU = operator.itemgetter(0), operator.itemgetter(4)
 _KEYS = []      # per vCPU index: its stats keys (time, delay, halts, prefix)
+
+
+def _from_thread(run_ns, runqueue_delay_ns, voluntary_switches,
+                 involuntary_switches, cpu, switches_ns):
+    """The counters of a vCPU that has only its thread's.
+
+    A domain without KVM's statistics (not kvm, or no vCPU group) on a
+    host without perf counters, whose every vCPU thread gave its run time
+    and CPU: what :meth:`Sampler._vcpu_counters` builds for each of them,
+    without its look-ups for the figures no source has.
+    """
+    return _counters(_VcpuCounters, (
+        1024, cpu, run_ns,
+        None, None, None,           # no retention counters
+        None, None, None, None,     # no perf counters
+        voluntary_switches, involuntary_switches, runqueue_delay_ns,
+        None,                       # no halts
+        switches_ns))
 
 
 def _keys(nvcpus):
@@ -239,9 +258,18 @@ class Sampler:
         self._position += len(found)
         if None in read:    # a thread is gone: rediscover
             entry.tids = {}
-        if entry.nvcpus is not None and (
-                len(found) < nvcpus or None in read
-                or None in map(_RUN_NS, read) or None in map(_CPU, read)):
+        # every vCPU's thread found and read with its run time and CPU
+        complete = (len(found) == nvcpus and None not in read
+                    and None not in map(_RUN_NS, read)
+                    and None not in map(_CPU, read))
+        perf = self.perf.read if self.perf.unavailable is None else None
+        if (complete and not entry.kvm and perf is None
+                and 'vcpu.current' not in stats):
+            # nothing to merge: the threads' counters are the vCPUs'
+            out.update(zip(self._refs_of(entry.uuid, nvcpus),
+                           itertools.starmap(_from_thread, read)))
+            return
+        if entry.nvcpus is not None and not complete:
             # virDomainGetVcpus's run time and CPU for the vCPUs whose
             # thread did not give them (the thread's counters come first)
             infos = entry.dom.vcpus()[0]
@@ -253,7 +281,6 @@ class Sampler:
             threads = [None] * nvcpus
             for index, counters in zip(found, read):
                 threads[index] = counters
-        perf = self.perf.read if self.perf.unavailable is None else None
         refs = self._refs_of(entry.uuid, nvcpus)
         keys = _keys(nvcpus)
         get = stats.get
