@@ -73,6 +73,36 @@ def _from_thread(run_ns, runqueue_delay_ns, voluntary_switches,
         switches_ns))
 
 
+def _with_polls(thread, kvm):
+    """:func:`_from_thread` with KVM's halt polling (a stock kernel).
+
+    ``kvm`` is the vCPU's :class:`kvmstats.VcpuStats`, whose polling
+    counters are never missing: :meth:`Sampler._retention`'s stock rule.
+    """
+    (run_ns, runqueue_delay_ns, voluntary_switches, involuntary_switches,
+     cpu, switches_ns) = thread
+    return _counters(_VcpuCounters, (
+        1024, cpu, run_ns,
+        kvm.halt_poll_success_ns + kvm.halt_poll_fail_ns,   # retention_ns
+        kvm.halt_attempted_poll,                            # retentions
+        kvm.halt_attempted_poll - kvm.halt_successful_poll,     # timeouts
+        None, None, None, None,     # no perf counters
+        voluntary_switches, involuntary_switches, runqueue_delay_ns,
+        kvm.halt_exits, switches_ns))
+
+
+def _with_retention(thread, kvm):
+    """:func:`_from_thread` with the patched kernel's retention counters."""
+    (run_ns, runqueue_delay_ns, voluntary_switches, involuntary_switches,
+     cpu, switches_ns) = thread
+    return _counters(_VcpuCounters, (
+        1024, cpu, run_ns,
+        kvm.retention_ns, kvm.retentions, kvm.retention_timeouts,
+        None, None, None, None,     # no perf counters
+        voluntary_switches, involuntary_switches, runqueue_delay_ns,
+        kvm.halt_exits, switches_ns))
+
+
 def _keys(nvcpus):
     """The stats keys of vCPUs 0..nvcpus-1, built once per index."""
     for index in range(len(_KEYS), nvcpus):
@@ -263,12 +293,20 @@ class Sampler:
                     and None not in map(_RUN_NS, read)
                     and None not in map(_CPU, read))
         perf = self.perf.read if self.perf.unavailable is None else None
-        if (complete and not entry.kvm and perf is None
-                and 'vcpu.current' not in stats):
-            # nothing to merge: the threads' counters are the vCPUs'
-            out.update(zip(self._refs_of(entry.uuid, nvcpus),
-                           itertools.starmap(_from_thread, read)))
-            return
+        kvm = entry.kvm
+        bpf = self._kvm_stats(entry, nvcpus) if kvm else None
+        if complete and perf is None and 'vcpu.current' not in stats:
+            # nothing to look up: each vCPU's counters are its thread's,
+            # and KVM's where every vCPU was read with BPF
+            if not kvm:
+                out.update(zip(self._refs_of(entry.uuid, nvcpus),
+                               itertools.starmap(_from_thread, read)))
+                return
+            if entry.uuid in self._kvm_read:    # bpf has every vCPU
+                out.update(zip(self._refs_of(entry.uuid, nvcpus), map(
+                    _with_retention if self.patched else _with_polls,
+                    read, map(bpf.__getitem__, range(nvcpus)))))
+                return
         if entry.nvcpus is not None and not complete:
             # virDomainGetVcpus's run time and CPU for the vCPUs whose
             # thread did not give them (the thread's counters come first)
@@ -303,8 +341,7 @@ class Sampler:
                     switches_ns,
                 ))
             return
-        kvm, no_retention = entry.kvm, (None, None, None)
-        bpf = self._kvm_stats(entry, nvcpus) if kvm else None
+        no_retention = (None, None, None)
         for index in range(nvcpus):
             k_time, k_delay, k_halts, prefix = keys[index]
             (t_run, t_delay, vol, invol, cpu,
