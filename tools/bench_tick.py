@@ -51,6 +51,12 @@ import sys, threading, time
 with open('/proc/self/comm', 'w') as f:
     f.write('qemu-bench')
 wake = float(sys.argv[4])
+if sys.argv[5] == 'kvm':    # a VM with the vCPUs' KVM files, as QEMU has
+    import fcntl, os
+    kvm = os.open('/dev/kvm', os.O_RDWR | os.O_CLOEXEC)
+    vm = fcntl.ioctl(kvm, 0xAE01, 0)                    # KVM_CREATE_VM
+    vcpus = [fcntl.ioctl(vm, 0xAE41, i)                 # KVM_CREATE_VCPU
+             for i in range(int(sys.argv[3]))]
 def vcpu(i):
     tid = threading.get_native_id()
     with open('/proc/self/task/%d/comm' % tid, 'w') as f:
@@ -62,7 +68,7 @@ for i in range(int(sys.argv[3])):
 sys.stdout.write('ready\n'); sys.stdout.flush()
 sys.stdin.read()
 '''
-DOMAIN_XML = """<domain type='test'><name>bench-%s</name><uuid>%s</uuid>
+DOMAIN_XML = """<domain type='%s'><name>bench-%s</name><uuid>%s</uuid>
 <memory>65536</memory><vcpu>%d</vcpu><os><type>hvm</type></os></domain>"""
 BUSY_WAKE, IDLE_WAKE = 0.05, 2.0
 _KEEP = []
@@ -115,8 +121,16 @@ READERS = {
 }
 
 
-def start_host(idle_domains=0):
-    """Start the vCPU thread processes and their test-driver domains."""
+def start_host(idle_domains=0, kvm=False):
+    """Start the vCPU thread processes and their test-driver domains.
+
+    ``kvm``: the domains are of type kvm and each process holds a KVM VM
+    with a KVM vCPU per vCPU thread (``/dev/kvm``; no guest runs: the
+    threads are the same sleeping threads), so the agent reads KVM's
+    statistics of each vCPU as on a kvm host: with BPF where the threads
+    are read with BPF, else from libvirt's vCPU group (test:///'s).
+    """
+    kind = 'kvm' if kvm else 'test'
     import libvirt
 
     conn = libvirt.open('test:///default')
@@ -126,11 +140,11 @@ def start_host(idle_domains=0):
         wake = IDLE_WAKE if n < idle_domains else BUSY_WAKE
         proc = subprocess.Popen(
             [sys.executable, '-c', CHILD, '-uuid', dom_uuid, str(VCPUS),
-             str(wake)],
+             str(wake), kind],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         proc.stdout.readline()
         procs.append(proc)
-        conn.createXML(DOMAIN_XML % (dom_uuid[:8], dom_uuid, VCPUS))
+        conn.createXML(DOMAIN_XML % (kind, dom_uuid[:8], dom_uuid, VCPUS))
     atexit.register(lambda: [p.kill() for p in procs])
     # test:///default's domains live as long as a connection to it does.
     _KEEP.append(conn)
@@ -249,7 +263,7 @@ def phases(args):
     from vsmtio_agent.linux import taskiter
     from vsmtio_agent.policy import monitor
 
-    start_host(args.idle_domains)
+    start_host(args.idle_domains, args.kvm)
     agents = {name: make_agent(tempfile.mkdtemp(prefix='vsmtio-bench-'),
                                native, gate, every)
               for name, (native, gate, every) in READERS.items()}
@@ -378,6 +392,8 @@ def main():
     def pass_args(cmd, args):
         cmd.extend(('--period', str(args.period),
                     '--idle-domains', str(args.idle_domains)))
+        if args.kvm:
+            cmd.append('--kvm')
 
     runner = pyperf.Runner(processes=2, values=5, warmups=1,
                            add_cmdline_args=pass_args)
@@ -389,6 +405,10 @@ def main():
         '--idle-domains', type=int, default=0, choices=range(DOMAINS + 1),
         help='domains whose vCPUs wake every %g s instead of every %g s'
              % (IDLE_WAKE, BUSY_WAKE))
+    runner.argparser.add_argument(
+        '--kvm', action='store_true',
+        help='kvm domains whose processes hold real KVM vCPUs (/dev/kvm): '
+             "the agent reads KVM's statistics too, as on a kvm host")
     runner.argparser.add_argument(
         '--phases', action='store_true',
         help='time each phase of the period for each reader, then exit')
@@ -406,11 +426,12 @@ def main():
         files(args)
         return
     runner.metadata['description'] = (
-        'CPU seconds per agent period, %d vCPU threads, %d idle domains'
-        % (DOMAINS * VCPUS, args.idle_domains))
+        'CPU seconds per agent period, %d vCPU threads, %d idle domains%s'
+        % (DOMAINS * VCPUS, args.idle_domains,
+           ', kvm domains' if args.kvm else ''))
 
     def host(native, gate, every):
-        start_host(args.idle_domains)
+        start_host(args.idle_domains, args.kvm)
         return make_agent(tempfile.mkdtemp(prefix='vsmtio-bench-'), native,
                           gate, every).tick
 
@@ -435,9 +456,10 @@ def main():
         print('%-48s %6.2f ±%.2f %11.2f%% %9.1fx'
               % (name, mean * 1e3, dev * 1e3, mean / args.period * 100,
                  mean / base))
-    print('(%d vCPU threads in %d domains, %d of them idle; %d CPUs; CPU '
+    print('(%d vCPU threads in %d %sdomains, %d of them idle; %d CPUs; CPU '
           'time of this process and its children)'
-          % (DOMAINS * VCPUS, DOMAINS, args.idle_domains, os.cpu_count()))
+          % (DOMAINS * VCPUS, DOMAINS, 'kvm ' if args.kvm else '',
+             args.idle_domains, os.cpu_count()))
 
 
 if __name__ == '__main__':
