@@ -388,7 +388,7 @@ class Sampler:
         if self.kvm is None:
             return None
         read = self.kvm.read(entry.pid)
-        if all(index in read for index in range(nvcpus)):
+        if read.keys() >= set(range(nvcpus)):
             self._kvm_read.add(entry.uuid)
         else:
             self._kvm_read.discard(entry.uuid)
