@@ -11,7 +11,9 @@ root, Debian's libvirt and qemu packages), ``--domains`` transient TCG
 domains of ``--vcpus`` vCPUs each (SeaBIOS with nothing to boot: every
 vCPU thread exists, none runs a guest), and ``--calls`` calls 20 ms apart
 of each stats group the agent has asked for, in the same run, baseline
-first and last (the state group alone: the list of running domains).
+first and last (the state group alone: the list of running domains), and
+of ``listDomainsID``, what the agent calls instead while no domain
+starts, stops or restarts.
 
 CPU time is the sum of ``schedstat`` run time over the threads of
 ``libvirtd``, of the QEMU processes, and this process's own, per call.
@@ -39,11 +41,21 @@ XML = """<domain type='qemu'><name>vsmtio-bench-%s</name><uuid>%s</uuid>
 <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/></os>
 <devices><emulator>/usr/bin/qemu-system-x86_64</emulator>
 <memballoon model='none'/></devices></domain>"""
-GROUPS = (
-    ('state (baseline)', libvirt.VIR_DOMAIN_STATS_STATE),
-    ('state + vcpu', libvirt.VIR_DOMAIN_STATS_STATE
-     | libvirt.VIR_DOMAIN_STATS_VCPU),
-    ('state (baseline, again)', libvirt.VIR_DOMAIN_STATS_STATE),
+
+
+def stats(groups):
+    """A call of getAllDomainStats with ``groups``, as the agent made it."""
+    flags = libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE
+    return lambda conn: conn.getAllDomainStats(groups, flags)
+
+
+CALLS = (
+    ('state (baseline)', stats(libvirt.VIR_DOMAIN_STATS_STATE)),
+    ('state + vcpu', stats(libvirt.VIR_DOMAIN_STATS_STATE
+                           | libvirt.VIR_DOMAIN_STATS_VCPU)),
+    # what the agent calls each period while no domain starts or stops
+    ('listDomainsID', lambda conn: conn.listDomainsID()),
+    ('state (baseline, again)', stats(libvirt.VIR_DOMAIN_STATS_STATE)),
 )
 
 
@@ -59,15 +71,14 @@ def run_ns(pid):
     return total
 
 
-def measure(conn, daemon_pid, qemu_pids, groups, calls):
-    """ms of libvirtd, QEMU and this process per call of ``groups``."""
-    flags = libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE
-    conn.getAllDomainStats(groups, flags)
+def measure(conn, daemon_pid, qemu_pids, call, calls):
+    """ms of libvirtd, QEMU and this process per ``call(conn)``."""
+    call(conn)
     before = (run_ns(daemon_pid), sum(map(run_ns, qemu_pids)),
               time.process_time_ns())
     for _ in range(calls):
         time.sleep(0.02)
-        conn.getAllDomainStats(groups, flags)
+        call(conn)
     after = (run_ns(daemon_pid), sum(map(run_ns, qemu_pids)),
              time.process_time_ns())
     return [(b - a) / calls / 1e6 for a, b in zip(before, after)]
@@ -98,12 +109,12 @@ def main():
                 qemu_pids.append(int(f.read()))
         print('%d domains x %d vCPUs (TCG), %d calls 20 ms apart; '
               'CPU ms per call' % (args.domains, args.vcpus, args.calls))
-        print('%-26s %9s %9s %9s %12s' % ('stats groups', 'libvirtd',
+        print('%-26s %9s %9s %9s %12s' % ('call', 'libvirtd',
                                           'QEMU', 'caller', 'vs baseline'))
         base = None
-        for name, groups in GROUPS:
+        for name, call in CALLS:
             daemon_ms, qemu_ms, own_ms = measure(
-                conn, daemon.proc.pid, qemu_pids, groups, args.calls)
+                conn, daemon.proc.pid, qemu_pids, call, args.calls)
             total = daemon_ms + qemu_ms + own_ms
             base = base or total
             print('%-26s %9.3f %9.3f %9.3f %11.1fx'

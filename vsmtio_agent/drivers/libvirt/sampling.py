@@ -221,10 +221,13 @@ class Sampler:
         tracked, the tracked entries are the running domains, with no
         stats: a domain that restarts has a new id, so only a domain that
         started, stopped or restarted costs a ``getAllDomainStats`` call,
-        with its domain objects and its look-ups per domain (measured on
-        the benchmark's test:/// host: ~0.4 ms a period, and libvirtd's
-        ~0.3 ms for the call on a real one: doc/benchmarks/agent_tick.rst).
-        A new connection (after one was lost) lists them afresh.
+        with its domain objects and its look-ups per domain (~0.4 ms a
+        period on the benchmark's in-process test:/// host). Through a
+        real libvirtd the two calls cost about the same, ~0.3 ms of
+        libvirtd and ~0.3 ms of the caller each with 2 domains (``tox -e
+        bench-libvirtd``): what is saved there is the work per domain,
+        not the call (doc/benchmarks/agent_tick.rst). A new connection
+        (after one was lost) lists them afresh.
         """
         if not groups & libvirt.VIR_DOMAIN_STATS_VCPU:
             ids = self._ask(conn.listDomainsID, 'listDomainsID')
