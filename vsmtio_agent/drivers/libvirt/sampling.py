@@ -53,6 +53,10 @@ assert len(_VcpuCounters._fields) == 15
 # a thread's run time and CPU in its ThreadCounters (looked for in C)
 _RUN_NS, _CPU = operator.itemgetter(0), operator.itemgetter(4)
 _KEYS = []      # per vCPU index: its stats keys (time, delay, halts, prefix)
+# Seconds between two listings of the running domains, at most, on a
+# connection with lifecycle events: an event lost (none has been seen
+# lost) leaves a domain unseen this long, not for ever.
+RELIST_S = 10.0
 
 
 def _from_thread(run_ns, runqueue_delay_ns, voluntary_switches,
@@ -162,6 +166,7 @@ class Sampler:
                      self.kvm_why)
         self._kvm_read = set()  # kvm domains' uuids all read with BPF
         self._listed_on = None  # the connection the domains were listed on
+        self._listed = (None, 0.0)  # its changes count then, and when
         self._refs = {}     # uuid -> its vCPUs' refs, by index
         self._layouts = {}  # uuid -> (tids, nvcpus, found, their tids)
         # per-vCPU instructions: what the guard judges CPU-bound vCPUs by
@@ -215,24 +220,31 @@ class Sampler:
     def _running(self, conn, groups):
         """``[(entry, stats)]`` of the running domains.
 
-        Where no stats group beyond the state is wanted, the running
-        domains' ids are listed (``listDomainsID``: one call, no domain
-        object, nothing read per domain) and, while they are those
-        tracked, the tracked entries are the running domains, with no
-        stats: a domain that restarts has a new id, so only a domain that
+        Where no stats group beyond the state is wanted, the tracked
+        entries are the running domains, with no stats, while nothing
+        says they changed: no lifecycle event since they were listed
+        (:attr:`Connection.changes`; at most ``RELIST_S`` apart, in case
+        one was lost), or, on a connection without events, the same ids
+        listed (``listDomainsID``: no domain object, nothing read per
+        domain; a domain that restarts has a new id). Only a domain that
         started, stopped or restarted costs a ``getAllDomainStats`` call,
-        with its domain objects and its look-ups per domain (~0.4 ms a
-        period on the benchmark's in-process test:/// host). Through a
-        real libvirtd the two calls cost about the same, ~0.3 ms of
-        libvirtd and ~0.3 ms of the caller each with 2 domains (``tox -e
-        bench-libvirtd``): what is saved there is the work per domain,
-        not the call (doc/benchmarks/agent_tick.rst). A new connection
-        (after one was lost) lists them afresh.
+        with its domain objects and look-ups per domain (~0.4 ms a period
+        on the benchmark's in-process test:/// host). Through a real
+        libvirtd any call costs ~0.3 ms of libvirtd and ~0.3 ms of the
+        agent with 2 domains, ``listDomainsID`` as much as the call it
+        replaced (``tox -e bench-libvirtd``): the events save both, every
+        period where nothing changed. A new connection lists them afresh.
         """
+        changes = self.connection.changes   # before listing: no race
         if not groups & libvirt.VIR_DOMAIN_STATS_VCPU:
+            if (conn is self._listed_on and self.connection.events
+                    and changes == self._listed[0]
+                    and time.monotonic() - self._listed[1] < RELIST_S):
+                return [(entry, _EMPTY) for entry in self.domains.values()]
             ids = self._ask(conn.listDomainsID, 'listDomainsID')
             if conn is self._listed_on and set(ids) == {
                     entry.id for entry in self.domains.values()}:
+                self._listed = (changes, time.monotonic())
                 return [(entry, _EMPTY) for entry in self.domains.values()]
         records = self._ask(
             conn.getAllDomainStats, 'getAllDomainStats', groups,
@@ -246,6 +258,7 @@ class Sampler:
                     LOG.warning('Skipping a domain this period: %s',
                                 exc.get_error_message())
         self._listed_on = conn
+        self._listed = (changes, time.monotonic())
         return running
 
     def _ask(self, call, name, *args):

@@ -21,7 +21,6 @@ import glob
 import lzma
 import os
 import stat
-import threading
 import time
 import uuid
 
@@ -30,6 +29,7 @@ import libvirt
 
 from vsmtio_agent import agent as agent_mod
 from vsmtio_agent.drivers import libvirt as libvirt_driver
+from vsmtio_agent.drivers.libvirt import connection
 from vsmtio_agent.linux import procfs
 from vsmtio_agent.policy import engine as engine_mod
 from vsmtio_agent.tests.functional import guest as guest_mod
@@ -76,23 +76,6 @@ NOVA_INSTANCE = """<instance>
     </extraSpecs>
   </flavor>
 </instance>"""
-
-_EVENT_LOOP = []
-
-
-def event_loop():
-    """libvirt's default event loop, once per process (embed needs it)."""
-    if not _EVENT_LOOP:
-        libvirt.virEventRegisterDefaultImpl()
-
-        def run():
-            while True:
-                libvirt.virEventRunDefaultImpl()
-
-        thread = threading.Thread(target=run, daemon=True,
-                                  name='libvirt-events')
-        thread.start()
-        _EVENT_LOOP.append(thread)
 
 
 def virtio_blk_module(kernel):
@@ -144,7 +127,7 @@ class EmbeddedLibvirt(fixtures.Fixture):
         with open(os.path.join(self.root, 'etc', 'qemu.conf'), 'w') as f:
             f.write(guest_mod.QEMU_CONF)
         self.uri = 'qemu:///embed?root=' + self.root
-        event_loop()
+        connection.event_loop()   # embed needs it
         try:
             self.conn = libvirt.open(self.uri)
         except libvirt.libvirtError as exc:

@@ -181,10 +181,19 @@ class TestAgentInProcess(RealGuestTestCase):
         snapshot = driver.sample()
         self.assertIn(model.VcpuRef(self.guest.uuid, 0), snapshot.vcpus)
         plan = agent.last_decision
+        # libvirtd sends lifecycle events: a period where no domain
+        # started or stopped asks it nothing
+        self.assertTrue(driver.connection.events)
+        changes = driver.connection.changes
         self.guest.destroy()
         result = driver.apply(plan)
         self.assertEqual(0, result.failed)
+        self.wait_for('the lifecycle event of the destroy', lambda: (
+            driver.connection.changes != changes), timeout=10)
         agent.tick()     # the next period goes on without the domain
+        self.assertNotIn(model.VcpuRef(self.guest.uuid, 0),
+                         agent.last_snapshot.vcpus)
+        self.assertIsNone(driver.sampler.domains.get(self.guest.uuid))
         agent.stop()
         self.assertFalse(os.path.exists(conf.vsmtio_agent.checkpoint_path))
 

@@ -7,6 +7,7 @@ when the counts were read, and what ``derive`` makes of them.
 """
 
 import os
+import time
 import uuid
 
 import fixtures
@@ -297,7 +298,15 @@ class TestKvmStatisticsFromLibvirt(base.DriverTestCase):
 
 
 class TestRunningDomainsListed(base.DriverTestCase):
-    """getAllDomainStats only when the running domains changed."""
+    """getAllDomainStats only when the running domains changed.
+
+    With lifecycle events (test:/// sends them, as libvirtd does) a
+    period where nothing changed makes no call; without, the ids are
+    listed each period.
+    """
+
+    events = True
+    steady = []     # the calls of a period where nothing changed
 
     def setUp(self):
         super().setUp()
@@ -318,7 +327,23 @@ class TestRunningDomainsListed(base.DriverTestCase):
         self.useFixture(fixtures.MonkeyPatch(
             'libvirt.virConnect.listDomainsID', ids))
 
-    def sampled(self, drv):
+    def driver(self, **overrides):
+        drv = super().driver(**overrides)
+        drv.sample()
+        self.assertEqual(self.events, drv.sampler.connection.events)
+        return drv
+
+    def sampled(self, drv, changes=None):
+        """The domains of a period and the calls it made.
+
+        With ``changes`` (the count before a change), once its event
+        arrived.
+        """
+        deadline = time.monotonic() + 10
+        while (self.events and changes is not None
+               and drv.sampler.connection.changes == changes
+               and time.monotonic() < deadline):
+            time.sleep(0.01)    # the event loop's thread delivers it
         del self.calls[:]
         snap = drv.sample()
         return ({r.domain for r in snap.vcpus}, list(self.calls))
@@ -326,39 +351,62 @@ class TestRunningDomainsListed(base.DriverTestCase):
     def test_a_start_a_stop_and_a_restart_are_each_seen_at_once(self):
         one = self.useFixture(base.TestDomain())
         drv = self.driver()
-        drv.sample()
-        listed = ['listDomainsID']
         both = ['listDomainsID', 'getAllDomainStats']
-        for _ in range(2):      # nothing changed: the ids, no stats call
+        for _ in range(2):      # nothing changed
             domains, calls = self.sampled(drv)
             self.assertIn(one.uuid, domains)
-            self.assertEqual(listed, calls)
+            self.assertEqual(self.steady, calls)
+        changes = drv.sampler.connection.changes
         two = self.useFixture(base.TestDomain())
-        domains, calls = self.sampled(drv)
+        domains, calls = self.sampled(drv, changes)
         self.assertEqual(both, calls)
         self.assertTrue({one.uuid, two.uuid} <= domains)
-        self.assertEqual(listed, self.sampled(drv)[1])
+        self.assertEqual(self.steady, self.sampled(drv)[1])
         # a restart: the same UUID, a new id, a new incarnation
         old_id = drv.sampler.domains.get(one.uuid).id
+        changes = drv.sampler.connection.changes
         one.dom.destroy()
         one.dom = one.conn.createXML(base.DOMAIN_XML % {
             'name': one.name, 'uuid': one.uuid, 'cpuset': ''})
-        domains, calls = self.sampled(drv)
+        domains, calls = self.sampled(drv, changes)
         self.assertEqual(both, calls)
         self.assertIn(one.uuid, domains)
         self.assertNotEqual(old_id, drv.sampler.domains.get(one.uuid).id)
+        changes = drv.sampler.connection.changes
         two.dom.destroy()
-        domains, calls = self.sampled(drv)
+        domains, calls = self.sampled(drv, changes)
         self.assertEqual(both, calls)
         self.assertNotIn(two.uuid, domains)
         self.assertIsNone(drv.sampler.domains.get(two.uuid))
-        self.assertEqual(listed, self.sampled(drv)[1])
+        self.assertEqual(self.steady, self.sampled(drv)[1])
+
+    def test_listed_again_after_relist_s_whatever_the_events(self):
+        self.useFixture(base.TestDomain())
+        drv = self.driver()
+        self.useFixture(fixtures.MonkeyPatch(
+            'vsmtio_agent.drivers.libvirt.sampling.RELIST_S', 0.0))
+        self.assertEqual(['listDomainsID'], self.sampled(drv)[1])
 
     def test_a_lost_connection_lists_them_afresh(self):
         one = self.useFixture(base.TestDomain())
         drv = self.driver()
-        drv.sample()
         drv.connection.close()      # as after a loss: a new connection
+        self.assertFalse(drv.connection.events)
         domains, calls = self.sampled(drv)
         self.assertEqual(['listDomainsID', 'getAllDomainStats'], calls)
         self.assertIn(one.uuid, domains)
+        self.assertEqual(self.events, drv.connection.events)
+
+
+class TestRunningDomainsListedWithoutEvents(TestRunningDomainsListed):
+
+    events = False
+    steady = ['listDomainsID']
+
+    def setUp(self):
+        super().setUp()
+
+        def no_events(conn, *args):
+            raise libvirt.libvirtError('this driver sends no events')
+        self.useFixture(fixtures.MonkeyPatch(
+            'libvirt.virConnect.domainEventRegisterAny', no_events))
