@@ -185,6 +185,7 @@ class LibvirtDaemon(fixtures.Fixture):
         deadline = time.monotonic() + 20
         while not self._reachable():
             if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()     # running but unreachable: not left behind
                 raise Unavailable('libvirtd did not start: %s' % self.log())
             time.sleep(0.1)
 
