@@ -1,13 +1,14 @@
-"""RASS's and the adjuster's shortcuts against their straightforward forms.
+"""The policy's shortcuts against their straightforward forms.
 
-``rass.classify`` ranks only the vCPUs that may be I/O-bound, and
+``rass.classify`` ranks only the vCPUs that may be I/O-bound,
 ``adjuster.plan_swaps`` computes a core's exact deviation only where
-float bounds leave the answer open (doc/benchmarks/agent_tick.rst). Both
-must give what the straightforward algorithms give, not a close answer:
-the references below are the code as it was before the shortcuts, run on
-random inputs that include what the shortcuts leave to it (NaN and
-infinite rates, float weights, no weight at all) and deviations on the
-threshold's very edge.
+float bounds leave the answer open, and the probe tests ask scipy's
+t-test only where a bound on its t statistic leaves the verdict open
+(doc/benchmarks/agent_tick.rst). Each must give what the straightforward
+algorithm gives, not a close answer: the references below are the code
+as it was before the shortcuts, run on random inputs that include what
+the shortcuts leave to it (NaN and infinite rates, float weights, no
+weight at all) and thresholds on the very edge of the answer.
 """
 
 import math
@@ -20,6 +21,7 @@ import testtools
 
 from vsmtio_agent import model
 from vsmtio_agent.policy import adjuster
+from vsmtio_agent.policy import probe_stats
 from vsmtio_agent.policy import rass
 from vsmtio_agent.tests.unit.policy import helpers
 
@@ -192,3 +194,23 @@ class TestPlanSwaps(testtools.TestCase):
             exact = statistics.pstdev(values)
             self.assertLessEqual(low, exact)
             self.assertLessEqual(exact, high)
+
+
+class TestProbeTest(testtools.TestCase):
+
+    @settings(max_examples=500, deadline=None)
+    @given(st.lists(st.one_of(
+        st.floats(-0.7, 0.7), st.sampled_from([0.0, 0.01, -0.03]),
+        st.floats(0.2, 0.2 + 1e-13),        # a spread near nothing
+        st.sampled_from([float('inf'), float('nan'), 1e300])),
+        min_size=1, max_size=16),
+        st.sampled_from([0.0, math.log(0.97), math.log(0.96), -0.03]),
+        st.sampled_from(['less', 'greater']), st.data())
+    def test_same_verdict_as_scipy(self, logs, bound, alternative, data):
+        p = probe_stats._p(logs, bound, alternative)
+        # alpha on scipy's own p-value, a float either side, or usual
+        alpha = data.draw(st.sampled_from([
+            p, math.nextafter(p, math.inf), math.nextafter(p, -math.inf),
+            0.05, 0.01, 0.05 / 5]))
+        self.assertEqual(p < alpha, probe_stats._p_below(
+            logs, bound, alternative, alpha))
