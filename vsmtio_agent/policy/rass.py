@@ -19,6 +19,7 @@ from vsmtio_agent import model
 
 _retention_rate = operator.attrgetter('retention_rate')
 _weight = operator.attrgetter('weight')
+_utilisation = operator.attrgetter('utilisation')
 
 
 def fair_share(stats, threads):
@@ -76,11 +77,9 @@ def classify(stats, min_retention_rate=0.0, threads=None, held=None):
     total = sum(weights)
     over = _over(sts, rates, weights, total, threads)
     if held is not None and not any(rates):
-        out = {}
         held_of = held.get
-        for ref, over_share in zip(refs, over):
-            out[ref] = cpu_role if over_share else held_of(ref, cpu_role)
-        return out
+        return {ref: cpu_role if over_share else held_of(ref, cpu_role)
+                for ref, over_share in zip(refs, over)}
     if threads and not total and refs:
         raise KeyError(refs[0])     # no share of nothing (fair_share: {})
     # The rank (see _rank): over its share last, unmeasured retention
@@ -120,16 +119,12 @@ def _over(sts, rates, weights, total, threads):
     """
     if not threads or not total:
         return [False] * len(sts)
-    out = []
-    for st, rate, weight in zip(sts, rates, weights):
-        used = st.utilisation
-        if used is None:
-            out.append(False)
-        else:
-            used -= rate or 0.0
-            out.append((used if used > 0.0 else 0.0)
-                       > threads * weight / total)
-    return out
+    # (``d if (d := x) > 0.0 else 0.0`` is ``max(0.0, x)``, once per vCPU)
+    return [used is not None
+            and (d if (d := used - (rate or 0.0)) > 0.0 else 0.0)
+            > threads * weight / total
+            for used, rate, weight in zip(map(_utilisation, sts), rates,
+                                          weights)]
 
 
 def _rank(st, ref, share):
