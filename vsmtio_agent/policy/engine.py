@@ -240,13 +240,14 @@ class PolicyEngine(object):
         if same:
             placements = self._last_placements
         else:
-            built, placements = self._placements, {}
             last = self._last_placements.keys()
-            for ref in last if roles.keys() == last else sorted(roles):
-                key = (assignment[ref], roles[ref])
-                found = built.get(key)
-                placements[ref] = (found if found is not None
-                                   else self._placement(*key))
+            order = last if roles.keys() == last else sorted(roles)
+            # (a placement is a dataclass, so always true)
+            built, build = self._placements.get, self._placement
+            placements = {
+                ref: (built((core := assignment[ref], role := roles[ref]))
+                      or build(core, role))
+                for ref in order}
             # shared by the decisions of the periods that keep it: a
             # decision's placements are never changed once made
             self._last_placements = placements
