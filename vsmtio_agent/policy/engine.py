@@ -205,8 +205,9 @@ class PolicyEngine(object):
         # LTCR judges the period just run, if it was its own, under the
         # roles planned for it (a new vCPU: the role it has now)
         if ltcr_owned:
-            measured_roles = {ref: self.roles.get(ref, role)
-                              for ref, role in roles.items()}
+            # (merged in C: a ref only in the planned roles is gone, so
+            # never looked up)
+            measured_roles = {**roles, **self.roles}
             self.ltcr = ltcr.step(
                 self.ltcr, p.bounds,
                 ltcr.performance(stats, measured_roles, p.ltcr_measure),

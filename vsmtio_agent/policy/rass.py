@@ -172,10 +172,12 @@ def split_order(by_core, roles, split):
     the cores at its edge and never reshuffles every pin. ``by_core``
     maps a core id to its vCPUs' stats, ``roles`` a vCPU to its class.
     """
+    io, role_of = model.Role.IO, roles.get
+
     def need(core_id):
-        waits = sum(st.runqueue_delay_ratio or 0.0
-                    for ref, st in by_core[core_id].items()
-                    if roles.get(ref) is model.Role.IO)
+        waits = sum([st.runqueue_delay_ratio or 0.0
+                     for ref, st in by_core[core_id].items()
+                     if role_of(ref) is io])
         return (-waits, core_id)
     kept = [c for c in split if c in by_core]
     rest = sorted((c for c in by_core if c not in kept), key=need)
