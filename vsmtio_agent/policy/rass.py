@@ -69,17 +69,27 @@ def classify(stats, min_retention_rate=0.0, threads=None, held=None):
     # (doc/benchmarks/agent_tick.rst): _over_share and compute_share are
     # inlined (``x if x > 0.0 else 0.0`` is ``max(0.0, x)``, without the
     # call), and only the vCPUs that may be I/O-bound are ranked.
+    cpu_role = model.Role.CPU
+    if held is not None and not any(map(_retention_rate, stats.values())):
+        total = sum(map(_weight, stats.values()))
+        fair = bool(threads and total)
+        held_of = held.get
+        out = {}
+        for ref, st in stats.items():
+            used = st.utilisation       # _over_share, fair_share's share
+            if fair and used is not None:
+                used -= st.retention_rate or 0.0
+                if (used if used > 0.0 else 0.0) > threads * st.weight / total:
+                    out[ref] = cpu_role
+                    continue
+            out[ref] = held_of(ref, cpu_role)
+        return out
     refs = list(stats)
     sts = list(stats.values())
     rates = list(map(_retention_rate, sts))
-    cpu_role = model.Role.CPU
     weights = list(map(_weight, sts))
     total = sum(weights)
     over = _over(sts, rates, weights, total, threads)
-    if held is not None and not any(rates):
-        held_of = held.get
-        return {ref: cpu_role if over_share else held_of(ref, cpu_role)
-                for ref, over_share in zip(refs, over)}
     if threads and not total and refs:
         raise KeyError(refs[0])     # no share of nothing (fair_share: {})
     # The rank (see _rank): over its share last, unmeasured retention
