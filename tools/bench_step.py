@@ -70,12 +70,15 @@ def record_host(periods):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import bench_tick
 
-    bench_tick.start_host(0)
+    procs = bench_tick.start_host(0)
     agent = bench_tick.make_agent(tempfile.mkdtemp(), 'bpf', True)
     calls = []
     for _ in range(periods):
         time.sleep(0.1)
         calls.append((dict(agent.tick().stats), None))
+    for proc in procs:      # their vCPU threads would share the replay's CPU
+        proc.kill()
+        proc.wait()
     return {'topology': agent.topology, 'params': agent.engine.params,
             'calls': calls}
 
