@@ -11,24 +11,62 @@ minimum gap, so a host where every core is alike (all CPU-bound, the
 paper's 0:96 control) is left alone instead of churning vCPUs.
 """
 
+import math
 import statistics
 
 from vsmtio_agent import model
 
 
-def core_profiles(assignment, rates):
-    """``{core: (mean, std, [refs by rate desc])}`` of measured vCPUs."""
+def _members(assignment, rates):
+    """``{core: [refs]}`` of the measured vCPUs, in assignment order."""
     members = {}
     for ref, core in assignment.items():
         if rates.get(ref) is not None:
             members.setdefault(core, []).append(ref)
+    return members
+
+
+def _ranked(refs, rates):
+    """``refs`` by rate descending (ties by ref)."""
+    return sorted(refs, key=lambda r: (-rates[r], r))
+
+
+def core_profiles(assignment, rates):
+    """``{core: (mean, std, [refs by rate desc])}`` of measured vCPUs."""
     profiles = {}
-    for core, refs in members.items():
-        refs.sort(key=lambda r: (-rates[r], r))
+    for core, refs in _members(assignment, rates).items():
+        refs = _ranked(refs, rates)
         values = [rates[r] for r in refs]
         profiles[core] = (statistics.fmean(values),
                           statistics.pstdev(values), refs)
     return profiles
+
+
+# The largest rate plan_swaps bounds a deviation for (a rate is a share
+# of a period): beyond it, or NaN, every core's is computed exactly (as
+# statistics.pstdev raises on what is not finite, so does plan_swaps).
+_TAME = 1e100
+
+
+def _std_bounds(values):
+    """``(low, high)`` around ``statistics.pstdev(values)``, in floats.
+
+    pstdev is exact (fractions), about 0.1 ms a core: the adjuster needs
+    only the cores below its threshold and, of those, the lowest, which
+    bounds computed in floats tell apart from the rest in a few us. The
+    two-pass deviation ``s`` of finite values (the mean ``m`` by fsum,
+    rounded; then each square, their fsum, the division and the root)
+    is within 7 units of roundoff ``u`` of the exact one, less
+    ``2u * |m|`` for the mean's own rounding, and pstdev rounds the
+    exact one (within ``2u``); the slack here is some thousand times
+    that, and its absolute term covers squares that underflow.
+    """
+    n = len(values)
+    mean = math.fsum(values) / n
+    std = math.sqrt(math.fsum([d * d for d in [x - mean for x in values]])
+                    / n)
+    return (std * (1.0 - 1e-12) - 1e-15 * abs(mean) - 1e-150,
+            std * (1.0 + 1e-12) + 1e-150)
 
 
 def middle(refs):
@@ -43,29 +81,58 @@ def plan_swaps(assignment, rates, std_threshold, min_mean_gap, max_swaps):
     its retention rate (None when unmeasured; such vCPUs never move). A
     core takes part in at most one swap per period. Returns a tuple of
     :class:`~vsmtio_agent.model.Swap`, each between two distinct cores.
+
+    Each period, so written for speed: a core's exact deviation
+    (:func:`core_profiles`) is computed only where its bounds
+    (:func:`_std_bounds`) do not settle the question, and its ranking
+    only for a core that swaps.
     """
-    profiles = core_profiles(assignment, rates)
+    members = _members(assignment, rates)
+    values = {core: [rates[r] for r in refs]
+              for core, refs in members.items()}
+    if all(-_TAME < v < _TAME for vs in values.values() for v in vs):
+        bounds = {core: _std_bounds(vs) for core, vs in values.items()
+                  if len(vs) >= 2}
+    else:
+        core_profiles(assignment, rates)    # raises where it raised
+        bounds = {core: (-math.inf, math.inf) for core, vs in values.items()
+                  if len(vs) >= 2}
+    means = {core: statistics.fmean(vs) for core, vs in values.items()}
+    exact = {}
+
+    def std(core):
+        found = exact.get(core)
+        if found is None:
+            found = exact[core] = statistics.pstdev(values[core])
+        return found
+
     swaps = []
     used = set()
     while len(swaps) < max_swaps:
-        homogeneous = sorted(
-            (std, core) for core, (_, std, refs) in profiles.items()
-            if core not in used and len(refs) >= 2 and std < std_threshold)
-        if not homogeneous:
+        # the most homogeneous core (of those below the threshold, the
+        # lowest deviation, then core id): only a core whose deviation
+        # may be below the threshold and may be the lowest is computed
+        pool = [(low, high, core) for core, (low, high) in bounds.items()
+                if core not in used and low < std_threshold]
+        if not pool:
             break
-        core_a = homogeneous[0][1]
-        mean_a = profiles[core_a][0]
+        best_high = min(high for _low, high, _core in pool)
+        std_a, core_a = min((std(core), core) for low, _high, core in pool
+                            if low <= best_high)
+        if not std_a < std_threshold:
+            break
+        mean_a = means[core_a]
         others = sorted(
             (-abs(mean - mean_a), core)
-            for core, (mean, _, _) in profiles.items()
+            for core, mean in means.items()
             if core != core_a and core not in used)
         if not others or -others[0][0] < min_mean_gap:
             # The most homogeneous core has no partner different enough;
             # look no further this period.
             break
         core_b = others[0][1]
-        a = middle(profiles[core_a][2])
-        b = middle(profiles[core_b][2])
+        a = middle(_ranked(members[core_a], rates))
+        b = middle(_ranked(members[core_b], rates))
         swaps.append(model.Swap(a=a, core_a=core_a, b=b, core_b=core_b))
         used.update((core_a, core_b))
     return tuple(swaps)

@@ -90,6 +90,10 @@ class PolicyEngine(object):
         self.mist_states = {}     # MIST's detector memory, per domain
         self.mist_verdicts = {}   # its last verdict per reserved domain
         self._placements = {}     # (core id, role) -> rass.placement
+        # each core's hyperthread count, RASS's fair share (as
+        # topology.core(core_id) finds it: the first core so numbered)
+        self._threads = {core.core_id: len(topology.core(
+            core.core_id).threads) for core in topology.cores}
         self._last_placements = {}    # the last decision's, by ref
 
     @property
@@ -121,8 +125,10 @@ class PolicyEngine(object):
         """Keep known vCPUs where the engine put them; adopt new ones."""
         if self.assignment.keys() == stats.keys():
             # the same vCPUs as last period (nearly every period): a set
-            # comparison in C instead of a look-up per vCPU in Python
-            return dict(self.assignment)
+            # comparison in C instead of a look-up per vCPU in Python, and
+            # last period's assignment itself (never changed in place: a
+            # step builds a new one to change it)
+            return self.assignment
         cores = {core.core_id for core in self.topology.cores}
         assignment = {ref: core for ref, core in self.assignment.items()
                       if ref in stats}
@@ -170,13 +176,12 @@ class PolicyEngine(object):
                 ref: (core if core in split
                       or (now := stats[ref].core_id) not in cores else now)
                 for ref, core in assignment.items()}
-            movable = {ref: core for ref, core in assignment.items()
-                       if core in split}
-        else:
-            movable = assignment
         swaps = ()
         if (p.adjuster_max_swaps and guard_mod.SPLIT in active
                 and retained):
+            movable = (assignment if share >= 1.0 else
+                       {ref: core for ref, core in assignment.items()
+                        if core in split})
             rates = dict(zip(stats, map(_retention_rate, stats.values())))
             swaps = adjuster.plan_swaps(
                 movable, rates, p.adjuster_std_threshold,
@@ -185,20 +190,24 @@ class PolicyEngine(object):
 
         by_core = {}
         for ref, core in assignment.items():
-            by_core.setdefault(core, {})[ref] = stats[ref]
+            found = by_core.get(core)
+            if found is None:
+                found = by_core[core] = {}
+            found[ref] = stats[ref]
         roles = {}
+        held = None if retained else self.roles
         for core_id, core_stats in by_core.items():
-            threads = (len(self.topology.core(core_id).threads)
-                       if p.fair_share else None)
             roles.update(rass.classify(
-                core_stats, p.io_min_retention_rate, threads,
-                held=None if retained else self.roles))
+                core_stats, p.io_min_retention_rate,
+                self._threads[core_id] if p.fair_share else None,
+                held=held))
 
         # LTCR judges the period just run, if it was its own, under the
         # roles planned for it (a new vCPU: the role it has now)
         if ltcr_owned:
-            measured_roles = {ref: self.roles.get(ref, role)
-                              for ref, role in roles.items()}
+            # (merged in C: a ref only in the planned roles is gone, so
+            # never looked up)
+            measured_roles = {**roles, **self.roles}
             self.ltcr = ltcr.step(
                 self.ltcr, p.bounds,
                 ltcr.performance(stats, measured_roles, p.ltcr_measure),
@@ -226,17 +235,20 @@ class PolicyEngine(object):
             order = rass.split_order(by_core, roles, self._split_taken)
             self._split_taken = tuple(order[:max(n, len(self._split_taken))])
         self.split_cores = self._split_taken[:n]
-        # by ref (unique: sorting the refs alone gives the same order),
+        # by ref (unique: sorting the refs alone gives the same order,
+        # and the same refs as last period are in last period's order),
         # each core's and role's placement built once (_placement)
         if same:
             placements = self._last_placements
         else:
-            built, placements = self._placements, {}
-            for ref in sorted(roles):
-                key = (assignment[ref], roles[ref])
-                found = built.get(key)
-                placements[ref] = (found if found is not None
-                                   else self._placement(*key))
+            last = self._last_placements.keys()
+            order = last if roles.keys() == last else sorted(roles)
+            # (a placement is a dataclass, so always true)
+            built, build = self._placements.get, self._placement
+            placements = {
+                ref: (built((core := assignment[ref], role := roles[ref]))
+                      or build(core, role))
+                for ref in order}
             # shared by the decisions of the periods that keep it: a
             # decision's placements are never changed once made
             self._last_placements = placements

@@ -54,6 +54,7 @@ class for the other is not kept; the timeout moves only for a gain shown.
 
 import dataclasses
 import enum
+import operator
 import statistics
 from typing import Optional
 
@@ -106,20 +107,25 @@ class Bounds:
         return self.clamp(max(self.initial_ns, self.reschedule_cost_ns))
 
 
+# each measure's reading of a CPU-bound and an I/O-bound vCPU's stats
+_MEASURED = {
+    PAPER: (operator.attrgetter('ipc'),
+            operator.attrgetter('retention_frequency')),
+    THROUGHPUT: (operator.attrgetter('instruction_rate'),
+                 operator.attrgetter('halt_rate'))}
+
+
 def performance(stats, roles, measure=PAPER):
     """Each vCPU's LTCR performance measure under its role, or None."""
     if measure not in MEASURES:
         raise ValueError('unknown LTCR measure %r' % (measure,))
-    perf = {}
-    for ref, st in stats.items():
-        role = roles.get(ref)
-        if role is model.Role.CPU:
-            perf[ref] = (role, st.ipc if measure == PAPER
-                         else st.instruction_rate)
-        elif role is model.Role.IO:
-            perf[ref] = (role, st.retention_frequency if measure == PAPER
-                         else st.halt_rate)
-    return perf
+    # (one comprehension: this runs for every vCPU in LTCR's periods)
+    cpu, io = model.Role.CPU, model.Role.IO
+    cpu_value, io_value = _MEASURED[measure]
+    role_of = roles.get
+    return {ref: (role, cpu_value(st) if role is cpu else io_value(st))
+            for ref, st in stats.items()
+            if (role := role_of(ref)) is cpu or role is io}
 
 
 def _paired(baseline, trial):

@@ -19,6 +19,7 @@ from vsmtio_agent import model
 
 _retention_rate = operator.attrgetter('retention_rate')
 _weight = operator.attrgetter('weight')
+_utilisation = operator.attrgetter('utilisation')
 
 
 def fair_share(stats, threads):
@@ -66,59 +67,107 @@ def classify(stats, min_retention_rate=0.0, threads=None, held=None):
     """
     # This runs for every vCPU every period, so it is written for speed
     # (doc/benchmarks/agent_tick.rst): _over_share and compute_share are
-    # inlined, and the ranking sorts decorated tuples rather than calling
-    # a key function per vCPU. The rank: over its share last (with
-    # ``threads``), then unmeasured retention below every measured one (a
-    # vCPU is never given the I/O sibling on a guess), then retention
-    # descending, then the ref, which is unique: so the vCPU's stats in
-    # the tuple are never compared.
-    # ``x if x > 0.0 else 0.0`` is ``max(0.0, x)`` (compute_share's),
-    # without the call.
+    # inlined (``x if x > 0.0 else 0.0`` is ``max(0.0, x)``, without the
+    # call), and only the vCPUs that may be I/O-bound are ranked.
     cpu_role = model.Role.CPU
     if held is not None and not any(map(_retention_rate, stats.values())):
-        shares = fair_share(stats, threads) if threads else {}
+        total = sum(map(_weight, stats.values()))
+        fair = bool(threads and total)
         held_of = held.get
         out = {}
         for ref, st in stats.items():
-            used = st.utilisation       # _over_share(st, shares[ref])
-            if shares and used is not None:
+            used = st.utilisation       # _over_share, fair_share's share
+            if fair and used is not None:
                 used -= st.retention_rate or 0.0
-                if (used if used > 0.0 else 0.0) > shares[ref]:
+                if (used if used > 0.0 else 0.0) > threads * st.weight / total:
                     out[ref] = cpu_role
                     continue
             out[ref] = held_of(ref, cpu_role)
         return out
-    shares = fair_share(stats, threads) if threads else {}
-    ranked = []
-    for ref, st in stats.items():
-        rate = st.retention_rate
-        if threads:
-            share, used = shares[ref], st.utilisation   # _over_share
-            if used is not None:
-                used -= rate or 0.0
-                over = (used if used > 0.0 else 0.0) > share
-            else:
-                over = False
-            ranked.append((over, rate is None, -(rate or 0.0), ref, st))
-        else:
-            ranked.append((rate is None, -(rate or 0.0), ref, st))
-    ranked.sort()
-    refs = [item[-2] for item in ranked]
-    ranked = [item[-1] for item in ranked]
-    total = sum(map(_weight, ranked))
+    refs = list(stats)
+    sts = list(stats.values())
+    rates = list(map(_retention_rate, sts))
+    weights = list(map(_weight, sts))
+    total = sum(weights)
+    over = _over(sts, rates, weights, total, threads)
+    if threads and not total and refs:
+        raise KeyError(refs[0])     # no share of nothing (fair_share: {})
+    # The rank (see _rank): over its share last, unmeasured retention
+    # below every measured one, then retention descending, then the ref.
+    # The I/O class is a prefix of the vCPUs that may be I/O-bound: not
+    # over their share, retaining for at least ``min_retention_rate`` and
+    # for more than nothing. Those rank first (each retains more than any
+    # other measured vCPU), so they are all this has to sort.
+    candidates = [
+        (-rate, ref, weight)
+        for ref, rate, weight, over_share in zip(refs, rates, weights, over)
+        if not over_share and rate is not None
+        and not (rate < min_retention_rate or rate <= 0)]
+    if type(total) is not int or any(
+            rate != rate for rate, _r, _w in candidates):
+        # a NaN rate has no rank, and float weights sum differently in
+        # another order: the whole ranking, as it is written
+        return _classify_ranked(stats, min_retention_rate, threads)
+    candidates.sort()
     best_k, best_gap, prefix = 0, total, 0
-    for k, st in enumerate(ranked, start=1):
+    for k, (_rate, _r, weight) in enumerate(candidates, start=1):
+        prefix += weight
+        gap = abs(total - 2 * prefix)
+        if gap < best_gap:
+            best_k, best_gap = k, gap
+    out = dict.fromkeys(refs, cpu_role)
+    for _rate, ref, _w in candidates[:best_k]:
+        out[ref] = model.Role.IO
+    return out
+
+
+def _over(sts, rates, weights, total, threads):
+    """Per vCPU (in order): computed beyond its fair share of ``threads``.
+
+    :func:`_over_share` with :func:`fair_share`'s shares (``total`` is
+    the sum of ``weights``), all False without ``threads`` or weight.
+    """
+    if not threads or not total:
+        return [False] * len(sts)
+    # (``d if (d := x) > 0.0 else 0.0`` is ``max(0.0, x)``, once per vCPU)
+    return [used is not None
+            and (d if (d := used - (rate or 0.0)) > 0.0 else 0.0)
+            > threads * weight / total
+            for used, rate, weight in zip(map(_utilisation, sts), rates,
+                                          weights)]
+
+
+def _rank(st, ref, share):
+    """The sort key of ``st`` in :func:`classify`'s ranking."""
+    rate = st.retention_rate
+    return (share is not None and _over_share(st, share), rate is None,
+            -(rate or 0.0), ref)
+
+
+def _classify_ranked(stats, min_retention_rate, threads):
+    """:func:`classify` by the whole ranking, every vCPU sorted.
+
+    The straightforward statement of the cut: :func:`classify` is its
+    shortcut where no rate is NaN and the weights are ints.
+    """
+    shares = fair_share(stats, threads) if threads else {}
+    ranked = sorted(stats, key=lambda ref: _rank(
+        stats[ref], ref, shares[ref] if threads else None))
+    total = sum(stats[ref].weight for ref in ranked)
+    best_k, best_gap, prefix = 0, total, 0
+    for k, ref in enumerate(ranked, start=1):
+        st = stats[ref]
         rate = st.retention_rate
         if rate is None or rate < min_retention_rate or rate <= 0:
             break
-        if shares and _over_share(st, shares[refs[k - 1]]):
+        if shares and _over_share(st, shares[ref]):
             break
         prefix += st.weight
         gap = abs(total - 2 * prefix)
         if gap < best_gap:
             best_k, best_gap = k, gap
-    out = dict.fromkeys(refs[:best_k], model.Role.IO)
-    out.update(dict.fromkeys(refs[best_k:], cpu_role))
+    out = dict.fromkeys(ranked[:best_k], model.Role.IO)
+    out.update(dict.fromkeys(ranked[best_k:], model.Role.CPU))
     return out
 
 
@@ -133,10 +182,12 @@ def split_order(by_core, roles, split):
     the cores at its edge and never reshuffles every pin. ``by_core``
     maps a core id to its vCPUs' stats, ``roles`` a vCPU to its class.
     """
+    io, role_of = model.Role.IO, roles.get
+
     def need(core_id):
-        waits = sum(st.runqueue_delay_ratio or 0.0
-                    for ref, st in by_core[core_id].items()
-                    if roles.get(ref) is model.Role.IO)
+        waits = sum([st.runqueue_delay_ratio or 0.0
+                     for ref, st in by_core[core_id].items()
+                     if role_of(ref) is io])
         return (-waits, core_id)
     kept = [c for c in split if c in by_core]
     rest = sorted((c for c in by_core if c not in kept), key=need)

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Benchmark: ``PolicyEngine.step`` alone, on recorded periods.
+
+The agent's period is sampling, deriving and the policy step; this times
+the step, warm, on the inputs of a real run, so the figure is not at the
+mercy of a shared host's noise. The inputs are recorded first, from one
+of:
+
+``sim:SCENARIO``  the simulator's run of SCENARIO (every counter: the
+                  guard probes, LTCR runs its trials, the adjuster swaps);
+``host``          the bench host of ``tools/bench_tick.py`` (10 domains of
+                  20 vCPU threads on this machine's cores; its counters:
+                  no retention, no PMU, so the guard keeps nothing);
+``FILE.pickle``   what ``--save`` wrote.
+
+Each step is timed ``--repeat`` times, each time replaying the whole
+recording through a new engine (a step's cost depends on the state the
+steps before left), and its best time kept; the report is the mean, the
+median, the 90th percentile and the worst over the steps, in ms, so the
+rare steps (the guard's and LTCR's tests, the adjuster's swaps) count in
+the mean as they do in an agent's CPU time. Absolute figures: no second
+engine runs in the same tree to give a ratio; compare runs of two trees
+on the same recording (``--save`` then the pickle).
+``doc/benchmarks/agent_tick.rst`` has the figures.
+
+    python tools/bench_step.py [--source sim:fig5_rocksdb_nginx]
+        [--periods 600] [--repeat 5] [--save FILE]
+"""
+
+import argparse
+import os
+import pickle
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+
+from vsmtio_agent.policy import engine  # noqa: E402
+
+
+def record_sim(scenario, periods):
+    """Every step's inputs of the simulator's run of ``scenario``."""
+    from vsmtio_agent import simulate
+
+    rec = {'calls': []}
+    step = engine.PolicyEngine.step
+
+    def recording(self, stats, vms=None):
+        if 'topology' not in rec:
+            rec.update(topology=self.topology, params=self.params)
+        rec['calls'].append((dict(stats), vms))
+        return step(self, stats, vms)
+
+    engine.PolicyEngine.step = recording
+    try:
+        conf = simulate.make_conf(scenario, 'vsmtio')
+        # the agent's period is the simulator's: run just long enough
+        conf.set_override('duration', periods * conf.vsmtio_agent.period,
+                          'vsmtio_sim')
+        simulate.run_conf(conf)
+    finally:
+        engine.PolicyEngine.step = step
+    return rec
+
+
+def record_host(periods):
+    """Every step's inputs of the agent on the bench host."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench_tick
+
+    procs = bench_tick.start_host(0)
+    agent = bench_tick.make_agent(tempfile.mkdtemp(), 'bpf', True)
+    calls = []
+    for _ in range(periods):
+        time.sleep(0.1)
+        calls.append((dict(agent.tick().stats), None))
+    for proc in procs:      # their vCPU threads would share the replay's CPU
+        proc.kill()
+        proc.wait()
+    return {'topology': agent.topology, 'params': agent.engine.params,
+            'calls': calls}
+
+
+def replay(rec, repeat):
+    """Each step's best time (s) over ``repeat`` replays."""
+    clock = time.perf_counter
+    best = None
+    for _ in range(repeat):
+        eng = engine.PolicyEngine(rec['topology'], rec['params'])
+        times = []
+        for stats, vms in rec['calls']:
+            start = clock()
+            eng.step(stats, vms)
+            times.append(clock() - start)
+        best = times if best is None else list(map(min, best, times))
+    return best
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument('--source', default='sim:fig5_rocksdb_nginx')
+    p.add_argument('--periods', type=int, default=600)
+    p.add_argument('--repeat', type=int, default=5)
+    p.add_argument('--save', help='write the recording to this file')
+    args = p.parse_args(argv)
+    if args.source.startswith('sim:'):
+        rec = record_sim(args.source[4:], args.periods)
+    elif args.source == 'host':
+        rec = record_host(args.periods)
+    else:
+        with open(args.source, 'rb') as f:
+            rec = pickle.load(f)
+    if args.save:
+        with open(args.save, 'wb') as f:
+            pickle.dump(rec, f)
+    times = sorted(replay(rec, args.repeat))
+    n = len(times)
+    print('%s: %d steps, %d vCPUs, %d cores: step ms mean %.3f median '
+          '%.3f p90 %.3f max %.3f'
+          % (args.source, n, len(rec['calls'][-1][0]),
+             len(rec['topology'].cores), sum(times) / n * 1e3,
+             times[n // 2] * 1e3, times[int(n * 0.9)] * 1e3,
+             times[-1] * 1e3))
+
+
+if __name__ == '__main__':
+    main()
