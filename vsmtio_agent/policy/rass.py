@@ -56,7 +56,8 @@ def classify(stats, min_retention_rate=0.0, threads=None, held=None):
     retains. The I/O sibling's strict priority exists to repay the time
     retention charges an I/O-bound vCPU, not to give a vCPU that shapes
     its waits (long computations between short waits) more CPU than its
-    weight: as CPU-bound it competes by weight like everyone else.
+    weight: as CPU-bound it competes by weight like everyone else. A core
+    whose vCPUs weigh nothing has no shares, so none is over its own.
 
     ``held`` (the roles planned before) is for a period the agent ran
     without retention: if no vCPU of the core retained at all, the rates
@@ -90,8 +91,6 @@ def classify(stats, min_retention_rate=0.0, threads=None, held=None):
     weights = list(map(_weight, sts))
     total = sum(weights)
     over = _over(sts, rates, weights, total, threads)
-    if threads and not total and refs:
-        raise KeyError(refs[0])     # no share of nothing (fair_share: {})
     # The rank (see _rank): over its share last, unmeasured retention
     # below every measured one, then retention descending, then the ref.
     # The I/O class is a prefix of the vCPUs that may be I/O-bound: not
@@ -152,7 +151,7 @@ def _classify_ranked(stats, min_retention_rate, threads):
     """
     shares = fair_share(stats, threads) if threads else {}
     ranked = sorted(stats, key=lambda ref: _rank(
-        stats[ref], ref, shares[ref] if threads else None))
+        stats[ref], ref, shares[ref] if shares else None))
     total = sum(stats[ref].weight for ref in ranked)
     best_k, best_gap, prefix = 0, total, 0
     for k, ref in enumerate(ranked, start=1):
