@@ -9,8 +9,8 @@ Domain lifecycle events (a domain started, stopped, restarted, paused...)
 are counted in :attr:`Connection.changes`, as nova's libvirt driver
 follows them: libvirt's default event loop runs in a daemon thread, once
 per process, and the sampler lists the running domains again only when the
-count moved (:meth:`~vsmtio_agent.drivers.libvirt.sampling.Sampler.
-_running`). Through a real libvirtd each listing is a call that costs
+count moved (:meth:`~vsmtio_agent.drivers.libvirt.domains.Domains.
+running`). Through a real libvirtd each listing is a call that costs
 libvirtd and the agent ~0.3 ms each (``tox -e bench-libvirtd``).
 """
 
@@ -138,6 +138,20 @@ class Connection:
         self.changes += 1
         self._follow(self._conn)
         return self._conn
+
+    def call(self, func, name, *args):
+        """``func(*args)``, a libvirt error raised as HostDriverError.
+
+        A dead connection is dropped on the way (:meth:`lost`).
+        """
+        try:
+            return func(*args)
+        except libvirt.libvirtError as exc:
+            if self.lost(exc):
+                raise base.HostDriverError('libvirt connection lost: %s'
+                                           % exc.get_error_message())
+            raise base.HostDriverError('%s failed: %s'
+                                       % (name, exc.get_error_message()))
 
     def lost(self, exc):
         """Drop a dead connection; True if that is what ``exc`` meant."""

@@ -2,17 +2,18 @@
 
 Each vCPU thread's own counters (run time, run-queue delay, switch counts,
 last CPU: :mod:`vsmtio_agent.linux.procfs`) come first. The running domains
-are listed by their ids each period, and ``getAllDomainStats`` is called
-only when they changed or a group of statistics is needed
-(:meth:`Sampler._running`). KVM's per-vCPU halt statistics of kvm domains
-come from a BPF iterator over each QEMU's vCPU files
-(:mod:`vsmtio_agent.linux.kvmstats`) where the vCPU threads are read with
-BPF too, else from that call's vCPU group, which then also gives their
-vCPUs' number, and its run time and delay stand in for a thread that could
-not be read. Where no domain needs it, the vCPU group is not asked for
-(:meth:`Sampler.sample` says what it costs libvirtd). The thread's run time
-is the scheduler's, in nanoseconds (``schedstat``); libvirt's
-``vcpu.N.time`` is the thread's user and system time from
+are those tracked until libvirt's lifecycle events (or, without events,
+their ids listed each period) say they changed; ``getAllDomainStats`` is
+called only then, or when a group of statistics is needed
+(:meth:`~vsmtio_agent.drivers.libvirt.domains.Domains.running`). KVM's
+per-vCPU halt statistics of kvm domains come from a BPF iterator over each
+QEMU's vCPU files (:mod:`vsmtio_agent.linux.kvmstats`) where the vCPU
+threads are read with BPF too, else from that call's vCPU group, which then
+also gives their vCPUs' number, and its run time and delay stand in for a
+thread that could not be read. Where no domain needs it, the vCPU group is
+not asked for (:meth:`Sampler.sample` says what it costs libvirtd). The
+thread's run time is the scheduler's, in nanoseconds (``schedstat``);
+libvirt's ``vcpu.N.time`` is the thread's user and system time from
 ``/proc/.../stat``, in clock ticks (10 ms at the usual USER_HZ of 100): a
 tenth of the agent's default period. Instructions come from perf where the
 host has a PMU. Sampling writes nothing to the host.
@@ -53,10 +54,6 @@ assert len(_VcpuCounters._fields) == 15
 # a thread's run time and CPU in its ThreadCounters (looked for in C)
 _RUN_NS, _CPU = operator.itemgetter(0), operator.itemgetter(4)
 _KEYS = []      # per vCPU index: its stats keys (time, delay, halts, prefix)
-# Seconds between two listings of the running domains, at most, on a
-# connection with lifecycle events: an event lost (none has been seen
-# lost) leaves a domain unseen this long, not for ever.
-RELIST_S = 10.0
 
 
 def _from_thread(run_ns, runqueue_delay_ns, voluntary_switches,
@@ -165,8 +162,6 @@ class Sampler:
             LOG.info('KVM\'s vCPU statistics from libvirt\'s vCPU group: %s.',
                      self.kvm_why)
         self._kvm_read = set()  # kvm domains' uuids all read with BPF
-        self._listed_on = None  # the connection the domains were listed on
-        self._listed = (None, 0.0)  # its changes count then, and when
         self._refs = {}     # uuid -> its vCPUs' refs, by index
         self._layouts = {}  # uuid -> (tids, nvcpus, found, their tids)
         # per-vCPU instructions: what the guard judges CPU-bound vCPUs by
@@ -184,7 +179,7 @@ class Sampler:
         if any(entry.kvm and entry.uuid not in self._kvm_read
                for entry in self.domains.values()):
             groups |= libvirt.VIR_DOMAIN_STATS_VCPU
-        running = self._running(conn, groups)
+        running = self.domains.running(self.connection, conn, groups)
         now = time.monotonic_ns()
         seen, vcpus = set(), {}
         self._turn = (self._turn + 1) % self.every
@@ -216,61 +211,6 @@ class Sampler:
         self._reserved = frozenset(uuid for uuid, d in domains.items()
                                    if d.reservation.reserved)
         return model.Snapshot(time_ns=now, vcpus=vcpus, domains=domains)
-
-    def _running(self, conn, groups):
-        """``[(entry, stats)]`` of the running domains.
-
-        Where no stats group beyond the state is wanted, the tracked
-        entries are the running domains, with no stats, while nothing
-        says they changed: no lifecycle event since they were listed
-        (:attr:`Connection.changes`; at most ``RELIST_S`` apart, in case
-        one was lost), or, on a connection without events, the same ids
-        listed (``listDomainsID``: no domain object, nothing read per
-        domain; a domain that restarts has a new id). Only a domain that
-        started, stopped or restarted costs a ``getAllDomainStats`` call,
-        with its domain objects and look-ups per domain (~0.4 ms a period
-        on the benchmark's in-process test:/// host). Through a real
-        libvirtd any call costs ~0.3 ms of libvirtd and ~0.3 ms of the
-        agent with 2 domains, ``listDomainsID`` as much as the call it
-        replaced (``tox -e bench-libvirtd``): the events save both, every
-        period where nothing changed. A new connection lists them afresh.
-        """
-        changes = self.connection.changes   # before listing: no race
-        if not groups & libvirt.VIR_DOMAIN_STATS_VCPU:
-            if (conn is self._listed_on and self.connection.events
-                    and changes == self._listed[0]
-                    and time.monotonic() - self._listed[1] < RELIST_S):
-                return [(entry, _EMPTY) for entry in self.domains.values()]
-            ids = self._ask(conn.listDomainsID, 'listDomainsID')
-            if conn is self._listed_on and set(ids) == {
-                    entry.id for entry in self.domains.values()}:
-                self._listed = (changes, time.monotonic())
-                return [(entry, _EMPTY) for entry in self.domains.values()]
-        records = self._ask(
-            conn.getAllDomainStats, 'getAllDomainStats', groups,
-            libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE)
-        running = []
-        for dom, stats in records:
-            try:
-                running.append((self.domains.track(dom), stats))
-            except libvirt.libvirtError as exc:
-                if exc.get_error_code() not in libvirt_errors.GONE:
-                    LOG.warning('Skipping a domain this period: %s',
-                                exc.get_error_message())
-        self._listed_on = conn
-        self._listed = (changes, time.monotonic())
-        return running
-
-    def _ask(self, call, name, *args):
-        """``call(*args)``; a libvirt error as HostDriverError."""
-        try:
-            return call(*args)
-        except libvirt.libvirtError as exc:
-            if self.connection.lost(exc):
-                raise base.HostDriverError('libvirt connection lost: %s'
-                                           % exc.get_error_message())
-            raise base.HostDriverError('%s failed: %s'
-                                       % (name, exc.get_error_message()))
 
     def _vcpu_counters(self, entry, stats, now, out):
         """Add ``{VcpuRef: VcpuCounters}`` of one domain to ``out``.

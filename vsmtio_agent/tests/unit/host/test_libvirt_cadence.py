@@ -384,7 +384,7 @@ class TestRunningDomainsListed(base.DriverTestCase):
         self.useFixture(base.TestDomain())
         drv = self.driver()
         self.useFixture(fixtures.MonkeyPatch(
-            'vsmtio_agent.drivers.libvirt.sampling.RELIST_S', 0.0))
+            'vsmtio_agent.drivers.libvirt.domains.RELIST_S', 0.0))
         self.assertEqual(['listDomainsID'], self.sampled(drv)[1])
 
     def test_a_lost_connection_lists_them_afresh(self):
