@@ -2,8 +2,7 @@
 
 On a kvm host the agent needs KVM's per-vCPU statistics: halt exits, and
 the retention counters (the patched kernel's, or halt polling on a stock
-one: :meth:`Sampler._retention
-<vsmtio_agent.drivers.libvirt.sampling.Sampler._retention>`). libvirt
+one: :func:`vsmtio_agent.drivers.libvirt.sampling._retention`). libvirt
 gives them only with ``getAllDomainStats``'s vCPU group, for which libvirtd
 reads three procfs files per vCPU thread and asks every QEMU for
 ``query-stats`` over QMP, every call: ~65 us of libvirtd per vCPU and

@@ -74,31 +74,40 @@ def _from_thread(run_ns, runqueue_delay_ns, voluntary_switches,
         switches_ns))
 
 
-def _with_polls(thread, kvm):
-    """:func:`_from_thread` with KVM's halt polling (a stock kernel).
+def _retention(kernel_patched, patched, poll_ns, polls, hits):
+    """(retention_ns, retentions, retention_timeouts) of a kvm vCPU.
 
-    ``kvm`` is the vCPU's :class:`kvmstats.VcpuStats`, whose polling
-    counters are never missing: :meth:`Sampler._retention`'s stock rule.
+    One rule for KVM's statistics from either source, libvirt's vCPU
+    group or BPF (:mod:`vsmtio_agent.linux.kvmstats`): the patched
+    kernel's counters (``patched``, in that order) on a patched kernel,
+    else halt polling. On a stock host a halted vCPU that polls keeps its
+    hyperthread (and its context) as a retaining vCPU would: the time it
+    polled (``poll_ns``, successful and failed) and its polls, of which
+    those that end without a wake-up (attempted less successful) are the
+    timeouts. A counter a source lacks is None (missing, not zero), and
+    so is what is built on it.
     """
+    if kernel_patched:
+        return patched
+    return (None if None in poll_ns else sum(poll_ns), polls,
+            None if polls is None or hits is None else polls - hits)
+
+
+def _kvm_retention(kernel_patched, kvm):
+    """:func:`_retention` of a :class:`kvmstats.VcpuStats` (BPF's)."""
+    return _retention(
+        kernel_patched,
+        (kvm.retention_ns, kvm.retentions, kvm.retention_timeouts),
+        (kvm.halt_poll_success_ns, kvm.halt_poll_fail_ns),
+        kvm.halt_attempted_poll, kvm.halt_successful_poll)
+
+
+def _with_kvm(thread, kvm, kernel_patched):
+    """:func:`_from_thread` with KVM's statistics read with BPF."""
     (run_ns, runqueue_delay_ns, voluntary_switches, involuntary_switches,
      cpu, switches_ns) = thread
     return _counters(_VcpuCounters, (
-        1024, cpu, run_ns,
-        kvm.halt_poll_success_ns + kvm.halt_poll_fail_ns,   # retention_ns
-        kvm.halt_attempted_poll,                            # retentions
-        kvm.halt_attempted_poll - kvm.halt_successful_poll,     # timeouts
-        None, None, None, None,     # no perf counters
-        voluntary_switches, involuntary_switches, runqueue_delay_ns,
-        kvm.halt_exits, switches_ns))
-
-
-def _with_retention(thread, kvm):
-    """:func:`_from_thread` with the patched kernel's retention counters."""
-    (run_ns, runqueue_delay_ns, voluntary_switches, involuntary_switches,
-     cpu, switches_ns) = thread
-    return _counters(_VcpuCounters, (
-        1024, cpu, run_ns,
-        kvm.retention_ns, kvm.retentions, kvm.retention_timeouts,
+        1024, cpu, run_ns) + _kvm_retention(kernel_patched, kvm) + (
         None, None, None, None,     # no perf counters
         voluntary_switches, involuntary_switches, runqueue_delay_ns,
         kvm.halt_exits, switches_ns))
@@ -260,8 +269,8 @@ class Sampler:
                 return
             if entry.uuid in self._kvm_read:    # bpf has every vCPU
                 out.update(zip(self._refs_of(entry.uuid, nvcpus), map(
-                    _with_retention if self.patched else _with_polls,
-                    read, map(bpf.__getitem__, range(nvcpus)))))
+                    _with_kvm, read, map(bpf.__getitem__, range(nvcpus)),
+                    itertools.repeat(self.patched))))
                 return
         if entry.nvcpus is not None and not complete:
             # virDomainGetVcpus's run time and CPU for the vCPUs whose
@@ -305,14 +314,11 @@ class Sampler:
             halts = get(k_halts)
             vcpu = bpf.get(index) if bpf else None
             if vcpu is not None:
-                retention = self._retention(
-                    (vcpu.retention_ns, vcpu.retentions,
-                     vcpu.retention_timeouts),
-                    (vcpu.halt_poll_success_ns, vcpu.halt_poll_fail_ns),
-                    vcpu.halt_attempted_poll, vcpu.halt_successful_poll)
+                retention = _kvm_retention(self.patched, vcpu)
                 halts = vcpu.halt_exits
             elif kvm:
-                retention = self._retention(
+                retention = _retention(
+                    self.patched,
                     tuple(get(prefix + PATCHED_STATS[field])
                           for field in _RETENTION_FIELDS),
                     tuple(get(prefix + k) for k in _KVM_POLL_NS),
@@ -371,24 +377,6 @@ class Sampler:
             refs = self._refs[uuid] = tuple(model.VcpuRef(uuid, i)
                                             for i in range(nvcpus))
         return refs
-
-    def _retention(self, patched, poll_ns, polls, hits):
-        """(retention_ns, retentions, retention_timeouts) of a kvm vCPU.
-
-        One rule for KVM's statistics from either source, libvirt's vCPU
-        group or BPF (:mod:`vsmtio_agent.linux.kvmstats`): the patched
-        kernel's counters (``patched``, in that order), else halt polling.
-        On a stock host a halted vCPU that polls keeps its hyperthread (and
-        its context) as a retaining vCPU would: the time it polled
-        (``poll_ns``, successful and failed) and its polls, of which those
-        that end without a wake-up (attempted less successful) are the
-        timeouts. A counter a source lacks is None (missing, not zero), and
-        so is what is built on it.
-        """
-        if self.patched:
-            return patched
-        return (None if None in poll_ns else sum(poll_ns), polls,
-                None if polls is None or hits is None else polls - hits)
 
     def close(self):
         self.reader.close()
