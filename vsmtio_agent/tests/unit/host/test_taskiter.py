@@ -92,6 +92,24 @@ def this_tree():
         os.path.abspath(taskiter.__file__))))
 
 
+def without_capabilities(test, code):
+    """The output of Python ``code`` run with no capabilities at all.
+
+    In a child (``setpriv``: no inheritable or bounding capabilities),
+    importing this tree; the child must exit 0. Skips where setpriv
+    (util-linux) is missing.
+    """
+    if not shutil.which('setpriv'):
+        test.skipTest('setpriv (util-linux) is not installed')
+    out = subprocess.run(
+        ['setpriv', '--inh-caps=-all', '--bounding-set=-all', '--',
+         sys.executable, '-c', code],
+        capture_output=True, text=True, timeout=60,
+        env=dict(os.environ, PYTHONPATH=this_tree()))
+    test.assertEqual(0, out.returncode, out.stderr)
+    return out.stdout
+
+
 def can_build():
     return bool(shutil.which('clang')) and os.path.exists(
         '/usr/include/bpf/libbpf.h')
@@ -306,24 +324,17 @@ class TestProgramErrors(testtools.TestCase):
     def test_without_privileges_it_is_a_clear_oserror(self):
         # The agent without CAP_BPF/CAP_PERFMON/CAP_SYS_ADMIN (and with
         # unprivileged BPF disabled): an OSError with errno, not a crash.
-        if not shutil.which('setpriv'):
-            self.skipTest('setpriv (util-linux) is not installed')
         with open('/proc/sys/kernel/unprivileged_bpf_disabled') as f:
             if f.read().strip() == '0':
                 self.skipTest('unprivileged BPF is allowed here')
-        code = ('import errno\n'
-                'from vsmtio_agent.linux import _taskiter\n'
-                'try:\n'
-                '    _taskiter.Program()\n'
-                'except OSError as exc:\n'
-                '    print(errno.errorcode[exc.errno], exc)\n')
-        out = subprocess.run(
-            ['setpriv', '--inh-caps=-all', '--bounding-set=-all', '--',
-             sys.executable, '-c', code],
-            capture_output=True, text=True, timeout=60,
-            env=dict(os.environ, PYTHONPATH=this_tree()))
-        self.assertEqual(0, out.returncode, out.stderr)
-        name, _, message = out.stdout.strip().partition(' ')
+        out = without_capabilities(self, (
+            'import errno\n'
+            'from vsmtio_agent.linux import _taskiter\n'
+            'try:\n'
+            '    _taskiter.Program()\n'
+            'except OSError as exc:\n'
+            '    print(errno.errorcode[exc.errno], exc)\n'))
+        name, _, message = out.strip().partition(' ')
         self.assertIn(name, (errno.errorcode[errno.EPERM],
                              errno.errorcode[errno.EACCES]))
         self.assertIn('cannot load the BPF task iterator', message)
