@@ -50,21 +50,43 @@ CHILD = r'''
 import sys, threading, time
 with open('/proc/self/comm', 'w') as f:
     f.write('qemu-bench')
-wake = float(sys.argv[4])
-if sys.argv[5] == 'kvm':    # a VM with the vCPUs' KVM files, as QEMU has
-    import fcntl, os
-    kvm = os.open('/dev/kvm', os.O_RDWR | os.O_CLOEXEC)
-    vm = fcntl.ioctl(kvm, 0xAE01, 0)                    # KVM_CREATE_VM
-    vcpus = [fcntl.ioctl(vm, 0xAE41, i)                 # KVM_CREATE_VCPU
-             for i in range(int(sys.argv[3]))]
+wake, kvm = float(sys.argv[4]), sys.argv[5] == 'kvm'
+if kvm:     # a VM whose vCPUs run a guest, as QEMU's do (start_host)
+    import ctypes, fcntl, mmap, os, struct
+    kvm_fd = os.open('/dev/kvm', os.O_RDWR | os.O_CLOEXEC)
+    vm = fcntl.ioctl(kvm_fd, 0xAE01, 0)                 # KVM_CREATE_VM
+    mem = mmap.mmap(-1, 0x1000)
+    mem[0:4] = bytes([0xe6, 0x10, 0xeb, 0xfc])  # out 0x10, al; jmp -4
+    fcntl.ioctl(vm, 0x4020AE46, struct.pack(    # KVM_SET_USER_MEMORY_REGION
+        'IIQQQ', 0, 0, 0, 0x1000,
+        ctypes.addressof(ctypes.c_char.from_buffer(mem))))
+    vcpus = []
+    for i in range(int(sys.argv[3])):
+        vcpu = fcntl.ioctl(vm, 0xAE41, i)               # KVM_CREATE_VCPU
+        sregs = bytearray(312)
+        fcntl.ioctl(vcpu, 0x8138AE83, sregs)            # KVM_GET_SREGS
+        struct.pack_into('QIH', sregs, 0, 0, 0xffff, 0)     # cs: base 0
+        fcntl.ioctl(vcpu, 0x4138AE84, bytes(sregs))     # KVM_SET_SREGS
+        regs = bytearray(144)
+        struct.pack_into('QQ', regs, 128, 0, 2)         # rip 0, rflags
+        fcntl.ioctl(vcpu, 0x4090AE82, bytes(regs))      # KVM_SET_REGS
+        vcpus.append(vcpu)
+def run(i):
+    if kvm:     # enter the guest; its out exits to here at once
+        fcntl.ioctl(vcpus[i], 0xAE80, 0)                # KVM_RUN
+ran = threading.Barrier(int(sys.argv[3]) + 1)
 def vcpu(i):
     tid = threading.get_native_id()
     with open('/proc/self/task/%d/comm' % tid, 'w') as f:
         f.write('CPU %d/KVM' % i)
+    run(i)
+    ran.wait()
     while True:
         time.sleep(wake)     # a mostly idle vCPU that wakes now and then
+        run(i)
 for i in range(int(sys.argv[3])):
     threading.Thread(target=vcpu, args=(i,), daemon=True).start()
+ran.wait()
 sys.stdout.write('ready\n'); sys.stdout.flush()
 sys.stdin.read()
 '''
@@ -125,10 +147,18 @@ def start_host(idle_domains=0, kvm=False):
     """Start the vCPU thread processes and their test-driver domains.
 
     ``kvm``: the domains are of type kvm and each process holds a KVM VM
-    with a KVM vCPU per vCPU thread (``/dev/kvm``; no guest runs: the
-    threads are the same sleeping threads), so the agent reads KVM's
-    statistics of each vCPU as on a kvm host: with BPF where the threads
-    are read with BPF, else from libvirt's vCPU group (test:///'s).
+    with a KVM vCPU per vCPU thread (``/dev/kvm``), so the agent reads
+    KVM's statistics of each vCPU as on a kvm host: with BPF where the
+    threads are read with BPF, else from libvirt's vCPU group (test:///'s).
+    Each vCPU thread enters its guest (``KVM_RUN``) at each wake-up, as a
+    QEMU vCPU thread runs its vCPU: the guest is a real-mode loop whose
+    ``out`` to a port exits to user space at once, so KVM_RUN returns and
+    the thread sleeps again. What it models is a mostly idle vCPU whose
+    thread runs KVM_RUN now and then (so that KVM knows its thread,
+    ``kvm_vcpu.pid``, as it does QEMU's once a guest runs), not a guest's
+    work: an exit per wake-up, none of a guest's own halts or timers (the
+    halt statistics stay at zero). Every vCPU has run before the host is
+    ready.
     """
     kind = 'kvm' if kvm else 'test'
     import libvirt

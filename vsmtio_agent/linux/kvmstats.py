@@ -12,7 +12,13 @@ bench-libvirtd``, ``doc/benchmarks/agent_tick.rst``), every period.
 ``kvmstats.bpf.c`` walks one QEMU's open files in the kernel (a
 ``task_file`` iterator attached to that process), finds its vCPU files and
 copies the statistics from each ``struct kvm_vcpu``: one read per QEMU,
-the values KVM's binary statistics (``KVM_GET_STATS_FD``) give.
+the values KVM's binary statistics (``KVM_GET_STATS_FD``) give. With them
+it copies the scheduler counters of the thread that runs each vCPU (KVM's
+``kvm_vcpu.pid``, set at the vCPU's first ``KVM_RUN``), those the task
+iterator reads (:mod:`vsmtio_agent.linux.taskiter`): on a kvm host this
+one read per QEMU gives the sampler all it reads of each vCPU
+(:meth:`KvmStatsReader.read_all`), and each iterator read costs tens of
+microseconds however little it copies.
 
 It needs what the task iterator needs (``vsmtio_agent.linux.taskiter``:
 the extension built with clang and libbpf, Linux >= 6.1, ``CAP_BPF`` and
@@ -25,6 +31,7 @@ import os
 import struct
 import typing
 
+from vsmtio_agent.linux import procfs
 from vsmtio_agent.linux import taskiter
 
 try:
@@ -33,10 +40,13 @@ except ImportError as exc:      # not built: libvirt's vCPU group does it
     _taskiter = None
     _NOT_BUILT = str(exc)
 
-# struct record of kvmstats.bpf.c
-_RECORD = struct.Struct('=II8Q')
+# struct record of kvmstats.bpf.c: KVM's statistics, then its thread's
+# (struct thread_counters of bpf_common.h: tid, cpu, run_ns, delay_ns,
+# voluntary, involuntary)
+_RECORD = struct.Struct('=II8QII4Q')
 NO_HALT_EXITS, NO_RETENTIONS, NO_RETENTION_NS, NO_RETENTION_TIMEOUTS = (
     1, 2, 4, 8)
+NO_THREAD, NO_DELAY = 16, 32
 
 
 class Unavailable(Exception):
@@ -61,20 +71,31 @@ class VcpuStats(typing.NamedTuple):
 
 
 _new = tuple.__new__     # VcpuStats._make without its length check
+_COUNTERS = procfs.ThreadCounters
 
 
 def _decode(raw):
-    """``{vcpu_idx: VcpuStats}`` from one iteration's records."""
-    out = {}
+    """``({vcpu_idx: VcpuStats}, {vcpu_idx: (tid, ThreadCounters)})``.
+
+    The second holds the vCPUs whose thread's counters the record carries
+    (not NO_THREAD), as the task iterator gives them: every counter read
+    now, so ``switches_ns`` None.
+    """
+    out, threads = {}, {}
     for (index, flags, attempted, successful, success_ns, fail_ns, exits,
-         retentions, retention_ns, timeouts) in _RECORD.iter_unpack(raw):
+         retentions, retention_ns, timeouts, tid, cpu, run_ns, delay_ns,
+         voluntary, involuntary) in _RECORD.iter_unpack(raw):
         out[index] = _new(VcpuStats, (    # VcpuStats(...), built faster
             attempted, successful, success_ns, fail_ns,
             None if flags & NO_HALT_EXITS else exits,
             None if flags & NO_RETENTIONS else retentions,
             None if flags & NO_RETENTION_NS else retention_ns,
             None if flags & NO_RETENTION_TIMEOUTS else timeouts))
-    return out
+        if not flags & NO_THREAD:
+            threads[index] = (tid, _new(_COUNTERS, (
+                run_ns, None if flags & NO_DELAY else delay_ns,
+                voluntary, involuntary, cpu, None)))
+    return out, threads
 
 
 class KvmStatsReader(taskiter.HeldLinks):
@@ -127,11 +148,25 @@ class KvmStatsReader(taskiter.HeldLinks):
         a link to any pid and then finds no such process), or for ``pid``
         None (a domain whose QEMU was not found).
         """
+        return self.read_all(pid)[0]
+
+    def read_all(self, pid):
+        """:meth:`read`'s statistics and each vCPU's thread's counters.
+
+        ``({vcpu_idx: VcpuStats}, {vcpu_idx: (tid, ThreadCounters)})``,
+        from one iteration. The second has a vCPU only if its thread is
+        known and visible: KVM knows it from the vCPU's first
+        ``KVM_RUN`` on (a vCPU that never ran has none), and the thread
+        must be alive and in the agent's pid namespace. ``tid`` is the
+        id procfs gives that thread in the agent's namespace; the
+        counters are :class:`~vsmtio_agent.linux.taskiter.TaskIterReader`'s
+        for that thread (the same kernel fields, read the same way).
+        """
         if pid is None:
-            return {}
+            return {}, {}
         link = self._link(pid)
         if link is None:
-            return {}
+            return {}, {}
         return _decode(self._program.read_raw(link))
 
     def forget(self, pid):

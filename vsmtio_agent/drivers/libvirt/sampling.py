@@ -10,13 +10,16 @@ per-vCPU halt statistics of kvm domains come from a BPF iterator over each
 QEMU's vCPU files (:mod:`vsmtio_agent.linux.kvmstats`) where the vCPU
 threads are read with BPF too, else from that call's vCPU group, which then
 also gives their vCPUs' number, and its run time and delay stand in for a
-thread that could not be read. Where no domain needs it, the vCPU group is
-not asked for (:meth:`Sampler.sample` says what it costs libvirtd). The
-thread's run time is the scheduler's, in nanoseconds (``schedstat``);
-libvirt's ``vcpu.N.time`` is the thread's user and system time from
-``/proc/.../stat``, in clock ticks (10 ms at the usual USER_HZ of 100): a
-tenth of the agent's default period. Instructions come from perf where the
-host has a PMU. Sampling writes nothing to the host.
+thread that could not be read. The BPF read of a QEMU's vCPU files carries
+each vCPU thread's own counters too: a kvm domain whose every vCPU has them
+is read with that one read, and its threads are not read again. Where no
+domain needs it, the vCPU group is not asked for (:meth:`Sampler.sample`
+says what it costs libvirtd). The thread's run time is the scheduler's,
+in nanoseconds (``schedstat``); libvirt's ``vcpu.N.time`` is the thread's
+user and system time from ``/proc/.../stat``, in clock ticks (10 ms at the
+usual USER_HZ of 100): a tenth of the agent's default period.
+Instructions come from perf where the host has a PMU. Sampling writes
+nothing to the host.
 """
 
 import itertools
@@ -111,6 +114,25 @@ def _with_kvm(thread, kvm, kernel_patched):
         None, None, None, None,     # no perf counters
         voluntary_switches, involuntary_switches, runqueue_delay_ns,
         kvm.halt_exits, switches_ns))
+
+
+def _kvm_threads(threads, found_tids):
+    """Each vCPU's thread's counters from KVM's records, or None.
+
+    ``threads`` is :meth:`kvmstats.KvmStatsReader.read_all`'s
+    ``{index: (tid, counters)}``, ``found_tids`` the tids of every vCPU by
+    index (as found in procfs). None unless each vCPU's record carries the
+    counters of that very thread: a vCPU that never ran, or whose KVM
+    thread is not the one found (another thread ran it), is read as
+    before, from the thread found.
+    """
+    out = []
+    for index, tid in enumerate(found_tids):
+        thread = threads.get(index)
+        if thread is None or thread[0] != tid:
+            return None
+        out.append(thread[1])
+    return out
 
 
 def _keys(nvcpus):
@@ -248,6 +270,20 @@ class Sampler:
         tids = self.domains.threads_of(entry, nvcpus)
         found, found_tids = self._found(entry.uuid, tids, nvcpus)
         every = 1 if entry.uuid in self._reserved else self.every
+        perf = self.perf.read if self.perf.unavailable is None else None
+        kvm = entry.kvm
+        bpf, threads = self._kvm_stats(entry, nvcpus) if kvm else (None, None)
+        if (threads and perf is None and len(found) == nvcpus
+                and 'vcpu.current' not in stats):
+            # One read for a kvm domain: each vCPU's thread's counters from
+            # KVM's record, as the task iterator would give them.
+            read = _kvm_threads(threads, found_tids)
+            if read is not None:
+                self._position += nvcpus
+                out.update(zip(self._refs_of(entry.uuid, nvcpus), map(
+                    _with_kvm, read, map(bpf.__getitem__, range(nvcpus)),
+                    itertools.repeat(self.patched))))
+                return
         read = self.reader.read_many(entry.pid, found_tids, now, every,
                                      self._position)
         self._position += len(found)
@@ -257,9 +293,6 @@ class Sampler:
         complete = (len(found) == nvcpus and None not in read
                     and None not in map(_RUN_NS, read)
                     and None not in map(_CPU, read))
-        perf = self.perf.read if self.perf.unavailable is None else None
-        kvm = entry.kvm
-        bpf = self._kvm_stats(entry, nvcpus) if kvm else None
         if complete and perf is None and 'vcpu.current' not in stats:
             # nothing to look up: each vCPU's counters are its thread's,
             # and KVM's where every vCPU was read with BPF
@@ -341,20 +374,21 @@ class Sampler:
             ))
 
     def _kvm_stats(self, entry, nvcpus):
-        """KVM's statistics of a kvm domain's vCPUs read with BPF, or None.
+        """KVM's statistics of a kvm domain's vCPUs read with BPF, or Nones.
 
-        ``{index: kvmstats.VcpuStats}``. A domain whose vCPUs are not all
-        found (its QEMU not found, or gone) has the others from libvirt's
-        vCPU group, asked for from the next period on.
+        ``({index: kvmstats.VcpuStats}, {index: (tid, ThreadCounters)})``
+        (:meth:`kvmstats.KvmStatsReader.read_all`). A domain whose vCPUs
+        are not all found (its QEMU not found, or gone) has the others from
+        libvirt's vCPU group, asked for from the next period on.
         """
         if self.kvm is None:
-            return None
-        read = self.kvm.read(entry.pid)
+            return None, None
+        read, threads = self.kvm.read_all(entry.pid)
         if read.keys() >= set(range(nvcpus)):
             self._kvm_read.add(entry.uuid)
         else:
             self._kvm_read.discard(entry.uuid)
-        return read
+        return read, threads
 
     def _found(self, uuid, tids, nvcpus):
         """The indexes below ``nvcpus`` with a thread in ``tids``, and theirs.
