@@ -299,6 +299,7 @@ def phases(args):
               for name, (native, gate, every) in READERS.items()}
     spent = {name: [0.0] * 4 for name in agents}
     reading = {name: [0.0] for name in agents}
+    kvm_reading = {name: [0.0] for name in agents}
     for name, agent in agents.items():
         # The reader's one call per domain (procfs files and parsing;
         # with the C reader, its bookkeeping of each thread's last
@@ -313,6 +314,12 @@ def phases(args):
         else:
             reader._read_threads = _timed_call(reader._read_threads,
                                                reading[name])
+        # KVM's vCPU files (kvm domains read with BPF), decoding included
+        kvm = agent.driver.sampler.kvm
+        if kvm is not None:
+            method = 'read_all' if hasattr(kvm, 'read_all') else 'read'
+            setattr(kvm, method, _timed_call(getattr(kvm, method),
+                                             kvm_reading[name]))
     last = {name: agent.driver.sample() for name, agent in agents.items()}
     last_stats = {name: {} for name in agents}
     for _ in range(args.periods):
@@ -333,17 +340,18 @@ def phases(args):
             last[name], last_stats[name] = snap, stats
             for i, dt in enumerate((t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
                 spent[name][i] += dt
-    print('%-32s %8s %8s %8s %8s %8s %8s' % (
-        'ms CPU per period', 'sample', '(read)', 'derive', 'step', 'apply',
-        'all'))
+    print('%-32s %8s %8s %8s %8s %8s %8s %8s' % (
+        'ms CPU per period', 'sample', '(read)', '(kvm)', 'derive', 'step',
+        'apply', 'all'))
     for name, agent in agents.items():
         ms = [s / args.periods * 1e3 for s in spent[name]]
         read = reading[name][0] / args.periods * 1e3
-        print('%-32s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f'
-              % ((name, ms[0], read) + tuple(ms[1:]) + (sum(ms),)))
+        kvm = kvm_reading[name][0] / args.periods * 1e3
+        print('%-32s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f'
+              % ((name, ms[0], read, kvm) + tuple(ms[1:]) + (sum(ms),)))
         agent.stop()
-    print('(read: the reader\'s calls, part of sample: procfs files, or '
-          'the BPF iteration)')
+    print('(read: the thread reader\'s calls, kvm: the reads of KVM\'s vCPU '
+          'files with BPF, decoding included; both part of sample)')
 
 
 def _timed_call(func, total):

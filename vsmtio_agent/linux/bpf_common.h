@@ -128,53 +128,77 @@ static __always_inline int upid_at(struct pid *p, unsigned int level,
 }
 
 /*
- * Copy task's counters into out: THREAD_NOT_VISIBLE (out unset) for a task
- * not visible from the reader's pid namespace, else 0 or THREAD_NO_DELAY.
+ * How a thread's counters are copied: a function per way of loading the
+ * task's fields, from one definition (DEFINE_THREAD_COUNTERS), so that
+ * both records hold the same fields, read the same way.
  *
- * Every field of the task with bpf_core_read: the KVM iterator reaches the
- * task through kvm_vcpu (a void pointer, then RCU pointers), which the
- * verifier lets a program read through helpers only; the task iterator's
- * task could be loaded directly, but one function for both keeps the two
- * records the same by construction (a few probe reads per thread: tens of
- * nanoseconds against the microseconds of an iteration).
+ * LOAD_DIRECT: plain loads, where the verifier trusts the task pointer
+ * (the task iterator's ctx->task): no helper call per field. LOAD_PROBED:
+ * bpf_core_read, for a task reached through pointers the verifier does not
+ * let a program load through (the KVM iterator's, through kvm_vcpu's pid):
+ * a helper call per field (a few tens of nanoseconds each, measured).
+ *
+ * barrier_var() after each load that has an alternative (the tid from the
+ * task or from its pid; cpu or thread_info.cpu): without it clang merges
+ * the two branches into one load at a variable offset from either pointer,
+ * which the verifier refuses for a task pointer.
  */
-static __always_inline int thread_counters(struct task_struct *task,
-					   struct thread_counters *out)
-{
-	struct task_struct *me = bpf_get_current_task_btf();
-	struct upid mine, theirs;
-	struct pid *pid;
-	unsigned int level;
-	int result = 0;
+#define LOAD_DIRECT(p, field) ((p)->field)
+#define LOAD_PROBED(p, field) BPF_CORE_READ(p, field)
 
-	/* The reader's namespace: its level (direct loads of the trusted
-	 * current task: cheap), then, below the initial namespace only, its
-	 * struct pid_namespace and the task's id there. */
-	level = me->thread_pid->level;
-	if (level == 0) {
-		out->tid = BPF_CORE_READ(task, pid);	/* all visible there */
-	} else {
-		pid = BPF_CORE_READ(me, thread_pid);
-		if (upid_at(pid, level, &mine))
-			return THREAD_NOT_VISIBLE;
-		pid = BPF_CORE_READ(task, thread_pid);
-		if (!pid || BPF_CORE_READ(pid, level) < level ||
-		    upid_at(pid, level, &theirs) || theirs.ns != mine.ns)
-			return THREAD_NOT_VISIBLE;
-		out->tid = theirs.nr;
-	}
-	if (bpf_core_field_exists(task->cpu))
-		out->cpu = BPF_CORE_READ(task, cpu);
-	else
-		out->cpu = BPF_CORE_READ(task, thread_info.cpu);
-	out->run_ns = BPF_CORE_READ(task, se.sum_exec_runtime);
-	if (bpf_core_field_exists(task->sched_info))
-		out->delay_ns = BPF_CORE_READ(task, sched_info.run_delay);
-	else
-		result = THREAD_NO_DELAY;
-	out->voluntary = BPF_CORE_READ(task, nvcsw);
-	out->involuntary = BPF_CORE_READ(task, nivcsw);
-	return result;
+/*
+ * name(task, out) copies task's counters into out: THREAD_NOT_VISIBLE (out
+ * unset) for a task not visible from the reader's pid namespace, else 0 or
+ * THREAD_NO_DELAY. The reader's namespace: its level (direct loads of the
+ * trusted current task: cheap), then, below the initial namespace only,
+ * its struct pid_namespace and the task's id there.
+ */
+#define DEFINE_THREAD_COUNTERS(name, LOAD)				\
+static __always_inline int name(struct task_struct *task,		\
+				struct thread_counters *out)		\
+{									\
+	struct task_struct *me = bpf_get_current_task_btf();		\
+	struct upid mine, theirs;					\
+	struct pid *pid;						\
+	unsigned int level = me->thread_pid->level;			\
+	int result = 0;							\
+	__u32 value;							\
+									\
+	if (level == 0) {						\
+		value = LOAD(task, pid);	/* all visible there */	\
+		barrier_var(value);					\
+		out->tid = value;					\
+	} else {							\
+		pid = BPF_CORE_READ(me, thread_pid);			\
+		if (upid_at(pid, level, &mine))				\
+			return THREAD_NOT_VISIBLE;			\
+		pid = BPF_CORE_READ(task, thread_pid);			\
+		if (!pid || BPF_CORE_READ(pid, level) < level ||	\
+		    upid_at(pid, level, &theirs) || theirs.ns != mine.ns) \
+			return THREAD_NOT_VISIBLE;			\
+		out->tid = theirs.nr;					\
+	}								\
+	if (bpf_core_field_exists(task->cpu)) {				\
+		value = LOAD(task, cpu);				\
+		barrier_var(value);					\
+	} else {							\
+		value = LOAD(task, thread_info.cpu);			\
+		barrier_var(value);					\
+	}								\
+	out->cpu = value;						\
+	out->run_ns = LOAD(task, se.sum_exec_runtime);			\
+	if (bpf_core_field_exists(task->sched_info))			\
+		out->delay_ns = LOAD(task, sched_info.run_delay);	\
+	else								\
+		result = THREAD_NO_DELAY;				\
+	out->voluntary = LOAD(task, nvcsw);				\
+	out->involuntary = LOAD(task, nivcsw);				\
+	return result;							\
 }
+
+/* thread_counters(): the task iterator's; thread_counters_probed(): the
+ * KVM iterator's */
+DEFINE_THREAD_COUNTERS(thread_counters, LOAD_DIRECT)
+DEFINE_THREAD_COUNTERS(thread_counters_probed, LOAD_PROBED)
 
 #endif

@@ -144,8 +144,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
  * replaces it when another thread runs the vCPU), the thread QEMU names
  * "CPU N/KVM"; its task is the first of pid->tasks[PIDTYPE_PID] (as
  * pid_task() finds it), whose node is that task's pid_links[PIDTYPE_PID].
- * Read with bpf_core_read: what a vCPU file's private_data points at is
- * not a pointer the verifier lets a program load through. The agent
+ * Read with bpf_core_read (thread_counters_probed): what a vCPU file's
+ * private_data points at is not a pointer the verifier lets a program
+ * load through. The agent
  * checks the tid against the vCPU thread it found in procfs.
  */
 static __always_inline __u32 vcpu_thread(struct kvm_vcpu *vcpu,
@@ -164,7 +165,7 @@ static __always_inline __u32 vcpu_thread(struct kvm_vcpu *vcpu,
 		return NO_THREAD;
 	task = (void *)node - bpf_core_field_offset(struct task_struct,
 						    pid_links);
-	got = thread_counters(task, out);
+	got = thread_counters_probed(task, out);
 	if (got == THREAD_NOT_VISIBLE) {
 		__builtin_memset(out, 0, sizeof(*out));
 		return NO_THREAD;

@@ -75,13 +75,20 @@ _COUNTERS = procfs.ThreadCounters
 
 
 def _decode(raw):
-    """``({vcpu_idx: VcpuStats}, {vcpu_idx: (tid, ThreadCounters)})``.
+    """``({vcpu_idx: VcpuStats}, tids, counters)`` of one iteration.
 
-    The second holds the vCPUs whose thread's counters the record carries
-    (not NO_THREAD), as the task iterator gives them: every counter read
-    now, so ``switches_ns`` None.
+    ``tids`` and ``counters`` are lists by vCPU index (up to the highest
+    read): the id of the thread that runs each vCPU and its
+    :class:`~vsmtio_agent.linux.procfs.ThreadCounters` as the task
+    iterator gives them (every counter read now, so ``switches_ns``
+    None); None for a vCPU whose record carries no thread (NO_THREAD) or
+    that has no record. Lists, not dicts: the sampler compares the tids
+    with those it found and takes the counters as they are, without a
+    loop of its own; records come in vCPU order (QEMU opens the vCPU files
+    in order, the iterator visits them by descriptor), so they are
+    appended, and placed by index otherwise.
     """
-    out, threads = {}, {}
+    out, tids, counters = {}, [], []
     for (index, flags, attempted, successful, success_ns, fail_ns, exits,
          retentions, retention_ns, timeouts, tid, cpu, run_ns, delay_ns,
          voluntary, involuntary) in _RECORD.iter_unpack(raw):
@@ -91,11 +98,22 @@ def _decode(raw):
             None if flags & NO_RETENTIONS else retentions,
             None if flags & NO_RETENTION_NS else retention_ns,
             None if flags & NO_RETENTION_TIMEOUTS else timeouts))
-        if not flags & NO_THREAD:
-            threads[index] = (tid, _new(_COUNTERS, (
+        if flags & NO_THREAD:
+            tid = thread = None
+        else:
+            thread = _new(_COUNTERS, (
                 run_ns, None if flags & NO_DELAY else delay_ns,
-                voluntary, involuntary, cpu, None)))
-    return out, threads
+                voluntary, involuntary, cpu, None))
+        if index == len(tids):
+            tids.append(tid)
+            counters.append(thread)
+        else:
+            if index > len(tids):
+                missing = index + 1 - len(tids)
+                tids.extend([None] * missing)
+                counters.extend([None] * missing)
+            tids[index], counters[index] = tid, thread
+    return out, tids, counters
 
 
 class KvmStatsReader(taskiter.HeldLinks):
@@ -153,20 +171,21 @@ class KvmStatsReader(taskiter.HeldLinks):
     def read_all(self, pid):
         """:meth:`read`'s statistics and each vCPU's thread's counters.
 
-        ``({vcpu_idx: VcpuStats}, {vcpu_idx: (tid, ThreadCounters)})``,
-        from one iteration. The second has a vCPU only if its thread is
-        known and visible: KVM knows it from the vCPU's first
-        ``KVM_RUN`` on (a vCPU that never ran has none), and the thread
-        must be alive and in the agent's pid namespace. ``tid`` is the
-        id procfs gives that thread in the agent's namespace; the
-        counters are :class:`~vsmtio_agent.linux.taskiter.TaskIterReader`'s
-        for that thread (the same kernel fields, read the same way).
+        ``({vcpu_idx: VcpuStats}, tids, counters)`` from one iteration:
+        ``tids[i]`` is the id of the thread that runs vCPU ``i`` (as procfs
+        gives it in the agent's pid namespace) and ``counters[i]`` its
+        :class:`~vsmtio_agent.linux.procfs.ThreadCounters`, those
+        :class:`~vsmtio_agent.linux.taskiter.TaskIterReader` gives for that
+        thread (the same kernel fields, read the same way); both None for
+        a vCPU whose thread is not known or visible: KVM knows it from the
+        vCPU's first ``KVM_RUN`` on, and it must be alive and in the
+        agent's pid namespace.
         """
         if pid is None:
-            return {}, {}
+            return {}, [], []
         link = self._link(pid)
         if link is None:
-            return {}, {}
+            return {}, [], []
         return _decode(self._program.read_raw(link))
 
     def forget(self, pid):

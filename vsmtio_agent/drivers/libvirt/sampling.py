@@ -51,6 +51,7 @@ _KVM_POLL_HITS = 'halt_successful_poll.sum'
 _RETENTION_FIELDS = ('retention_ns', 'retentions', 'retention_timeouts')
 _NO_COUNTERS = procfs.ThreadCounters()
 _EMPTY = {}     # never modified: no virDomainGetVcpus figures
+_NO_KVM = (None, None, None)    # no KVM statistics read with BPF
 # VcpuCounters._make without its length check (the layout is fixed here)
 _counters, _VcpuCounters = tuple.__new__, model.VcpuCounters
 assert len(_VcpuCounters._fields) == 15
@@ -114,25 +115,6 @@ def _with_kvm(thread, kvm, kernel_patched):
         None, None, None, None,     # no perf counters
         voluntary_switches, involuntary_switches, runqueue_delay_ns,
         kvm.halt_exits, switches_ns))
-
-
-def _kvm_threads(threads, found_tids):
-    """Each vCPU's thread's counters from KVM's records, or None.
-
-    ``threads`` is :meth:`kvmstats.KvmStatsReader.read_all`'s
-    ``{index: (tid, counters)}``, ``found_tids`` the tids of every vCPU by
-    index (as found in procfs). None unless each vCPU's record carries the
-    counters of that very thread: a vCPU that never ran, or whose KVM
-    thread is not the one found (another thread ran it), is read as
-    before, from the thread found.
-    """
-    out = []
-    for index, tid in enumerate(found_tids):
-        thread = threads.get(index)
-        if thread is None or thread[0] != tid:
-            return None
-        out.append(thread[1])
-    return out
 
 
 def _keys(nvcpus):
@@ -272,18 +254,21 @@ class Sampler:
         every = 1 if entry.uuid in self._reserved else self.every
         perf = self.perf.read if self.perf.unavailable is None else None
         kvm = entry.kvm
-        bpf, threads = self._kvm_stats(entry, nvcpus) if kvm else (None, None)
-        if (threads and perf is None and len(found) == nvcpus
-                and 'vcpu.current' not in stats):
-            # One read for a kvm domain: each vCPU's thread's counters from
-            # KVM's record, as the task iterator would give them.
-            read = _kvm_threads(threads, found_tids)
-            if read is not None:
-                self._position += nvcpus
-                out.update(zip(self._refs_of(entry.uuid, nvcpus), map(
-                    _with_kvm, read, map(bpf.__getitem__, range(nvcpus)),
-                    itertools.repeat(self.patched))))
-                return
+        bpf, kvm_tids, kvm_threads = (self._kvm_stats(entry, nvcpus)
+                                      if kvm else _NO_KVM)
+        if (bpf is not None and perf is None and len(found) == nvcpus
+                and 'vcpu.current' not in stats
+                and kvm_tids == found_tids):
+            # One read for a kvm domain: each vCPU's record carries the
+            # counters of the very thread found for it (not a vCPU that
+            # never ran, nor one another thread ran), as the task iterator
+            # would give them.
+            self._position += nvcpus
+            out.update(zip(self._refs_of(entry.uuid, nvcpus), map(
+                _with_kvm, kvm_threads,
+                map(bpf.__getitem__, range(nvcpus)),
+                itertools.repeat(self.patched))))
+            return
         read = self.reader.read_many(entry.pid, found_tids, now, every,
                                      self._position)
         self._position += len(found)
@@ -376,19 +361,20 @@ class Sampler:
     def _kvm_stats(self, entry, nvcpus):
         """KVM's statistics of a kvm domain's vCPUs read with BPF, or Nones.
 
-        ``({index: kvmstats.VcpuStats}, {index: (tid, ThreadCounters)})``
+        ``({index: kvmstats.VcpuStats}, tids, counters)``, the last two
+        the vCPU threads' ids and counters by index, from the same read
         (:meth:`kvmstats.KvmStatsReader.read_all`). A domain whose vCPUs
         are not all found (its QEMU not found, or gone) has the others from
         libvirt's vCPU group, asked for from the next period on.
         """
         if self.kvm is None:
-            return None, None
-        read, threads = self.kvm.read_all(entry.pid)
-        if read.keys() >= set(range(nvcpus)):
+            return _NO_KVM
+        read = self.kvm.read_all(entry.pid)
+        if read[0].keys() >= set(range(nvcpus)):
             self._kvm_read.add(entry.uuid)
         else:
             self._kvm_read.discard(entry.uuid)
-        return read, threads
+        return read
 
     def _found(self, uuid, tids, nvcpus):
         """The indexes below ``nvcpus`` with a thread in ``tids``, and theirs.

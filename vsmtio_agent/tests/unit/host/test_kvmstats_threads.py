@@ -116,7 +116,7 @@ class TestThreadCounters(testtools.TestCase):
         time.sleep(0.02)
         before = self.tasks.read(vm.pid, tid)
         time.sleep(0.02)
-        stats, threads = self.kvm.read_all(vm.pid)
+        stats, tids, threads = self.kvm.read_all(vm.pid)
         time.sleep(0.02)
         after = self.tasks.read(vm.pid, tid)
         time.sleep(0.02)
@@ -124,9 +124,9 @@ class TestThreadCounters(testtools.TestCase):
         self.assertEqual([0, 1], sorted(stats))
         self.assertEqual(stats, self.kvm.read(vm.pid))  # read()'s, as ever
         # vCPU 1 never ran: KVM knows no thread of it
-        self.assertEqual([0], list(threads))
-        mine, counters = threads[0]
-        self.assertEqual(tid, mine)
+        self.assertEqual([tid, None], tids)
+        self.assertIsNone(threads[1])
+        counters = threads[0]
         self.assertIsInstance(counters, procfs.ThreadCounters)
         self.assertIsNone(counters.switches_ns)    # as the task iterator's
         self.assertIn(counters.cpu, range(os.cpu_count()))
@@ -145,18 +145,17 @@ class TestThreadCounters(testtools.TestCase):
 
     def test_a_sleeping_vcpu_equals_the_task_iterator(self):
         vm = self.useFixture(RunVM(self, 3, 3, 0))
-        _stats, threads = self.kvm.read_all(vm.pid)
-        self.assertEqual(
-            [(tid, c) for tid, c in zip(
-                vm.tids, self.tasks.read_many(vm.pid, vm.tids))],
-            [threads[index] for index in range(3)])
+        _stats, tids, threads = self.kvm.read_all(vm.pid)
+        self.assertEqual(vm.tids, tids)
+        self.assertEqual(self.tasks.read_many(vm.pid, vm.tids), threads)
 
     def test_no_thread_for_vcpus_that_never_ran(self):
         vm = self.useFixture(RunVM(self, 2, 0, 0))
-        stats, threads = self.kvm.read_all(vm.pid)
+        stats, tids, threads = self.kvm.read_all(vm.pid)
         self.assertEqual([0, 1], sorted(stats))
-        self.assertEqual({}, threads)
-        self.assertEqual(({}, {}), self.kvm.read_all(None))
+        self.assertEqual([None, None], tids)
+        self.assertEqual([None, None], threads)
+        self.assertEqual(({}, [], []), self.kvm.read_all(None))
 
 
 class TestOneReadPerQemu(tld.DriverTestCase):
@@ -219,7 +218,7 @@ class TestOneReadPerQemu(tld.DriverTestCase):
         read_all = type(drv.sampler.kvm).read_all
         self.useFixture(fixtures.MonkeyPatch(
             'vsmtio_agent.linux.kvmstats.KvmStatsReader.read_all',
-            lambda reader, pid: (read_all(reader, pid)[0], {})))
+            lambda reader, pid: (read_all(reader, pid)[0], [], [])))
         two = self.vcpus(drv.sample())
         self.assertEqual(1, self.asked['task'])
         self.assertEqual(2, len(one))
