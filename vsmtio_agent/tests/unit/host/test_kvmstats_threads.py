@@ -12,6 +12,9 @@ and the sampler's snapshot against the one it builds with two reads.
 """
 
 import os
+import shutil
+import subprocess
+import sys
 import time
 
 import fixtures
@@ -22,6 +25,7 @@ from vsmtio_agent.linux import taskiter
 from vsmtio_agent import model
 from vsmtio_agent.tests.unit.host import test_kvmstats
 from vsmtio_agent.tests.unit.host import test_libvirt_driver as tld
+from vsmtio_agent.tests.unit.host import test_taskiter
 
 # ``RUN_CHILD n ran every [-uuid U]``: prints its vCPU threads' ids (by
 # index) once each of the first ``ran`` vCPUs has run (and, with every 0,
@@ -75,6 +79,23 @@ while not every and not all(state(t) == 'S' for t in tids):
     time.sleep(0.01)
 print(' '.join(map(str, tids)), flush=True)
 sys.stdin.read()
+'''
+
+
+# The agent in a pid namespace of its own (a container): RUN_CHILD (argv 1)
+# in it, both vCPUs run once; the ids in KVM's records are those procfs
+# mounted there shows, as the task iterator's.
+IN_NAMESPACE = r'''
+import subprocess, sys
+from vsmtio_agent.linux import kvmstats, taskiter
+child = subprocess.Popen([sys.executable, '-c', sys.argv[1], '2', '2', '0'],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+tids = [int(t) for t in child.stdout.readline().split()]
+_stats, kvm_tids, threads = kvmstats.KvmStatsReader().read_all(child.pid)
+task = taskiter.TaskIterReader().read_many(child.pid, tids)
+print(child.pid, kvm_tids == tids, threads == task, None not in threads)
+child.kill()
 '''
 
 
@@ -156,6 +177,23 @@ class TestThreadCounters(testtools.TestCase):
         self.assertEqual([None, None], tids)
         self.assertEqual([None, None], threads)
         self.assertEqual(({}, [], []), self.kvm.read_all(None))
+
+    def test_in_a_pid_namespace(self):
+        # The reader in a new pid namespace: its QEMU is pid 2 there, and
+        # the kernel's ids (task->pid) are others.
+        if not os.access('/dev/kvm', os.R_OK | os.W_OK):
+            self.skipTest('no usable /dev/kvm here')
+        if not shutil.which('unshare'):
+            self.skipTest('unshare (util-linux) is not installed')
+        out = subprocess.run(
+            ['unshare', '--pid', '--fork', '--mount-proc', sys.executable,
+             '-c', IN_NAMESPACE, RUN_CHILD], capture_output=True, text=True,
+            timeout=60,
+            env=dict(os.environ, PYTHONPATH=test_taskiter.this_tree()))
+        if out.returncode and 'unshare failed' in out.stderr:
+            self.skipTest('no pid namespace here: %s' % out.stderr.strip())
+        self.assertEqual(0, out.returncode, out.stderr)
+        self.assertEqual('2 True True True', out.stdout.strip())
 
 
 class TestOneReadPerQemu(tld.DriverTestCase):
