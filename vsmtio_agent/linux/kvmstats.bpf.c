@@ -30,9 +30,10 @@
  * reads three procfs files per vCPU thread and asks every QEMU over QMP,
  * every call (vsmtio_agent/linux/kvmstats.py has the numbers). The vCPU
  * thread's counters too, so that on a kvm host one read per QEMU gives the
- * agent all it reads of each vCPU: each iterator read costs tens of
- * microseconds however little it copies, and the task iterator's read of
- * the same QEMU is then not made (vsmtio_agent/drivers/libvirt/sampling.py).
+ * agent all it reads of each vCPU, and the task iterator's read of the same
+ * QEMU (its own fixed cost) is not made
+ * (vsmtio_agent/drivers/libvirt/sampling.py; doc/benchmarks/agent_tick.rst
+ * has what it saves).
  * A vCPU that never ran (pid NULL) or whose thread is gone or not visible
  * from the reader's pid namespace has NO_THREAD set: the agent reads its
  * threads with the task iterator then.
@@ -130,9 +131,9 @@ struct record {
 /* GPL-compatible, as the kernel requires of a program that calls the
  * helpers this one calls (bpf_probe_read_kernel behind bpf_core_read,
  * bpf_probe_read_kernel_str, bpf_get_current_task_btf: offered to GPL
- * programs only), and BSD too, as
- * taskiter.bpf.c: the object is embedded in the project's Apache-2.0
- * extension ("Dual BSD/GPL" is one the kernel accepts). */
+ * programs only), and BSD too, as taskiter.bpf.c: the object is embedded
+ * in the project's Apache-2.0 extension ("Dual BSD/GPL" is one the kernel
+ * accepts). */
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /*
@@ -146,8 +147,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
  * pid_task() finds it), whose node is that task's pid_links[PIDTYPE_PID].
  * Read with bpf_core_read (thread_counters_probed): what a vCPU file's
  * private_data points at is not a pointer the verifier lets a program
- * load through. The agent
- * checks the tid against the vCPU thread it found in procfs.
+ * load through. The agent checks the tid against the vCPU thread it found
+ * in procfs.
  */
 static __always_inline __u32 vcpu_thread(struct kvm_vcpu *vcpu,
 					 struct thread_counters *out)

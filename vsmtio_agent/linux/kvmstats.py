@@ -17,8 +17,12 @@ it copies the scheduler counters of the thread that runs each vCPU (KVM's
 ``kvm_vcpu.pid``, set at the vCPU's first ``KVM_RUN``), those the task
 iterator reads (:mod:`vsmtio_agent.linux.taskiter`): on a kvm host this
 one read per QEMU gives the sampler all it reads of each vCPU
-(:meth:`KvmStatsReader.read_all`), and each iterator read costs tens of
-microseconds however little it copies.
+(:meth:`KvmStatsReader.read_all`), without the task iterator's read of the
+same QEMU. Measured (``tools/bench_tick.py --kvm --phases``): about 3 % of
+the period, 0.05 to 0.1 ms for 200 vCPUs in 10 QEMUs; in the period the
+reading's cost is mostly per thread (cold cache lines), and reaching each
+thread through its vCPU costs about what the task iterator's walk did
+(``doc/benchmarks/agent_tick.rst``).
 
 It needs what the task iterator needs (``vsmtio_agent.linux.taskiter``:
 the extension built with clang and libbpf, Linux >= 6.1, ``CAP_BPF`` and
