@@ -15,12 +15,16 @@
  *     the link's descriptor; OSError if the kernel refuses it)
  *   detach(link)
  *     release it (KeyError if the link is not this program's)
- *   read(link, tids, counters) -> list
+ *   read(link, tids, counters[, template, places]) -> list
  *     one iteration: a ``counters(run_ns, runqueue_delay_ns, voluntary,
  *     involuntary, cpu, None)`` per tid of ``tids``, in their order (a
  *     tuple type such as procfs.ThreadCounters), None for a tid the
  *     iteration did not visit (a thread that exited)
- *     (the task iterator only)
+ *     (the task iterator only); with ``template`` (a tuple) and
+ *     ``places`` (five indexes into it), a tuple of type counters that
+ *     is template with those five at their places: a tuple that holds
+ *     more than a thread's counters built without a Python call per
+ *     thread (a vCPU's: taskiter.Shape)
  *   read_raw(link) -> bytes
  *     one iteration's records, undecoded (kvmstats.py decodes the kvm
  *     program's)
@@ -353,12 +357,23 @@ by_tid(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The counters' five fields (run_ns, runqueue_delay_ns, voluntary,
+ * involuntary, cpu) go to places place[0..4] of a tuple of type ``type``
+ * whose other items are template's (a tuple of the type's length). */
+struct shape {
+    PyTypeObject *type;
+    PyObject *template;     /* NULL: six items, every other one None */
+    Py_ssize_t place[5];
+};
+
 static PyObject *
-new_counters(PyTypeObject *type, const struct record *r)
+new_counters(const struct shape *shape, const struct record *r)
 {
-    PyObject *out = type->tp_alloc(type, 6);
+    Py_ssize_t size = shape->template
+        ? PyTuple_GET_SIZE(shape->template) : 6;
+    PyObject *out = shape->type->tp_alloc(shape->type, size);
     PyObject *v[5];
-    int i;
+    Py_ssize_t i;
 
     if (out == NULL)
         return NULL;
@@ -382,30 +397,76 @@ new_counters(PyTypeObject *type, const struct record *r)
             return NULL;
         }
     }
-    for (i = 0; i < 5; i++)
-        PyTuple_SET_ITEM(out, i, v[i]);
-    Py_INCREF(Py_None);
-    PyTuple_SET_ITEM(out, 5, Py_None);
+    for (i = 0; i < size; i++) {
+        PyObject *item = shape->template
+            ? PyTuple_GET_ITEM(shape->template, i) : Py_None;
+
+        Py_INCREF(item);
+        PyTuple_SET_ITEM(out, i, item);
+    }
+    for (i = 0; i < 5; i++) {
+        Py_DECREF(PyTuple_GET_ITEM(out, shape->place[i]));
+        PyTuple_SET_ITEM(out, shape->place[i], v[i]);
+    }
     return out;
+}
+
+/* The shape read's arguments ask for; 0, or -1 with an exception. */
+static int
+shape_of(struct shape *shape, PyObject *type, PyObject *template,
+         PyObject *places)
+{
+    Py_ssize_t i;
+
+    if (!PyType_Check(type)
+            || !PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read needs a tuple type for the counters");
+        return -1;
+    }
+    shape->type = (PyTypeObject *)type;
+    shape->template = NULL;
+    for (i = 0; i < 5; i++)
+        shape->place[i] = i;
+    if (template == NULL || template == Py_None)
+        return 0;
+    if (!PyTuple_Check(template) || !PyTuple_Check(places)
+            || PyTuple_GET_SIZE(places) != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read needs a template tuple and five places");
+        return -1;
+    }
+    for (i = 0; i < 5; i++) {
+        Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(places, i));
+
+        if (at == -1 && PyErr_Occurred())
+            return -1;
+        if (at < 0 || at >= PyTuple_GET_SIZE(template)) {
+            PyErr_Format(PyExc_ValueError,
+                         "place %zd is outside the template", at);
+            return -1;
+        }
+        shape->place[i] = at;
+    }
+    shape->template = template;
+    return 0;
 }
 
 static PyObject *
 program_read(Program *self, PyObject *args)
 {
     PyObject *tids, *type, *seq, *out;
+    PyObject *template = NULL, *places = NULL;
+    struct shape shape;
     struct record *buf;
     Py_ssize_t n, count, i;
     int link_fd;
 
-    if (!PyArg_ParseTuple(args, "iOO:read", &link_fd, &tids, &type)
-            || !loaded(self))
+    if (!PyArg_ParseTuple(args, "iOO|OO:read", &link_fd, &tids, &type,
+                          &template, &places)
+            || !loaded(self)
+            || shape_of(&shape, type, template, places) < 0)
         return NULL;
-    if (!PyType_Check(type)
-            || !PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError,
-                        "read needs a tuple type for the counters");
-        return NULL;
-    }
     if (self->kind->record != sizeof(struct record)) {
         PyErr_SetString(PyExc_TypeError,
                         "read decodes the task iterator's records only");
@@ -447,7 +508,7 @@ program_read(Program *self, PyObject *args)
             Py_INCREF(Py_None);
             item = Py_None;
         } else {
-            item = new_counters((PyTypeObject *)type, found);
+            item = new_counters(&shape, found);
             if (item == NULL) {
                 Py_CLEAR(out);
                 break;
@@ -491,9 +552,10 @@ static PyMethodDef program_methods[] = {
     {"detach", (PyCFunction)program_detach, METH_VARARGS,
      "detach(link)\n\nRelease a link made by attach."},
     {"read", (PyCFunction)program_read, METH_VARARGS,
-     "read(link, tids, counters) -> list\n\n"
+     "read(link, tids, counters[, template, places]) -> list\n\n"
      "counters(run_ns, runqueue_delay_ns, voluntary, involuntary, cpu,\n"
-     "None) per tid, in the order of tids; None for a tid not visited."},
+     "None) per tid, in the order of tids; None for a tid not visited.\n"
+     "With template and places: template with the five at places."},
     {"read_raw", (PyCFunction)program_read_raw, METH_VARARGS,
      "read_raw(link) -> bytes\n\nOne iteration's records, undecoded."},
     {"close", (PyCFunction)program_close, METH_NOARGS,

@@ -78,6 +78,10 @@ def _from_thread(run_ns, runqueue_delay_ns, voluntary_switches,
         switches_ns))
 
 
+# _from_thread's counters, built by the BPF reader in C (taskiter.Shape)
+_THREAD_ONLY = taskiter.Shape.of(_from_thread(*procfs.ThreadCounters()))
+
+
 def _retention(kernel_patched, patched, poll_ns, polls, hits):
     """(retention_ns, retentions, retention_timeouts) of a kvm vCPU.
 
@@ -159,6 +163,8 @@ class Sampler:
             self.reader = taskiter.thread_reader(procfs_root, thread_reader)
         except taskiter.Unavailable as exc:
             raise base.HostDriverError(str(exc))
+        # the BPF reader builds a vCPU's counters from its thread's alone
+        self._shaped = isinstance(self.reader, taskiter.TaskIterReader)
         # KVM's statistics with BPF where the threads are read with BPF
         # (thread_reader = procfs, or a procfs_root elsewhere, asks for
         # no BPF); else libvirt's vCPU group, saying why (describe()).
@@ -251,7 +257,6 @@ class Sampler:
                 nvcpus = entry.nvcpus = len(entry.dom.vcpus()[0])
         tids = self.domains.threads_of(entry, nvcpus)
         found, found_tids = self._found(entry.uuid, tids, nvcpus)
-        every = 1 if entry.uuid in self._reserved else self.every
         perf = self.perf.read if self.perf.unavailable is None else None
         kvm = entry.kvm
         bpf, kvm_tids, kvm_threads = (self._kvm_stats(entry, nvcpus)
@@ -269,9 +274,22 @@ class Sampler:
                 map(bpf.__getitem__, range(nvcpus)),
                 itertools.repeat(self.patched))))
             return
-        read = self.reader.read_many(entry.pid, found_tids, now, every,
-                                     self._position)
-        self._position += len(found)
+        if (self._shaped and not kvm and perf is None
+                and len(found) == nvcpus and 'vcpu.current' not in stats):
+            # each vCPU's counters are its thread's (_from_thread's), and
+            # the BPF reader builds them (it always has run time and CPU)
+            read = self.reader.read_many(entry.pid, found_tids,
+                                         shape=_THREAD_ONLY)
+            if None not in read:
+                out.update(zip(self._refs_of(entry.uuid, nvcpus), read))
+                return
+            # a thread is gone: the general way, with its threads' own
+            read = list(map(_THREAD_ONLY.counters, read))
+        else:
+            every = 1 if entry.uuid in self._reserved else self.every
+            read = self.reader.read_many(entry.pid, found_tids, now, every,
+                                         self._position)
+            self._position += len(found)
         if None in read:    # a thread is gone: rediscover
             entry.tids = {}
         # every vCPU's thread found and read with its run time and CPU

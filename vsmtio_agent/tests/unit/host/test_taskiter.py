@@ -376,6 +376,99 @@ class TestTheDriverSamples(tld.DriverTestCase):
             self.assertIsNotNone(counters.runqueue_delay_ns)
             self.assertIsNone(counters.switches_ns)
 
+    def test_a_gone_thread_the_same_as_with_procfs(self):
+        # A vCPU thread gone between its discovery and its reading: with
+        # either reader the period is built the general way (the other
+        # vCPU from its thread, that one from virDomainGetVcpus) and the
+        # threads are found again the next period. With BPF, the period
+        # had first been read in the shape of a vCPU's counters.
+        bpf_reader(self)
+        dom = self.useFixture(tld.TestDomain())
+        qemu = self.useFixture(Child(2, dom.uuid))
+        gone = threading.Thread(target=lambda: None)
+        gone.start()
+        gone.join()
+        wait_gone(gone.native_id)
+        snaps = {}
+        for kind in ('bpf', 'procfs'):
+            drv = self.driver(thread_reader=kind, switch_read_periods=1)
+            drv.sample()
+            entry = drv.domains.entries[dom.uuid]
+            entry.tids = {0: qemu.tids[0], 1: gone.native_id}
+            reader = drv.sampler.reader
+            spy = self.useFixture(fixtures.MockPatchObject(
+                reader, 'read_many', wraps=reader.read_many)).mock
+            snaps[kind] = drv.sample()
+            # (test:///default's other domains have no process here)
+            self.assertEqual(
+                [sampling._THREAD_ONLY if kind == 'bpf' else None],
+                [c.kwargs.get('shape') for c in spy.call_args_list
+                 if c.args[0] == qemu.pid])
+            self.assertEqual({}, entry.tids)    # found again next period
+            self.assertEqual(qemu.tids, [
+                drv.domains.threads_of(entry, 2)[i] for i in range(2)])
+        first, second = (model.VcpuRef(dom.uuid, i) for i in range(2))
+        self.assertEqual(snaps['procfs'].vcpus[first],
+                         snaps['bpf'].vcpus[first])
+        self.assertIsNotNone(snaps['bpf'].vcpus[first].voluntary_switches)
+        for snap in snaps.values():
+            # test:///'s figures: no thread counters, its CPU and time
+            vcpu = snap.vcpus[second]
+            self.assertEqual(
+                (None, None, None),
+                (vcpu.voluntary_switches, vcpu.involuntary_switches,
+                 vcpu.runqueue_delay_ns))
+            self.assertEqual(dom.dom.vcpus()[0][1][3], vcpu.cpu)
+            self.assertGreater(vcpu.run_ns, 0)
+
+
+class TestShape(testtools.TestCase):
+    """Counters read in another tuple's shape (what the sampler asks)."""
+
+    def setUp(self):
+        super().setUp()
+        self.reader = bpf_reader(self)
+
+    def test_a_vcpus_counters_as_the_sampler_builds_them(self):
+        child = self.useFixture(Child(3))
+        shape = sampling._THREAD_ONLY
+        self.assertEqual((2, 12, 10, 11, 1), shape.places)
+        shaped = self.reader.read_many(child.pid, child.tids, shape=shape)
+        plain = self.reader.read_many(child.pid, child.tids)
+        self.assertEqual([sampling._from_thread(*c) for c in plain], shaped)
+        for counters in shaped:
+            self.assertIs(model.VcpuCounters, type(counters))
+        self.assertEqual(plain, [shape.counters(c) for c in shaped])
+        self.assertIsNone(shape.counters(None))
+        gone = self.reader.read_many(child.pid, [child.tids[0], 2 ** 31],
+                                     shape=shape)
+        self.assertEqual([shaped[0], None], gone)
+
+    def test_shapes_it_cannot_build_raise(self):
+        program = taskiter._taskiter.Program()
+        self.addCleanup(program.close)
+        link = program.attach(os.getpid())
+        me = [threading.get_native_id()]
+        vcpu = model.VcpuCounters
+        self.assertRaises(ValueError, program.read, link, me, vcpu,
+                          (None,) * 15, (0, 1, 2, 3, 15))
+        self.assertRaises(ValueError, program.read, link, me, vcpu,
+                          (None,) * 15, (0, 1, 2, 3, -1))
+        self.assertRaises(TypeError, program.read, link, me, vcpu,
+                          (None,) * 15, (0, 1, 2, 3))
+        self.assertRaises(TypeError, program.read, link, me, vcpu,
+                          [None] * 15, (0, 1, 2, 3, 4))
+        self.assertRaises(TypeError, program.read, link, me, vcpu,
+                          (None,) * 15, (0, 1, 2, 3, '4'))
+        # the template's other items are its own
+        out = program.read(link, me, vcpu, tuple(range(100, 115)),
+                           (14, 13, 12, 11, 10))[0]
+        self.assertEqual(tuple(range(100, 110)), out[:10])
+        self.assertIs(vcpu, type(out))
+        self.assertIn(out[10], range(os.cpu_count()))   # the CPU
+        self.assertGreater(out[14], 0)                  # the run time
+        self.assertGreaterEqual(out[12], 1)             # voluntary
+
 
 class TestFactory(testtools.TestCase):
 

@@ -8,6 +8,7 @@ from vsmtio_agent import model
 from vsmtio_agent.policy import engine
 from vsmtio_agent.policy import guard
 from vsmtio_agent.policy import ltcr
+from vsmtio_agent.policy import rass
 from vsmtio_agent.tests.unit.policy import helpers
 
 R = helpers.ref
@@ -173,6 +174,27 @@ class TestPolicyEngine(testtools.TestCase):
         d = eng.step({R(1): helpers.stats(0.2, core_id=1)})
         self.assertEqual([R(1)], list(d.placements))
         self.assertEqual({R(1): 1}, eng.assignment)
+
+    def test_placements_follow_every_move(self):
+        # Placements are kept from period to period and placed again only
+        # where a vCPU's core or role moved: whatever moves, each decision
+        # places every vCPU where its core and role say, in ref order.
+        topo = model.Topology.uniform(4)
+        rng = random.Random(7)
+        eng = engine.PolicyEngine(topo, params(split_share=0.5))
+        refs = [R(i) for i in range(12)]
+        for period in range(60):
+            if period % 15 == 14:       # a vCPU comes or goes
+                refs = refs[1:] if len(refs) > 10 else refs + [R(period)]
+            st = {ref: helpers.stats(
+                rng.choice((0.0, 0.2, 0.6)), core_id=rng.randrange(4),
+                utilisation=0.5) for ref in refs}
+            d = eng.step(st)
+            self.assertEqual(
+                [(ref, rass.placement(topo.core(eng.assignment[ref]),
+                                      eng.roles[ref]))
+                 for ref in sorted(st)],
+                list(d.placements.items()))
 
     def test_empty_topology_is_refused(self):
         self.assertRaises(ValueError, engine.PolicyEngine,
