@@ -50,21 +50,43 @@ CHILD = r'''
 import sys, threading, time
 with open('/proc/self/comm', 'w') as f:
     f.write('qemu-bench')
-wake = float(sys.argv[4])
-if sys.argv[5] == 'kvm':    # a VM with the vCPUs' KVM files, as QEMU has
-    import fcntl, os
-    kvm = os.open('/dev/kvm', os.O_RDWR | os.O_CLOEXEC)
-    vm = fcntl.ioctl(kvm, 0xAE01, 0)                    # KVM_CREATE_VM
-    vcpus = [fcntl.ioctl(vm, 0xAE41, i)                 # KVM_CREATE_VCPU
-             for i in range(int(sys.argv[3]))]
+wake, kvm = float(sys.argv[4]), sys.argv[5] == 'kvm'
+if kvm:     # a VM whose vCPUs run a guest, as QEMU's do (start_host)
+    import ctypes, fcntl, mmap, os, struct
+    kvm_fd = os.open('/dev/kvm', os.O_RDWR | os.O_CLOEXEC)
+    vm = fcntl.ioctl(kvm_fd, 0xAE01, 0)                 # KVM_CREATE_VM
+    mem = mmap.mmap(-1, 0x1000)
+    mem[0:4] = bytes([0xe6, 0x10, 0xeb, 0xfc])  # out 0x10, al; jmp -4
+    fcntl.ioctl(vm, 0x4020AE46, struct.pack(    # KVM_SET_USER_MEMORY_REGION
+        'IIQQQ', 0, 0, 0, 0x1000,
+        ctypes.addressof(ctypes.c_char.from_buffer(mem))))
+    vcpus = []
+    for i in range(int(sys.argv[3])):
+        vcpu = fcntl.ioctl(vm, 0xAE41, i)               # KVM_CREATE_VCPU
+        sregs = bytearray(312)
+        fcntl.ioctl(vcpu, 0x8138AE83, sregs)            # KVM_GET_SREGS
+        struct.pack_into('QIH', sregs, 0, 0, 0xffff, 0)     # cs: base 0
+        fcntl.ioctl(vcpu, 0x4138AE84, bytes(sregs))     # KVM_SET_SREGS
+        regs = bytearray(144)
+        struct.pack_into('QQ', regs, 128, 0, 2)         # rip 0, rflags
+        fcntl.ioctl(vcpu, 0x4090AE82, bytes(regs))      # KVM_SET_REGS
+        vcpus.append(vcpu)
+def run(i):
+    if kvm:     # enter the guest; its out exits to here at once
+        fcntl.ioctl(vcpus[i], 0xAE80, 0)                # KVM_RUN
+ran = threading.Barrier(int(sys.argv[3]) + 1)
 def vcpu(i):
     tid = threading.get_native_id()
     with open('/proc/self/task/%d/comm' % tid, 'w') as f:
         f.write('CPU %d/KVM' % i)
+    run(i)
+    ran.wait()
     while True:
         time.sleep(wake)     # a mostly idle vCPU that wakes now and then
+        run(i)
 for i in range(int(sys.argv[3])):
     threading.Thread(target=vcpu, args=(i,), daemon=True).start()
+ran.wait()
 sys.stdout.write('ready\n'); sys.stdout.flush()
 sys.stdin.read()
 '''
@@ -125,10 +147,18 @@ def start_host(idle_domains=0, kvm=False):
     """Start the vCPU thread processes and their test-driver domains.
 
     ``kvm``: the domains are of type kvm and each process holds a KVM VM
-    with a KVM vCPU per vCPU thread (``/dev/kvm``; no guest runs: the
-    threads are the same sleeping threads), so the agent reads KVM's
-    statistics of each vCPU as on a kvm host: with BPF where the threads
-    are read with BPF, else from libvirt's vCPU group (test:///'s).
+    with a KVM vCPU per vCPU thread (``/dev/kvm``), so the agent reads
+    KVM's statistics of each vCPU as on a kvm host: with BPF where the
+    threads are read with BPF, else from libvirt's vCPU group (test:///'s).
+    Each vCPU thread enters its guest (``KVM_RUN``) at each wake-up, as a
+    QEMU vCPU thread runs its vCPU: the guest is a real-mode loop whose
+    ``out`` to a port exits to user space at once, so KVM_RUN returns and
+    the thread sleeps again. What it models is a mostly idle vCPU whose
+    thread runs KVM_RUN now and then (so that KVM knows its thread,
+    ``kvm_vcpu.pid``, as it does QEMU's once a guest runs), not a guest's
+    work: an exit per wake-up, none of a guest's own halts or timers (the
+    halt statistics stay at zero). Every vCPU has run before the host is
+    ready.
     """
     kind = 'kvm' if kvm else 'test'
     import libvirt
@@ -273,6 +303,7 @@ def phases(args):
               for name, (native, gate, every) in READERS.items()}
     spent = {name: [0.0] * 4 for name in agents}
     reading = {name: [0.0] for name in agents}
+    kvm_reading = {name: [0.0] for name in agents}
     for name, agent in agents.items():
         # The reader's one call per domain (procfs files and parsing;
         # with the C reader, its bookkeeping of each thread's last
@@ -287,6 +318,12 @@ def phases(args):
         else:
             reader._read_threads = _timed_call(reader._read_threads,
                                                reading[name])
+        # KVM's vCPU files (kvm domains read with BPF), decoding included
+        kvm = agent.driver.sampler.kvm
+        if kvm is not None:
+            method = 'read_all' if hasattr(kvm, 'read_all') else 'read'
+            setattr(kvm, method, _timed_call(getattr(kvm, method),
+                                             kvm_reading[name]))
     last = {name: agent.driver.sample() for name, agent in agents.items()}
     last_stats = {name: {} for name in agents}
     for _ in range(args.periods):
@@ -307,17 +344,18 @@ def phases(args):
             last[name], last_stats[name] = snap, stats
             for i, dt in enumerate((t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
                 spent[name][i] += dt
-    print('%-32s %8s %8s %8s %8s %8s %8s' % (
-        'ms CPU per period', 'sample', '(read)', 'derive', 'step', 'apply',
-        'all'))
+    print('%-32s %8s %8s %8s %8s %8s %8s %8s' % (
+        'ms CPU per period', 'sample', '(read)', '(kvm)', 'derive', 'step',
+        'apply', 'all'))
     for name, agent in agents.items():
         ms = [s / args.periods * 1e3 for s in spent[name]]
         read = reading[name][0] / args.periods * 1e3
-        print('%-32s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f'
-              % ((name, ms[0], read) + tuple(ms[1:]) + (sum(ms),)))
+        kvm = kvm_reading[name][0] / args.periods * 1e3
+        print('%-32s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f'
+              % ((name, ms[0], read, kvm) + tuple(ms[1:]) + (sum(ms),)))
         agent.stop()
-    print('(read: the reader\'s calls, part of sample: procfs files, or '
-          'the BPF iteration)')
+    print('(read: the thread reader\'s calls, kvm: the reads of KVM\'s vCPU '
+          'files with BPF, decoding included; both part of sample)')
 
 
 def _timed_call(func, total):

@@ -63,8 +63,9 @@ static const struct kind {
     {"task", taskiter_bpf_o, sizeof(taskiter_bpf_o), "vcpu_counters", 48,
      "cannot open the BPF task iterator",
      "cannot load the BPF task iterator"},
-    /* struct record of kvmstats.bpf.c */
-    {"kvm", kvmstats_bpf_o, sizeof(kvmstats_bpf_o), "kvm_vcpus", 72,
+    /* struct record of kvmstats.bpf.c (its vCPU's thread's counters in
+     * the last 40 bytes) */
+    {"kvm", kvmstats_bpf_o, sizeof(kvmstats_bpf_o), "kvm_vcpus", 112,
      "cannot open the BPF iterator of KVM's vCPU files",
      "cannot load the BPF iterator of KVM's vCPU files"},
 };

@@ -18,6 +18,9 @@
  *   halt_exits            stat (x86)
  *   retentions, retention_ns, retention_timeouts
  *                         stat (the vsmtio host kernel patches, ABI.rst)
+ *   thread                the scheduler counters of the thread that runs
+ *                         the vCPU (pid: set at its first KVM_RUN), those
+ *                         taskiter.bpf.c copies (thread_counters())
  *
  * the same fields KVM's binary statistics (KVM_GET_STATS_FD), and libvirt's
  * vcpu.N.<name>.sum after QEMU's query-stats, copy. A field this kernel
@@ -25,7 +28,15 @@
  *
  * Why: libvirt gives them only with its vCPU group, for which libvirtd
  * reads three procfs files per vCPU thread and asks every QEMU over QMP,
- * every call (vsmtio_agent/linux/kvmstats.py has the numbers).
+ * every call (vsmtio_agent/linux/kvmstats.py has the numbers). The vCPU
+ * thread's counters too, so that on a kvm host one read per QEMU gives the
+ * agent all it reads of each vCPU, and the task iterator's read of the same
+ * QEMU (its own fixed cost) is not made
+ * (vsmtio_agent/drivers/libvirt/sampling.py; doc/benchmarks/agent_tick.rst
+ * has what it saves).
+ * A vCPU that never ran (pid NULL) or whose thread is gone or not visible
+ * from the reader's pid namespace has NO_THREAD set: the agent reads its
+ * threads with the task iterator then.
  *
  * CO-RE as taskiter.bpf.c: minimal local structs marked
  * preserve_access_index, relocated by libbpf against the running kernel's
@@ -33,13 +44,6 @@
  */
 
 #include "bpf_common.h"
-
-struct seq_file;
-struct task_struct;
-
-struct bpf_iter_meta {
-	struct seq_file *seq;
-} PAI;
 
 struct qstr {
 	const unsigned char *name;
@@ -85,6 +89,7 @@ struct kvm_vcpu_stat {
 struct kvm_vcpu {
 	int vcpu_id;
 	int vcpu_idx;
+	struct pid *pid;
 	struct kvm_vcpu_stat stat;
 } PAI;
 
@@ -107,6 +112,7 @@ struct record {
 	__u64 retentions;
 	__u64 retention_ns;
 	__u64 retention_timeouts;
+	struct thread_counters thread;
 };
 
 /* flags: the fields this kernel does not have */
@@ -114,6 +120,8 @@ struct record {
 #define NO_RETENTIONS		2	/* a stock kernel */
 #define NO_RETENTION_NS		4
 #define NO_RETENTION_TIMEOUTS	8
+#define NO_THREAD		16	/* never ran, or its thread not seen */
+#define NO_DELAY		32	/* a kernel without CONFIG_SCHED_INFO */
 
 /* Anonymous inodes' file system (include/uapi/linux/magic.h): where KVM
  * makes its vCPU files, so that a file named like one elsewhere (on disk)
@@ -122,10 +130,49 @@ struct record {
 
 /* GPL-compatible, as the kernel requires of a program that calls the
  * helpers this one calls (bpf_probe_read_kernel behind bpf_core_read,
- * bpf_probe_read_kernel_str: offered to GPL programs only), and BSD too, as
- * taskiter.bpf.c: the object is embedded in the project's Apache-2.0
- * extension ("Dual BSD/GPL" is one the kernel accepts). */
+ * bpf_probe_read_kernel_str, bpf_get_current_task_btf: offered to GPL
+ * programs only), and BSD too, as taskiter.bpf.c: the object is embedded
+ * in the project's Apache-2.0 extension ("Dual BSD/GPL" is one the kernel
+ * accepts). */
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/*
+ * The counters of the thread that runs vcpu: NO_THREAD if none (it never
+ * ran: pid NULL; its thread exited: no task in the pid's list; or not
+ * visible from the reader's pid namespace), NO_DELAY if no run delay.
+ *
+ * vcpu->pid is the struct pid of the thread of its last KVM_RUN (kvm_main.c
+ * replaces it when another thread runs the vCPU), the thread QEMU names
+ * "CPU N/KVM"; its task is the first of pid->tasks[PIDTYPE_PID] (as
+ * pid_task() finds it), whose node is that task's pid_links[PIDTYPE_PID].
+ * Read with bpf_core_read (thread_counters_probed): what a vCPU file's
+ * private_data points at is not a pointer the verifier lets a program
+ * load through. The agent checks the tid against the vCPU thread it found
+ * in procfs.
+ */
+static __always_inline __u32 vcpu_thread(struct kvm_vcpu *vcpu,
+					 struct thread_counters *out)
+{
+	struct hlist_node *node;
+	struct task_struct *task;
+	struct pid *pid;
+	int got;
+
+	pid = BPF_CORE_READ(vcpu, pid);
+	if (!pid)
+		return NO_THREAD;
+	node = BPF_CORE_READ(pid, tasks[PIDTYPE_PID].first);
+	if (!node)
+		return NO_THREAD;
+	task = (void *)node - bpf_core_field_offset(struct task_struct,
+						    pid_links);
+	got = thread_counters_probed(task, out);
+	if (got == THREAD_NOT_VISIBLE) {
+		__builtin_memset(out, 0, sizeof(*out));
+		return NO_THREAD;
+	}
+	return got == THREAD_NO_DELAY ? NO_DELAY : 0;
+}
 
 SEC("iter/task_file")
 int kvm_vcpus(struct bpf_iter__task_file *ctx)
@@ -179,6 +226,7 @@ int kvm_vcpus(struct bpf_iter__task_file *ctx)
 						     stat.retention_timeouts);
 	else
 		r.flags |= NO_RETENTION_TIMEOUTS;
+	r.flags |= vcpu_thread(vcpu, &r.thread);
 	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;
 }

@@ -10,13 +10,16 @@ per-vCPU halt statistics of kvm domains come from a BPF iterator over each
 QEMU's vCPU files (:mod:`vsmtio_agent.linux.kvmstats`) where the vCPU
 threads are read with BPF too, else from that call's vCPU group, which then
 also gives their vCPUs' number, and its run time and delay stand in for a
-thread that could not be read. Where no domain needs it, the vCPU group is
-not asked for (:meth:`Sampler.sample` says what it costs libvirtd). The
-thread's run time is the scheduler's, in nanoseconds (``schedstat``);
-libvirt's ``vcpu.N.time`` is the thread's user and system time from
-``/proc/.../stat``, in clock ticks (10 ms at the usual USER_HZ of 100): a
-tenth of the agent's default period. Instructions come from perf where the
-host has a PMU. Sampling writes nothing to the host.
+thread that could not be read. The BPF read of a QEMU's vCPU files carries
+each vCPU thread's own counters too: a kvm domain whose every vCPU has them
+is read with that one read, and its threads are not read again. Where no
+domain needs it, the vCPU group is not asked for (:meth:`Sampler.sample`
+says what it costs libvirtd). The thread's run time is the scheduler's,
+in nanoseconds (``schedstat``); libvirt's ``vcpu.N.time`` is the thread's
+user and system time from ``/proc/.../stat``, in clock ticks (10 ms at the
+usual USER_HZ of 100): a tenth of the agent's default period.
+Instructions come from perf where the host has a PMU. Sampling writes
+nothing to the host.
 """
 
 import itertools
@@ -48,6 +51,7 @@ _KVM_POLL_HITS = 'halt_successful_poll.sum'
 _RETENTION_FIELDS = ('retention_ns', 'retentions', 'retention_timeouts')
 _NO_COUNTERS = procfs.ThreadCounters()
 _EMPTY = {}     # never modified: no virDomainGetVcpus figures
+_NO_KVM = (None, None, None)    # no KVM statistics read with BPF
 # VcpuCounters._make without its length check (the layout is fixed here)
 _counters, _VcpuCounters = tuple.__new__, model.VcpuCounters
 assert len(_VcpuCounters._fields) == 15
@@ -255,6 +259,21 @@ class Sampler:
         found, found_tids = self._found(entry.uuid, tids, nvcpus)
         perf = self.perf.read if self.perf.unavailable is None else None
         kvm = entry.kvm
+        bpf, kvm_tids, kvm_threads = (self._kvm_stats(entry, nvcpus)
+                                      if kvm else _NO_KVM)
+        if (bpf is not None and perf is None and len(found) == nvcpus
+                and 'vcpu.current' not in stats
+                and kvm_tids == found_tids):
+            # One read for a kvm domain: each vCPU's record carries the
+            # counters of the very thread found for it (not a vCPU that
+            # never ran, nor one another thread ran), as the task iterator
+            # would give them.
+            self._position += nvcpus
+            out.update(zip(self._refs_of(entry.uuid, nvcpus), map(
+                _with_kvm, kvm_threads,
+                map(bpf.__getitem__, range(nvcpus)),
+                itertools.repeat(self.patched))))
+            return
         if (self._shaped and not kvm and perf is None
                 and len(found) == nvcpus and 'vcpu.current' not in stats):
             # each vCPU's counters are its thread's (_from_thread's), and
@@ -277,7 +296,6 @@ class Sampler:
         complete = (len(found) == nvcpus and None not in read
                     and None not in map(_RUN_NS, read)
                     and None not in map(_CPU, read))
-        bpf = self._kvm_stats(entry, nvcpus) if kvm else None
         if complete and perf is None and 'vcpu.current' not in stats:
             # nothing to look up: each vCPU's counters are its thread's,
             # and KVM's where every vCPU was read with BPF
@@ -359,16 +377,18 @@ class Sampler:
             ))
 
     def _kvm_stats(self, entry, nvcpus):
-        """KVM's statistics of a kvm domain's vCPUs read with BPF, or None.
+        """KVM's statistics of a kvm domain's vCPUs read with BPF, or Nones.
 
-        ``{index: kvmstats.VcpuStats}``. A domain whose vCPUs are not all
-        found (its QEMU not found, or gone) has the others from libvirt's
-        vCPU group, asked for from the next period on.
+        ``({index: kvmstats.VcpuStats}, tids, counters)``, the last two
+        the vCPU threads' ids and counters by index, from the same read
+        (:meth:`kvmstats.KvmStatsReader.read_all`). A domain whose vCPUs
+        are not all found (its QEMU not found, or gone) has the others from
+        libvirt's vCPU group, asked for from the next period on.
         """
         if self.kvm is None:
-            return None
-        read = self.kvm.read(entry.pid)
-        if read.keys() >= set(range(nvcpus)):
+            return _NO_KVM
+        read = self.kvm.read_all(entry.pid)
+        if read[0].keys() >= set(range(nvcpus)):
             self._kvm_read.add(entry.uuid)
         else:
             self._kvm_read.discard(entry.uuid)

@@ -119,6 +119,11 @@ def kvm_reader(test):
 class VM(fixtures.Fixture):
     """A process with ``n`` real KVM vCPUs, vCPU 0 halted in its guest."""
 
+    child = VM_CHILD    # its script, run with child_args() and -uuid U
+
+    def child_args(self):
+        return [str(self.n)]
+
     def __init__(self, test, n, uuid=None):
         super().__init__()
         self.test, self.n, self.uuid = test, n, uuid
@@ -132,7 +137,7 @@ class VM(fixtures.Fixture):
                 else 'not readable and writable by this user'))
         qemu_args = ['-uuid', self.uuid] if self.uuid else []
         self.proc = subprocess.Popen(
-            [sys.executable, '-c', VM_CHILD, str(self.n)] + qemu_args,
+            [sys.executable, '-c', self.child] + self.child_args() + qemu_args,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)
         self.addCleanup(self.stop)
