@@ -100,8 +100,10 @@ setuptools.setup(
         # vCPU statistics' reader (vsmtio_agent/linux/kvmstats.py).
         setuptools.Extension(
             'vsmtio_agent.linux._taskiter',
-            sources=['vsmtio_agent/linux/_taskiter.c'],
-            depends=list(BPF_SOURCES) + [BPF_HEADER],
+            sources=['vsmtio_agent/linux/_taskiter.c',
+                     'vsmtio_agent/linux/_records.c'],
+            depends=list(BPF_SOURCES) + [BPF_HEADER,
+                                         'vsmtio_agent/linux/_records.h'],
             libraries=['bpf'],
             extra_compile_args=['-Wall', '-Wextra', '-Werror=implicit'],
             optional=True),

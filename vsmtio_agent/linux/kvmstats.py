@@ -17,7 +17,7 @@ it copies the scheduler counters of the thread that runs each vCPU (KVM's
 ``kvm_vcpu.pid``, set at the vCPU's first ``KVM_RUN``), those the task
 iterator reads (:mod:`vsmtio_agent.linux.taskiter`): on a kvm host this
 one read per QEMU gives the sampler all it reads of each vCPU
-(:meth:`KvmStatsReader.read_all`), without the task iterator's read of the
+(:meth:`KvmStatsReader.read_vcpus`), without the task iterator's read of the
 same QEMU. Measured (``tools/bench_tick.py --kvm --phases``): about 3 % of
 the period, 0.05 to 0.1 ms for 200 vCPUs in 10 QEMUs; in the period the
 reading's cost is mostly per thread (cold cache lines), and reaching each
@@ -120,6 +120,23 @@ def _decode(raw):
     return out, tids, counters
 
 
+class Reading(typing.NamedTuple):
+    """One reading of a QEMU's vCPU files (``read_vcpus``).
+
+    ``tids`` and ``vcpus`` by vCPU index, up to the highest read: the id
+    of the thread that runs the vCPU and its counters; None in both for a
+    vCPU without a record or whose record has no thread.
+    """
+
+    tids: list
+    vcpus: list
+    raw: bytes
+
+    def stats(self):
+        """``{vcpu_idx: VcpuStats}`` of these records (:meth:`read`'s)."""
+        return _decode(self.raw)[0]
+
+
 class KvmStatsReader(taskiter.HeldLinks):
     """Reads each QEMU's vCPUs' :class:`VcpuStats` with BPF.
 
@@ -185,12 +202,30 @@ class KvmStatsReader(taskiter.HeldLinks):
         vCPU's first ``KVM_RUN`` on, and it must be alive and in the
         agent's pid namespace.
         """
+        return _decode(self._raw(pid))
+
+    def read_vcpus(self, pid, counters, patched):
+        """One iteration, decoded in C for the libvirt driver's sampler.
+
+        A :class:`Reading`: the tids of :meth:`read_all`, and each vCPU's
+        counters as a ``counters`` tuple (``model.VcpuCounters``) that the
+        sampler would build from :meth:`read_all`'s statistics and thread
+        counters (``sampling._with_kvm``, by the retention rule of a
+        ``patched`` kernel or a stock one), without a Python call per
+        vCPU; the records themselves for :meth:`Reading.stats`.
+        """
+        raw = self._raw(pid)
+        tids, vcpus = _taskiter.vcpus(raw, counters, patched)
+        return Reading(tids, vcpus, raw)
+
+    def _raw(self, pid):
+        """One iteration's records for ``pid`` (none: ``b''``)."""
         if pid is None:
-            return {}, [], []
+            return b''
         link = self._link(pid)
         if link is None:
-            return {}, [], []
-        return _decode(self._program.read_raw(link))
+            return b''
+        return self._program.read_raw(link)
 
     def forget(self, pid):
         """Release the link of ``pid``, if held."""

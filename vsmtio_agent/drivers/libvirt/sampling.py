@@ -51,10 +51,14 @@ _KVM_POLL_HITS = 'halt_successful_poll.sum'
 _RETENTION_FIELDS = ('retention_ns', 'retentions', 'retention_timeouts')
 _NO_COUNTERS = procfs.ThreadCounters()
 _EMPTY = {}     # never modified: no virDomainGetVcpus figures
-_NO_KVM = (None, None, None)    # no KVM statistics read with BPF
 # VcpuCounters._make without its length check (the layout is fixed here)
 _counters, _VcpuCounters = tuple.__new__, model.VcpuCounters
-assert len(_VcpuCounters._fields) == 15
+# (and the layout kvmstats' C decoding builds: _records.c)
+assert _VcpuCounters._fields == (
+    'weight', 'cpu', 'run_ns', 'retention_ns', 'retentions',
+    'retention_timeouts', 'instructions', 'cycles', 'base_cycles',
+    'miss_cycles', 'voluntary_switches', 'involuntary_switches',
+    'runqueue_delay_ns', 'halts', 'switches_ns')
 # a thread's run time and CPU in its ThreadCounters (looked for in C)
 _RUN_NS, _CPU = operator.itemgetter(0), operator.itemgetter(4)
 _KEYS = []      # per vCPU index: its stats keys (time, delay, halts, prefix)
@@ -259,21 +263,22 @@ class Sampler:
         found, found_tids = self._found(entry.uuid, tids, nvcpus)
         perf = self.perf.read if self.perf.unavailable is None else None
         kvm = entry.kvm
-        bpf, kvm_tids, kvm_threads = (self._kvm_stats(entry, nvcpus)
-                                      if kvm else _NO_KVM)
-        if (bpf is not None and perf is None and len(found) == nvcpus
+        reading = (self.kvm.read_vcpus(entry.pid, _VcpuCounters,
+                                       self.patched)
+                   if kvm and self.kvm is not None else None)
+        if (reading is not None and perf is None and len(found) == nvcpus
                 and 'vcpu.current' not in stats
-                and kvm_tids == found_tids):
+                and reading.tids == found_tids):
             # One read for a kvm domain: each vCPU's record carries the
             # counters of the very thread found for it (not a vCPU that
             # never ran, nor one another thread ran), as the task iterator
-            # would give them.
+            # would give them, and its counters are built from it in C
+            # (_with_kvm's, by _retention's rule).
+            self._kvm_read.add(entry.uuid)
             self._position += nvcpus
-            out.update(zip(self._refs_of(entry.uuid, nvcpus), map(
-                _with_kvm, kvm_threads,
-                map(bpf.__getitem__, range(nvcpus)),
-                itertools.repeat(self.patched))))
+            out.update(zip(self._refs_of(entry.uuid, nvcpus), reading.vcpus))
             return
+        bpf = self._kvm_stats(reading, entry, nvcpus)
         if (self._shaped and not kvm and perf is None
                 and len(found) == nvcpus and 'vcpu.current' not in stats):
             # each vCPU's counters are its thread's (_from_thread's), and
@@ -376,19 +381,18 @@ class Sampler:
                 switches_ns,
             ))
 
-    def _kvm_stats(self, entry, nvcpus):
-        """KVM's statistics of a kvm domain's vCPUs read with BPF, or Nones.
+    def _kvm_stats(self, reading, entry, nvcpus):
+        """KVM's statistics of a kvm domain's vCPUs read with BPF, or None.
 
-        ``({index: kvmstats.VcpuStats}, tids, counters)``, the last two
-        the vCPU threads' ids and counters by index, from the same read
-        (:meth:`kvmstats.KvmStatsReader.read_all`). A domain whose vCPUs
-        are not all found (its QEMU not found, or gone) has the others from
-        libvirt's vCPU group, asked for from the next period on.
+        ``{index: kvmstats.VcpuStats}`` of ``reading`` (None: not read
+        with BPF). A domain whose vCPUs are not all found (its QEMU not
+        found, or gone) has the others from libvirt's vCPU group, asked
+        for from the next period on.
         """
-        if self.kvm is None:
-            return _NO_KVM
-        read = self.kvm.read_all(entry.pid)
-        if read[0].keys() >= set(range(nvcpus)):
+        if reading is None:
+            return None
+        read = reading.stats()
+        if read.keys() >= set(range(nvcpus)):
             self._kvm_read.add(entry.uuid)
         else:
             self._kvm_read.discard(entry.uuid)

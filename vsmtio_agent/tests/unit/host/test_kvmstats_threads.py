@@ -211,7 +211,7 @@ class TestOneReadPerQemu(tld.DriverTestCase):
         self.asked = {'task': 0, 'kvm': 0}
         for name, reader, method in (
                 ('task', drv.sampler.reader, 'read_many'),
-                ('kvm', drv.sampler.kvm, 'read_all')):
+                ('kvm', drv.sampler.kvm, 'read_vcpus')):
             self.useFixture(fixtures.MonkeyPatch(
                 '%s.%s' % (type(reader).__module__, type(reader).__name__)
                 + '.' + method, self._counted(name, getattr(
@@ -253,10 +253,11 @@ class TestOneReadPerQemu(tld.DriverTestCase):
         one = self.vcpus(drv.sample())
         self.assertEqual({'task': 0, 'kvm': 1}, self.asked)
         # KVM's records without the threads' counters: two reads
-        read_all = type(drv.sampler.kvm).read_all
+        read_vcpus = type(drv.sampler.kvm).read_vcpus
         self.useFixture(fixtures.MonkeyPatch(
-            'vsmtio_agent.linux.kvmstats.KvmStatsReader.read_all',
-            lambda reader, pid: (read_all(reader, pid)[0], [], [])))
+            'vsmtio_agent.linux.kvmstats.KvmStatsReader.read_vcpus',
+            lambda reader, pid, *args: read_vcpus(
+                reader, pid, *args)._replace(tids=[], vcpus=[])))
         two = self.vcpus(drv.sample())
         self.assertEqual(1, self.asked['task'])
         self.assertEqual(2, len(one))

@@ -1,0 +1,79 @@
+/*
+ * The records the BPF iterators write, and their decoding into Python
+ * tuples (_records.c): a thread's (taskiter.bpf.c) and a KVM vCPU's
+ * (kvmstats.bpf.c). _taskiter.c loads the programs and reads the records;
+ * these turn them into what the agent reads each period, without a Python
+ * call per thread or vCPU.
+ */
+#ifndef VSMTIO_RECORDS_H
+#define VSMTIO_RECORDS_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+
+/* One thread's record, as taskiter.bpf.c writes it. */
+struct record {
+    uint32_t tid;
+    uint32_t cpu;
+    uint64_t run_ns;
+    uint64_t delay_ns;
+    uint64_t voluntary;
+    uint64_t involuntary;
+    uint32_t flags;
+    uint32_t pad;
+};
+
+#define NO_DELAY 1
+
+/* One KVM vCPU's record, as kvmstats.bpf.c writes it: KVM's statistics,
+ * then the counters of the thread that runs the vCPU (struct
+ * thread_counters of bpf_common.h). */
+struct kvm_record {
+    uint32_t index;
+    uint32_t flags;
+    uint64_t attempted_polls;
+    uint64_t successful_polls;
+    uint64_t poll_success_ns;
+    uint64_t poll_fail_ns;
+    uint64_t halt_exits;
+    uint64_t retentions;
+    uint64_t retention_ns;
+    uint64_t retention_timeouts;
+    uint32_t tid;
+    uint32_t cpu;
+    uint64_t run_ns;
+    uint64_t delay_ns;
+    uint64_t voluntary;
+    uint64_t involuntary;
+};
+
+/* kvm_record's flags (kvmstats.bpf.c's, and kvmstats.py's) */
+#define KVM_NO_HALT_EXITS           1
+#define KVM_NO_RETENTIONS           2
+#define KVM_NO_RETENTION_NS         4
+#define KVM_NO_RETENTION_TIMEOUTS   8
+#define KVM_NO_THREAD               16
+#define KVM_NO_DELAY                32
+
+/* A thread's five counters (run_ns, runqueue_delay_ns, voluntary,
+ * involuntary, cpu) go to places place[0..4] of a tuple of type ``type``
+ * whose other items are template's (a tuple of the type's length). */
+struct shape {
+    PyTypeObject *type;
+    PyObject *template;     /* NULL: six items, every other one None */
+    Py_ssize_t place[5];
+};
+
+/* The shape read's arguments ask for; 0, or -1 with an exception. */
+int shape_of(struct shape *shape, PyObject *type, PyObject *template,
+             PyObject *places);
+
+/* A thread's counters in that shape (NULL with an exception). */
+PyObject *new_counters(const struct shape *shape, const struct record *r);
+
+/* _taskiter.vcpus(raw, counters, patched): see _records.c. */
+PyObject *decode_vcpus(PyObject *module, PyObject *args);
+
+#endif
