@@ -321,7 +321,9 @@ def phases(args):
         # KVM's vCPU files (kvm domains read with BPF), decoding included
         kvm = agent.driver.sampler.kvm
         if kvm is not None:
-            method = 'read_all' if hasattr(kvm, 'read_all') else 'read'
+            # (the sampler's method: read_vcpus, or an older tree's)
+            method = next(m for m in ('read_vcpus', 'read_all', 'read')
+                          if hasattr(kvm, m))
             setattr(kvm, method, _timed_call(getattr(kvm, method),
                                              kvm_reading[name]))
     last = {name: agent.driver.sample() for name, agent in agents.items()}
