@@ -24,16 +24,16 @@ new_counters(const struct shape *shape, const struct record *r)
 
     if (out == NULL)
         return NULL;
-    v[0] = PyLong_FromUnsignedLongLong(r->run_ns);
+    v[0] = PyLong_FromUnsignedLongLong(r->thread.run_ns);
     if (r->flags & NO_DELAY) {
         Py_INCREF(Py_None);
         v[1] = Py_None;
     } else {
-        v[1] = PyLong_FromUnsignedLongLong(r->delay_ns);
+        v[1] = PyLong_FromUnsignedLongLong(r->thread.delay_ns);
     }
-    v[2] = PyLong_FromUnsignedLongLong(r->voluntary);
-    v[3] = PyLong_FromUnsignedLongLong(r->involuntary);
-    v[4] = PyLong_FromUnsignedLong(r->cpu);
+    v[2] = PyLong_FromUnsignedLongLong(r->thread.voluntary);
+    v[3] = PyLong_FromUnsignedLongLong(r->thread.involuntary);
+    v[4] = PyLong_FromUnsignedLong(r->thread.cpu);
     for (i = 0; i < 5; i++) {
         if (v[i] == NULL) {
             int j;
@@ -135,8 +135,8 @@ vcpu_counters(PyTypeObject *type, const struct kvm_record *r, int patched)
     int i;
 
     v[C_WEIGHT] = PyLong_FromLong(1024);
-    v[C_CPU] = PyLong_FromUnsignedLong(r->cpu);
-    v[C_RUN_NS] = PyLong_FromUnsignedLongLong(r->run_ns);
+    v[C_CPU] = PyLong_FromUnsignedLong(r->thread.cpu);
+    v[C_RUN_NS] = PyLong_FromUnsignedLongLong(r->thread.run_ns);
     if (patched) {
         v[C_RETENTION_NS] = u64_or_none(r->flags & KVM_NO_RETENTION_NS,
                                         r->retention_ns);
@@ -163,9 +163,9 @@ vcpu_counters(PyTypeObject *type, const struct kvm_record *r, int patched)
         Py_INCREF(Py_None);         /* no perf counters */
         v[i] = Py_None;
     }
-    v[C_VOLUNTARY] = PyLong_FromUnsignedLongLong(r->voluntary);
-    v[C_INVOLUNTARY] = PyLong_FromUnsignedLongLong(r->involuntary);
-    v[C_DELAY_NS] = u64_or_none(r->flags & KVM_NO_DELAY, r->delay_ns);
+    v[C_VOLUNTARY] = PyLong_FromUnsignedLongLong(r->thread.voluntary);
+    v[C_INVOLUNTARY] = PyLong_FromUnsignedLongLong(r->thread.involuntary);
+    v[C_DELAY_NS] = u64_or_none(r->flags & KVM_NO_DELAY, r->thread.delay_ns);
     v[C_HALTS] = u64_or_none(r->flags & KVM_NO_HALT_EXITS, r->halt_exits);
     Py_INCREF(Py_None);             /* every counter read now */
     v[C_SWITCHES_NS] = Py_None;
@@ -248,7 +248,7 @@ decode_vcpus(PyObject *module, PyObject *args)
             Py_INCREF(Py_None);
             tid = counters = Py_None;
         } else {
-            tid = PyLong_FromUnsignedLong(r.tid);
+            tid = PyLong_FromUnsignedLong(r.thread.tid);
             if (tid == NULL)
                 goto done;
             counters = vcpu_counters((PyTypeObject *)type, &r, patched);

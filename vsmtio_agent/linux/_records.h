@@ -13,14 +13,19 @@
 
 #include <stdint.h>
 
-/* One thread's record, as taskiter.bpf.c writes it. */
-struct record {
+/* A thread's scheduler counters (bpf_common.h's struct thread_counters). */
+struct thread_counters {
     uint32_t tid;
     uint32_t cpu;
     uint64_t run_ns;
     uint64_t delay_ns;
     uint64_t voluntary;
     uint64_t involuntary;
+};
+
+/* One thread's record, as taskiter.bpf.c writes it. */
+struct record {
+    struct thread_counters thread;
     uint32_t flags;
     uint32_t pad;
 };
@@ -28,8 +33,7 @@ struct record {
 #define NO_DELAY 1
 
 /* One KVM vCPU's record, as kvmstats.bpf.c writes it: KVM's statistics,
- * then the counters of the thread that runs the vCPU (struct
- * thread_counters of bpf_common.h). */
+ * then the counters of the thread that runs the vCPU. */
 struct kvm_record {
     uint32_t index;
     uint32_t flags;
@@ -41,12 +45,7 @@ struct kvm_record {
     uint64_t retentions;
     uint64_t retention_ns;
     uint64_t retention_timeouts;
-    uint32_t tid;
-    uint32_t cpu;
-    uint64_t run_ns;
-    uint64_t delay_ns;
-    uint64_t voluntary;
-    uint64_t involuntary;
+    struct thread_counters thread;
 };
 
 /* kvm_record's flags (kvmstats.bpf.c's, and kvmstats.py's) */

@@ -342,8 +342,8 @@ iterate(Program *self, int link_fd)
 static int
 by_tid(const void *a, const void *b)
 {
-    uint32_t x = ((const struct record *)a)->tid;
-    uint32_t y = ((const struct record *)b)->tid;
+    uint32_t x = ((const struct record *)a)->thread.tid;
+    uint32_t y = ((const struct record *)b)->thread.tid;
 
     return (x > y) - (x < y);
 }
@@ -380,7 +380,7 @@ program_read(Program *self, PyObject *args)
     }
     /* Threads come in list order, nearly always by increasing tid. */
     buf = (struct record *)self->buf;
-    for (i = 1; i < count && buf[i - 1].tid < buf[i].tid; i++)
+    for (i = 1; i < count && buf[i - 1].thread.tid < buf[i].thread.tid; i++)
         ;
     if (i < count)
         qsort(buf, (size_t)count, sizeof(struct record), by_tid);
@@ -395,7 +395,7 @@ program_read(Program *self, PyObject *args)
             Py_CLEAR(out);
             break;
         }
-        key.tid = (uint32_t)tid;
+        key.thread.tid = (uint32_t)tid;
         found = tid > 0 && tid <= (long)UINT32_MAX && count
             ? bsearch(&key, buf, (size_t)count, sizeof(struct record),
                       by_tid)

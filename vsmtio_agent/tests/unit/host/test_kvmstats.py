@@ -29,14 +29,27 @@ from vsmtio_agent.tests.unit.host import test_taskiter
 # then, for each line read, KVM's statistics of every vCPU as JSON
 # ({index: {name: value}}); exits when stdin closes. The vCPUs' stats fds
 # are taken before KVM_RUN (vCPU ioctls wait while the vCPU runs).
-VM_CHILD = r'''
-import fcntl, json, mmap, os, struct, sys, threading, time, ctypes
+KVM_CHILD_PRELUDE = r'''
+import ctypes, fcntl, json, mmap, os, struct, sys, threading, time
 KVM_CREATE_VM, KVM_CREATE_VCPU, KVM_RUN = 0xAE01, 0xAE41, 0xAE80
 KVM_CREATE_IRQCHIP, KVM_SET_USER_MEMORY_REGION = 0xAE60, 0x4020AE46
 KVM_GET_SREGS, KVM_SET_SREGS, KVM_SET_REGS = 0x8138AE83, 0x4138AE84, 0x4090AE82
 KVM_GET_STATS_FD = 0xAECE
 with open('/proc/self/comm', 'w') as f:
     f.write('qemu-vsmtio-test')
+def real_mode_vcpu(vm, index):
+    """vCPU ``index`` of ``vm``, in real mode, its code at address 0."""
+    vcpu = fcntl.ioctl(vm, KVM_CREATE_VCPU, index)
+    sregs = bytearray(312)
+    fcntl.ioctl(vcpu, KVM_GET_SREGS, sregs)
+    struct.pack_into('QIH', sregs, 0, 0, 0xffff, 0)     # cs: base 0
+    fcntl.ioctl(vcpu, KVM_SET_SREGS, bytes(sregs))
+    regs = bytearray(144)
+    struct.pack_into('QQ', regs, 128, 0, 2)             # rip 0, rflags
+    fcntl.ioctl(vcpu, KVM_SET_REGS, bytes(regs))
+    return vcpu
+'''
+VM_CHILD = KVM_CHILD_PRELUDE + r'''
 n = int(sys.argv[1])
 kvm = os.open('/dev/kvm', os.O_RDWR | os.O_CLOEXEC)
 vm = fcntl.ioctl(kvm, KVM_CREATE_VM, 0)
@@ -48,14 +61,7 @@ fcntl.ioctl(vm, KVM_SET_USER_MEMORY_REGION,
             struct.pack('IIQQQ', 0, 0, 0, 0x10000, addr))
 vcpus, stats = [], []
 for i in range(n):
-    vcpu = fcntl.ioctl(vm, KVM_CREATE_VCPU, i)
-    sregs = bytearray(312)
-    fcntl.ioctl(vcpu, KVM_GET_SREGS, sregs)
-    struct.pack_into('QIH', sregs, 0, 0, 0xffff, 0)     # cs: base 0
-    fcntl.ioctl(vcpu, KVM_SET_SREGS, bytes(sregs))
-    regs = bytearray(144)
-    struct.pack_into('QQ', regs, 128, 0, 2)             # rip 0, rflags
-    fcntl.ioctl(vcpu, KVM_SET_REGS, bytes(regs))
+    vcpu = real_mode_vcpu(vm, i)
     vcpus.append(vcpu)
     stats.append(fcntl.ioctl(vcpu, KVM_GET_STATS_FD, 0))
 def read_stats(fd):

@@ -30,13 +30,7 @@ from vsmtio_agent.tests.unit.host import test_taskiter
 # ``RUN_CHILD n ran every [-uuid U]``: prints its vCPU threads' ids (by
 # index) once each of the first ``ran`` vCPUs has run (and, with every 0,
 # every vCPU thread sleeps); exits when stdin closes.
-RUN_CHILD = r'''
-import ctypes, fcntl, mmap, os, struct, sys, threading, time
-KVM_CREATE_VM, KVM_CREATE_VCPU, KVM_RUN = 0xAE01, 0xAE41, 0xAE80
-KVM_SET_USER_MEMORY_REGION = 0x4020AE46
-KVM_GET_SREGS, KVM_SET_SREGS, KVM_SET_REGS = 0x8138AE83, 0x4138AE84, 0x4090AE82
-with open('/proc/self/comm', 'w') as f:
-    f.write('qemu-vsmtio-test')
+RUN_CHILD = test_kvmstats.KVM_CHILD_PRELUDE + r'''
 n, ran, every = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 kvm = os.open('/dev/kvm', os.O_RDWR | os.O_CLOEXEC)
 vm = fcntl.ioctl(kvm, KVM_CREATE_VM, 0)
@@ -45,17 +39,7 @@ mem[0:4] = bytes([0xe6, 0x10, 0xeb, 0xfc])      # out 0x10, al; jmp -4
 fcntl.ioctl(vm, KVM_SET_USER_MEMORY_REGION, struct.pack(
     'IIQQQ', 0, 0, 0, 0x1000,
     ctypes.addressof(ctypes.c_char.from_buffer(mem))))
-vcpus = []
-for i in range(n):
-    vcpu = fcntl.ioctl(vm, KVM_CREATE_VCPU, i)
-    sregs = bytearray(312)
-    fcntl.ioctl(vcpu, KVM_GET_SREGS, sregs)
-    struct.pack_into('QIH', sregs, 0, 0, 0xffff, 0)     # cs: base 0
-    fcntl.ioctl(vcpu, KVM_SET_SREGS, bytes(sregs))
-    regs = bytearray(144)
-    struct.pack_into('QQ', regs, 128, 0, 2)             # rip 0, rflags
-    fcntl.ioctl(vcpu, KVM_SET_REGS, bytes(regs))
-    vcpus.append(vcpu)
+vcpus = [real_mode_vcpu(vm, i) for i in range(n)]
 tids = [None] * n
 ready = threading.Barrier(n + 1)
 def body(index):
