@@ -18,11 +18,15 @@ it copies the scheduler counters of the thread that runs each vCPU (KVM's
 iterator reads (:mod:`vsmtio_agent.linux.taskiter`): on a kvm host this
 one read per QEMU gives the sampler all it reads of each vCPU
 (:meth:`KvmStatsReader.read_vcpus`), without the task iterator's read of the
-same QEMU. Measured (``tools/bench_tick.py --kvm --phases``): about 3 % of
-the period, 0.05 to 0.1 ms for 200 vCPUs in 10 QEMUs; in the period the
-reading's cost is mostly per thread (cold cache lines), and reaching each
-thread through its vCPU costs about what the task iterator's walk did
-(``doc/benchmarks/agent_tick.rst``).
+same QEMU, and the C extension builds each vCPU's counters from its record.
+Measured (``tools/bench_tick.py --kvm --phases``, 200 vCPUs in 10 QEMUs,
+``doc/benchmarks/agent_tick.rst``): the one read alone saved about 3 % of
+the period (in the period the reading's cost is mostly per thread, cold
+cache lines, and reaching each thread through its vCPU costs about what
+the task iterator's walk did); with the records decoded in C the period
+went from 2.05-2.28 to 1.51 ms. :meth:`KvmStatsReader.read` and
+:meth:`KvmStatsReader.read_all` decode in Python: the reference the tests
+hold the C to, and what the sampler falls back to (:meth:`Reading.stats`).
 
 It needs what the task iterator needs (``vsmtio_agent.linux.taskiter``:
 the extension built with clang and libbpf, Linux >= 6.1, ``CAP_BPF`` and

@@ -275,7 +275,6 @@ class Sampler:
             # would give them, and its counters are built from it in C
             # (_with_kvm's, by _retention's rule).
             self._kvm_read.add(entry.uuid)
-            self._position += nvcpus
             out.update(zip(self._refs_of(entry.uuid, nvcpus), reading.vcpus))
             return
         bpf = self._kvm_stats(reading, entry, nvcpus)
