@@ -10,8 +10,9 @@ from setuptools import errors
 
 # The BPF programs _taskiter embeds, each as <name>_bpf_o[] in <name>_bpf.h
 BPF_SOURCES = ('vsmtio_agent/linux/taskiter.bpf.c',
-               'vsmtio_agent/linux/kvmstats.bpf.c')
-BPF_HEADER = 'vsmtio_agent/linux/bpf_common.h'     # what both include
+               'vsmtio_agent/linux/kvmstats.bpf.c',
+               'vsmtio_agent/linux/threads.bpf.c')
+BPF_HEADER = 'vsmtio_agent/linux/bpf_common.h'     # what they all include
 
 
 class BuildExt(build_ext.build_ext):
@@ -101,9 +102,12 @@ setuptools.setup(
         setuptools.Extension(
             'vsmtio_agent.linux._taskiter',
             sources=['vsmtio_agent/linux/_taskiter.c',
-                     'vsmtio_agent/linux/_records.c'],
+                     'vsmtio_agent/linux/_records.c',
+                     'vsmtio_agent/linux/_bpfload.c',
+                     'vsmtio_agent/linux/_threads.c'],
             depends=list(BPF_SOURCES) + [BPF_HEADER,
-                                         'vsmtio_agent/linux/_records.h'],
+                                         'vsmtio_agent/linux/_records.h',
+                                         'vsmtio_agent/linux/_bpfload.h'],
             libraries=['bpf'],
             extra_compile_args=['-Wall', '-Wextra', '-Werror=implicit'],
             optional=True),

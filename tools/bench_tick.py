@@ -312,6 +312,11 @@ def phases(args):
         reader = agent.driver.sampler.reader
         if isinstance(reader, taskiter.TaskIterReader):
             reader._read = _timed_call(reader._read, reading[name])
+            # the threads program's run and takes, where it loads (and in
+            # a tree that has it)
+            if getattr(reader, '_take', None) is not None:
+                reader._take = _timed_call(reader._take, reading[name])
+                reader.begin = _timed_call(reader.begin, reading[name])
         elif reader._read_held is not None:
             reader._read_held = _timed_call(reader._read_held,
                                             reading[name])

@@ -11,6 +11,7 @@
  */
 #include "_records.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 PyObject *
@@ -97,6 +98,59 @@ shape_of(struct shape *shape, PyObject *type, PyObject *template,
     }
     shape->template = template;
     return 0;
+}
+
+static int
+by_tid(const void *a, const void *b)
+{
+    uint32_t x = ((const struct record *)a)->thread.tid;
+    uint32_t y = ((const struct record *)b)->thread.tid;
+
+    return (x > y) - (x < y);
+}
+
+PyObject *
+threads_in(struct record *records, Py_ssize_t count, PyObject *seq,
+           const struct shape *shape)
+{
+    PyObject *out;
+    Py_ssize_t n, i;
+
+    /* Threads come in list order, nearly always by increasing tid. */
+    for (i = 1; i < count
+            && records[i - 1].thread.tid < records[i].thread.tid; i++)
+        ;
+    if (i < count)
+        qsort(records, (size_t)count, sizeof(struct record), by_tid);
+    n = PySequence_Fast_GET_SIZE(seq);
+    out = PyList_New(n);
+    for (i = 0; out && i < n; i++) {
+        struct record key, *found;
+        PyObject *item;
+        long tid = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+
+        if (tid == -1 && PyErr_Occurred()) {
+            Py_CLEAR(out);
+            break;
+        }
+        key.thread.tid = (uint32_t)tid;
+        found = tid > 0 && tid <= (long)UINT32_MAX && count
+            ? bsearch(&key, records, (size_t)count, sizeof(struct record),
+                      by_tid)
+            : NULL;
+        if (found == NULL) {
+            Py_INCREF(Py_None);
+            item = Py_None;
+        } else {
+            item = new_counters(shape, found);
+            if (item == NULL) {
+                Py_CLEAR(out);
+                break;
+            }
+        }
+        PyList_SET_ITEM(out, i, item);
+    }
+    return out;
 }
 
 /* model.VcpuCounters' fields, in their order (sampling.py asserts them) */

@@ -23,7 +23,7 @@ struct thread_counters {
     uint64_t involuntary;
 };
 
-/* One thread's record, as taskiter.bpf.c writes it. */
+/* One thread's record, as taskiter.bpf.c and threads.bpf.c write it. */
 struct record {
     struct thread_counters thread;
     uint32_t flags;
@@ -71,6 +71,13 @@ int shape_of(struct shape *shape, PyObject *type, PyObject *template,
 
 /* A thread's counters in that shape (NULL with an exception). */
 PyObject *new_counters(const struct shape *shape, const struct record *r);
+
+/* The counters of the threads ``seq`` (a PySequence_Fast of thread ids)
+ * among ``count`` records, in seq's order: a list, None for a thread not
+ * among them (NULL with an exception). Sorts the records by tid in place
+ * if they are not. */
+PyObject *threads_in(struct record *records, Py_ssize_t count, PyObject *seq,
+                     const struct shape *shape);
 
 /* _taskiter.vcpus(raw, counters, patched): see _records.c. */
 PyObject *decode_vcpus(PyObject *module, PyObject *args);

@@ -155,11 +155,14 @@ class TaskIterReader(HeldLinks):
                               'kernel\'s BTF)' % exc)
         self._read = self._program.read
         self._links = {}    # pid -> link
+        self._threads = None
         try:
             self._probe()
         except BaseException:
             self.close()
             raise
+        self._threads, self.threads_why = self._threads_program()
+        self._take = self._threads.take if self._threads else None
 
     def _probe(self):
         """Read this thread through a link to this process, or raise.
@@ -182,6 +185,61 @@ class TaskIterReader(HeldLinks):
             raise Unavailable('the BPF task iterator did not find this '
                               'thread (%d) in this process' % tid)
 
+    @staticmethod
+    def _threads_program():
+        """``(the threads program, None)``, or ``(None, why not)``.
+
+        The program that reads every QEMU's threads in one run
+        (``threads.bpf.c``): where it loads and finds this thread in this
+        process, as procfs numbers it, :meth:`begin` uses it; elsewhere
+        each process is read with its own task iterator, as before it.
+        """
+        try:
+            threads = _taskiter.Threads()
+        except OSError as exc:
+            why = ('the BPF threads program does not load: %s (it needs '
+                   'Linux >= 6.13)' % exc)
+        else:
+            tid = threading.get_native_id()
+            try:
+                threads.run([os.getpid()])
+                mine = threads.take(os.getpid(), [tid],
+                                    procfs.ThreadCounters)
+            except OSError as exc:
+                mine, why = None, 'the BPF threads program fails: %s' % exc
+            else:
+                why = ('the BPF threads program did not find this thread '
+                       '(%d) in this process' % tid)
+            if mine is not None and mine[0] is not None:
+                return threads, None
+            threads.close()
+        LOG.info('Reading each QEMU\'s threads with a task iterator of its '
+                 'own: %s.', why)
+        return None, why
+
+    def begin(self, pids):
+        """Read the threads of the processes ``pids`` now, all at once.
+
+        One run of the threads program for a period's QEMUs, instead of
+        an iteration per QEMU (``threads.bpf.c`` says why): each
+        process's :meth:`read_many` then takes its threads from this
+        reading, once (a second reading reads again). A process it did
+        not read (not found by the kernel, or beyond the program's room)
+        is read as without it. No threads program, nothing done. If the
+        kernel refuses a run, every reading from then on is the task
+        iterator's, as it says.
+        """
+        if self._threads is None:
+            return
+        try:
+            self._threads.run(pids)
+        except OSError as exc:
+            LOG.warning('Reading each QEMU\'s threads with a task iterator '
+                        'of its own from now on: %s.', exc)
+            self._threads.close()
+            self._threads, self._take = None, None
+            self.threads_why = str(exc)
+
     def read_many(self, pid, tids, now_ns=None, every=1, offset=0,
                   shape=None):
         """Counters of the threads ``tids`` of process ``pid``, in order.
@@ -192,16 +250,26 @@ class TaskIterReader(HeldLinks):
         No thread asked, nothing read (a domain whose process was not
         found has ``pid`` None and no threads). With a :class:`Shape`,
         each thread's counters are in a tuple of that shape, its run time
-        and CPU always there (this reader alone offers it).
+        and CPU always there (this reader alone offers it). The threads
+        of a process :meth:`begin` read are taken from its reading.
         """
         if not tids:
             return []
+        shape = (procfs.ThreadCounters,) if shape is None else shape
+        if self._take is not None and pid is not None:
+            read = self._take(pid, tids, *shape)
+            if read is not None:
+                return read
         link = self._link(pid)
         if link is None:
             return [None] * len(tids)
-        if shape is None:
-            return self._read(link, tids, procfs.ThreadCounters)
         return self._read(link, tids, *shape)
+
+    def close(self):
+        """Release every link, the program and the threads program."""
+        if self._threads is not None:
+            self._threads.close()
+        super().close()
 
     def read(self, pid, tid, schedstat=True, now_ns=None):
         """Counters of thread ``tid`` of process ``pid``; None if gone."""

@@ -225,6 +225,12 @@ class LibvirtHostDriver(base.HostDriver):
             caps.append('vCPU threads\' counters from a BPF task iterator, '
                         'every counter every period (%s)'
                         % getattr(reader, 'why', 'bpf'))
+            if reader.threads_why is None:
+                caps.append('every QEMU\'s threads in one BPF program run '
+                            'a period')
+            else:
+                caps.append('each QEMU\'s threads with a task iterator of '
+                            'its own: %s' % reader.threads_why)
         else:
             caps.append('vCPU threads\' counters from procfs at %s, switch '
                         'counts on a cadence of %d periods (%s)'

@@ -204,6 +204,14 @@ class Sampler:
             groups |= libvirt.VIR_DOMAIN_STATS_VCPU
         running = self.domains.running(self.connection, conn, groups)
         now = time.monotonic_ns()
+        if self._shaped:
+            # every QEMU's threads in one kernel call where the BPF reader
+            # can (TaskIterReader.begin), those of a kvm domain read with
+            # BPF last period aside: KVM's records carry them
+            self.reader.begin([
+                entry.pid for entry, _s in running
+                if entry.pid and not (entry.kvm and self.kvm is not None
+                                      and entry.uuid in self._kvm_read)])
         seen, vcpus = set(), {}
         self._turn = (self._turn + 1) % self.every
         self._position = self._turn

@@ -263,6 +263,179 @@ class TestSameCountersAsProcfs(testtools.TestCase):
         self.assertEqual([], self.reader.read_many(None, []))
 
 
+def threads_reader(test):
+    """A reader that reads with the threads program, or skip saying why.
+
+    Skipped only on a kernel older than the program needs (6.13).
+    """
+    reader = bpf_reader(test)
+    if reader.threads_why is not None:
+        if tuple(map(int, os.uname().release.split('.')[:2])) >= (6, 13):
+            test.fail('Linux >= 6.13, but %s' % reader.threads_why)
+        test.skipTest(reader.threads_why)
+    return reader
+
+
+class TestThreadsProgram(testtools.TestCase):
+    """Every process's threads in one run (threads.bpf.c)."""
+
+    def setUp(self):
+        super().setUp()
+        self.reader = threads_reader(self)
+
+    def test_same_counters_as_procfs_and_no_link(self):
+        # Three processes in one run, each read in another order than
+        # the kernel's, one of them with more threads than one buffer
+        # of the task iterator's holds; then a process not asked for.
+        children = [self.useFixture(Child(n)) for n in (2, 300, 3)]
+        fds = open_fds()
+        self.reader.begin([c.pid for c in children])
+        for child in children:
+            tids = child.tids[::-1]
+            self.assertEqual(procfs_reading(child.pid, tids),
+                             self.reader.read_many(child.pid, tids))
+        self.assertEqual(0, self.reader.links)
+        self.assertEqual(fds, open_fds())
+        named = self.useFixture(test_procfs.NamedThreads(2))
+        tids = list(named.tids.values())
+        for tid in tids:
+            wait_asleep(tid)
+        self.assertEqual(procfs_reading(os.getpid(), tids),
+                         self.reader.read_many(os.getpid(), tids))
+        self.assertEqual(1, self.reader.links)      # not in the run
+
+    def test_each_reading_is_taken_once(self):
+        # A second reading of a process in the same period reads it
+        # again (its link), never the run's reading a second time.
+        tid = threading.get_native_id()
+        pid = os.getpid()
+        self.reader.begin([pid])
+        first = self.reader.read(pid, tid)
+        self.assertEqual(0, self.reader.links)
+        second = self.reader.read(pid, tid)
+        self.assertEqual(1, self.reader.links)
+        # (a running thread's run time moves at the scheduler's ticks)
+        self.assertLessEqual(first.run_ns, second.run_ns)
+
+    def test_gone_threads_and_processes(self):
+        child = self.useFixture(Child(2))
+        gone = self.useFixture(Child(1))
+        gone.stop()
+        self.reader.begin([child.pid, gone.pid, 2 ** 31 - 1])
+        # a thread that is not (or no longer) the process's: None
+        self.assertEqual([None, procfs_reading(child.pid, child.tids)[1]],
+                         self.reader.read_many(
+                             child.pid, [gone.tids[0], child.tids[1]]))
+        # a process the kernel did not find: as without the run
+        self.assertEqual([None], self.reader.read_many(gone.pid, gone.tids))
+        self.assertEqual([], self.reader.read_many(None, []))
+
+    def test_in_a_pid_namespace(self):
+        # Processes named, and threads numbered, in the reader's pid
+        # namespace: the child is pid 1 there, a task the kernel numbers
+        # otherwise.
+        if not shutil.which('unshare'):
+            self.skipTest('unshare (util-linux) is not installed')
+        out = subprocess.run(
+            ['unshare', '--pid', '--fork', '--mount-proc', sys.executable,
+             '-c', IN_NAMESPACE.replace(
+                 'bpf = taskiter.TaskIterReader().read_many(',
+                 'reader = taskiter.TaskIterReader()\n'
+                 'reader.begin([os.getpid()])\n'
+                 'assert reader.threads_why is None, reader.threads_why\n'
+                 'bpf = reader.read_many(')
+             + 'print(reader.links)\n'],
+            capture_output=True, text=True,
+            timeout=60, env=dict(os.environ, PYTHONPATH=this_tree()))
+        if out.returncode and 'unshare failed' in out.stderr:
+            self.skipTest('no pid namespace here: %s' % out.stderr.strip())
+        self.assertEqual(0, out.returncode, out.stderr)
+        self.assertEqual('1 True True\n0', out.stdout.strip())
+
+    def test_a_run_the_kernel_refuses(self):
+        # Every reading from then on is the task iterator's, as logged.
+        log = self.useFixture(fixtures.FakeLogger())
+        refused = self.reader._threads
+
+        class Refusing:
+            def run(self, pids):
+                raise PermissionError(errno.EPERM, 'cannot run the BPF '
+                                      'threads program: Operation not '
+                                      'permitted')
+
+            def close(self):
+                refused.close()
+
+        self.reader._threads = Refusing()
+        child = self.useFixture(Child(2))
+        self.reader.begin([child.pid])
+        self.assertEqual(procfs_reading(child.pid, child.tids),
+                         self.reader.read_many(child.pid, child.tids))
+        self.assertEqual(1, self.reader.links)
+        self.assertIsNone(self.reader._threads)
+        self.assertIn('Operation not permitted', self.reader.threads_why)
+        self.assertIn('with a task iterator of its own from now on',
+                      log.output)
+        self.reader.begin([child.pid])      # nothing to run now
+        self.assertRaises(ValueError, refused.run, [child.pid])
+
+
+class TestThreadsProgramLimits(testtools.TestCase):
+    """The program's room, and misuse of the extension's type."""
+
+    def setUp(self):
+        super().setUp()
+        threads_reader(self)    # skip where it cannot load
+        self.threads = taskiter._taskiter.Threads()
+        self.addCleanup(self.threads.close)
+
+    def test_more_processes_or_threads_than_it_holds(self):
+        # The same process named again and again: each is one process of
+        # the run, read in full, until the room runs out; the rest are
+        # not read (None: read as without the run).
+        counters = procfs.ThreadCounters
+        small, large = self.useFixture(Child(2)), self.useFixture(Child(20))
+        most = taskiter._taskiter.THREADS_MAX_PROCS
+
+        def taken(child):
+            out = []
+            while True:
+                read = self.threads.take(child.pid, child.tids, counters)
+                if read is None:
+                    return out
+                out.append(read)
+
+        self.threads.run([small.pid] * (most + 1))
+        read = taken(small)
+        self.assertEqual(most, len(read))
+        self.assertNotIn(None, read[-1])
+        # 21 threads a process (20 and the main one), 8192 records
+        self.threads.run([large.pid] * 400)
+        self.assertEqual(8192 // 21, len(taken(large)))
+
+    def test_misuse(self):
+        counters = procfs.ThreadCounters
+        me = [threading.get_native_id()]
+        pid = os.getpid()
+        self.assertRaises(TypeError, self.threads.run, 1)
+        self.assertRaises(TypeError, self.threads.run, ['1'])
+        self.threads.run([-1, 0, 2 ** 40, pid])
+        self.assertIsNone(self.threads.take(-1, me, counters))
+        self.assertIsNone(self.threads.take(0, me, counters))
+        self.assertRaises(TypeError, self.threads.take, pid, me, dict)
+        self.assertRaises(TypeError, self.threads.take, pid, 1, counters)
+        self.assertRaises(TypeError, self.threads.take, pid, ['1'], counters)
+        self.assertRaises(ValueError, self.threads.take, pid, me,
+                          model.VcpuCounters, (None,) * 15, (0, 1, 2, 3, 15))
+        # a failed take takes nothing
+        self.assertIsNotNone(self.threads.take(pid, me, counters)[0])
+        self.assertIsNone(self.threads.take(pid, me, counters))
+        self.threads.close()
+        self.threads.close()
+        self.assertRaises(ValueError, self.threads.run, [pid])
+        self.assertRaises(ValueError, self.threads.take, pid, me, counters)
+
+
 class TestLinks(testtools.TestCase):
 
     def test_retain_forget_and_close_release_links(self):
