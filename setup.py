@@ -12,7 +12,8 @@ from setuptools import errors
 BPF_SOURCES = ('vsmtio_agent/linux/taskiter.bpf.c',
                'vsmtio_agent/linux/kvmstats.bpf.c',
                'vsmtio_agent/linux/threads.bpf.c')
-BPF_HEADER = 'vsmtio_agent/linux/bpf_common.h'     # what they all include
+BPF_HEADERS = ['vsmtio_agent/linux/bpf_common.h',   # what they all include
+               'vsmtio_agent/linux/bpf_kvm.h']      # what reads KVM's vCPUs
 
 
 class BuildExt(build_ext.build_ext):
@@ -105,9 +106,9 @@ setuptools.setup(
                      'vsmtio_agent/linux/_records.c',
                      'vsmtio_agent/linux/_bpfload.c',
                      'vsmtio_agent/linux/_threads.c'],
-            depends=list(BPF_SOURCES) + [BPF_HEADER,
-                                         'vsmtio_agent/linux/_records.h',
-                                         'vsmtio_agent/linux/_bpfload.h'],
+            depends=list(BPF_SOURCES) + BPF_HEADERS + [
+                'vsmtio_agent/linux/_records.h',
+                'vsmtio_agent/linux/_bpfload.h'],
             libraries=['bpf'],
             extra_compile_args=['-Wall', '-Wextra', '-Werror=implicit'],
             optional=True),

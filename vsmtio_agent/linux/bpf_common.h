@@ -53,6 +53,7 @@ struct bpf_iter_meta {
  */
 
 struct pid_namespace;
+struct files_struct;
 
 struct upid {
 	int nr;
@@ -99,6 +100,7 @@ struct task_struct {
 	unsigned long nivcsw;
 	struct pid *thread_pid;
 	struct hlist_node pid_links[1];
+	struct files_struct *files;	/* threads.bpf.c's vCPU files */
 } PAI;
 
 /* One thread's counters, in both programs' records (40 bytes). */

@@ -152,7 +152,14 @@ class KvmStatsReader(taskiter.HeldLinks):
     tried).
     """
 
-    def __init__(self):
+    def __init__(self, threads=None):
+        """Load the iterator, and try it on this process.
+
+        ``threads``: the :class:`~vsmtio_agent.linux.taskiter.TaskIterReader`
+        whose ``begin`` reads each period's vCPU files in its run (where
+        it can); a process it did not read is read here.
+        """
+        self._threads = threads
         if _taskiter is None:
             raise Unavailable('the BPF extension (vsmtio_agent.linux.'
                               '_taskiter) was not built: it needs clang and '
@@ -226,6 +233,10 @@ class KvmStatsReader(taskiter.HeldLinks):
         """One iteration's records for ``pid`` (none: ``b''``)."""
         if pid is None:
             return b''
+        if self._threads is not None:
+            raw = self._threads.take_vcpus(pid)
+            if raw is not None:
+                return raw
         link = self._link(pid)
         if link is None:
             return b''

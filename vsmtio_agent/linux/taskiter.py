@@ -202,7 +202,7 @@ class TaskIterReader(HeldLinks):
         else:
             tid = threading.get_native_id()
             try:
-                threads.run([os.getpid()])
+                threads.run({os.getpid(): _taskiter.READ_THREADS})
                 mine = threads.take(os.getpid(), [tid],
                                     procfs.ThreadCounters)
             except OSError as exc:
@@ -217,28 +217,43 @@ class TaskIterReader(HeldLinks):
                  'own: %s.', why)
         return None, why
 
-    def begin(self, pids):
+    def begin(self, pids, vcpus=()):
         """Read the threads of the processes ``pids`` now, all at once.
 
         One run of the threads program for a period's QEMUs, instead of
         an iteration per QEMU (``threads.bpf.c`` says why): each
         process's :meth:`read_many` then takes its threads from this
-        reading, once (a second reading reads again). A process it did
-        not read (not found by the kernel, or beyond the program's room)
-        is read as without it. No threads program, nothing done. If the
-        kernel refuses a run, every reading from then on is the task
-        iterator's, as it says.
+        reading, once (a second reading reads again). The KVM vCPU files
+        of the processes ``vcpus`` too, in the same run, for
+        :meth:`take_vcpus`. A process it did not read (not found by the
+        kernel, or beyond the program's room) is read as without it. No
+        threads program, nothing done. If the kernel refuses a run, every
+        reading from then on is the iterators', as it says.
         """
         if self._threads is None:
             return
+        wants = dict.fromkeys(pids, _taskiter.READ_THREADS)
+        for pid in vcpus:
+            wants[pid] = wants.get(pid, 0) | _taskiter.READ_VCPUS
         try:
-            self._threads.run(pids)
+            self._threads.run(wants)
         except OSError as exc:
             LOG.warning('Reading each QEMU\'s threads with a task iterator '
                         'of its own from now on: %s.', exc)
             self._threads.close()
             self._threads, self._take = None, None
             self.threads_why = str(exc)
+
+    def take_vcpus(self, pid):
+        """The records of ``pid``'s KVM vCPU files :meth:`begin` read.
+
+        As the kvm iterator's ``read_raw`` gives them (``kvmstats``
+        decodes both), once; None if the run did not read them, or there
+        was no run.
+        """
+        if self._threads is None or pid is None:
+            return None
+        return self._threads.take_vcpus(pid)
 
     def read_many(self, pid, tids, now_ns=None, every=1, offset=0,
                   shape=None):

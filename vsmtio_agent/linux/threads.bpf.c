@@ -1,28 +1,41 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
- * The threads of every QEMU in one program run: a BPF syscall program.
+ * Every QEMU's threads and KVM vCPUs in one program run: a BPF syscall
+ * program.
  *
- * taskiter.bpf.c's task iterator reads one process per read, and each read
- * is three system calls and a seq_file of its own (bpf_iter_create, read,
- * close): a cost per QEMU that, cold in the agent's period, outweighs the
- * copying (vsmtio_agent/linux/taskiter.py has the numbers). This program
- * is run once per period (BPF_PROG_TEST_RUN, one system call) and walks
- * the threads of every process the agent names, with the open-coded task
- * iterator, into one array that the agent maps into its memory: the agent
- * writes the processes' ids in `shared', runs the program, and reads the
- * records where they were written, without a copy.
+ * The iterators read one process per read: taskiter.bpf.c its threads,
+ * kvmstats.bpf.c its vCPU files, each read three system calls and a
+ * seq_file of its own (bpf_iter_create, read, close), and the task_file
+ * iterator takes and drops a reference to each of the QEMU's files: a cost
+ * per QEMU that, cold in the agent's period, outweighs the copying
+ * (doc/benchmarks/agent_tick.rst has the numbers). This program is run
+ * once per period (BPF_PROG_TEST_RUN, one system call) and reads, for each
+ * process the agent names, what it asks of it: its threads (the kernel's
+ * open-coded task iterator) and its KVM vCPU files (its open file table),
+ * into one array that the agent maps into its memory: the agent writes
+ * the processes in `shared', runs the program, and reads the records where
+ * they were written, without a copy.
  *
- * The same record per thread as taskiter.bpf.c's, from the same kernel
- * fields (bpf_common.h's thread_counters()), so that _taskiter.c decodes
- * both alike. Processes are named by their ids in the agent's pid
- * namespace (bpf_task_from_vpid), as procfs shows them to it.
+ * The same records as the iterators', from the same kernel fields, the
+ * same way (bpf_common.h's thread_counters(), bpf_kvm.h's
+ * kvm_vcpu_record()), so that _records.c decodes them alike. Processes are
+ * named by their ids in the agent's pid namespace (bpf_task_from_vpid), as
+ * procfs shows them to it.
  *
- * Needs Linux >= 6.13 (bpf_task_from_vpid; the task iterator kfuncs are
+ * A vCPU file is read under RCU without a reference of its own (the
+ * task_file iterator takes one): the memory is the kernel's to keep (files
+ * are freed after a grace period) and every load is a checked one, so a
+ * QEMU closing a vCPU file during the run gives at worst a record of a file
+ * that is closing; the agent checks each record's thread against the
+ * thread it found for that vCPU.
+ *
+ * Needs Linux >= 6.13 (bpf_task_from_vpid; the task iterator's kfuncs are
  * 6.7's): where it does not load, the agent reads each process with the
- * task iterator (taskiter.py).
+ * iterators (taskiter.py, kvmstats.py).
  */
 
-#include "bpf_common.h"
+#define KVM_THREAD_CAST	/* bpf_kvm.h: bpf_rdonly_cast, Linux >= 6.2 */
+#include "bpf_kvm.h"
 
 /* The kernel's open-coded iterators (kfuncs; their state is opaque) */
 struct bpf_iter_num {
@@ -49,6 +62,17 @@ extern void bpf_rcu_read_unlock(void) __ksym;
 
 #define BPF_TASK_ITER_PROC_THREADS 2	/* enum bpf_iter_task_type */
 
+/* A process's open files (include/linux/fdtable.h) */
+struct fdtable {
+	unsigned int max_fds;
+	struct file **fd;
+	unsigned long *open_fds;
+} PAI;
+
+struct files_struct {
+	struct fdtable *fdt;
+} PAI;
+
 /* One thread: taskiter.bpf.c's record (_records.h reads both). */
 struct record {
 	struct thread_counters thread;
@@ -58,78 +82,168 @@ struct record {
 
 #define NO_DELAY 1
 
-/* How many processes and threads one run holds; _records.h's THREADS_*.
- * A host with more: the rest are read with the task iterator. */
+/* What to read of a process (_threads.c's READ_*) */
+#define READ_THREADS 1
+#define READ_VCPUS 2
+
+/* How many processes, threads and vCPUs one run holds; _threads.c's. A
+ * host with more: the rest are read with the iterators. */
 #define MAX_PROCS 512
 #define MAX_THREADS 8192
-#define NOT_READ 0xffffffffu	/* not found, or no room left */
+#define MAX_VCPUS 2048
+#define NOT_READ 0xffffffffu	/* not asked, not found, or no room left */
+#define MAX_FD_WORDS 16384	/* file descriptors below 2^20 */
 
-/* The agent's mapping of this program's .bss: _records.h's threads_area */
+/* The agent's mapping of this program's .bss: _threads.c's struct area */
 struct {
 	__s32 pids[MAX_PROCS];		/* in: the processes, in order */
+	__u32 want[MAX_PROCS];		/* in: READ_* of each */
 	__u32 count;			/* in: how many */
-	__u32 used;			/* out: records written */
-	__u32 threads[MAX_PROCS];	/* out: each process's, or NOT_READ */
-	struct record records[MAX_THREADS];	/* out: process by process */
+	__u32 threads_used;		/* out: thread records written */
+	__u32 vcpus_used;		/* out: vCPU records written */
+	__u32 pad;
+	__u32 threads[MAX_PROCS];	/* out: each one's, or NOT_READ */
+	__u32 vcpus[MAX_PROCS];		/* out: each one's, or NOT_READ */
+	struct record records[MAX_THREADS];	/* process by process */
+	struct kvm_record vcpu_records[MAX_VCPUS];	/* likewise */
 } shared;
 
 /* GPL-compatible, as the kernel requires of a program that calls these
  * kfuncs and helpers, and BSD too (taskiter.bpf.c says why). */
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* The threads of proc into the records: their count, or NOT_READ (none
+ * written) if they do not all fit. */
+static __always_inline __u32 read_threads(struct task_struct *proc)
+{
+	__u32 start = shared.threads_used, full = 0;
+	struct bpf_iter_task threads;
+	struct task_struct *task;
+
+	bpf_rcu_read_lock();
+	bpf_iter_task_new(&threads, proc, BPF_TASK_ITER_PROC_THREADS);
+	while ((task = bpf_iter_task_next(&threads))) {
+		/* the cursor in memory, not a register: a verifier that
+		 * tracked it exactly would walk every value */
+		__u32 k = shared.threads_used;
+		struct record *r;
+		int got;
+
+		if (k >= MAX_THREADS) {
+			full = 1;
+			break;
+		}
+		r = &shared.records[k];
+		got = thread_counters(task, &r->thread);
+		if (got == THREAD_NOT_VISIBLE)
+			continue;
+		r->flags = got == THREAD_NO_DELAY ? NO_DELAY : 0;
+		r->pad = 0;
+		shared.threads_used = k + 1;
+	}
+	bpf_iter_task_destroy(&threads);
+	bpf_rcu_read_unlock();
+	if (full) {
+		shared.threads_used = start;
+		return NOT_READ;
+	}
+	return shared.threads_used - start;
+}
+
+/* The KVM vCPU files among proc's open files into the vCPU records (the
+ * open-fd bitmap's words, then their set bits): their count, or NOT_READ
+ * (none written) if they do not all fit. */
+static __always_inline __u32 read_vcpus(struct task_struct *proc)
+{
+	__u32 start = shared.vcpus_used, words, full = 0;
+	struct bpf_iter_num each;
+	unsigned long *open;
+	struct fdtable *fdt;
+	struct file **fds;
+	int *at;
+
+	bpf_rcu_read_lock();
+	fdt = BPF_CORE_READ(proc, files, fdt);
+	if (!fdt) {		/* an exiting process: no files */
+		bpf_rcu_read_unlock();
+		return 0;
+	}
+	words = (BPF_CORE_READ(fdt, max_fds) + 63) / 64;
+	open = BPF_CORE_READ(fdt, open_fds);
+	fds = BPF_CORE_READ(fdt, fd);
+	bpf_iter_num_new(&each, 0,
+			 words < MAX_FD_WORDS ? words : MAX_FD_WORDS);
+	while (!full && (at = bpf_iter_num_next(&each))) {
+		__u32 word = *at;
+		struct bpf_iter_num bits;
+		unsigned long set;
+		int *bit;
+
+		if (bpf_core_read(&set, sizeof(set), &open[word]) || !set)
+			continue;
+		bpf_iter_num_new(&bits, 0, 64);
+		while ((bit = bpf_iter_num_next(&bits))) {
+			__u32 b = *bit & 63, k = shared.vcpus_used;
+			struct file *file;
+
+			if (!(set >> b))
+				break;
+			if (!((set >> b) & 1))
+				continue;
+			if (bpf_core_read(&file, sizeof(file),
+					  &fds[word * 64 + b]) || !file)
+				continue;
+			file = bpf_rdonly_cast(file, bpf_core_type_id_kernel(
+						       struct file));
+			if (k >= MAX_VCPUS) {
+				full = 1;
+				break;
+			}
+			if (kvm_vcpu_record(file, &shared.vcpu_records[k]))
+				shared.vcpus_used = k + 1;
+		}
+		bpf_iter_num_destroy(&bits);
+	}
+	bpf_iter_num_destroy(&each);
+	bpf_rcu_read_unlock();
+	if (full) {
+		shared.vcpus_used = start;
+		return NOT_READ;
+	}
+	return shared.vcpus_used - start;
+}
+
 SEC("syscall")
-int read_threads(void *ctx)
+int read_all(void *ctx)
 {
 	struct bpf_iter_num each;
 	__u32 count = shared.count;
 	int *at;
 
-	shared.used = 0;
+	shared.threads_used = 0;
+	shared.vcpus_used = 0;
 	if (count > MAX_PROCS)
 		count = MAX_PROCS;
 	bpf_iter_num_new(&each, 0, count);
 	while ((at = bpf_iter_num_next(&each))) {
-		__u32 i = *at, start = shared.used, full = 0;
-		struct bpf_iter_task threads;
-		struct task_struct *proc, *task;
+		__u32 i = *at, want;
+		struct task_struct *proc;
 
 		if (i >= MAX_PROCS)
 			break;
-		proc = bpf_task_from_vpid(shared.pids[i]);
-		if (!proc) {
-			shared.threads[i] = NOT_READ;
+		shared.threads[i] = NOT_READ;
+		shared.vcpus[i] = NOT_READ;
+		want = shared.want[i];
+		if (!want)
 			continue;
-		}
-		bpf_rcu_read_lock();
-		bpf_iter_task_new(&threads, proc, BPF_TASK_ITER_PROC_THREADS);
-		while ((task = bpf_iter_task_next(&threads))) {
-			/* the cursor in memory, not a register: a verifier
-			 * that tracked it exactly would walk every value */
-			__u32 k = shared.used;
-			struct record *r;
-			int got;
-
-			if (k >= MAX_THREADS) {
-				full = 1;
-				break;
-			}
-			r = &shared.records[k];
-			got = thread_counters(task, &r->thread);
-			if (got == THREAD_NOT_VISIBLE)
-				continue;
-			r->flags = got == THREAD_NO_DELAY ? NO_DELAY : 0;
-			r->pad = 0;
-			shared.used = k + 1;
-		}
-		bpf_iter_task_destroy(&threads);
-		bpf_rcu_read_unlock();
+		proc = bpf_task_from_vpid(shared.pids[i]);
+		if (!proc)
+			continue;
+		if (want & READ_THREADS)
+			shared.threads[i] = read_threads(proc);
+		if (want & READ_VCPUS)
+			shared.vcpus[i] = read_vcpus(proc);
 		bpf_task_release(proc);
-		if (full) {		/* this one and the rest: not read */
-			shared.used = start;
-			shared.threads[i] = NOT_READ;
-			break;
-		}
-		shared.threads[i] = shared.used - start;
 	}
 	bpf_iter_num_destroy(&each);
 	return 0;

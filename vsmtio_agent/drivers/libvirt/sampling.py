@@ -175,7 +175,7 @@ class Sampler:
         self.kvm, self.kvm_why = None, None
         if isinstance(self.reader, taskiter.TaskIterReader):
             try:
-                self.kvm = kvmstats.KvmStatsReader()
+                self.kvm = kvmstats.KvmStatsReader(self.reader)
             except kvmstats.Unavailable as exc:
                 self.kvm_why = str(exc)
         else:
@@ -205,13 +205,19 @@ class Sampler:
         running = self.domains.running(self.connection, conn, groups)
         now = time.monotonic_ns()
         if self._shaped:
-            # every QEMU's threads in one kernel call where the BPF reader
-            # can (TaskIterReader.begin), those of a kvm domain read with
-            # BPF last period aside: KVM's records carry them
-            self.reader.begin([
-                entry.pid for entry, _s in running
-                if entry.pid and not (entry.kvm and self.kvm is not None
-                                      and entry.uuid in self._kvm_read)])
+            # every QEMU's threads and KVM vCPUs in one kernel call where
+            # the BPF reader can (TaskIterReader.begin), the threads of a
+            # kvm domain read with BPF last period aside: KVM's records
+            # carry them
+            threads, vcpus = [], []
+            for entry, _s in running:
+                if entry.pid:
+                    if entry.kvm and self.kvm is not None:
+                        vcpus.append(entry.pid)
+                        if entry.uuid in self._kvm_read:
+                            continue
+                    threads.append(entry.pid)
+            self.reader.begin(threads, vcpus)
         seen, vcpus = set(), {}
         self._turn = (self._turn + 1) % self.every
         self._position = self._turn

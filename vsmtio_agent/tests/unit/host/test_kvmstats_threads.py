@@ -20,6 +20,7 @@ import time
 import fixtures
 import testtools
 
+from vsmtio_agent.linux import kvmstats
 from vsmtio_agent.linux import procfs
 from vsmtio_agent.linux import taskiter
 from vsmtio_agent import model
@@ -258,3 +259,55 @@ class TestOneReadPerQemu(tld.DriverTestCase):
             counters = snap.vcpus[model.VcpuRef(self.dom.uuid, index)]
             self.assertEqual(threads[index].run_ns, counters.run_ns)
             self.assertEqual(0, counters.halts)
+
+
+class TestInTheThreadsRun(testtools.TestCase):
+    """KVM's vCPU records read in the threads program's run (threads.bpf.c).
+
+    The same records as the iterator's for the same QEMU (its vCPU
+    threads asleep: their counters stand still), for the processes asked,
+    once each.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.reader = test_taskiter.threads_reader(self)
+        self.kvm = test_kvmstats.kvm_reader(self)
+        self.with_run = kvmstats.KvmStatsReader(self.reader)
+        self.addCleanup(self.with_run.close)
+
+    def test_the_same_records_as_the_iterator(self):
+        # one VM whose vCPUs all ran, one with a vCPU that never ran;
+        # their threads asked for with one of them
+        ran = self.useFixture(RunVM(self, 3, 3, 0))
+        half = self.useFixture(RunVM(self, 2, 1, 0))
+        self.reader.begin([half.pid], [ran.pid, half.pid])
+        for vm in (ran, half):
+            self.assertEqual(self.kvm.read_all(vm.pid),
+                             self.with_run.read_all(vm.pid))
+        self.assertEqual(0, self.with_run.links)
+        self.assertEqual(self.reader.read_many(half.pid, half.tids),
+                         test_taskiter.procfs_reading(half.pid, half.tids))
+        self.assertEqual(0, self.reader.links)
+        stats, tids, _threads = self.kvm.read_all(half.pid)
+        self.assertEqual([0, 1], sorted(stats))
+        self.assertEqual([half.tids[0], None], tids)
+
+    def test_read_once_and_only_where_asked(self):
+        vm = self.useFixture(RunVM(self, 2, 2, 0))
+        other = self.useFixture(RunVM(self, 1, 1, 0))
+        self.reader.begin([vm.pid, other.pid], [vm.pid])
+        self.assertIsNone(self.reader.take_vcpus(other.pid))    # not asked
+        raw = self.reader.take_vcpus(vm.pid)
+        self.assertEqual(2, len(kvmstats._decode(raw)[0]))
+        self.assertIsNone(self.reader.take_vcpus(vm.pid))       # taken
+        # through the reader: the iterator's, for either
+        self.assertEqual(self.kvm.read_all(vm.pid),
+                         self.with_run.read_all(vm.pid))
+        self.assertEqual(self.kvm.read_all(other.pid),
+                         self.with_run.read_all(other.pid))
+        self.assertEqual(2, self.with_run.links)
+        # the threads of vm, asked for too, are still there to take
+        self.assertEqual(test_taskiter.procfs_reading(vm.pid, vm.tids),
+                         self.reader.read_many(vm.pid, vm.tids))
+        self.assertEqual(0, self.reader.links)

@@ -43,6 +43,9 @@ import os, sys, threading, time
 with open('/proc/self/comm', 'w') as f:
     f.write('qemu-vsmtio-test')
 n = int(sys.argv[1])
+if sys.argv[2:3] == ['--stack']:
+    threading.stack_size(int(sys.argv[3]))
+    del sys.argv[2:4]
 stop, ready = threading.Event(), threading.Barrier(n + 1)
 tids = [None] * n
 def body(index):
@@ -143,12 +146,14 @@ def open_fds():
 class Child(fixtures.Fixture):
     """Another process with ``n`` sleeping threads, as QEMU's vCPUs."""
 
-    def __init__(self, n, uuid=None):
+    def __init__(self, n, uuid=None, stack=None):
         super().__init__()
-        self.n, self.uuid = n, uuid
+        self.n, self.uuid, self.stack = n, uuid, stack
 
     def _setUp(self):
         qemu_args = ['-uuid', self.uuid] if self.uuid else []
+        if self.stack:      # each thread's (many threads)
+            qemu_args = ['--stack', str(self.stack)] + qemu_args
         self.proc = subprocess.Popen(
             [sys.executable, '-c', CHILD, str(self.n)] + qemu_args,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -390,36 +395,39 @@ class TestThreadsProgramLimits(testtools.TestCase):
         self.addCleanup(self.threads.close)
 
     def test_more_processes_or_threads_than_it_holds(self):
-        # The same process named again and again: each is one process of
-        # the run, read in full, until the room runs out; the rest are
-        # not read (None: read as without the run).
+        # The first THREADS_MAX_PROCS processes asked are read; of those,
+        # each one whose threads all fit in the room left (8192 records),
+        # in full; the others not (None: read as without the run).
         counters = procfs.ThreadCounters
-        small, large = self.useFixture(Child(2)), self.useFixture(Child(20))
+        read = taskiter._taskiter.READ_THREADS
         most = taskiter._taskiter.THREADS_MAX_PROCS
-
-        def taken(child):
-            out = []
-            while True:
-                read = self.threads.take(child.pid, child.tids, counters)
-                if read is None:
-                    return out
-                out.append(read)
-
-        self.threads.run([small.pid] * (most + 1))
-        read = taken(small)
-        self.assertEqual(most, len(read))
-        self.assertNotIn(None, read[-1])
-        # 21 threads a process (20 and the main one), 8192 records
-        self.threads.run([large.pid] * 400)
-        self.assertEqual(8192 // 21, len(taken(large)))
+        first, last = self.useFixture(Child(2)), self.useFixture(Child(2))
+        # ids no process has (beyond pid_max): not found, room for all
+        wants = {first.pid: read}
+        wants.update(dict.fromkeys(range(2 ** 30, 2 ** 30 + most - 1), read))
+        wants[last.pid] = read
+        self.threads.run(wants)
+        self.assertEqual(procfs_reading(first.pid, first.tids),
+                         self.threads.take(first.pid, first.tids, counters))
+        self.assertIsNone(self.threads.take(last.pid, last.tids, counters))
+        # nine processes of 1001 threads (1000 and the main one)
+        many = [self.useFixture(Child(1000, stack=65536)) for _ in range(9)]
+        self.threads.run({child.pid: read for child in many})
+        for child in many[:8]:
+            self.assertEqual(1000, len(list(filter(None, self.threads.take(
+                child.pid, child.tids, counters)))))
+        self.assertIsNone(self.threads.take(many[8].pid, many[8].tids,
+                                            counters))
 
     def test_misuse(self):
         counters = procfs.ThreadCounters
         me = [threading.get_native_id()]
         pid = os.getpid()
-        self.assertRaises(TypeError, self.threads.run, 1)
-        self.assertRaises(TypeError, self.threads.run, ['1'])
-        self.threads.run([-1, 0, 2 ** 40, pid])
+        read = taskiter._taskiter.READ_THREADS
+        self.assertRaises(TypeError, self.threads.run, [pid])
+        self.assertRaises(TypeError, self.threads.run, {'1': read})
+        self.assertRaises(TypeError, self.threads.run, {pid: None})
+        self.threads.run({-1: read, 0: read, 2 ** 40: read, pid: read})
         self.assertIsNone(self.threads.take(-1, me, counters))
         self.assertIsNone(self.threads.take(0, me, counters))
         self.assertRaises(TypeError, self.threads.take, pid, me, dict)
