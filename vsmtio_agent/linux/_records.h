@@ -1,9 +1,10 @@
 /*
- * The records the BPF iterators write, and their decoding into Python
- * tuples (_records.c): a thread's (taskiter.bpf.c) and a KVM vCPU's
- * (kvmstats.bpf.c). _taskiter.c loads the programs and reads the records;
- * these turn them into what the agent reads each period, without a Python
- * call per thread or vCPU.
+ * The records the BPF programs write, and their decoding into Python
+ * tuples (_records.c): a thread's (taskiter.bpf.c, threads.bpf.c) and a
+ * KVM vCPU's (bpf_kvm.h: kvmstats.bpf.c, threads.bpf.c). _taskiter.c and
+ * _threads.c load the programs and read the records; these turn them into
+ * what the agent reads each period, without a Python call per thread or
+ * vCPU.
  */
 #ifndef VSMTIO_RECORDS_H
 #define VSMTIO_RECORDS_H
@@ -32,8 +33,9 @@ struct record {
 
 #define NO_DELAY 1
 
-/* One KVM vCPU's record, as kvmstats.bpf.c writes it: KVM's statistics,
- * then the counters of the thread that runs the vCPU. */
+/* One KVM vCPU's record, as bpf_kvm.h fills it (kvmstats.bpf.c's
+ * iterator and threads.bpf.c's run): KVM's statistics, then the counters
+ * of the thread that runs the vCPU. */
 struct kvm_record {
     uint32_t index;
     uint32_t flags;
@@ -48,7 +50,7 @@ struct kvm_record {
     struct thread_counters thread;
 };
 
-/* kvm_record's flags (kvmstats.bpf.c's, and kvmstats.py's) */
+/* kvm_record's flags (bpf_kvm.h's, and kvmstats.py's) */
 #define KVM_NO_HALT_EXITS           1
 #define KVM_NO_RETENTIONS           2
 #define KVM_NO_RETENTION_NS         4

@@ -367,9 +367,9 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL}
 };
 
-/* The records' sizes are the BPF programs' (taskiter.bpf.c, kvmstats.bpf.c) */
+/* The records' sizes are the BPF programs' (taskiter.bpf.c, bpf_kvm.h) */
 _Static_assert(sizeof(struct record) == 48, "taskiter.bpf.c's record");
-_Static_assert(sizeof(struct kvm_record) == 112, "kvmstats.bpf.c's record");
+_Static_assert(sizeof(struct kvm_record) == 112, "bpf_kvm.h's record");
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_taskiter",
