@@ -11,6 +11,7 @@ are checked against procfs's and the task iterator's for the same thread,
 and the sampler's snapshot against the one it builds with two reads.
 """
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -261,6 +262,24 @@ class TestOneReadPerQemu(tld.DriverTestCase):
             self.assertEqual(0, counters.halts)
 
 
+# ``MANY_CHILD n``: a VM with n vCPUs that never run (their files alone);
+# prints an empty line once they are made, exits when stdin closes.
+MANY_CHILD = test_kvmstats.KVM_CHILD_PRELUDE + r'''
+kvm = os.open('/dev/kvm', os.O_RDWR | os.O_CLOEXEC)
+vm = fcntl.ioctl(kvm, KVM_CREATE_VM, 0)
+vcpus = [fcntl.ioctl(vm, KVM_CREATE_VCPU, i) for i in range(int(sys.argv[1]))]
+print(flush=True)
+sys.stdin.read()
+'''
+KVM_CHECK_EXTENSION, KVM_CAP_MAX_VCPUS = 0xAE03, 66
+
+
+class ManyVcpus(test_kvmstats.VM):
+    """``n`` KVM vCPUs that never ran: their files, no threads."""
+
+    child = MANY_CHILD
+
+
 class TestInTheThreadsRun(testtools.TestCase):
     """KVM's vCPU records read in the threads program's run (threads.bpf.c).
 
@@ -311,3 +330,25 @@ class TestInTheThreadsRun(testtools.TestCase):
         self.assertEqual(test_taskiter.procfs_reading(vm.pid, vm.tids),
                          self.reader.read_many(vm.pid, vm.tids))
         self.assertEqual(0, self.reader.links)
+
+    def test_more_vcpus_than_it_holds(self):
+        # 2048 vCPU records a run: of processes of n vCPUs each, those
+        # whose vCPUs all fit are read in full, the next one not (read
+        # as without the run, through the iterator's link).
+        fd = os.open('/dev/kvm', os.O_RDWR | os.O_CLOEXEC)
+        try:
+            most = fcntl.ioctl(fd, KVM_CHECK_EXTENSION, KVM_CAP_MAX_VCPUS)
+        finally:
+            os.close(fd)
+        n = min(700, most)
+        fit = 2048 // n
+        vms = [self.useFixture(ManyVcpus(self, n)) for _ in range(fit + 1)]
+        self.reader.begin([], [vm.pid for vm in vms])
+        for vm in vms[:fit]:
+            stats, tids, _threads = kvmstats._decode(
+                self.reader.take_vcpus(vm.pid))
+            self.assertEqual(list(range(n)), sorted(stats))
+            self.assertEqual([None] * n, tids)      # never ran
+        self.assertIsNone(self.reader.take_vcpus(vms[fit].pid))
+        self.assertEqual(n, len(self.with_run.read(vms[fit].pid)))
+        self.assertEqual(1, self.with_run.links)
