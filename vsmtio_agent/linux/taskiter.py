@@ -284,6 +284,8 @@ class TaskIterReader(HeldLinks):
         if self._take is not None and pid is not None:
             read = self._take(pid, tids, *shape)
             if read is not None:
+                if self._links:     # read through one before (its first
+                    self._release(pid)  # period): not needed any more
                 return read
         link = self._link(pid)
         if link is None:

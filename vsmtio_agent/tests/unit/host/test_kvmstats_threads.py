@@ -330,6 +330,13 @@ class TestInTheThreadsRun(testtools.TestCase):
         self.assertEqual(test_taskiter.procfs_reading(vm.pid, vm.tids),
                          self.reader.read_many(vm.pid, vm.tids))
         self.assertEqual(0, self.reader.links)
+        # read in a run again: the links are not needed any more
+        self.reader.begin([], [vm.pid, other.pid])
+        self.assertEqual(self.kvm.read_all(vm.pid),
+                         self.with_run.read_all(vm.pid))
+        self.assertEqual(1, self.with_run.links)
+        self.with_run.read_all(other.pid)
+        self.assertEqual(0, self.with_run.links)
 
     def test_more_vcpus_than_it_holds(self):
         # 2048 vCPU records a run: of processes of n vCPUs each, those

@@ -557,6 +557,23 @@ class TestTheDriverSamples(tld.DriverTestCase):
             self.assertIsNotNone(counters.runqueue_delay_ns)
             self.assertIsNone(counters.switches_ns)
 
+    def test_check_says_every_qemu_is_read_in_one_run(self):
+        # What `vsmtio-agent check` says, where the threads program loads;
+        # and the sampler's period reads its QEMU without a link (the one
+        # its first period read it through, its pid not yet known to the
+        # run, released).
+        threads_reader(self)
+        dom = self.useFixture(tld.TestDomain())
+        qemu = self.useFixture(Child(2, dom.uuid))
+        drv = self.driver(thread_reader='bpf')
+        drv.sample()
+        drv.sample()
+        self.assertIn("every QEMU's threads in one BPF program run a period",
+                      drv.describe().capabilities)
+        self.assertEqual(qemu.tids, [drv.domains.entries[dom.uuid].tids[i]
+                                     for i in range(2)])
+        self.assertEqual(0, drv.sampler.reader.links)
+
     def test_a_gone_thread_the_same_as_with_procfs(self):
         # A vCPU thread gone between its discovery and its reading: with
         # either reader the period is built the general way (the other
