@@ -13,7 +13,8 @@ BPF_SOURCES = ('vsmtio_agent/linux/taskiter.bpf.c',
                'vsmtio_agent/linux/kvmstats.bpf.c',
                'vsmtio_agent/linux/threads.bpf.c')
 BPF_HEADERS = ['vsmtio_agent/linux/bpf_common.h',   # what they all include
-               'vsmtio_agent/linux/bpf_kvm.h']      # what reads KVM's vCPUs
+               'vsmtio_agent/linux/bpf_kvm.h',      # what reads KVM's vCPUs
+               'vsmtio_agent/linux/threads_area.h']  # threads.bpf.c's memory
 
 
 class BuildExt(build_ext.build_ext):

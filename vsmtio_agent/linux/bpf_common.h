@@ -203,4 +203,28 @@ static __always_inline int name(struct task_struct *task,		\
 DEFINE_THREAD_COUNTERS(thread_counters, LOAD_DIRECT)
 DEFINE_THREAD_COUNTERS(thread_counters_probed, LOAD_PROBED)
 
+/* One thread's record, as the task iterator (taskiter.bpf.c) and the
+ * threads program (threads.bpf.c) write it; _records.h reads it. */
+struct record {
+	struct thread_counters thread;
+	__u32 flags;
+	__u32 pad;
+};
+
+#define NO_DELAY 1	/* record flag: a kernel without CONFIG_SCHED_INFO */
+
+/* Fill r with task's counters: 0, or THREAD_NOT_VISIBLE (r not to be
+ * written: the thread is not in the reader's pid namespace). */
+static __always_inline int thread_record(struct task_struct *task,
+					 struct record *r)
+{
+	int got = thread_counters(task, &r->thread);
+
+	if (got == THREAD_NOT_VISIBLE)
+		return got;
+	r->flags = got == THREAD_NO_DELAY ? NO_DELAY : 0;
+	r->pad = 0;
+	return 0;
+}
+
 #endif

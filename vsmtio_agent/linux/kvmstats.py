@@ -245,8 +245,7 @@ class KvmStatsReader(taskiter.HeldLinks):
         if self._threads is not None:
             raw = self._threads.take_vcpus(pid)
             if raw is not None:
-                if self._links:     # as TaskIterReader.read_many
-                    self._release(pid)
+                self._read_without_link(pid)
                 return raw
         link = self._link(pid)
         if link is None:

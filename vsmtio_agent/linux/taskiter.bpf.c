@@ -36,15 +36,6 @@ struct bpf_iter__task {
 	struct task_struct *task;
 } PAI;
 
-/* One thread; _taskiter.c reads the same layout. */
-struct record {
-	struct thread_counters thread;
-	__u32 flags;
-	__u32 pad;
-};
-
-#define NO_DELAY 1	/* a kernel without CONFIG_SCHED_INFO */
-
 /* GPL-compatible, as the kernel requires of a program that calls the
  * helpers this one calls (bpf_get_current_task_btf, bpf_probe_read_kernel
  * behind bpf_core_read: offered to GPL programs only), and BSD too, so that
@@ -57,15 +48,8 @@ int vcpu_counters(struct bpf_iter__task *ctx)
 {
 	struct task_struct *task = ctx->task;
 	struct record r = {};
-	int got;
 
-	if (!task)
-		return 0;
-	got = thread_counters(task, &r.thread);
-	if (got == THREAD_NOT_VISIBLE)
-		return 0;
-	if (got == THREAD_NO_DELAY)
-		r.flags |= NO_DELAY;
-	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
+	if (task && thread_record(task, &r) == 0)
+		bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;
 }

@@ -123,6 +123,16 @@ class HeldLinks:
         if link is not None:
             self._program.detach(link)
 
+    def _read_without_link(self, pid):
+        """``pid`` was read without its link: release one, if held.
+
+        A process the threads program reads was read through a link in
+        its first period (its pid not yet known to the run); the link is
+        not needed after that.
+        """
+        if self._links:
+            self._release(pid)
+
     def retain(self, pids):
         """Release the links of every process not in ``pids``."""
         for pid in [p for p in self._links if p not in pids]:
@@ -284,8 +294,7 @@ class TaskIterReader(HeldLinks):
         if self._take is not None and pid is not None:
             read = self._take(pid, tids, *shape)
             if read is not None:
-                if self._links:     # read through one before (its first
-                    self._release(pid)  # period): not needed any more
+                self._read_without_link(pid)
                 return read
         link = self._link(pid)
         if link is None:

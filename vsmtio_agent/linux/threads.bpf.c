@@ -17,7 +17,7 @@
  * they were written, without a copy.
  *
  * The same records as the iterators', from the same kernel fields, the
- * same way (bpf_common.h's thread_counters(), bpf_kvm.h's
+ * same way (bpf_common.h's thread_record(), bpf_kvm.h's
  * kvm_vcpu_record()), so that _records.c decodes them alike. Processes are
  * named by their ids in the agent's pid namespace (bpf_task_from_vpid), as
  * procfs shows them to it.
@@ -73,40 +73,12 @@ struct files_struct {
 	struct fdtable *fdt;
 } PAI;
 
-/* One thread: taskiter.bpf.c's record (_records.h reads both). */
-struct record {
-	struct thread_counters thread;
-	__u32 flags;
-	__u32 pad;
-};
+#include "threads_area.h"
 
-#define NO_DELAY 1
-
-/* What to read of a process (_threads.c's READ_*) */
-#define READ_THREADS 1
-#define READ_VCPUS 2
-
-/* How many processes, threads and vCPUs one run holds; _threads.c's. A
- * host with more: the rest are read with the iterators. */
-#define MAX_PROCS 512
-#define MAX_THREADS 8192
-#define MAX_VCPUS 2048
-#define NOT_READ 0xffffffffu	/* not asked, not found, or no room left */
 #define MAX_FD_WORDS 16384	/* file descriptors below 2^20 */
 
-/* The agent's mapping of this program's .bss: _threads.c's struct area */
-struct {
-	__s32 pids[MAX_PROCS];		/* in: the processes, in order */
-	__u32 want[MAX_PROCS];		/* in: READ_* of each */
-	__u32 count;			/* in: how many */
-	__u32 threads_used;		/* out: thread records written */
-	__u32 vcpus_used;		/* out: vCPU records written */
-	__u32 pad;
-	__u32 threads[MAX_PROCS];	/* out: each one's, or NOT_READ */
-	__u32 vcpus[MAX_PROCS];		/* out: each one's, or NOT_READ */
-	struct record records[MAX_THREADS];	/* process by process */
-	struct kvm_record vcpu_records[MAX_VCPUS];	/* likewise */
-} shared;
+/* What the agent maps (threads_area.h) */
+struct threads_area shared;
 
 /* GPL-compatible, as the kernel requires of a program that calls these
  * kfuncs and helpers, and BSD too (taskiter.bpf.c says why). */
@@ -126,20 +98,13 @@ static __always_inline __u32 read_threads(struct task_struct *proc)
 		/* the cursor in memory, not a register: a verifier that
 		 * tracked it exactly would walk every value */
 		__u32 k = shared.threads_used;
-		struct record *r;
-		int got;
 
 		if (k >= MAX_THREADS) {
 			full = 1;
 			break;
 		}
-		r = &shared.records[k];
-		got = thread_counters(task, &r->thread);
-		if (got == THREAD_NOT_VISIBLE)
-			continue;
-		r->flags = got == THREAD_NO_DELAY ? NO_DELAY : 0;
-		r->pad = 0;
-		shared.threads_used = k + 1;
+		if (thread_record(task, &shared.records[k]) == 0)
+			shared.threads_used = k + 1;
 	}
 	bpf_iter_task_destroy(&threads);
 	bpf_rcu_read_unlock();
@@ -162,6 +127,11 @@ static __always_inline __u32 read_vcpus(struct task_struct *proc)
 	struct file **fds;
 	int *at;
 
+	/* no KVM, or no BTF of it (a module not loaded): nothing read here,
+	 * and the threads still are (libbpf leaves the code below, whose
+	 * relocations it cannot make, out of the program the kernel checks) */
+	if (!bpf_core_type_exists(struct kvm_vcpu))
+		return NOT_READ;
 	bpf_rcu_read_lock();
 	fdt = BPF_CORE_READ(proc, files, fdt);
 	if (!fdt) {		/* an exiting process: no files */
