@@ -34,7 +34,8 @@ reads every QEMU's vCPU files too, with the same record (``bpf_kvm.h``),
 walking each QEMU's open-fd bitmap instead of an iterator per QEMU, and
 loading the files' fields and the threads' counters directly rather than
 through a helper call each: the sampling of the ``--kvm`` benchmark went
-from 0.89 to 0.55 ms. This reader takes a QEMU's records from that run
+from 0.82-0.92 to 0.59 ms (``--phases``, the code before and after in one
+run, twice). This reader takes a QEMU's records from that run
 and reads through its own link a QEMU the run did not read.
 
 It needs what the task iterator needs (``vsmtio_agent.linux.taskiter``:
