@@ -121,4 +121,12 @@ setuptools.setup(
             sources=['vsmtio_agent/policy/_monitor.c'],
             extra_compile_args=['-Wall', '-Wextra', '-Werror=implicit'],
             optional=True),
+        # The policy step's per-vCPU loops in C (vsmtio_agent/policy/
+        # engine.py says why). Optional likewise: without it the step runs
+        # its Python loops, the reference, with the same results.
+        setuptools.Extension(
+            'vsmtio_agent.policy._step',
+            sources=['vsmtio_agent/policy/_step.c'],
+            extra_compile_args=['-Wall', '-Wextra', '-Werror=implicit'],
+            optional=True),
     ])

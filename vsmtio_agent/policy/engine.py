@@ -65,6 +65,79 @@ class Params:
                   if getattr(opts, 'mist', False) else None))
 
 
+def _follow_host(assignment, stats, split, cores):
+    """``assignment`` with each vCPU off the ``split`` cores on its own.
+
+    A vCPU outside the split is where the host's scheduler put it (its
+    stats' core, where that is one of ``cores``); one on a split core
+    stays where the engine put it.
+    """
+    return {ref: (core if core in split
+                  or (now := stats[ref].core_id) not in cores else now)
+            for ref, core in assignment.items()}
+
+
+def _group(assignment, stats):
+    """``{core: {ref: stats}}``: each core's vCPUs, in assignment order."""
+    by_core = {}
+    for ref, core in assignment.items():
+        found = by_core.get(core)
+        if found is None:
+            found = by_core[core] = {}
+        found[ref] = stats[ref]
+    return by_core
+
+
+def _classify(stats, min_retention_rate, threads, held):
+    """:func:`rass.classify` of one core (C calls it where it declines)."""
+    return rass.classify(stats, min_retention_rate, threads, held=held)
+
+
+def _place(order, assignment, roles, table):
+    """``{ref: placement}`` in ``order``: ``table``'s of its core and role."""
+    return {ref: table[assignment[ref], roles[ref]] for ref in order}
+
+
+# The step's per-vCPU loops above, each the reference of its C in _step
+# (vsmtio_agent/policy/_step.c), by name; and the extra arguments C takes.
+_LOOPS = {'follow_host': (_follow_host, ()), 'group': (_group, ()),
+          'classify': (_classify, (model.Role.IO, model.Role.CPU)),
+          'place': (_place, ())}
+
+try:
+    from vsmtio_agent.policy import _step
+except ImportError:     # not built: the Python loops give the same answers
+    _step = None
+
+#: Whether the step runs its per-vCPU loops in C (``_step``). True where
+#: the extension was built; the tests set it False to run the Python,
+#: which is the reference.
+native = _step is not None
+
+
+def _loop(name, *args):
+    """The loop ``name`` on ``args``: C's where it can, else Python's.
+
+    The step ran these four loops over every vCPU every period in
+    Python, 0.2 ms warm for 200 vCPUs and 0.3 ms in the agent's period
+    (``doc/benchmarks/agent_tick.rst``): where the ``_step`` extension
+    was built (optional, like ``_monitor``) they run in C, which computes
+    exactly what the Python computes or declines (``NotImplemented``:
+    arguments it cannot compute exactly, such as float weights), and
+    the Python runs where it declines or raises, so the answer (or the
+    error) is always the reference's.
+    """
+    python, extra = _LOOPS[name]
+    if native:
+        try:
+            done = getattr(_step, name)(*args + extra)
+        except Exception:
+            done = NotImplemented
+        if done is not NotImplemented:
+            return done
+    return python(*args)
+
+
 class PolicyEngine(object):
     """Samples in, decisions out."""
 
@@ -89,7 +162,15 @@ class PolicyEngine(object):
         self._ltcr_period = self.guard is None
         self.mist_states = {}     # MIST's detector memory, per domain
         self.mist_verdicts = {}   # its last verdict per reserved domain
-        self._placements = {}     # (core id, role) -> rass.placement
+        # (core id, role) -> rass.placement, every one a vCPU can have
+        # (every core the engine assigns is the topology's): a placement
+        # depends on nothing else and is immutable, so the vCPUs of a core
+        # and class share one instead of building one each per period
+        self._placements = {
+            (core.core_id, role): rass.placement(
+                topology.core(core.core_id), role)
+            for core in topology.cores for role in model.Role}
+        self._cores = frozenset(core.core_id for core in topology.cores)
         # each core's hyperthread count, RASS's fair share (as
         # topology.core(core_id) finds it: the first core so numbered)
         self._threads = {core.core_id: len(topology.core(
@@ -129,7 +210,7 @@ class PolicyEngine(object):
             # last period's assignment itself (never changed in place: a
             # step builds a new one to change it)
             return self.assignment
-        cores = {core.core_id for core in self.topology.cores}
+        cores = self._cores
         assignment = {ref: core for ref, core in self.assignment.items()
                       if ref in stats}
         # new vCPUs in order (sorting only them: the rest are known)
@@ -170,12 +251,8 @@ class PolicyEngine(object):
             # a vCPU outside the split is where the host's scheduler put
             # it, and the adjuster mixes the split cores among themselves
             split = set(self.split_cores)
-            cores = {core.core_id for core in self.topology.cores}
-            # (a comprehension: this runs for every vCPU every period)
-            assignment = {
-                ref: (core if core in split
-                      or (now := stats[ref].core_id) not in cores else now)
-                for ref, core in assignment.items()}
+            assignment = _loop('follow_host', assignment, stats, split,
+                               self._cores)
         swaps = ()
         if (p.adjuster_max_swaps and guard_mod.SPLIT in active
                 and retained):
@@ -188,19 +265,13 @@ class PolicyEngine(object):
                 p.adjuster_min_mean_gap, p.adjuster_max_swaps)
             assignment = adjuster.apply_swaps(assignment, swaps)
 
-        by_core = {}
-        for ref, core in assignment.items():
-            found = by_core.get(core)
-            if found is None:
-                found = by_core[core] = {}
-            found[ref] = stats[ref]
+        by_core = _loop('group', assignment, stats)
         roles = {}
         held = None if retained else self.roles
         for core_id, core_stats in by_core.items():
-            roles.update(rass.classify(
-                core_stats, p.io_min_retention_rate,
-                self._threads[core_id] if p.fair_share else None,
-                held=held))
+            roles.update(_loop(
+                'classify', core_stats, p.io_min_retention_rate,
+                self._threads[core_id] if p.fair_share else None, held))
 
         # LTCR judges the period just run, if it was its own, under the
         # roles planned for it (a new vCPU: the role it has now)
@@ -237,18 +308,14 @@ class PolicyEngine(object):
         self.split_cores = self._split_taken[:n]
         # by ref (unique: sorting the refs alone gives the same order,
         # and the same refs as last period are in last period's order),
-        # each core's and role's placement built once (_placement)
+        # each core's and role's placement built once (__init__)
         if same:
             placements = self._last_placements
         else:
             last = self._last_placements.keys()
             order = last if roles.keys() == last else sorted(roles)
-            # (a placement is a dataclass, so always true)
-            built, build = self._placements.get, self._placement
-            placements = {
-                ref: (built((core := assignment[ref], role := roles[ref]))
-                      or build(core, role))
-                for ref in order}
+            placements = _loop('place', order, assignment, roles,
+                               self._placements)
             # shared by the decisions of the periods that keep it: a
             # decision's placements are never changed once made
             self._last_placements = placements
@@ -259,20 +326,6 @@ class PolicyEngine(object):
                               borrow=guard_mod.BORROW in active,
                               split_cores=frozenset(self.split_cores),
                               protect=self._mist_step(vms))
-
-    def _placement(self, core_id, role):
-        """:func:`rass.placement`, built once per core and role.
-
-        A placement depends on nothing else and is immutable, so the
-        vCPUs of a core and class share one instead of building one each
-        per period.
-        """
-        key = (core_id, role)
-        found = self._placements.get(key)
-        if found is None:
-            found = self._placements[key] = rass.placement(
-                self.topology.core(core_id), role)
-        return found
 
     def _mist_step(self, vms):
         """MIST's protection set for the next period (empty without it)."""

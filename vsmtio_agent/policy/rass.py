@@ -13,6 +13,7 @@ with the vCPU on the CPU sibling. Each vCPU is characterised alone by its
 CPI stack (base, miss, waiting), so choosing is O(n) in the candidates.
 """
 
+import itertools
 import operator
 
 from vsmtio_agent import model
@@ -67,30 +68,22 @@ def classify(stats, min_retention_rate=0.0, threads=None, held=None):
     its own, halt polling say, the rates are evidence and rank as usual.)
     """
     # This runs for every vCPU every period, so it is written for speed
-    # (doc/benchmarks/agent_tick.rst): _over_share and compute_share are
-    # inlined (``x if x > 0.0 else 0.0`` is ``max(0.0, x)``, without the
-    # call), and only the vCPUs that may be I/O-bound are ranked.
+    # (doc/benchmarks/agent_tick.rst): each vCPU's figures are gathered by
+    # map (a loop in C), _over_share and compute_share are inlined in
+    # _over, and only the vCPUs that may be I/O-bound are ranked.
     cpu_role = model.Role.CPU
-    if held is not None and not any(map(_retention_rate, stats.values())):
-        total = sum(map(_weight, stats.values()))
-        fair = bool(threads and total)
-        held_of = held.get
-        out = {}
-        for ref, st in stats.items():
-            used = st.utilisation       # _over_share, fair_share's share
-            if fair and used is not None:
-                used -= st.retention_rate or 0.0
-                if (used if used > 0.0 else 0.0) > threads * st.weight / total:
-                    out[ref] = cpu_role
-                    continue
-            out[ref] = held_of(ref, cpu_role)
-        return out
     refs = list(stats)
     sts = list(stats.values())
     rates = list(map(_retention_rate, sts))
     weights = list(map(_weight, sts))
     total = sum(weights)
     over = _over(sts, rates, weights, total, threads)
+    if held is not None and not any(rates):
+        # each vCPU's held role, but CPU-bound where over its share
+        out = dict(zip(refs, map(held.get, refs, itertools.repeat(cpu_role))))
+        if any(over):
+            out.update(dict.fromkeys(itertools.compress(refs, over), cpu_role))
+        return out
     # The rank (see _rank): over its share last, unmeasured retention
     # below every measured one, then retention descending, then the ref.
     # The I/O class is a prefix of the vCPUs that may be I/O-bound: not
