@@ -118,10 +118,15 @@ class Agent(object):
         return result
 
     def _record(self, number, snapshot, stats, decision, result):
+        """The period's :class:`Period`, kept as the last one.
+
+        ``stats`` is the period's own dict (derive's, which nothing else
+        holds), so the record wraps it read-only rather than copy it.
+        """
         guard = self.engine.guard
         self.period = Period(
             number=number, snapshot=snapshot,
-            stats=types.MappingProxyType(dict(stats)), decision=decision,
+            stats=types.MappingProxyType(stats), decision=decision,
             result=result, timeout_ns=self.engine.timeout_ns,
             mechanisms=frozenset(self.engine.mechanisms),
             kept=frozenset(self.engine.kept),

@@ -165,6 +165,9 @@ enum {
  * beyond is not a record of theirs. */
 #define MAX_VCPU_INDEX 65536
 
+/* sampling._with_kvm's weight, CFS's default (made at first use) */
+static PyObject *weight;
+
 static PyObject *
 u64_or_none(int missing, uint64_t value)
 {
@@ -188,7 +191,11 @@ vcpu_counters(PyTypeObject *type, const struct kvm_record *r, int patched)
     PyObject *out = NULL;
     int i;
 
-    v[C_WEIGHT] = PyLong_FromLong(1024);
+    /* one object for every vCPU's weight (an int past the small ones
+     * Python shares): what a period makes is freed the period after */
+    if (weight == NULL)
+        weight = PyLong_FromLong(1024);
+    v[C_WEIGHT] = Py_XNewRef(weight);
     v[C_CPU] = PyLong_FromUnsignedLong(r->thread.cpu);
     v[C_RUN_NS] = PyLong_FromUnsignedLongLong(r->thread.run_ns);
     if (patched) {
@@ -238,6 +245,25 @@ fail:
     return NULL;
 }
 
+/* ``tid`` as an int: ``known[index]`` where that is the same one. */
+static PyObject *
+known_tid(PyObject *known, Py_ssize_t index, uint32_t tid)
+{
+    PyObject *k;
+    int overflow;
+
+    if (known != NULL && index < PyList_GET_SIZE(known)) {
+        k = PyList_GET_ITEM(known, index);
+        if (PyLong_CheckExact(k)
+                && PyLong_AsLongLongAndOverflow(k, &overflow) == tid
+                && !overflow)
+            return Py_NewRef(k);
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    return PyLong_FromUnsignedLong(tid);
+}
+
 /* list[index] = item (stolen), the list grown with None up to index. */
 static int
 put(PyObject *list, Py_ssize_t index, PyObject *item)
@@ -251,7 +277,7 @@ put(PyObject *list, Py_ssize_t index, PyObject *item)
 }
 
 /*
- * vcpus(raw, counters, patched) -> (tids, vcpus)
+ * vcpus(raw, counters, patched[, known]) -> (tids, vcpus)
  *
  * One iteration's KVM vCPU records (kvmstats.bpf.c's, ``raw`` as
  * Program.read_raw gives them), as lists by vCPU index up to the highest
@@ -259,18 +285,24 @@ put(PyObject *list, Py_ssize_t index, PyObject *item)
  * ``counters`` (a tuple type with model.VcpuCounters' fields) that
  * sampling._with_kvm would build; None in both for a vCPU without a
  * record or whose record has no thread (it never ran, or is not seen).
+ * ``known``, a list by vCPU index of the thread ids the caller found last
+ * (the sampler's), lends its int where a record's tid is the same: the
+ * same list, without an int made (and freed a period later) per vCPU.
  */
 PyObject *
 decode_vcpus(PyObject *module, PyObject *args)
 {
     Py_buffer raw;
-    PyObject *type, *tids = NULL, *vcpus = NULL, *out = NULL;
+    PyObject *type, *known = NULL, *tids = NULL, *vcpus = NULL, *out = NULL;
     Py_ssize_t n, i;
     int patched;
 
     (void)module;
-    if (!PyArg_ParseTuple(args, "y*Op:vcpus", &raw, &type, &patched))
+    if (!PyArg_ParseTuple(args, "y*Op|O:vcpus", &raw, &type, &patched,
+                          &known))
         return NULL;
+    if (known != NULL && !PyList_CheckExact(known))
+        known = NULL;
     if (!PyType_Check(type)
             || !PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError,
@@ -302,7 +334,7 @@ decode_vcpus(PyObject *module, PyObject *args)
             Py_INCREF(Py_None);
             tid = counters = Py_None;
         } else {
-            tid = PyLong_FromUnsignedLong(r.thread.tid);
+            tid = known_tid(known, r.index, r.thread.tid);
             if (tid == NULL)
                 goto done;
             counters = vcpu_counters((PyTypeObject *)type, &r, patched);

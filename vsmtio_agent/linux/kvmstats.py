@@ -225,7 +225,7 @@ class KvmStatsReader(taskiter.HeldLinks):
         """
         return _decode(self._raw(pid))
 
-    def read_vcpus(self, pid, counters, patched):
+    def read_vcpus(self, pid, counters, patched, known=None):
         """One iteration, decoded in C for the libvirt driver's sampler.
 
         A :class:`Reading`: the tids of :meth:`read_all`, and each vCPU's
@@ -234,9 +234,14 @@ class KvmStatsReader(taskiter.HeldLinks):
         counters (``sampling._with_kvm``, by the retention rule of a
         ``patched`` kernel or a stock one), without a Python call per
         vCPU; the records themselves for :meth:`Reading.stats`.
+        ``known`` (a list by vCPU index of the thread ids the caller
+        found) lends the tids its ints where they are the same.
         """
         raw = self._raw(pid)
-        tids, vcpus = _taskiter.vcpus(raw, counters, patched)
+        if known is None:
+            tids, vcpus = _taskiter.vcpus(raw, counters, patched)
+        else:
+            tids, vcpus = _taskiter.vcpus(raw, counters, patched, known)
         return Reading(tids, vcpus, raw)
 
     def _raw(self, pid):

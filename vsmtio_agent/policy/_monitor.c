@@ -41,6 +41,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 
 #define N_FIELDS 15         /* VcpuCounters */
 #define EXACT (1LL << 53)   /* every int up to this is a double exactly */
@@ -60,6 +61,7 @@ static PyObject *stats_keys[N_STATS], *cpi_keys[N_CPI];
 static PyObject *held_vol, *held_invol, *held_icpu, *held_window,
                 *held_period, *get_name;
 static PyObject *empty_tuple;
+static PyObject *zero;          /* new_float(0.0) */
 
 /* A counter's delta: has = 0 where Python's is None. */
 typedef struct {
@@ -101,13 +103,29 @@ delta(PyObject *a0, PyObject *a1, delta_t *d)
     return 0;
 }
 
+/*
+ * A float of value ``x``: one shared object for +0.0. An idle vCPU's
+ * rates are zero (no retention, no halts, no involuntary switches), and
+ * every object a period makes is made, read and freed again the period
+ * after, each a cache line or so that the agent's period pays for cold
+ * (doc/benchmarks/agent_tick.rst); a zero is the same float whichever
+ * object holds it.
+ */
+static PyObject *
+new_float(double x)
+{
+    if (x == 0.0 && !signbit(x))
+        return Py_NewRef(zero);
+    return PyFloat_FromDouble(x);
+}
+
 /* d / den as a float, None where d is None (Python's int / int). */
 static PyObject *
 ratio_ii(delta_t d, long long den)
 {
     if (!d.has)
         Py_RETURN_NONE;
-    return PyFloat_FromDouble((double)d.v / (double)den);
+    return new_float((double)d.v / (double)den);
 }
 
 /* d / den as a float, None where d is None (Python's int / float). */
@@ -116,7 +134,7 @@ ratio_if(delta_t d, double den)
 {
     if (!d.has)
         Py_RETURN_NONE;
-    return PyFloat_FromDouble((double)d.v / den);
+    return new_float((double)d.v / den);
 }
 
 static PyObject *
@@ -138,8 +156,7 @@ i_cpu_of(delta_t vol, delta_t invol, double period_s, double threshold)
         Py_RETURN_NONE;
     if ((double)(vol.v + invol.v) / period_s < threshold)
         Py_RETURN_NONE;
-    return PyFloat_FromDouble((double)invol.v
-                              / (double)(vol.v > 1 ? vol.v : 1));
+    return new_float((double)invol.v / (double)(vol.v > 1 ? vol.v : 1));
 }
 
 /*
@@ -185,9 +202,9 @@ cpi_stack(PyObject *cls, delta_t ins, delta_t cycles, delta_t base,
     b = (double)base.v / (double)ins.v;
     m = (double)miss.v / (double)ins.v;
     w = (double)cycles.v / (double)ins.v - b - m;
-    values[0] = PyFloat_FromDouble(b);
-    values[1] = PyFloat_FromDouble(m);
-    values[2] = PyFloat_FromDouble(w > 0.0 ? w : 0.0);  /* max(0.0, w) */
+    values[0] = new_float(b);
+    values[1] = new_float(m);
+    values[2] = new_float(w > 0.0 ? w : 0.0);     /* max(0.0, w) */
     return build(cls, cpi_keys, values, N_CPI);
 }
 
@@ -365,7 +382,7 @@ derive_one(const call_t *c, PyObject *ref, PyObject *before, PyObject *now,
     values[5] = ratio_if(rets, c->period_s);
     values[6] = int_or_none(timeouts);
     if (ins.has && cycles.has && cycles.v > 0)     /* _ratio */
-        values[7] = PyFloat_FromDouble((double)ins.v / (double)cycles.v);
+        values[7] = new_float((double)ins.v / (double)cycles.v);
     else
         values[7] = Py_NewRef(Py_None);
     if (ins.has)
@@ -521,7 +538,8 @@ PyInit__monitor(void)
     held_period = intern("period_ns");
     get_name = intern("get");
     empty_tuple = PyTuple_New(0);
-    if (!held_vol || !held_invol || !held_icpu || !held_window
+    zero = PyFloat_FromDouble(0.0);
+    if (!zero || !held_vol || !held_invol || !held_icpu || !held_window
             || !held_period || !get_name || !empty_tuple)
         return NULL;
     return PyModule_Create(&module);

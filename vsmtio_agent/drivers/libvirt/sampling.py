@@ -277,8 +277,10 @@ class Sampler:
         found, found_tids = self._found(entry.uuid, tids, nvcpus)
         perf = self.perf.read if self.perf.unavailable is None else None
         kvm = entry.kvm
+        # (found_tids: what the reading's tids are compared with below,
+        # whose ints it reuses where they are the same)
         reading = (self.kvm.read_vcpus(entry.pid, _VcpuCounters,
-                                       self.patched)
+                                       self.patched, found_tids)
                    if kvm and self.kvm is not None else None)
         if (reading is not None and perf is None and len(found) == nvcpus
                 and 'vcpu.current' not in stats

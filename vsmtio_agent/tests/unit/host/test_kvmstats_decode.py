@@ -90,3 +90,32 @@ class TestDecodedInC(testtools.TestCase):
         self.assertRaises(TypeError, self.vcpus, one, dict, False)
         self.assertRaises(TypeError, self.vcpus, 'text',
                           model.VcpuCounters, False)
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(RECORD, max_size=12), st.booleans(),
+           st.lists(st.one_of(st.none(), st.integers(0, 2 ** 32 + 1),
+                              st.integers(-5, 5), st.text(max_size=1)),
+                    max_size=14))
+    def test_known_tids_change_nothing_but_the_ints(self, records, patched,
+                                                    known):
+        # The sampler's tids of last period: an int the same as a
+        # record's tid is lent (the same object), anything else ignored.
+        raw = b''.join(kvmstats._RECORD.pack(*r) for r in records)
+        tids, vcpus = self.vcpus(raw, model.VcpuCounters, patched, known)
+        self.assertEqual(reference(raw, patched), (tids, vcpus))
+        for index, tid in enumerate(tids):
+            if (index < len(known) and type(known[index]) is int
+                    and known[index] == tid):
+                self.assertIs(known[index], tid)
+
+    def test_known_tids_lent(self):
+        raw = b''.join(kvmstats._RECORD.pack(*r) for r in (
+            (0, 0, *[0] * 8, 70001, 0, 0, 0, 0, 0),
+            (1, 0, *[0] * 8, 70002, 0, 0, 0, 0, 0)))
+        known = [int('70001'), int('70003')]
+        tids, _vcpus = self.vcpus(raw, model.VcpuCounters, False, known)
+        self.assertEqual([70001, 70002], tids)
+        self.assertIs(known[0], tids[0])
+        # not a list: nothing lent, the same tids
+        self.assertEqual((tids, _vcpus), self.vcpus(
+            raw, model.VcpuCounters, False, tuple(known)))
