@@ -28,20 +28,41 @@
  * classify(stats, min_retention_rate, threads, held, io, cpu)
  *     -> {ref: role} or NotImplemented
  * place(order, assignment, roles, table) -> {ref: placement}
+ *     table: {core: {role: placement}}
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+/*
+ * Each vCPU's ref is a tuple, hashed anew at every look-up (a tuple keeps
+ * no hash), which was most of these loops' cost: they take each ref's hash
+ * from the dict they walk and look up and store with it, and size the
+ * dicts they build once. CPython below 3.13 has the calls for it; from
+ * 3.13 on these are the public calls, which hash again.
+ */
+#if PY_VERSION_HEX < 0x030D0000
+#define NEXT(d, pos, key, value, hash) _PyDict_Next(d, pos, key, value, hash)
+#define GET(d, key, hash) _PyDict_GetItem_KnownHash(d, key, hash)
+#define SET(d, key, value, hash) _PyDict_SetItem_KnownHash(d, key, value, hash)
+#define NEW_DICT(n) _PyDict_NewPresized(n)
+#else
+#define NEXT(d, pos, key, value, hash) PyDict_Next(d, pos, key, value)
+#define GET(d, key, hash) PyDict_GetItemWithError(d, key)
+#define SET(d, key, value, hash) PyDict_SetItem(d, key, value)
+#define NEW_DICT(n) PyDict_New()
+#endif
 
 #define EXACT (1LL << 53)   /* every int up to this is a double exactly */
 #define MAX_THREADS (1 << 20)   /* a core's hyperthreads, far beyond any */
 
 static PyObject *s_core_id, *s_retention_rate, *s_weight, *s_utilisation;
 
-/* stats[ref] as a new reference; KeyError as ``stats[ref]`` raises it */
+/* dict[key] as a new reference (key's hash ``hash``); KeyError as
+ * ``dict[key]`` raises it */
 static PyObject *
-item_of(PyObject *dict, PyObject *key)
+item_of(PyObject *dict, PyObject *key, Py_hash_t hash)
 {
-    PyObject *found = PyDict_GetItemWithError(dict, key);
+    PyObject *found = GET(dict, key, hash);
 
     if (found == NULL) {
         if (!PyErr_Occurred())
@@ -62,6 +83,7 @@ follow_host(PyObject *self, PyObject *args)
     PyObject *assignment, *stats, *split, *cores, *out, *ref, *core;
     PyObject *st, *now;
     Py_ssize_t pos = 0;
+    Py_hash_t hash = -1;
     int in, rc;
 
     (void)self;
@@ -70,17 +92,17 @@ follow_host(PyObject *self, PyObject *args)
     if (!PyDict_CheckExact(assignment) || !PyDict_CheckExact(stats)
             || !PyAnySet_Check(split) || !PyAnySet_Check(cores))
         Py_RETURN_NOTIMPLEMENTED;
-    out = PyDict_New();
+    out = NEW_DICT(PyDict_GET_SIZE(assignment));
     if (out == NULL)
         return NULL;
-    while (PyDict_Next(assignment, &pos, &ref, &core)) {
+    while (NEXT(assignment, &pos, &ref, &core, &hash)) {
         Py_INCREF(ref);
         Py_INCREF(core);
         in = PySet_Contains(split, core);
         if (in == 0) {
             /* ``core if core in split or (now := stats[ref].core_id) not
              * in cores else now`` */
-            st = item_of(stats, ref);
+            st = item_of(stats, ref, hash);
             now = st == NULL ? NULL : PyObject_GetAttr(st, s_core_id);
             Py_XDECREF(st);
             in = now == NULL ? -1 : PySet_Contains(cores, now);
@@ -92,7 +114,7 @@ follow_host(PyObject *self, PyObject *args)
                 in = in == 0 ? 1 : -1;  /* not the host's core: the old */
             }
         }
-        rc = in < 0 ? -1 : PyDict_SetItem(out, ref, core);
+        rc = in < 0 ? -1 : SET(out, ref, core, hash);
         Py_DECREF(ref);
         Py_DECREF(core);
         if (rc < 0) {
@@ -109,6 +131,7 @@ group(PyObject *self, PyObject *args)
 {
     PyObject *assignment, *stats, *out, *ref, *core, *members, *st;
     Py_ssize_t pos = 0;
+    Py_hash_t hash = -1;
     int rc;
 
     (void)self;
@@ -119,7 +142,7 @@ group(PyObject *self, PyObject *args)
     out = PyDict_New();
     if (out == NULL)
         return NULL;
-    while (PyDict_Next(assignment, &pos, &ref, &core)) {
+    while (NEXT(assignment, &pos, &ref, &core, &hash)) {
         Py_INCREF(ref);
         Py_INCREF(core);
         rc = -1;
@@ -132,9 +155,9 @@ group(PyObject *self, PyObject *args)
                 Py_CLEAR(members);
         }
         if (members != NULL) {
-            st = item_of(stats, ref);
+            st = item_of(stats, ref, hash);
             if (st != NULL) {
-                rc = PyDict_SetItem(members, ref, st);
+                rc = SET(members, ref, st, hash);
                 Py_DECREF(st);
             }
             Py_DECREF(members);
@@ -152,6 +175,7 @@ group(PyObject *self, PyObject *args)
 /* One vCPU of a core as classify reads it. */
 struct vcpu {
     PyObject *ref;          /* a new reference */
+    Py_hash_t hash;         /* its hash */
     double rate;            /* retention_rate (has_rate) */
     double used;            /* utilisation (has_used) */
     long long weight;
@@ -188,10 +212,11 @@ read_vcpus(PyObject *stats, struct vcpu *vcpus, Py_ssize_t *n,
 {
     PyObject *ref, *st, *w;
     Py_ssize_t pos = 0;
+    Py_hash_t hash = -1;
     int overflow, ok;
 
     *total = 0;
-    while (PyDict_Next(stats, &pos, &ref, &st)) {
+    while (NEXT(stats, &pos, &ref, &st, &hash)) {
         struct vcpu *v = &vcpus[*n];
 
         Py_INCREF(st);
@@ -224,6 +249,7 @@ read_vcpus(PyObject *stats, struct vcpu *vcpus, Py_ssize_t *n,
             return ok;
         Py_INCREF(ref);
         v->ref = ref;
+        v->hash = hash;
         (*n)++;
     }
     return 1;
@@ -262,7 +288,7 @@ mark_over(struct vcpu *vcpus, Py_ssize_t n, long long threads,
 static PyObject *
 held_roles(struct vcpu *vcpus, Py_ssize_t n, PyObject *held, PyObject *cpu)
 {
-    PyObject *out = PyDict_New(), *role;
+    PyObject *out = NEW_DICT(n), *role;
     Py_ssize_t i;
 
     if (out == NULL)
@@ -270,14 +296,14 @@ held_roles(struct vcpu *vcpus, Py_ssize_t n, PyObject *held, PyObject *cpu)
     for (i = 0; i < n; i++) {
         role = cpu;
         if (!vcpus[i].over) {
-            role = PyDict_GetItemWithError(held, vcpus[i].ref);
+            role = GET(held, vcpus[i].ref, vcpus[i].hash);
             if (role == NULL) {
                 if (PyErr_Occurred())
                     goto error;
                 role = cpu;
             }
         }
-        if (PyDict_SetItem(out, vcpus[i].ref, role) < 0)
+        if (SET(out, vcpus[i].ref, role, vcpus[i].hash) < 0)
             goto error;
     }
     return out;
@@ -333,11 +359,11 @@ ranked_roles(struct vcpu *vcpus, Py_ssize_t n, double min_rate,
             best_gap = gap;
         }
     }
-    out = PyDict_New();
+    out = NEW_DICT(n);
     if (out == NULL)
         goto done;
     for (i = 0; i < n; i++)
-        if (PyDict_SetItem(out, vcpus[i].ref, cpu) < 0)
+        if (SET(out, vcpus[i].ref, cpu, vcpus[i].hash) < 0)
             goto error;
     for (k = 0; k < best_k; k++) {
         item = PyList_GET_ITEM(candidates, k);
@@ -404,12 +430,13 @@ classify(PyObject *self, PyObject *args)
     return out;
 }
 
-/* engine._place: {ref: table[(assignment[ref], roles[ref])]} in order. */
+/* engine._place: {ref: table[assignment[ref]][roles[ref]]} in order. */
 static PyObject *
 place(PyObject *self, PyObject *args)
 {
     PyObject *order, *assignment, *roles, *table, *out, *it, *ref;
-    PyObject *core, *role, *key, *found;
+    PyObject *core, *role, *placements, *found;
+    Py_hash_t hash;
     int rc;
 
     (void)self;
@@ -422,18 +449,20 @@ place(PyObject *self, PyObject *args)
     it = PyObject_GetIter(order);
     if (it == NULL)
         return NULL;
-    out = PyDict_New();
+    out = NEW_DICT(PyDict_GET_SIZE(roles));
     while (out != NULL && (ref = PyIter_Next(it)) != NULL) {
         rc = -1;
-        core = item_of(assignment, ref);
-        role = core == NULL ? NULL : item_of(roles, ref);
-        key = role == NULL ? NULL : PyTuple_Pack(2, core, role);
-        found = key == NULL ? NULL : item_of(table, key);
+        hash = PyObject_Hash(ref);
+        core = hash == -1 ? NULL : item_of(assignment, ref, hash);
+        role = core == NULL ? NULL : item_of(roles, ref, hash);
+        placements = role == NULL ? NULL : PyObject_GetItem(table, core);
+        found = placements == NULL ? NULL : PyObject_GetItem(placements,
+                                                             role);
         if (found != NULL) {
-            rc = PyDict_SetItem(out, ref, found);
+            rc = SET(out, ref, found, hash);
             Py_DECREF(found);
         }
-        Py_XDECREF(key);
+        Py_XDECREF(placements);
         Py_XDECREF(role);
         Py_XDECREF(core);
         Py_DECREF(ref);

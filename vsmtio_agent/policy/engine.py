@@ -94,8 +94,11 @@ def _classify(stats, min_retention_rate, threads, held):
 
 
 def _place(order, assignment, roles, table):
-    """``{ref: placement}`` in ``order``: ``table``'s of its core and role."""
-    return {ref: table[assignment[ref], roles[ref]] for ref in order}
+    """``{ref: placement}`` in ``order``: ``table``'s of its core and role.
+
+    ``table`` is ``{core: {role: placement}}``.
+    """
+    return {ref: table[assignment[ref]][roles[ref]] for ref in order}
 
 
 # The step's per-vCPU loops above, each the reference of its C in _step
@@ -162,14 +165,14 @@ class PolicyEngine(object):
         self._ltcr_period = self.guard is None
         self.mist_states = {}     # MIST's detector memory, per domain
         self.mist_verdicts = {}   # its last verdict per reserved domain
-        # (core id, role) -> rass.placement, every one a vCPU can have
+        # {core id: {role: rass.placement}}, every one a vCPU can have
         # (every core the engine assigns is the topology's): a placement
         # depends on nothing else and is immutable, so the vCPUs of a core
         # and class share one instead of building one each per period
         self._placements = {
-            (core.core_id, role): rass.placement(
-                topology.core(core.core_id), role)
-            for core in topology.cores for role in model.Role}
+            core.core_id: {role: rass.placement(
+                topology.core(core.core_id), role) for role in model.Role}
+            for core in topology.cores}
         self._cores = frozenset(core.core_id for core in topology.cores)
         # each core's hyperthread count, RASS's fair share (as
         # topology.core(core_id) finds it: the first core so numbered)

@@ -177,9 +177,9 @@ class TestCAgainstPython(testtools.TestCase):
     def test_same_placements(self, case, data):
         assignment, _stats, _split, cores = case
         topology = model.Topology.uniform(6)
-        table = {(core.core_id, role): rass.placement(core, role)
-                 for core in topology.cores for role in model.Role
-                 if core.core_id in cores}
+        table = {core.core_id: {role: rass.placement(core, role)
+                                for role in model.Role}
+                 for core in topology.cores if core.core_id in cores}
         roles = {ref: data.draw(st.sampled_from([IO, CPU]))
                  for ref in assignment if data.draw(st.integers(0, 20))}
         order = data.draw(st.permutations(list(assignment)))
