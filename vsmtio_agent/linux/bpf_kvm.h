@@ -50,6 +50,7 @@ struct inode {
 struct file {
 	struct path f_path;
 	struct inode *f_inode;
+	const void *f_op;
 	void *private_data;
 } PAI;
 
@@ -148,24 +149,40 @@ static __always_inline __u32 vcpu_thread(struct kvm_vcpu *vcpu,
  * pointer the verifier lets the program load through (the task_file
  * iterator's, or one cast with bpf_rdonly_cast): its fields are direct
  * loads; the vCPU's are bpf_core_read (KVM's types may be a module's).
+ *
+ * vcpu_fops (NULL: none) remembers the file operations of the first vCPU
+ * file found by its name: every vCPU file has KVM's (kvm_vcpu_fops, which
+ * only KVM_CREATE_VCPU gives a file), so a file is one if and only if its
+ * f_op is the same, and the file's name (its dentry, two cache lines and a
+ * helper call) is read only until the first is found. The caller keeps it
+ * for one program run (KVM can be unloaded between runs).
  */
 static __always_inline int kvm_vcpu_record(struct file *file,
-					   struct kvm_record *r)
+					   struct kvm_record *r,
+					   const void **vcpu_fops)
 {
 	static const char prefix[] = "kvm-vcpu:";
 	struct kvm_vcpu *vcpu;
 	char name[sizeof(prefix)];
 	int i;
 
-	if (file->f_inode->i_sb->s_magic != ANON_INODE_FS_MAGIC)
-		return 0;
-	if (bpf_probe_read_kernel_str(name, sizeof(name),
-				      file->f_path.dentry->d_name.name) < 0)
-		return 0;
-	/* a loop: __builtin_memcmp does not load */
-	for (i = 0; i < sizeof(prefix) - 1; i++)
-		if (name[i] != prefix[i])
+	if (vcpu_fops && *vcpu_fops) {
+		if (file->f_op != *vcpu_fops)
 			return 0;
+	} else {
+		if (file->f_inode->i_sb->s_magic != ANON_INODE_FS_MAGIC)
+			return 0;
+		if (bpf_probe_read_kernel_str(
+			    name, sizeof(name),
+			    file->f_path.dentry->d_name.name) < 0)
+			return 0;
+		/* a loop: __builtin_memcmp does not load */
+		for (i = 0; i < sizeof(prefix) - 1; i++)
+			if (name[i] != prefix[i])
+				return 0;
+		if (vcpu_fops)
+			*vcpu_fops = file->f_op;
+	}
 	vcpu = file->private_data;
 	if (!vcpu)
 		return 0;

@@ -67,7 +67,7 @@ int kvm_vcpus(struct bpf_iter__task_file *ctx)
 	struct file *file = ctx->file;
 	struct kvm_record r = {};
 
-	if (file && kvm_vcpu_record(file, &r))
+	if (file && kvm_vcpu_record(file, &r, NULL))
 		bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;
 }

@@ -118,7 +118,8 @@ static __always_inline __u32 read_threads(struct task_struct *proc)
 /* The KVM vCPU files among proc's open files into the vCPU records (the
  * open-fd bitmap's words, then their set bits): their count, or NOT_READ
  * (none written) if they do not all fit. */
-static __always_inline __u32 read_vcpus(struct task_struct *proc)
+static __always_inline __u32 read_vcpus(struct task_struct *proc,
+					 const void **vcpu_fops)
 {
 	__u32 start = shared.vcpus_used, words, full = 0;
 	struct bpf_iter_num each;
@@ -169,7 +170,8 @@ static __always_inline __u32 read_vcpus(struct task_struct *proc)
 				full = 1;
 				break;
 			}
-			if (kvm_vcpu_record(file, &shared.vcpu_records[k]))
+			if (kvm_vcpu_record(file, &shared.vcpu_records[k],
+					    vcpu_fops))
 				shared.vcpus_used = k + 1;
 		}
 		bpf_iter_num_destroy(&bits);
@@ -188,6 +190,8 @@ int read_all(void *ctx)
 {
 	struct bpf_iter_num each;
 	__u32 count = shared.count;
+	/* KVM's vCPU file operations, once a vCPU file is found by name */
+	const void *vcpu_fops = NULL;
 	int *at;
 
 	shared.threads_used = 0;
@@ -212,7 +216,7 @@ int read_all(void *ctx)
 		if (want & READ_THREADS)
 			shared.threads[i] = read_threads(proc);
 		if (want & READ_VCPUS)
-			shared.vcpus[i] = read_vcpus(proc);
+			shared.vcpus[i] = read_vcpus(proc, &vcpu_fops);
 		bpf_task_release(proc);
 	}
 	bpf_iter_num_destroy(&each);
