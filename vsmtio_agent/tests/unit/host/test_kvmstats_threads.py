@@ -312,6 +312,20 @@ class TestInTheThreadsRun(testtools.TestCase):
         self.assertEqual([0, 1], sorted(stats))
         self.assertEqual([half.tids[0], None], tids)
 
+    def test_kvms_other_files_beside_the_vcpus(self):
+        # VM_CHILD opens each vCPU's statistics file right after it, an
+        # anonymous file of KVM's whose private data is the vCPU too, and
+        # each VM has its VM file: once the run has found a vCPU file by
+        # its name, it tells the rest from these by KVM's vCPU file
+        # operations, in every QEMU it reads
+        vms = [self.useFixture(test_kvmstats.VM(self, n)) for n in (3, 2)]
+        self.reader.begin([], [vm.pid for vm in vms])
+        for vm in vms:
+            want = self.kvm.read_all(vm.pid)
+            self.assertEqual(list(range(vm.n)), sorted(want[0]))
+            self.assertEqual(want, self.with_run.read_all(vm.pid))
+        self.assertEqual(0, self.with_run.links)
+
     def test_read_once_and_only_where_asked(self):
         vm = self.useFixture(RunVM(self, 2, 2, 0))
         other = self.useFixture(RunVM(self, 1, 1, 0))
