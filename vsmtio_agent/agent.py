@@ -13,6 +13,7 @@ one loop they all run.
 """
 
 import dataclasses
+import logging as std_logging
 import threading
 import types
 from typing import Mapping
@@ -165,9 +166,10 @@ class Agent(object):
         for swap in decision.swaps:
             LOG.info('adjuster: swapped %s (core %d) with %s (core %d)',
                      swap.a, swap.core_a, swap.b, swap.core_b)
-        LOG.debug('period %d: timeout %d ns (%s), %d vCPUs', self.ticks,
-                  decision.timeout_ns, self.engine.ltcr.phase.value,
-                  len(stats))
+        if LOG.isEnabledFor(std_logging.DEBUG):    # (its arguments cost)
+            LOG.debug('period %d: timeout %d ns (%s), %d vCPUs', self.ticks,
+                      decision.timeout_ns, self.engine.ltcr.phase.value,
+                      len(stats))
         return period
 
     def loop(self, periods=None, before=None, after=None, on_error=None):
