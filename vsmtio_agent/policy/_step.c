@@ -227,10 +227,14 @@ float_or_none(PyObject *st, PyObject *name, double *value, int *has)
     return ok;
 }
 
-/* Each vCPU of ``stats``: 1, 0 where classify declines, -1 on an error. */
+/*
+ * Each vCPU of ``stats``, into ``vcpus`` (room for ``room``): 1, 0 where
+ * classify declines (a dict that grew while read among them), -1 on an
+ * error.
+ */
 static int
-read_vcpus(PyObject *stats, struct vcpu *vcpus, Py_ssize_t *n,
-           long long *total)
+read_vcpus(PyObject *stats, struct vcpu *vcpus, Py_ssize_t room,
+           Py_ssize_t *n, long long *total)
 {
     PyObject *ref, *st, *w;
     Py_ssize_t pos = 0;
@@ -241,6 +245,8 @@ read_vcpus(PyObject *stats, struct vcpu *vcpus, Py_ssize_t *n,
     while (NEXT(stats, &pos, &ref, &st, &hash)) {
         struct vcpu *v = &vcpus[*n];
 
+        if (*n >= room)
+            return 0;
         Py_INCREF(st);
         ok = float_or_none(st, s_retention_rate, &v->rate, &v->has_rate);
         if (ok == 1)
@@ -407,7 +413,7 @@ classify(PyObject *self, PyObject *args)
     PyObject *stats, *min_obj, *threads_obj, *held, *io, *cpu;
     PyObject *out = NULL;
     struct vcpu *vcpus;
-    Py_ssize_t n = 0, i;
+    Py_ssize_t room, n = 0, i;
     long long threads = 0, total;
     double min_rate;
     int ok, retained = 0;
@@ -429,10 +435,11 @@ classify(PyObject *self, PyObject *args)
         if (ok || threads < 0 || threads > MAX_THREADS)
             Py_RETURN_NOTIMPLEMENTED;
     }
-    vcpus = PyMem_Calloc(PyDict_GET_SIZE(stats) + 1, sizeof(*vcpus));
+    room = PyDict_GET_SIZE(stats);
+    vcpus = PyMem_Calloc(room + 1, sizeof(*vcpus));
     if (vcpus == NULL)
         return PyErr_NoMemory();
-    ok = read_vcpus(stats, vcpus, &n, &total);
+    ok = read_vcpus(stats, vcpus, room, &n, &total);
     if (ok == 1)
         ok = mark_over(vcpus, n, threads, total);
     if (ok == 1) {

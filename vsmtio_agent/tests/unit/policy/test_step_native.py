@@ -156,6 +156,26 @@ class TestCAgainstPython(testtools.TestCase):
             self.assertIs(NotImplemented, engine._step.classify(
                 stats, floor, threads, held, IO, CPU))
 
+    def test_c_declines_a_core_that_grows_while_read(self):
+        # an attribute that adds a vCPU to the dict being read: C took
+        # room for the vCPUs there were, and declines
+        class Growing:
+            weight, utilisation = 1024, 0.5
+
+            def __init__(self, stats):
+                self.stats = stats
+
+            @property
+            def retention_rate(self):
+                self.stats.setdefault(helpers.ref(99), helpers.stats(0.5))
+                return 0.5
+
+        stats = {}
+        stats[helpers.ref(0)] = Growing(stats)
+        self.assertIs(NotImplemented, engine._step.classify(
+            stats, 0.0, 2, None, IO, CPU))
+        self.assertEqual(2, len(stats))
+
     @settings(max_examples=400, deadline=None)
     @given(assignments())
     def test_same_assignment_off_the_split(self, case):
