@@ -13,7 +13,6 @@ one loop they all run.
 """
 
 import dataclasses
-import logging as std_logging
 import threading
 import types
 from typing import Mapping
@@ -166,7 +165,7 @@ class Agent(object):
         for swap in decision.swaps:
             LOG.info('adjuster: swapped %s (core %d) with %s (core %d)',
                      swap.a, swap.core_a, swap.b, swap.core_b)
-        if LOG.isEnabledFor(std_logging.DEBUG):    # (its arguments cost)
+        if LOG.isEnabledFor(logging.DEBUG):    # (its arguments cost)
             LOG.debug('period %d: timeout %d ns (%s), %d vCPUs', self.ticks,
                       decision.timeout_ns, self.engine.ltcr.phase.value,
                       len(stats))

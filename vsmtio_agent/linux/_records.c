@@ -286,8 +286,9 @@ put(PyObject *list, Py_ssize_t index, PyObject *item)
  * sampling._with_kvm would build; None in both for a vCPU without a
  * record or whose record has no thread (it never ran, or is not seen).
  * ``known``, a list by vCPU index of the thread ids the caller found last
- * (the sampler's), lends its int where a record's tid is the same: the
- * same list, without an int made (and freed a period later) per vCPU.
+ * (the sampler's; anything else, None included, is no list), lends its
+ * int where a record's tid is the same: the same list, without an int
+ * made (and freed a period later) per vCPU.
  */
 PyObject *
 decode_vcpus(PyObject *module, PyObject *args)

@@ -238,10 +238,7 @@ class KvmStatsReader(taskiter.HeldLinks):
         found) lends the tids its ints where they are the same.
         """
         raw = self._raw(pid)
-        if known is None:
-            tids, vcpus = _taskiter.vcpus(raw, counters, patched)
-        else:
-            tids, vcpus = _taskiter.vcpus(raw, counters, patched, known)
+        tids, vcpus = _taskiter.vcpus(raw, counters, patched, known)
         return Reading(tids, vcpus, raw)
 
     def _raw(self, pid):

@@ -416,7 +416,7 @@ classify(PyObject *self, PyObject *args)
     Py_ssize_t room, n = 0, i;
     long long threads = 0, total;
     double min_rate;
-    int ok, retained = 0;
+    int ok, overflow, retained = 0;
 
     (void)self;
     if (!PyArg_ParseTuple(args, "OOOOOO", &stats, &min_obj, &threads_obj,
@@ -429,10 +429,10 @@ classify(PyObject *self, PyObject *args)
     if (threads_obj != Py_None) {
         if (!PyLong_CheckExact(threads_obj))
             Py_RETURN_NOTIMPLEMENTED;
-        threads = PyLong_AsLongLongAndOverflow(threads_obj, &ok);
+        threads = PyLong_AsLongLongAndOverflow(threads_obj, &overflow);
         if (threads == -1 && PyErr_Occurred())
             return NULL;
-        if (ok || threads < 0 || threads > MAX_THREADS)
+        if (overflow || threads < 0 || threads > MAX_THREADS)
             Py_RETURN_NOTIMPLEMENTED;
     }
     room = PyDict_GET_SIZE(stats);

@@ -88,11 +88,6 @@ def _group(assignment, stats):
     return by_core
 
 
-def _classify(stats, min_retention_rate, threads, held):
-    """:func:`rass.classify` of one core (C calls it where it declines)."""
-    return rass.classify(stats, min_retention_rate, threads, held=held)
-
-
 def _place(order, assignment, roles, table):
     """``{ref: placement}`` in ``order``: ``table``'s of its core and role.
 
@@ -104,7 +99,7 @@ def _place(order, assignment, roles, table):
 # The step's per-vCPU loops above, each the reference of its C in _step
 # (vsmtio_agent/policy/_step.c), by name; and the extra arguments C takes.
 _LOOPS = {'follow_host': (_follow_host, ()), 'group': (_group, ()),
-          'classify': (_classify, (model.Role.IO, model.Role.CPU)),
+          'classify': (rass.classify, (model.Role.IO, model.Role.CPU)),
           'place': (_place, ())}
 
 try:

@@ -68,9 +68,10 @@ def classify(stats, min_retention_rate=0.0, threads=None, held=None):
     its own, halt polling say, the rates are evidence and rank as usual.)
     """
     # This runs for every vCPU every period, so it is written for speed
-    # (doc/benchmarks/agent_tick.rst): each vCPU's figures are gathered by
-    # map (a loop in C), _over_share and compute_share are inlined in
-    # _over, and only the vCPUs that may be I/O-bound are ranked.
+    # (doc/benchmarks/agent_tick.rst): _over_share and compute_share are
+    # inlined in _over, which the held roles and the ranking share, and
+    # only the vCPUs that may be I/O-bound are ranked. (The engine runs
+    # this in C where _step was built: engine._loop.)
     cpu_role = model.Role.CPU
     refs = list(stats)
     sts = list(stats.values())
