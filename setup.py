@@ -119,6 +119,7 @@ setuptools.setup(
         setuptools.Extension(
             'vsmtio_agent.policy._monitor',
             sources=['vsmtio_agent/policy/_monitor.c'],
+            depends=['vsmtio_agent/policy/_dicts.h'],
             extra_compile_args=['-Wall', '-Wextra', '-Werror=implicit'],
             optional=True),
         # The policy step's per-vCPU loops in C (vsmtio_agent/policy/
@@ -127,6 +128,7 @@ setuptools.setup(
         setuptools.Extension(
             'vsmtio_agent.policy._step',
             sources=['vsmtio_agent/policy/_step.c'],
+            depends=['vsmtio_agent/policy/_dicts.h'],
             extra_compile_args=['-Wall', '-Wextra', '-Werror=implicit'],
             optional=True),
     ])

@@ -43,6 +43,8 @@
 #include <Python.h>
 #include <math.h>
 
+#include "_dicts.h"     /* NEXT, GET, SET, NEW_DICT: by known hash */
+
 #define N_FIELDS 15         /* VcpuCounters */
 #define EXACT (1LL << 53)   /* every int up to this is a double exactly */
 #define NS_PER_S 1e9        /* monitor.NS_PER_S */
@@ -407,7 +409,9 @@ derive(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *cur_vcpus, *threshold, *stats, *todo = NULL, *ref, *now,
              *before, *st;
     long long t;
-    Py_ssize_t pos = 0;
+    Py_ssize_t pos = 0, prev_pos = 0;
+    Py_hash_t hash = -1, prev_hash = -1;
+    PyObject *prev_ref;
     int rc;
 
     (void)self;
@@ -449,13 +453,22 @@ derive(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (c.last_get == NULL)
             return NULL;
     }
-    stats = PyDict_New();
+    stats = NEW_DICT(PyDict_GET_SIZE(cur_vcpus));
     if (stats == NULL) {
         Py_XDECREF(c.last_get);
         return NULL;
     }
-    while (PyDict_Next(cur_vcpus, &pos, &ref, &now)) {
-        before = PyDict_GetItemWithError(c.prev_vcpus, ref);
+    /* Each ref hashed once: its hash taken from cur_vcpus, which the
+     * stats dict, sized once, keeps its order. The snapshot before is
+     * walked alongside: where it holds the same domains as this one, in
+     * the same order, with the same ref objects (the driver keeps them),
+     * its next entry is this ref's and no look-up is made. */
+    while (NEXT(cur_vcpus, &pos, &ref, &now, &hash)) {
+        if (NEXT(c.prev_vcpus, &prev_pos, &prev_ref, &before, &prev_hash)
+                && prev_ref == ref)
+            ;
+        else
+            before = GET(c.prev_vcpus, ref, hash);
         if (before == NULL) {
             if (PyErr_Occurred())
                 goto error;
@@ -477,7 +490,7 @@ derive(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             else
                 st = Py_NewRef(Py_None);    /* keeps the ref's place */
         }
-        if (rc != ERROR && PyDict_SetItem(stats, ref, st) < 0)
+        if (rc != ERROR && SET(stats, ref, st, hash) < 0)
             rc = ERROR;
         Py_XDECREF(st);
         Py_DECREF(before);

@@ -196,6 +196,13 @@ def cases(draw, mode='any'):
             prev[ref] = before
         if where != 'prev':
             cur[ref] = after
+    # the snapshot before in another order, or keyed by equal refs that are
+    # other objects (C walks the two snapshots together where they agree)
+    how = draw(st.sampled_from(['same', 'same', 'shuffled', 'copies']))
+    if how == 'shuffled':
+        prev = dict(draw(st.permutations(list(prev.items()))))
+    elif how == 'copies':
+        prev = {model.VcpuRef(*ref): c for ref, c in prev.items()}
     last = None
     if draw(st.booleans()):
         last = {}
