@@ -252,7 +252,13 @@ def hold(state):
 
     Used while something else owns the periods (the guard's probes): the
     next step starts Algorithm 1's loop afresh at the desired timeout.
+    A state held already is returned as it is (it runs every period the
+    guard keeps retention out of force).
     """
+    if (state.effective_ns == state.desired_ns
+            and state.phase is Phase.BASE_UP and state.baseline == ()
+            and state.samples == () and state.classes == ()):
+        return state
     return LtcrState(state.desired_ns, state.desired_ns, Phase.BASE_UP,
                      anchor_ns=state.anchor_ns)
 

@@ -1,3 +1,4 @@
+import dataclasses
 import random
 
 import testtools
@@ -185,6 +186,23 @@ class TestThroughputMeasure(testtools.TestCase):
         self.assertEqual((300 * US, 300 * US, ltcr.Phase.BASE_UP, ()),
                          (held.desired_ns, held.effective_ns, held.phase,
                           held.baseline))
+
+    def test_hold_keeps_a_held_state(self):
+        state = ltcr.LtcrState(300 * US, 330 * US, ltcr.Phase.TRY_UP,
+                               (('x', 1),), anchor_ns=300 * US,
+                               samples=((True, 1.0),), classes=(('a',),))
+        held = ltcr.hold(state)
+        self.assertEqual(ltcr.LtcrState(300 * US, 300 * US,
+                                        ltcr.Phase.BASE_UP,
+                                        anchor_ns=300 * US), held)
+        self.assertIs(held, ltcr.hold(held))
+        # a state one field away from held is held anew
+        for change in ({'effective_ns': 310 * US},
+                       {'phase': ltcr.Phase.BASE_DOWN},
+                       {'baseline': (('x', 1),)}, {'samples': ((True, 1.0),)},
+                       {'classes': (('a',),)}):
+            other = dataclasses.replace(held, **change)
+            self.assertEqual(held, ltcr.hold(other))
 
 
 class TestNoUnjudgeableTrials(testtools.TestCase):
