@@ -458,11 +458,12 @@ derive(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_XDECREF(c.last_get);
         return NULL;
     }
-    /* Each ref hashed once: its hash taken from cur_vcpus, which the
-     * stats dict, sized once, keeps its order. The snapshot before is
-     * walked alongside: where it holds the same domains as this one, in
-     * the same order, with the same ref objects (the driver keeps them),
-     * its next entry is this ref's and no look-up is made. */
+    /* Each ref is hashed once: cur_vcpus gives its hash, with which it
+     * is looked up and stored (in the stats dict, sized once, in
+     * cur_vcpus' order). The snapshot before is walked alongside: where
+     * it holds the same domains as this one, in the same order, with the
+     * same ref objects (the driver keeps them), its next entry is this
+     * ref's and no look-up is made. */
     while (NEXT(cur_vcpus, &pos, &ref, &now, &hash)) {
         if (NEXT(c.prev_vcpus, &prev_pos, &prev_ref, &before, &prev_hash)
                 && prev_ref == ref)
