@@ -7,7 +7,7 @@ agent writes at most :data:`KEYS`:
 
 ``vsmtio:measured_class``
     ``io`` or ``cpu`` with an HMAC signature
-    (:func:`vsmtio_nova.workload.sign_measured`): server metadata is
+    (:func:`vsmtio_contract.workload.sign_measured`): server metadata is
     writable by the instance's owner, so nova-compute trusts only a value
     signed with the secret it shares with the agents. Published only when
     ``measured_class_secret`` is set.
@@ -40,7 +40,7 @@ from oslo_log import log as logging
 
 from vsmtio_agent.conf import publish as conf_publish
 from vsmtio_agent import model
-from vsmtio_nova import workload
+from vsmtio_contract import workload
 
 LOG = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ fails with NoValidHost instead of booting without what it asked for.
 
 from oslo_utils import strutils
 
-from vsmtio_agent.linux import kernel_knobs
+from vsmtio_contract import kernel_abi
 from vsmtio_nova import extra_specs
 
 TRAIT = 'CUSTOM_VSMTIO_CONTEXT_RETENTION'
@@ -24,7 +24,7 @@ def host_can_retain(virt_type, sysfs_root):
     if virt_type != 'kvm':
         return False, ('[libvirt] virt_type is %s: only KVM lets a guest '
                        'MWAIT' % virt_type)
-    version, why = kernel_knobs.patched_abi(sysfs_root)
+    version, why = kernel_abi.patched_abi(sysfs_root)
     return version is not None, why
 
 

@@ -2,7 +2,7 @@
 
 from oslo_config import cfg
 
-from vsmtio_nova import io_reservation
+from vsmtio_nova import io_inventory
 
 vsmtio_group = cfg.OptGroup(
     'vsmtio',
@@ -85,11 +85,11 @@ vsmtio_opts = [
 def register_opts(conf):
     conf.register_group(vsmtio_group)
     conf.register_opts(vsmtio_opts, group=vsmtio_group)
-    conf.register_opts(io_reservation.capacity_opts, group=vsmtio_group)
+    conf.register_opts(io_inventory.capacity_opts, group=vsmtio_group)
 
 
 def list_opts():
-    return [(vsmtio_group, vsmtio_opts + io_reservation.capacity_opts)]
+    return [(vsmtio_group, vsmtio_opts + io_inventory.capacity_opts)]
 
 
 register_opts(cfg.CONF)

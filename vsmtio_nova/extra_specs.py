@@ -7,9 +7,9 @@ key in the ``vsmtio`` namespace, with HTTP 400.
 
 from nova.api.validation.extra_specs import base
 
+from vsmtio_contract import io_reservation
+from vsmtio_contract import workload
 from vsmtio_nova import balloon
-from vsmtio_nova import io_reservation
-from vsmtio_nova import workload
 
 EXTRA_SPEC_CONTEXT_RETENTION = 'vsmtio:context_retention'
 
@@ -43,7 +43,7 @@ EXTRA_SPEC_VALIDATORS = [
             'description': 'Whether to allow context retention.',
         },
     ),
-    # -- I/O reservations (MIST); see vsmtio_nova.io_reservation ----------
+    # -- I/O reservations (MIST); see vsmtio_contract.io_reservation ----------
     base.ExtraSpecValidator(
         name=io_reservation.EXTRA_SPEC_IOPS,
         description=(

@@ -10,6 +10,7 @@ import contextlib
 
 from vsmtio_agent.actuators import base
 from vsmtio_agent.linux import kernel_knobs
+from vsmtio_contract import kernel_abi
 
 KIND = 'knobs'
 
@@ -28,7 +29,7 @@ class KernelKnob(base.Actuator):
     kind = KIND
 
     def __init__(self, record, sysfs_root,
-                 text_knobs=(kernel_knobs.RASS_IO_CPUS,)):
+                 text_knobs=(kernel_abi.RASS_IO_CPUS,)):
         super().__init__(record)
         self.root = sysfs_root
         self.text_knobs = frozenset(text_knobs)

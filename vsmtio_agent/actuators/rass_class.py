@@ -10,6 +10,7 @@ there is nothing to restore.
 from vsmtio_agent.actuators import base
 from vsmtio_agent.actuators import kernel_knob
 from vsmtio_agent.linux import kernel_knobs
+from vsmtio_contract import kernel_abi
 
 KIND = 'rass'
 
@@ -29,7 +30,7 @@ class RassClass(base.Actuator):
         if where is None:
             raise base.ActuatorError('vCPU %s has no thread' % key)
         return kernel_knobs.TextKnob(
-            self.root, '%d/task/%d/%s' % (where + (kernel_knobs.SCHED_RASS,)))
+            self.root, '%d/task/%d/%s' % (where + (kernel_abi.SCHED_RASS,)))
 
     def read(self, key):
         with kernel_knob.translated():

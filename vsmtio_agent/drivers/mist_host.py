@@ -6,7 +6,7 @@ The libvirt driver hands this class two jobs:
   cumulative block I/O (libvirt block statistics, summed over its disks)
   and the reservation its flavor holds, read from the nova metadata nova
   writes into the domain XML (``<nova:extraSpecs>``) and capped at what
-  placement admitted (:func:`vsmtio_nova.io_reservation.honoured`);
+  placement admitted (:func:`vsmtio_contract.io_reservation.honoured`);
 * **protect** (:meth:`MistHost.apply`) the domains in the policy's
   protection set, and release the others, through actuators that record
   every original before they change it (``vsmtio_agent.actuators``):
@@ -41,7 +41,7 @@ from vsmtio_agent.actuators import rt
 from vsmtio_agent.linux import topology
 from vsmtio_agent import model
 from vsmtio_agent.policy import mist
-from vsmtio_nova import io_reservation
+from vsmtio_contract import io_reservation
 
 LOG = logging.getLogger(__name__)
 

@@ -1,5 +1,8 @@
 """Writable kernel files: KVM's and the patched kernel's knobs.
 
+The patched kernel's paths are its ABI, named in
+:mod:`vsmtio_contract.kernel_abi`.
+
 The retention timeout (the patched kernel's, or KVM's halt polling), the
 patched kernel's ``rass_io_cpus`` under sysfs and each thread's
 ``sched_rass`` under procfs. A knob is one file holding one integer (or,
@@ -18,34 +21,6 @@ LOG = logging.getLogger(__name__)
 # Stock KVM: how long a halted vCPU polls before it sleeps, in ns. The
 # closest stock analogue of the paper's context-retention timeout.
 HALT_POLL_NS = 'module/kvm/parameters/halt_poll_ns'
-
-# The patched kernel (host_kernel_patches/ABI.rst, ABI version 1): its
-# presence and version, and the host-wide context-retention timeout (ns,
-# 0..10000000).
-ABI_VERSION = 'kernel/vsmtio/abi_version'
-KNOWN_ABI_VERSIONS = (1,)
-RETENTION_TIMEOUT_NS = 'module/kvm/parameters/ctx_retention_timeout_ns'
-RETENTION_TIMEOUT_MAX_NS = 10000000
-# RASS in the patched scheduler: each core's I/O hyperthread (a cpulist),
-# and each thread's class (none|io|cpu) under /proc/<pid>/task/<tid>/.
-RASS_IO_CPUS = 'kernel/vsmtio/rass_io_cpus'
-SCHED_RASS = 'sched_rass'
-
-
-def patched_abi(sysfs_root):
-    """(version, why): the vsmtio kernel ABI version, or None and why."""
-    knob = Knob(sysfs_root, ABI_VERSION)
-    if not knob.exists():
-        return None, 'no vSMT-IO kernel ABI (%s absent)' % knob.path
-    try:
-        version = knob.read()
-    except KnobError as exc:
-        return None, str(exc)
-    if version not in KNOWN_ABI_VERSIONS:
-        return None, ('vSMT-IO kernel ABI version %d is not one this agent '
-                      'knows (%s)' % (version, KNOWN_ABI_VERSIONS))
-    return version, ('vSMT-IO kernel ABI version %d at %s'
-                     % (version, knob.path))
 
 
 class KnobError(Exception):

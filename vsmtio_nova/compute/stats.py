@@ -34,9 +34,9 @@ from oslo_log import log as logging
 from nova.compute import resource_tracker
 from nova.compute import stats as compute_stats
 
+from vsmtio_contract import workload
 from vsmtio_nova import conf as vsmtio_conf  # noqa: F401 (registers [vsmtio])
 from vsmtio_nova.scheduler import mix
-from vsmtio_nova import workload
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -50,7 +50,7 @@ def classify(instance, secret):
     """``(WorkloadClass, vcpus)`` the host counts an instance with.
 
     The flavor's declared class; for an ``auto`` flavor the class the agent
-    measured, when :data:`~vsmtio_nova.workload.MEASURED_CLASS_KEY` carries
+    measured, when :data:`~vsmtio_contract.workload.MEASURED_CLASS_KEY` carries
     a value signed with ``secret`` for this instance (server metadata is
     writable by the instance's owner: an unsigned or forged value is
     ignored). The metadata is read only for ``auto`` flavors and only with

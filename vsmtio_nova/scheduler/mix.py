@@ -9,7 +9,7 @@ trusted measurement exists (see :mod:`vsmtio_nova.compute.stats`), else not.
 
 import typing
 
-from vsmtio_nova import workload
+from vsmtio_contract import workload
 
 
 #: Classified vCPUs a host's squared imbalance is spread over beyond its

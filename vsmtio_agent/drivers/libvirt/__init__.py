@@ -42,9 +42,9 @@ from vsmtio_agent.drivers.libvirt import planning
 from vsmtio_agent.drivers.libvirt import recovery
 from vsmtio_agent.drivers.libvirt import sampling
 from vsmtio_agent.drivers import mist_host
-from vsmtio_agent.linux import kernel_knobs
 from vsmtio_agent.linux import taskiter
 from vsmtio_agent.linux import topology as topology_mod
+from vsmtio_contract import kernel_abi
 
 _PATCHED_STATS = sampling.PATCHED_STATS
 
@@ -59,7 +59,7 @@ class LibvirtHostDriver(base.HostDriver):
         self.uri = opts.libvirt_uri
         self._wake = threading.Event()
         self._topology = None
-        self.abi_version, self._abi_why = kernel_knobs.patched_abi(
+        self.abi_version, self._abi_why = kernel_abi.patched_abi(
             opts.sysfs_root)
         self.checkpoint = checkpoint_mod.Checkpoint(
             opts.checkpoint_path, checkpoint_mod.boot_id(opts.procfs_root))

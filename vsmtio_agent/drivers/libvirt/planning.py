@@ -21,6 +21,7 @@ from vsmtio_agent.actuators import shares as shares_mod
 from vsmtio_agent.linux import kernel_knobs
 from vsmtio_agent.linux import topology as topology_mod
 from vsmtio_agent import model
+from vsmtio_contract import kernel_abi
 
 LOG = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ class RetentionTimeout:
 
     def __init__(self, sysfs_root, patched):
         self.patched = patched
-        self.relpath = (kernel_knobs.RETENTION_TIMEOUT_NS if patched
+        self.relpath = (kernel_abi.RETENTION_TIMEOUT_NS if patched
                         else kernel_knobs.HALT_POLL_NS)
         self.root = sysfs_root
         self.probed = None      # (knob or None, why) once an apply probed
@@ -123,7 +124,7 @@ class RetentionTimeout:
             return None
         value = int(timeout_ns)
         if self.patched:
-            value = min(value, kernel_knobs.RETENTION_TIMEOUT_MAX_NS)
+            value = min(value, kernel_abi.RETENTION_TIMEOUT_MAX_NS)
         if value == self.applied:
             log.same()
             return None
@@ -250,7 +251,7 @@ class Planner:
         """
         if self.io_cpus_done:
             return []
-        key = kernel_knobs.RASS_IO_CPUS
+        key = kernel_abi.RASS_IO_CPUS
         want = topology_mod.format_cpu_list(
             c.io_thread for c in self.topology().cores
             if len(c.threads) > 1)

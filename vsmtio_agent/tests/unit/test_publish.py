@@ -19,7 +19,7 @@ from vsmtio_agent.conf import publish as conf_publish
 from vsmtio_agent import model
 from vsmtio_agent import publish
 from vsmtio_agent.tests.unit.policy import helpers
-from vsmtio_nova import workload
+from vsmtio_contract import workload
 
 SECRET = 'test-secret'
 NOW = datetime.datetime(2026, 1, 2, 3, 4, 5,

@@ -16,14 +16,15 @@ from nova.tests.functional.api import client
 from nova.tests.functional import integrated_helpers
 from nova.virt import fake
 
+from vsmtio_contract import io_reservation
 from vsmtio_nova import conf  # noqa: F401 (registers [vsmtio] for flags)
-from vsmtio_nova import io_reservation
+from vsmtio_nova import io_inventory
 from vsmtio_nova.tests.functional import test_workload_mix
 
 RC = io_reservation.RC_IOPS
 
 
-class ReservedIoFakeDriver(io_reservation.ReservedIoInventory,
+class ReservedIoFakeDriver(io_inventory.ReservedIoInventory,
                            fake.MediumFakeDriver):
     """nova's fake driver reporting reserved-I/O inventory like ours."""
 

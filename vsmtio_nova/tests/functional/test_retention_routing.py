@@ -15,7 +15,7 @@ import fixtures
 from nova.tests.functional import integrated_helpers
 from nova.virt import fake
 
-from vsmtio_agent.linux import kernel_knobs
+from vsmtio_contract import kernel_abi
 from vsmtio_nova import capability
 from vsmtio_nova.deploy import nova_conf
 from vsmtio_nova import extra_specs
@@ -58,7 +58,7 @@ class RetentionRoutingTest(integrated_helpers._IntegratedTestBase):
         root = self.useFixture(fixtures.TempDir()).path
         if abi_version is not None:
             os.makedirs(os.path.join(root, 'kernel', 'vsmtio'))
-            with open(os.path.join(root, kernel_knobs.ABI_VERSION), 'w') as f:
+            with open(os.path.join(root, kernel_abi.ABI_VERSION), 'w') as f:
                 f.write(abi_version)
         return root
 

@@ -16,9 +16,9 @@ from nova.scheduler import weights as nova_weights
 from nova.tests.functional.api import client
 from nova.tests.functional import integrated_helpers
 
+from vsmtio_contract import workload
 from vsmtio_nova.compute import stats as mix_stats
 from vsmtio_nova import conf  # noqa: F401 (registers [vsmtio] for flags)
-from vsmtio_nova import workload
 
 HOSTS = ('host1', 'host2', 'host3')
 FILTER = 'vsmtio_nova.scheduler.filters.WorkloadMixFilter'

@@ -5,7 +5,7 @@ from oslo_utils import uuidutils
 from nova import objects
 from nova.tests.unit.scheduler import fakes
 
-from vsmtio_nova import workload
+from vsmtio_contract import workload
 
 
 def flavor(cls=None, vcpus=2, name=None):

@@ -9,9 +9,9 @@ from nova.compute import vm_states
 from nova import objects
 from nova import test
 
+from vsmtio_contract import workload
 from vsmtio_nova.compute import stats
 from vsmtio_nova.tests.unit import base
-from vsmtio_nova import workload
 
 SECRET = 'agents-and-computes-only'
 

@@ -4,8 +4,9 @@ from nova.compute import provider_tree
 import nova.conf
 from nova import test
 
+from vsmtio_contract import io_reservation as io_res
 from vsmtio_nova import conf  # noqa: F401 (registers [vsmtio] for flags)
-from vsmtio_nova import io_reservation as io_res
+from vsmtio_nova import io_inventory
 
 CONF = nova.conf.CONF
 MIB = 1024 * 1024
@@ -53,7 +54,7 @@ class InventoryTest(test.NoDBTestCase):
     def test_capacity_becomes_inventory_beside_nova_s(self):
         self.flags(io_reservation_capacity_iops=1000, group='vsmtio')
         tree = self.tree()
-        io_res.update_inventory(tree, 'node', CONF)
+        io_inventory.update_inventory(tree, 'node', CONF)
         inv = tree.data('node').inventory
         self.assertEqual(8, inv['VCPU']['total'])
         self.assertEqual({'total': 1000, 'reserved': 0, 'min_unit': 1,
@@ -64,10 +65,10 @@ class InventoryTest(test.NoDBTestCase):
     def test_capacity_zero_removes_the_inventory(self):
         tree = self.tree()
         self.flags(io_reservation_capacity_mib_per_s=300, group='vsmtio')
-        io_res.update_inventory(tree, 'node', CONF)
+        io_inventory.update_inventory(tree, 'node', CONF)
         self.assertIn(io_res.RC_MIB_PER_S, tree.data('node').inventory)
         self.flags(io_reservation_capacity_mib_per_s=0, group='vsmtio')
-        io_res.update_inventory(tree, 'node', CONF)
+        io_inventory.update_inventory(tree, 'node', CONF)
         self.assertNotIn(io_res.RC_MIB_PER_S, tree.data('node').inventory)
         self.assertIn('VCPU', tree.data('node').inventory)
 

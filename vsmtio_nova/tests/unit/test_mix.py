@@ -2,9 +2,9 @@
 
 import testtools
 
+from vsmtio_contract import workload
 from vsmtio_nova.scheduler import mix
 from vsmtio_nova.tests.unit import base
-from vsmtio_nova import workload
 
 IO = workload.WorkloadClass.IO
 CPU = workload.WorkloadClass.CPU

@@ -7,10 +7,10 @@ from nova.api.validation.extra_specs import validators
 from nova import exception
 from nova import test
 
+from vsmtio_contract import io_reservation
+from vsmtio_contract import workload
 from vsmtio_nova import conf
-from vsmtio_nova import io_reservation
 from vsmtio_nova.scheduler import settings
-from vsmtio_nova import workload
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..',
                                     '..'))

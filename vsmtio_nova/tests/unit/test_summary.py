@@ -4,13 +4,13 @@ from nova.scheduler import filters as nova_filters
 from nova.scheduler import weights as nova_weights
 from nova import test
 
+from vsmtio_contract import workload
 from vsmtio_nova.compute import stats as mix_stats
 from vsmtio_nova.scheduler import filters
 from vsmtio_nova.scheduler import hostmix
 from vsmtio_nova.scheduler import mix
 from vsmtio_nova.scheduler import weights
 from vsmtio_nova.tests.unit import base
-from vsmtio_nova import workload
 
 IO = workload.WorkloadClass.IO
 CPU = workload.WorkloadClass.CPU

@@ -9,7 +9,7 @@ from nova.api.validation.extra_specs import validators
 from nova import exception
 import testtools
 
-from vsmtio_nova import workload
+from vsmtio_contract import workload
 
 
 class TestParse(testtools.TestCase):

@@ -7,7 +7,7 @@ whose flavor or image asks for context retention lets the guest MWAIT
 (:mod:`vsmtio_nova.virt.libvirt.retention`); that of an instance whose
 flavor asks for the CPU balloon tells the guest its CPU cap
 (:mod:`vsmtio_nova.balloon`); and it reports the host's reserved-I/O
-capacity as placement inventory (:mod:`vsmtio_nova.io_reservation`).
+capacity as placement inventory (:mod:`vsmtio_nova.io_inventory`).
 A host able to give retention says so to placement
 (:mod:`vsmtio_nova.virt.traits`); a host that cannot refuses such an
 instance rather than start it without: nova then tries the request's
@@ -21,7 +21,7 @@ from nova import exception
 from nova.virt.libvirt import driver as libvirt_driver
 
 from vsmtio_nova import balloon
-from vsmtio_nova import io_reservation
+from vsmtio_nova import io_inventory
 from vsmtio_nova.virt.libvirt import balloon as balloon_xml
 from vsmtio_nova.virt.libvirt import retention
 from vsmtio_nova.virt import traits
@@ -31,12 +31,12 @@ LOG = logging.getLogger(__name__)
 
 
 class VsmtioLibvirtDriver(traits.RetentionTraitMixin,
-                          io_reservation.ReservedIoInventory,
+                          io_inventory.ReservedIoInventory,
                           libvirt_driver.LibvirtDriver):
     """LibvirtDriver whose guests may hold their hyperthread with MWAIT.
 
     It also reports the host's capacity for reserved I/O to placement
-    (:class:`~vsmtio_nova.io_reservation.ReservedIoInventory`).
+    (:class:`~vsmtio_nova.io_inventory.ReservedIoInventory`).
     """
 
     def _get_guest_xml(self, context, instance, network_info, disk_info,

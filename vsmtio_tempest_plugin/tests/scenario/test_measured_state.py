@@ -43,7 +43,7 @@ class MeasuredStateTest(base.VsmtioBaseTest):
         self.assertRegex(sig, '^[0-9a-f]{64}$')
         secret = CONF.vsmtio.measured_class_secret
         if secret:
-            from vsmtio_nova import workload
+            from vsmtio_contract import workload
             self.assertEqual(cls, workload.verify_measured(
                 secret, server['id'], meta[CLASS_KEY]).value)
         for key in KEYS - {CLASS_KEY, 'vsmtio:measured_at'}:

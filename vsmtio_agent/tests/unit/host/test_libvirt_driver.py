@@ -434,7 +434,7 @@ class TestFaults(DriverTestCase):
             self.skipTest('host_kernel_patches/abi.json is not in this tree')
         with open(path) as f:
             abi = json.load(f)
-        from vsmtio_agent.linux import kernel_knobs as k
+        from vsmtio_contract import kernel_abi as k
         self.assertIn(abi['abi_version'], k.KNOWN_ABI_VERSIONS)
         entries = {e['path']: e for e in abi['entries']}
         for rel, kind in ((k.ABI_VERSION, 'stat'),

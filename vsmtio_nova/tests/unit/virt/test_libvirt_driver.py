@@ -31,8 +31,8 @@ from nova.virt import fake
 from nova.virt.libvirt import blockinfo
 from nova.virt.libvirt import driver as libvirt_driver
 
-from vsmtio_agent.linux import kernel_knobs
 from vsmtio_agent.tests import system_user
+from vsmtio_contract import kernel_abi
 from vsmtio_nova import virt
 from vsmtio_nova.virt.libvirt import driver
 from vsmtio_nova.virt.libvirt import retention
@@ -88,7 +88,7 @@ class DomainXMLTestCase(test.NoDBTestCase):
         root = self.useFixture(fixtures.TempDir()).path
         if abi_version is not None:
             os.makedirs(os.path.join(root, 'kernel', 'vsmtio'))
-            with open(os.path.join(root, kernel_knobs.ABI_VERSION), 'w') as f:
+            with open(os.path.join(root, kernel_abi.ABI_VERSION), 'w') as f:
                 f.write(abi_version)
         return root
 

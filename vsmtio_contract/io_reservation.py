@@ -24,8 +24,6 @@ the agent reads the same names on hosts without nova.
 
 import re
 
-from oslo_config import cfg
-
 EXTRA_SPEC_IOPS = 'vsmtio:io_reservation_iops'
 EXTRA_SPEC_MIB_PER_S = 'vsmtio:io_reservation_mib_per_s'
 RC_IOPS = 'CUSTOM_VSMTIO_IO_IOPS'
@@ -35,64 +33,6 @@ PLACEMENT_MAX = 2 ** 31 - 1
 MIB = 1024 * 1024
 
 _RESOURCES = re.compile(r'^resources[a-zA-Z0-9_-]{0,64}:(?P<rc>.+)$')
-
-capacity_opts = [
-    cfg.IntOpt('io_reservation_capacity_iops',
-               default=0, min=0, max=PLACEMENT_MAX,
-               help='nova-compute: the I/O operations per second this '
-                    'host can guarantee to instances that reserve I/O '
-                    '(``vsmtio:io_reservation_iops``), reported to '
-                    'placement as the inventory of resource class '
-                    'CUSTOM_VSMTIO_IO_IOPS so that nova never admits more. '
-                    'Measure it as the worst case of the storage path '
-                    '(random read/write), as the MIST paper does. 0 '
-                    'reports no inventory: no reserving instance lands '
-                    'here. Takes effect at the next resource update '
-                    '(``[DEFAULT] update_resources_interval``).'),
-    cfg.IntOpt('io_reservation_capacity_mib_per_s',
-               default=0, min=0, max=PLACEMENT_MAX,
-               help='nova-compute: the block I/O bandwidth in MiB/s this '
-                    'host can guarantee to instances that reserve it '
-                    '(``vsmtio:io_reservation_mib_per_s``), reported as '
-                    'the inventory of CUSTOM_VSMTIO_IO_MIB_PER_S. 0 '
-                    'reports none.'),
-]
-
-
-def inventory(conf):
-    """The placement inventory records for the configured capacities."""
-    out = {}
-    for rc, total in ((RC_IOPS, conf.vsmtio.io_reservation_capacity_iops),
-                      (RC_MIB_PER_S,
-                       conf.vsmtio.io_reservation_capacity_mib_per_s)):
-        if total:
-            out[rc] = {'total': total, 'reserved': 0, 'min_unit': 1,
-                       'max_unit': total, 'step_size': 1,
-                       'allocation_ratio': 1.0}
-    return out
-
-
-def update_inventory(provider_tree, nodename, conf):
-    """Put the reserved-I/O inventory on the compute node's provider.
-
-    A capacity set to 0 removes its inventory (placement refuses that
-    while instances hold allocations of it, and nova-compute logs it).
-    """
-    current = dict(provider_tree.data(nodename).inventory)
-    for rc in (RC_IOPS, RC_MIB_PER_S):
-        current.pop(rc, None)
-    current.update(inventory(conf))
-    provider_tree.update_inventory(nodename, current)
-
-
-class ReservedIoInventory(object):
-    """Mixin for a nova virt driver: report the reserved-I/O inventory."""
-
-    def update_provider_tree(self, provider_tree, nodename,
-                             allocations=None):
-        super().update_provider_tree(provider_tree, nodename,
-                                     allocations=allocations)
-        update_inventory(provider_tree, nodename, cfg.CONF)
 
 
 def _int(value):

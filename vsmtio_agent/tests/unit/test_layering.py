@@ -1,0 +1,59 @@
+"""The packages' layering, read from their imports.
+
+The agent and the nova plugin share only ``vsmtio_contract``; the contract
+imports neither (nor nova, so a host without nova can use it); the
+simulated host models hardware and kernels, never the agent's policy.
+Tests are left out: a test may drive one side from the other.
+"""
+
+import ast
+import os
+
+import testtools
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+
+
+def _imports(package):
+    """{module path: set of imported module names} of a package's code."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(os.path.join(TOP, package)):
+        dirnames[:] = [d for d in dirnames if d != 'tests']
+        for name in filenames:
+            if not name.endswith('.py'):
+                continue
+            path = os.path.join(dirpath, name)
+            with open(path) as f:
+                tree = ast.parse(f.read(), path)
+            names = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    names.update(a.name for a in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names.add(node.module)
+                    names.update('%s.%s' % (node.module, a.name)
+                                 for a in node.names)
+            out[os.path.relpath(path, TOP)] = names
+    return out
+
+
+def _offenders(package, forbidden):
+    return sorted('%s imports %s' % (path, name)
+                  for path, names in _imports(package).items()
+                  for name in names
+                  if any(name == f or name.startswith(f + '.')
+                         for f in forbidden))
+
+
+class LayeringTest(testtools.TestCase):
+
+    def test_agent_does_not_import_the_nova_plugin(self):
+        self.assertEqual([], _offenders('vsmtio_agent', ['vsmtio_nova']))
+
+    def test_nova_plugin_does_not_import_the_agent(self):
+        self.assertEqual([], _offenders('vsmtio_nova', ['vsmtio_agent']))
+
+    def test_contract_imports_neither_side_nor_nova(self):
+        self.assertEqual([], _offenders(
+            'vsmtio_contract', ['vsmtio_agent', 'vsmtio_nova', 'nova']))

@@ -1,0 +1,9 @@
+"""The contract between the vsmtio agent and the nova plugin.
+
+What both sides must agree on lives here and only here: the workload
+classes and the signed measured class (:mod:`.workload`), the I/O
+reservation's flavor keys and placement resource classes
+(:mod:`.io_reservation`), and the patched kernel's ABI probe
+(:mod:`.kernel_abi`). Neither ``vsmtio_agent`` nor ``vsmtio_nova`` imports
+the other; both import this package, which imports neither (nor nova).
+"""
