@@ -171,12 +171,15 @@ class DomainCounters:
     """One domain's cumulative block I/O and its reservation (MIST).
 
     ``io_requests`` (reads plus writes) and ``io_bytes`` are summed over
-    its disks; ``None`` where the host has no block statistics.
+    its disks; ``io_busy_ns`` is the summed time its requests spent in
+    flight (reads, writes and flushes), from which the demand it shows
+    follows; ``None`` where the host has no block statistics.
     """
 
     io_requests: Optional[int] = None
     io_bytes: Optional[int] = None
     reservation: Reservation = Reservation()
+    io_busy_ns: Optional[int] = None
 
 
 @dataclasses.dataclass(frozen=True)

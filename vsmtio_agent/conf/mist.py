@@ -39,6 +39,20 @@ detection_opts = [
                       'threshold of the MIST paper. A VM switching fewer '
                       'than ``idle_switch_threshold`` times a second has '
                       'no I_cpu and never counts.'),
+    cfg.FloatOpt('mist_min_queue_depth',
+                 default=0.05, min=0.001, max=1000.0,
+                 help='The I/O demand a reserved VM must show before it '
+                      'counts as short of its reservation: the mean '
+                      'number of its block requests in flight over a '
+                      'period (their summed service time over the '
+                      'period). A VM trying to do I/O keeps at least one '
+                      'request in flight most of the time, however badly '
+                      'it is served; a VM that only computes, or logs now '
+                      'and then, stays orders of magnitude below the '
+                      'default. Without this evidence (or where the host '
+                      'has no request times) the VM is never protected, '
+                      'so a reservation alone cannot make a computing VM '
+                      'real-time.'),
     cfg.IntOpt('mist_act_periods',
                default=3, min=1, max=1000,
                help='Consecutive periods a reserved VM must be both below '

@@ -17,15 +17,15 @@ RES = model.Reservation(iops=100)
 P = mist.Params(threshold=0.05, act_periods=3, clear_periods=4,
                 max_clear_periods=16, idle_switch_threshold=10.0)
 
+# a VM trying to do I/O: one request in flight on average
 HOLD = mist.VmPeriod(i_cpu=0.5, iops=40.0, bytes_per_s=None,
-                     reservation=RES)
-# each way the two conditions can fail to hold together
-CALM = [
-    mist.VmPeriod(i_cpu=0.01, iops=40.0, bytes_per_s=None, reservation=RES),
-    mist.VmPeriod(i_cpu=0.5, iops=150.0, bytes_per_s=None, reservation=RES),
-    mist.VmPeriod(i_cpu=None, iops=40.0, bytes_per_s=None, reservation=RES),
-    mist.VmPeriod(i_cpu=0.5, iops=None, bytes_per_s=None, reservation=RES),
-]
+                     reservation=RES, queue_depth=1.0)
+# each way the conditions can fail to hold together
+CALM = [dataclasses.replace(HOLD, **change) for change in (
+    {'i_cpu': 0.01}, {'iops': 150.0}, {'i_cpu': None}, {'iops': None},
+    # no evidence of demand: a reserved VM that computes (issue 31)
+    {'queue_depth': 0.0, 'iops': 0.0}, {'queue_depth': 0.01},
+    {'queue_depth': None})]
 
 
 def vcpu(vol, invol, period_ns=10 ** 9):
@@ -78,6 +78,47 @@ class TestICpu(testtools.TestCase):
         cur = model.Snapshot(10 ** 9, {}, {
             'a': model.DomainCounters(10, 0, RES)})
         self.assertIsNone(mist.observe(prev, cur, {}, 1.0)['a'].iops)
+
+
+class TestDemand(testtools.TestCase):
+    """A reservation alone never protects: the VM must be asking for I/O."""
+
+    def test_a_reserved_vm_that_only_computes_is_never_protected(self):
+        # preempted often (high I_cpu) and serving nothing: short of its
+        # reservation by every count, yet it asks for no I/O
+        computing = dataclasses.replace(HOLD, iops=0.0, queue_depth=0.0)
+        flags, _ = run(P, [computing] * 50)
+        self.assertEqual([False] * 50, flags)
+        _, verdicts = mist.step(P, {}, {'vm': computing})
+        self.assertIn('no I/O demand', verdicts['vm'].reason)
+
+    def test_unmeasured_demand_is_no_evidence(self):
+        flags, states = run(P, [dataclasses.replace(HOLD, queue_depth=None)]
+                            * 10)
+        self.assertEqual([False] * 10, flags)
+
+    def test_a_starved_vm_with_requests_in_flight_is_protected(self):
+        # served almost nothing, yet its requests wait: demand is shown
+        starved = dataclasses.replace(HOLD, iops=1.0, queue_depth=4.0)
+        flags, _ = run(P, [starved] * 3)
+        self.assertEqual([False, False, True], flags)
+
+    def test_observe_derives_the_mean_requests_in_flight(self):
+        reserved = model.Reservation(iops=500)
+        prev = model.Snapshot(time_ns=0, vcpus={}, domains={
+            'a': model.DomainCounters(io_requests=0, io_bytes=0,
+                                      io_busy_ns=0, reservation=reserved)})
+        cur = model.Snapshot(time_ns=2 * 10 ** 9, vcpus={}, domains={
+            'a': model.DomainCounters(io_requests=10, io_bytes=0,
+                                      io_busy_ns=3 * 10 ** 9,
+                                      reservation=reserved)})
+        self.assertAlmostEqual(1.5, mist.observe(prev, cur, {}, 1.0)
+                               ['a'].queue_depth)
+
+    def test_params_refuse_a_non_positive_depth(self):
+        self.assertRaises(ValueError, mist.Params, min_queue_depth=0)
+        self.assertRaises(ValueError, mist.Params,
+                          min_queue_depth=float('nan'))
 
 
 class TestShortfall(testtools.TestCase):
