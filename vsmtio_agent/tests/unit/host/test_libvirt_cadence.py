@@ -212,7 +212,7 @@ class TestThreadCountersFirst(base.DriverTestCase):
         # a vCPU whose thread was not found: libvirt's figures
         os.rename(os.path.join(qemu.root, str(qemu.pid)),
                   os.path.join(qemu.root, 'gone'))
-        drv.sampler.reader.close()
+        drv.sampler.source.close()
         snap = drv.sampler.sample()
         c = snap.vcpus[model.VcpuRef(dom.uuid, 0)]
         self.assertEqual((30000000, 7), (c.run_ns, c.runqueue_delay_ns))
@@ -264,7 +264,7 @@ class TestKvmStatisticsFromLibvirt(base.DriverTestCase):
             return out
         self.useFixture(fixtures.MonkeyPatch(
             'libvirt.virConnect.getAllDomainStats', with_kvm_stats))
-        drv = self.driver(thread_reader='procfs')
+        drv = self.driver(vcpu_source='procfs')
         drv.sampler.patched = patched
         drv.sample()
         drv.sampler.domains.get(dom.uuid).kvm = True

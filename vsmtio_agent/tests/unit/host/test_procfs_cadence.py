@@ -2,8 +2,8 @@
 
 Each vCPU thread's switch counts and last CPU are read every ``every``
 periods (``[vsmtio_agent] switch_read_periods``); ``schedstat`` every
-period. What must hold: both readers (C and Python) agree on what is due
-and what is carried; a due reading is always exact; a carried one says when
+period. What must hold: the reader reads what is due and carries the
+rest; a due reading is always exact; a carried one says when
 it was read; and a consumer (``monitor.derive``, then MIST's per-VM I_cpu)
 counts every switch once, over the time its two readings really span, on
 real threads whose switches the test makes happen between periods.
@@ -103,7 +103,7 @@ class Workers(object):
 
 
 class TestDueAndStale(testtools.TestCase):
-    """read_thread's ``due`` and read_threads' cadence, in C and Python."""
+    """read_thread's ``due``: what the slow cadence reads and carries."""
 
     def test_a_thread_not_due_carries_its_last_counts_marked_stale(self):
         named = self.useFixture(test_procfs.NamedThreads(1))
@@ -129,34 +129,6 @@ class TestDueAndStale(testtools.TestCase):
             self.assertEqual(first[:6] + (procfs.BAD_STATUS | STALE,),
                              read(fds, bad, 0, False), name)
 
-    def test_read_threads_reads_one_in_every(self):
-        named = self.useFixture(test_procfs.NamedThreads(4))
-        fds = [readers_test.open_thread(t) for t in named.tids.values()]
-        for f in fds:
-            self.addCleanup(readers_test.close_all, f)
-        for tid in named.tids.values():
-            readers_test.wait_asleep(tid)
-        bulk = [('python', procread._read_threads)]
-        if readers_test.NATIVE is not None:
-            bulk.append(('c', readers_test.NATIVE.read_threads))
-        for (name, one), (_, many) in zip(readers_test.readers(), bulk):
-            first = [one(f, None, 0) for f in fds]
-            # every item "moved" (run time one less): only due ones read
-            moved = [(r[0] - 1,) + r[1:3] + (-7, -8, -9) + r[6:]
-                     for r in first]
-            got = many([(f, m, 0) for f, m in zip(fds, moved)], 3, 2)
-            for i, (r, g) in enumerate(zip(first, got)):
-                if (2 + i) % 3 == 0:
-                    self.assertEqual(r, g, (name, i))
-                else:
-                    self.assertEqual(r[:3] + (-7, -8, -9, STALE), g,
-                                     (name, i))
-            # every=1 is every item due, as without the arguments
-            self.assertEqual(first, many([(f, m, 0) for f, m
-                                          in zip(fds, moved)], 1, 5), name)
-            self.assertRaises(ValueError, many, [], 0, 0)
-            self.assertRaises(ValueError, many, [], 2, -1)
-
 
 class TestConsumerWindows(testtools.TestCase):
     """ThreadReader -> derive -> MIST over many periods, on real threads."""
@@ -177,9 +149,9 @@ class TestConsumerWindows(testtools.TestCase):
                 readers_test.close_all(fds)
         return got, truth
 
-    def _check(self, native):
+    def test_windows_tile_the_time_and_count_every_switch(self):
         workers = Workers(self, self.N)
-        reader = procfs.ThreadReader(native=native)
+        reader = procfs.ThreadReader()
         self.addCleanup(reader.close)
         refs = [model.VcpuRef('vm', i) for i in range(self.N)]
         periods = 10
@@ -288,14 +260,6 @@ class TestConsumerWindows(testtools.TestCase):
         self.assertAlmostEqual(
             monitor.interference_ratio(vol, invol, 0.1, 10.0),
             mist.vm_i_cpu(final.values(), 10.0))
-
-    def test_python_reader(self):
-        self._check(False)
-
-    def test_c_reader(self):
-        if readers_test.NATIVE is None:
-            self.skipTest(readers_test.NOT_BUILT)
-        self._check(True)
 
 
 class TestMistWindows(testtools.TestCase):
