@@ -247,7 +247,7 @@ class TestVcpuGroupOnlyForKvm(base.DriverTestCase):
 
 
 class TestKvmStatisticsFromLibvirt(base.DriverTestCase):
-    """Retention counters from libvirt's vCPU group (no BPF reader)."""
+    """Retention counters from libvirt's vCPU group."""
 
     def sampled(self, patched, keys):
         dom = self.useFixture(base.TestDomain())
