@@ -273,7 +273,7 @@ class TestThreadReader(testtools.TestCase):
         self.assertEqual('', log.output)
 
     def test_read_many_cadence_and_bad_files(self):
-        # read_many's loop over held threads (in C for the C reader):
+        # read_many over held threads:
         # carried counts say when they were read, a gated thread keeps
         # its counters object, and a malformed file is logged once.
         log = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
