@@ -111,6 +111,7 @@ class Sampler:
         self.perf = perf.ThreadCounters('instructions')
 
     def sample(self):
+        """The running domains' vCPU counters now, and MIST's domains'."""
         conn = self.connection.get()
         groups = libvirt.VIR_DOMAIN_STATS_STATE
         if self.source.vcpu_group or any(
