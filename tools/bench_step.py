@@ -71,7 +71,7 @@ def record_host(periods):
     import bench_tick
 
     procs = bench_tick.start_host(0)
-    agent = bench_tick.make_agent(tempfile.mkdtemp(), 'bpf', True)
+    agent = bench_tick.make_agent(tempfile.mkdtemp(), 'procfs')
     calls = []
     for _ in range(periods):
         time.sleep(0.1)

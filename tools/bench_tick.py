@@ -13,22 +13,20 @@ the vCPUs run between two readings. Each vCPU thread wakes every 50 ms, so
 by default every vCPU runs in every period (the procfs reader's worst
 case); ``--idle-domains N`` makes N domains' vCPUs wake every 2 s instead.
 
-The agent's period is measured in the same run with the BPF task iterator
-(``thread_reader = bpf``: every counter of every thread, every period; the
-default where it loads), with the C procfs reader (``status`` and ``stat``
-on the slow cadence of ``switch_read_periods``), with the pure-Python
-reader, with
-``switch_read_periods = 1`` (switch counts read every period: the agent
-before the cadence), and with neither the cadence nor the ``schedstat``
-gate (every file of every thread, every period).
-Baselines, in the same run: reading the same counters the way ``ps`` does,
-scanning every process and thread of the host, in-process with psutil and by
-running ``ps -eLo`` itself.
+The agent's period is measured in the same run with each vCPU source
+(``vcpu_source``): procfs as configured by default (``status`` and
+``stat`` on the slow cadence of ``switch_read_periods``), procfs with
+``switch_read_periods = 1`` (switch counts read every period), and
+libvirt (its figures only; what the same calls cost ``libvirtd`` on a
+compute host is ``tools/bench_libvirtd.py``'s). Baselines, in the same
+run: reading the same counters the way ``ps`` does, scanning every process
+and thread of the host, in-process with psutil and by running ``ps -eLo``
+itself.
 
 Reported as CPU time per period (this process and its children) and as a
 share of one core at the agent's period. Run: ``python tools/bench_tick.py``
 (pyperf options apply, e.g. ``--fast``); ``--phases`` instead times each
-phase of the period (sample, derive, step, apply) for each reader, and
+phase of the period (sample, derive, step, apply) for each source, and
 ``--files`` one read of each procfs file of a vCPU thread.
 """
 
@@ -102,45 +100,14 @@ def cpu_seconds():
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _no_gate_reader(native):
-    """A reader that reads every file every period (no ``schedstat`` gate).
-
-    The same held files and parsers: only the gate is taken away, by never
-    handing the reader its last reading (which costs the bulk call a list
-    of 200 tuples more per period, a few microseconds). The C reader's
-    loop over held threads (``read_held``) takes the last readings from
-    the held threads themselves: they are forgotten before each call (a
-    Python loop over the 200, a few tens of microseconds).
-    """
-    from vsmtio_agent.linux import procfs
-
-    class NoGate(procfs.ThreadReader):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, native=native, **kwargs)
-            if self._read_held is not None:
-                held = self._read_held
-
-                def forgetful(helds, *args):
-                    for one in helds:
-                        one.last = None
-                    return held(helds, *args)
-                self._read_held = forgetful
-            read, many = self._read_thread, self._read_threads
-            self._read_thread = lambda fds, last, bad: read(fds, None, bad)
-            self._read_threads = lambda items, *args: many(
-                [(fds, None, bad) for fds, _last, bad in items], *args)
-    return NoGate
-
-
-READERS = {
-    # name: (native, gate, switch_read_periods); None: the default.
-    # native 'bpf': the BPF task iterator (thread_reader = bpf).
-    'BPF reader': ('bpf', None, None),
-    'C reader': (True, True, None),
-    'Python reader': (False, True, None),
-    'C reader, status every period': (True, True, 1),
-    'C reader, no gate, every period': (True, False, 1),
+# name: (vcpu_source, switch_read_periods); None: the default.
+SOURCES = {
+    'procfs': ('procfs', None),
+    'procfs, status every period': ('procfs', 1),
+    'libvirt': ('libvirt', None),
 }
+# The agent's budget: CPU ms per period of 0.1 s for 200 vCPUs.
+TARGET_MS = 5.0
 
 
 def start_host(idle_domains=0, kvm=False):
@@ -148,8 +115,8 @@ def start_host(idle_domains=0, kvm=False):
 
     ``kvm``: the domains are of type kvm and each process holds a KVM VM
     with a KVM vCPU per vCPU thread (``/dev/kvm``), so the agent reads
-    KVM's statistics of each vCPU as on a kvm host: with BPF where the
-    threads are read with BPF, else from libvirt's vCPU group (test:///'s).
+    KVM's statistics of each vCPU as on a kvm host, from libvirt's vCPU
+    group (test:///'s).
     Each vCPU thread enters its guest (``KVM_RUN``) at each wake-up, as a
     QEMU vCPU thread runs its vCPU: the guest is a real-mode loop whose
     ``out`` to a port exits to user space at once, so KVM_RUN returns and
@@ -185,22 +152,17 @@ def start_host(idle_domains=0, kvm=False):
     return procs
 
 
-def make_agent(tmp, native, gate, every=None):
-    """The agent with the libvirt driver and the reader asked for.
+def make_agent(tmp, source, every=None):
+    """The agent with the libvirt driver and the vCPU source asked for.
 
     ``every``: the driver's ``switch_read_periods`` (None: its default).
-    ``native`` ``'bpf'``: the BPF reader, else the procfs reader (C or
-    Python).
     """
-    from unittest import mock
-
     from oslo_config import cfg
 
     from vsmtio_agent import agent as agent_mod
     from vsmtio_agent.conf import agent as agent_conf
     from vsmtio_agent.conf import host as host_conf
     from vsmtio_agent.drivers import libvirt as libvirt_driver
-    from vsmtio_agent.linux import procfs
 
     # The host's read-only kvm.halt_poll_ns would warn once per worker.
     logging.getLogger('vsmtio_agent').setLevel(logging.ERROR)
@@ -210,28 +172,19 @@ def make_agent(tmp, native, gate, every=None):
     conf([], project='vsmtio-bench')
     for key, value in (('libvirt_uri', 'test:///default'),
                        ('checkpoint_path', os.path.join(tmp, 'ckpt.json')),
-                       ('period', 1.0)):
+                       ('period', 1.0), ('vcpu_source', source)):
         conf.set_override(key, value, group='vsmtio_agent')
     if every is not None:
         conf.set_override('switch_read_periods', every,
                           group='vsmtio_agent')
-    if native == 'bpf':
-        conf.set_override('thread_reader', 'bpf', group='vsmtio_agent')
-        driver = libvirt_driver.LibvirtHostDriver(conf)
-    else:
-        conf.set_override('thread_reader', 'procfs', group='vsmtio_agent')
-        reader = (functools.partial(procfs.ThreadReader, native=native)
-                  if gate else _no_gate_reader(native))
-        # The driver builds this reader as procfs.ThreadReader(procfs_root).
-        with mock.patch.object(procfs, 'ThreadReader', reader):
-            driver = libvirt_driver.LibvirtHostDriver(conf)
+    driver = libvirt_driver.LibvirtHostDriver(conf)
     driver.interrupt()      # advance() returns at once: no sleep counted
     driver.recover()        # the daemon's first step
     agent = agent_mod.Agent(conf, driver)
     agent.tick()
     agent.tick()
     found = len(driver.vcpu_threads())
-    if found != DOMAINS * VCPUS:
+    if source == 'procfs' and found != DOMAINS * VCPUS:
         sys.exit('found %d vCPU threads, expected %d'
                  % (found, DOMAINS * VCPUS))
     atexit.register(agent.stop)
@@ -286,51 +239,26 @@ def timed(setup, period):
 
 
 def phases(args):
-    """CPU ms of each phase of the period, for each reader.
+    """CPU ms of each phase of the period, for each source.
 
-    The readers' agents share the host and take turns, one period each,
+    The sources' agents share the host and take turns, one period each,
     so that a load that drifts during the run (a shared machine) weighs on
     each alike.
     """
     import tempfile
 
-    from vsmtio_agent.linux import taskiter
     from vsmtio_agent.policy import monitor
 
     start_host(args.idle_domains, args.kvm)
     agents = {name: make_agent(tempfile.mkdtemp(prefix='vsmtio-bench-'),
-                               native, gate, every)
-              for name, (native, gate, every) in READERS.items()}
+                               source, every)
+              for name, (source, every) in SOURCES.items()}
     spent = {name: [0.0] * 4 for name in agents}
     reading = {name: [0.0] for name in agents}
-    kvm_reading = {name: [0.0] for name in agents}
     for name, agent in agents.items():
-        # The reader's one call per domain (procfs files and parsing;
-        # with the C reader, its bookkeeping of each thread's last
-        # reading too), timed inside sampling: the kernel's share is most
-        # of it.
-        reader = agent.driver.sampler.reader
-        if isinstance(reader, taskiter.TaskIterReader):
-            reader._read = _timed_call(reader._read, reading[name])
-            # the threads program's run and takes, where it loads (and in
-            # a tree that has it)
-            if getattr(reader, '_take', None) is not None:
-                reader._take = _timed_call(reader._take, reading[name])
-                reader.begin = _timed_call(reader.begin, reading[name])
-        elif reader._read_held is not None:
-            reader._read_held = _timed_call(reader._read_held,
-                                            reading[name])
-        else:
-            reader._read_threads = _timed_call(reader._read_threads,
-                                               reading[name])
-        # KVM's vCPU files (kvm domains read with BPF), decoding included
-        kvm = agent.driver.sampler.kvm
-        if kvm is not None:
-            # (the sampler's method: read_vcpus, or an older tree's)
-            method = next(m for m in ('read_vcpus', 'read_all', 'read')
-                          if hasattr(kvm, m))
-            setattr(kvm, method, _timed_call(getattr(kvm, method),
-                                             kvm_reading[name]))
+        # the source's reading of each domain, timed inside sampling
+        source = agent.driver.sampler.source
+        source.read = _timed_call(source.read, reading[name])
     last = {name: agent.driver.sample() for name, agent in agents.items()}
     last_stats = {name: {} for name in agents}
     for _ in range(args.periods):
@@ -341,7 +269,7 @@ def phases(args):
             snap = driver.sample()
             t1 = time.process_time()
             stats = monitor.derive(last[name], snap,
-                                   agent.opts.idle_switch_threshold,
+                                   agent._idle_switch_threshold,
                                    agent.topology, last_stats[name])
             t2 = time.process_time()
             decision = agent.engine.step(stats)
@@ -351,18 +279,16 @@ def phases(args):
             last[name], last_stats[name] = snap, stats
             for i, dt in enumerate((t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
                 spent[name][i] += dt
-    print('%-32s %8s %8s %8s %8s %8s %8s %8s' % (
-        'ms CPU per period', 'sample', '(read)', '(kvm)', 'derive', 'step',
-        'apply', 'all'))
+    print('%-32s %8s %8s %8s %8s %8s %8s' % (
+        'ms CPU per period', 'sample', '(read)', 'derive', 'step', 'apply',
+        'all'))
     for name, agent in agents.items():
         ms = [s / args.periods * 1e3 for s in spent[name]]
         read = reading[name][0] / args.periods * 1e3
-        kvm = kvm_reading[name][0] / args.periods * 1e3
-        print('%-32s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f'
-              % ((name, ms[0], read, kvm) + tuple(ms[1:]) + (sum(ms),)))
+        print('%-32s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f'
+              % ((name, ms[0], read) + tuple(ms[1:]) + (sum(ms),)))
         agent.stop()
-    print('(read: the thread reader\'s calls, kvm: the reads of KVM\'s vCPU '
-          'files with BPF, decoding included; both part of sample)')
+    print('(read: the vCPU source\'s calls, part of sample)')
 
 
 def _timed_call(func, total):
@@ -381,8 +307,6 @@ def files(args):
 
     The kernel's cost of generating the file, plus a Python loop's (the
     ``/dev/null`` line), swept over the 200 threads ``--period`` apart;
-    then the BPF task iterator's reading of the same threads, one read per
-    process, per thread (its counters built too), where it loads.
     """
     from vsmtio_agent.linux import procfs
 
@@ -411,28 +335,6 @@ def files(args):
                                    * 1e6, len(os.pread(fds[0], 4096, 0))))
         for fd in fds:
             os.close(fd)
-    _files_bpf(args, procs, tids)
-
-
-def _files_bpf(args, procs, tids):
-    from vsmtio_agent.linux import taskiter
-
-    try:
-        reader = taskiter.TaskIterReader()
-    except taskiter.Unavailable as exc:
-        print('%-10s %s' % ('BPF', exc))
-        return
-    of = {p.pid: [t for pid, t in tids if pid == p.pid] for p in procs}
-    spent = 0.0
-    for _ in range(args.periods):
-        time.sleep(args.period)
-        start = time.process_time()
-        for pid, threads in of.items():
-            reader.read_many(pid, threads)
-        spent += time.process_time() - start
-    print('%-10s %8.2f %8d  (one iteration per process, per thread)'
-          % ('BPF', spent / args.periods / len(tids) * 1e6, 48))
-    reader.close()
 
 
 def main():
@@ -479,16 +381,16 @@ def main():
         % (DOMAINS * VCPUS, args.idle_domains,
            ', kvm domains' if args.kvm else ''))
 
-    def host(native, gate, every):
+    def host(source, every):
         start_host(args.idle_domains, args.kvm)
-        return make_agent(tempfile.mkdtemp(prefix='vsmtio-bench-'), native,
-                          gate, every).tick
+        return make_agent(tempfile.mkdtemp(prefix='vsmtio-bench-'), source,
+                          every).tick
 
     results = {}
-    for name, (native, gate, every) in READERS.items():
+    for name, (source, every) in SOURCES.items():
         name = 'agent period, %s' % name
         results[name] = runner.bench_time_func(
-            name, timed(functools.partial(host, native, gate, every),
+            name, timed(functools.partial(host, source, every),
                         args.period))
     for name, func in (('psutil full scan', psutil_scan),
                        ('ps -eLo full scan', ps_scan)):
@@ -496,10 +398,10 @@ def main():
             name, timed(lambda f=func: f, args.period))
     if args.worker or None in results.values():
         return
-    base = results['agent period, C reader'].mean()
+    base = results['ps -eLo full scan'].mean()
     print()
     print('%-48s %10s %12s %10s' % ('%g s period' % args.period, 'CPU ms',
-                                    'core share', 'vs C'))
+                                    'core share', 'vs ps'))
     for name, bench in results.items():
         mean, dev = bench.mean(), bench.stdev()
         print('%-48s %6.2f ±%.2f %11.2f%% %9.1fx'
@@ -509,6 +411,11 @@ def main():
           'time of this process and its children)'
           % (DOMAINS * VCPUS, DOMAINS, 'kvm ' if args.kvm else '',
              args.idle_domains, os.cpu_count()))
+    default = results['agent period, procfs'].mean() * 1e3
+    target = TARGET_MS * args.period / 0.1
+    print('the default agent period: %.2f ms, %s the target of %.1f ms '
+          '(%.0f ms per 0.1 s)' % (default, 'within' if default <= target
+                                   else 'OVER', target, TARGET_MS))
 
 
 if __name__ == '__main__':

@@ -33,7 +33,18 @@ driver_opts = [
                  help='Seconds between two policy periods (``P`` in the '
                       'paper\'s Algorithm 1). Each period the agent samples '
                       'every vCPU, adjusts the retention timeout, '
-                      're-classifies vCPUs and may swap two of them.'),
+                      're-classifies vCPUs and may swap two of them. The '
+                      'default is what the policy needs. Not shorter: a '
+                      'period\'s rates must span many retentions and '
+                      'requests (at 0.1 s at least 20 of the longest '
+                      'timeout, ``max_timeout_us``, and two idle entries '
+                      'at ``guard_io_halt_rate``), and the agent\'s own CPU '
+                      'time grows with the rate of periods. Not longer: '
+                      'the guard\'s probe and each LTCR trial last '
+                      '2 x ``guard_probe_pairs`` periods (1.6 s at 0.1 s) '
+                      'and MIST acts after ``mist_act_periods`` (0.3 s), '
+                      'so longer periods judge across more changes of '
+                      'workload and react later.'),
     cfg.BoolOpt('dry_run',
                 default=False,
                 help='Observe and log decisions without applying them.'),

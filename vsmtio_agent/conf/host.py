@@ -53,30 +53,19 @@ host_opts = [
                     'this many periods late; a thread that did not run '
                     'since its last reading costs nothing either way. 1 '
                     'reads them every period.'),
-    cfg.StrOpt('thread_reader',
-               default='auto', choices=[
-                   ('auto', '``bpf`` where it loads and ``procfs_root`` is '
-                    '``/proc``, ``procfs`` otherwise'),
-                   ('bpf', 'a BPF task iterator: all the threads of a QEMU '
-                    'process in one pass, every counter every period; the '
-                    'agent fails at start if it cannot load'),
-                   ('procfs', 'the per-thread files below ``procfs_root``, '
-                    'on the cadence of ``switch_read_periods``')],
-               help='How the libvirt driver reads the vCPU threads\' '
+    cfg.StrOpt('vcpu_source',
+               default='procfs', choices=[
+                   ('procfs', 'each vCPU thread\'s files below '
+                    '``procfs_root``, held open; switch counts on the '
+                    'cadence of ``switch_read_periods``'),
+                   ('libvirt', 'libvirt\'s vCPU statistics and vCPU info '
+                    'only: run time in clock ticks, no context switch '
+                    'counts (no I_cpu, so MIST sees no interference); for '
+                    'an agent that cannot read the host\'s procfs')],
+               help='Where the libvirt driver reads each vCPU\'s '
                     'scheduler counters (run time, run-queue delay, '
-                    'context switches, last CPU). procfs formats three '
-                    'text files per vCPU for each reading, most of the '
-                    'agent\'s own CPU time on a dense host; the BPF task '
-                    'iterator copies the same kernel fields for a whole '
-                    'process at a fraction of that cost, so it reads the '
-                    'switch counts every period (``switch_read_periods`` '
-                    'then does not apply); on Linux >= 6.13 it reads '
-                    'every QEMU\'s threads in one BPF program run a '
-                    'period. It needs Linux >= 6.1 with its '
-                    'BTF (``/sys/kernel/btf/vmlinux``), ``CAP_BPF`` and '
-                    '``CAP_PERFMON`` (or ``CAP_SYS_ADMIN``), and the agent '
-                    'built with clang and libbpf. The agent logs at start '
-                    'which reader it uses and why.'),
+                    'context switches, last CPU). KVM\'s halt statistics '
+                    'come from libvirt either way.'),
     cfg.StrOpt('cpu_dedicated_set',
                help='The CPUs nova-compute\'s ``[compute] '
                     'cpu_dedicated_set`` gives pinned guests (e.g. '

@@ -10,18 +10,13 @@ through psutil: psutil would re-validate each thread id and keeps one
 process-global procfs path, and it has no schedstat reader. psutil finds the
 QEMU process itself (:func:`find_qemu_pid`).
 
-This is the agent's hot path (every vCPU, every period), so the reader
-keeps each thread's files open (one ``pread(2)`` per file and period), reads
-``status`` and ``stat`` only for threads that were switched in or out since
-the last period (``schedstat`` says so), and for those only on a slower
-cadence where the caller asks for one (:meth:`ThreadReader.read_many`), and
-parses in C where the ``_procread`` extension was built, in Python
-(:mod:`vsmtio_agent.linux.procread`) otherwise, with the same results.
-``doc/benchmarks/agent_tick.rst`` has the profile behind each step.
-Where a BPF task iterator loads, the agent reads the same counters of a
-whole process in one pass instead (:mod:`vsmtio_agent.linux.taskiter`
-says why and :func:`~vsmtio_agent.linux.taskiter.thread_reader` picks);
-this reader is the fallback, and the reader of a procfs tree elsewhere.
+This runs for every vCPU every period, so the reader keeps each thread's
+files open (one ``pread(2)`` per file and period), reads ``status`` and
+``stat`` only for threads that were switched in or out since the last
+period (``schedstat`` says so), and for those only on a slower cadence
+where the caller asks for one (:meth:`ThreadReader.read_many`). The
+parsers and the reading of one thread's held files are
+:mod:`vsmtio_agent.linux.procread`'s.
 
 Parsers raise :class:`ValueError` on malformed text;
 :meth:`ThreadReader.read` turns that into missing counters (``None``), never
@@ -106,23 +101,11 @@ parse_schedstat_runs = procread.parse_schedstat_runs
 parse_status_switches = procread.parse_status_switches
 parse_stat_cpu = procread.parse_stat_cpu
 _read_thread = procread._read_thread
-_read_threads = procread._read_threads
 _FILES = procread.FILES
 _BAD = (BAD_SCHEDSTAT, BAD_STATUS, BAD_STAT)
 _DENIED = (DENIED_SCHEDSTAT, DENIED_STATUS, DENIED_STAT)
 # what ThreadReader logs: every bit but STALE (a cadence, not a fault)
 _REPORTED = STALE - 1
-
-
-try:
-    from vsmtio_agent.linux import _procread
-except ImportError:     # not built: the pure-Python reader does the same
-    _procread = None
-
-
-def native_available():
-    """Whether the C reader (``_procread``) was built and imports."""
-    return _procread is not None
 
 
 # Descriptors the reader leaves to the rest of the agent (the libvirt
@@ -160,9 +143,6 @@ def raise_nofile_limit():
     return soft
 
 
-_counters = tuple.__new__     # ThreadCounters._make, without its check
-
-
 class _Held:
     """One thread's open files, its last reading and counters."""
 
@@ -171,21 +151,6 @@ class _Held:
     def __init__(self, fds, bad):
         self.fds, self.bad = fds, bad
         self.last = self.counters = self.fresh_ns = None
-
-    def update(self, raw, now_ns):
-        """Take reading ``raw``, made at ``now_ns``; its counters."""
-        if raw[6] & STALE:
-            if raw is not self.last:
-                self.last = raw
-                self.counters = ThreadCounters(raw[0], raw[1], raw[3],
-                                               raw[4], raw[5], self.fresh_ns)
-            return self.counters
-        self.fresh_ns = now_ns
-        if raw is not self.last:
-            self.last = raw
-            self.counters = ThreadCounters(raw[0], raw[1], raw[3], raw[4],
-                                           raw[5])
-        return self.counters
 
 
 class ThreadReader:
@@ -201,40 +166,25 @@ class ThreadReader:
 
     ``schedstat`` gates the two costlier files (:func:`_read_thread`): a
     vCPU that was not switched in or out since the last period costs one
-    ``pread`` of 19 bytes instead of three. The C reader is used when it
-    was built (``native=None``), the pure-Python one otherwise or with
-    ``native=False``; ``doc/benchmarks/agent_tick.rst`` has the profile
-    behind both.
+    ``pread`` of a short line instead of three.
     """
 
-    def __init__(self, procfs_root='/proc', max_open=None, native=None):
+    def __init__(self, procfs_root='/proc', max_open=None):
         self.root = procfs_root
         self.max_open = fd_budget() if max_open is None else max_open
-        if native and _procread is None:
-            raise RuntimeError('the C procfs reader was not built')
-        self.native = _procread is not None if native is None else native
-        self._read_thread = (_procread.read_thread if self.native
-                             else _read_thread)
-        self._read_threads = (_procread.read_threads if self.native
-                              else _read_threads)
-        # read_many's loop over held threads, in C (None: in Python)
-        self._read_held = _procread.read_held if self.native else None
-        if _procread is None:
-            LOG.info('Reading vCPU threads\' procfs counters in Python: the '
-                     'C reader (vsmtio_agent.linux._procread) was not built '
-                     '(it needs gcc and Python\'s headers at install time).')
         self._warned = set()
         self._held = {}     # pid -> {tid: _Held}
         self._nheld = 0
 
-    def read(self, pid, tid, schedstat=True, now_ns=None):
-        """Counters of thread ``tid`` of process ``pid``, every file due.
+    def read(self, pid, tid, schedstat=True, now_ns=None, due=True):
+        """Counters of thread ``tid`` of process ``pid``.
 
         Returns ``None`` if the thread is gone (the caller re-discovers).
         ``schedstat`` is kept for callers that pass it: ``schedstat`` is
         always read now, since it decides whether the other files must be.
-        ``now_ns`` is the caller's time of the reading, for
-        :meth:`read_many`'s slow cadence.
+        ``now_ns`` is the caller's time of the reading and ``due`` whether
+        ``status`` and ``stat`` are due, for :meth:`read_many`'s slow
+        cadence.
         """
         threads = self._held.get(pid)
         held = threads.get(tid) if threads is not None else None
@@ -243,85 +193,52 @@ class ThreadReader:
                 held = self._hold(pid, tid)
                 if held is None:
                     return self._read_once(pid, tid)
-            raw = self._read_thread(held.fds, held.last, held.bad)
+            raw = _read_thread(held.fds, held.last, held.bad, due)
         except (FileNotFoundError, ProcessLookupError):
             self.forget(pid, tid)
             return None
-        if raw is not held.last and raw[6]:
+        if raw is held.last:
+            if not raw[6] & STALE:
+                held.fresh_ns = now_ns
+            return held.counters
+        if raw[6] & _REPORTED:
             self._report(raw[6], tid)
-        return held.update(raw, now_ns)
+        held.last = raw
+        if raw[6] & STALE:
+            switches_ns = held.fresh_ns
+        else:
+            held.fresh_ns, switches_ns = now_ns, None
+        held.counters = ThreadCounters(raw[0], raw[1], raw[3], raw[4],
+                                       raw[5], switches_ns)
+        return held.counters
 
     def read_many(self, pid, tids, now_ns=None, every=1, offset=0):
-        """:meth:`read` of each thread of ``tids``, in one pass.
+        """:meth:`read` of each thread of ``tids``, in their order.
 
-        A list in the order of ``tids``, None for a thread that is gone.
-        The held threads of ``pid`` are read in one call of the reader
-        (the C reader loops in C, and updates each held thread's last
-        reading in C too: ``_procread.read_held``); the rest one by one,
-        as :meth:`read`.
+        A list, None for a thread that is gone.
 
         The slow cadence: ``status`` and ``stat`` (switch counts, last
-        CPU: 14 of a running thread's 16 us of kernel time) of thread
-        ``tids[i]`` are due only when ``(offset + i) % every`` is 0; the
-        caller moves ``offset`` on by one each period (and by the threads
-        before ``pid``'s), so each thread's are read every ``every``
-        periods and ``1 / every`` of them each period. A thread not due
-        that was switched since its last reading keeps that reading's
-        counts and CPU, and its :class:`ThreadCounters` says when they
-        were read (``switches_ns``, the ``now_ns`` of that call); one that
-        was not switched since has the same counts now (the gate), which
-        count as read now. The counters are cumulative, so a consumer
-        that takes their deltas over the time between the two readings
+        CPU: most of a running thread's reading) of thread ``tids[i]`` are
+        due only when ``(offset + i) % every`` is 0; the caller moves
+        ``offset`` on by one each period (and by the threads before
+        ``pid``'s), so each thread's are read every ``every`` periods and
+        ``1 / every`` of them each period. A thread not due that was
+        switched since its last reading keeps that reading's counts and
+        CPU, and its :class:`ThreadCounters` says when they were read
+        (``switches_ns``, the ``now_ns`` of that call); one that was not
+        switched since has the same counts now (the gate), which count as
+        read now. The counters are cumulative, so a consumer that takes
+        their deltas over the time between the two readings
         (``vsmtio_agent.policy.monitor.derive``) loses nothing but
         timeliness.
         """
+        if every < 1 or offset < 0:
+            raise ValueError('read_many needs every >= 1 and offset >= 0')
         if every > 1 and now_ns is None:
             raise ValueError('a slow cadence needs the time of the reading')
-        threads = self._held.get(pid)
-        if threads is None or len(threads) < len(tids):
-            # Files to open first (a new process or thread): the rare case.
-            return [self.read(pid, tid, now_ns=now_ns) for tid in tids]
-        helds = [threads.get(tid) for tid in tids]
-        if None in helds:
-            return [self.read(pid, tid, now_ns=now_ns) for tid in tids]
-        if self._read_held is not None:
-            # the loop below, in C: one call, no tuple per thread
-            out, reports = self._read_held(helds, every, offset, now_ns,
-                                           ThreadCounters)
-            for i, bits in reports:
-                self._report(bits, tids[i])
-            if None in out:
-                for tid, counters in zip(tids, out):
-                    if counters is None:
-                        self.forget(pid, tid)
-            return out
-        raws = self._read_threads([(h.fds, h.last, h.bad) for h in helds],
-                                  every, offset)
-        out = []
-        for tid, held, raw in zip(tids, helds, raws):
-            # held.update(raw, now_ns), inline: this runs per vCPU
-            if raw is None:
-                self.forget(pid, tid)
-                out.append(None)
-                continue
-            if raw is held.last:
-                if not raw[6] & STALE:
-                    held.fresh_ns = now_ns
-            else:
-                bits = raw[6]
-                if bits & _REPORTED:
-                    self._report(bits, tid)
-                held.last = raw
-                if bits & STALE:
-                    held.counters = _counters(ThreadCounters, (
-                        raw[0], raw[1], raw[3], raw[4], raw[5],
-                        held.fresh_ns))
-                else:
-                    held.fresh_ns = now_ns
-                    held.counters = _counters(ThreadCounters, (
-                        raw[0], raw[1], raw[3], raw[4], raw[5], None))
-            out.append(held.counters)
-        return out
+        return [self.read(pid, tid, now_ns=now_ns,
+                          due=(offset + i) % every == 0)
+                for i, tid in enumerate(tids)]
 
     def _open(self, pid, tid):
         """The thread's three descriptors and the bits of denied opens.
@@ -361,7 +278,7 @@ class ThreadReader:
     def _read_once(self, pid, tid):
         fds, bad = self._open(pid, tid)
         try:
-            raw = self._read_thread(fds, None, bad)
+            raw = _read_thread(fds, None, bad)
         finally:
             for fd in fds:
                 if fd >= 0:

@@ -1,10 +1,9 @@
-"""The pure-Python procfs reader and parsers of a vCPU thread's files.
+"""The parsers of a vCPU thread's procfs files, and one thread's reading.
 
-``vsmtio_agent/linux/_procread.c`` is the same reader in C, used where it
-was built; :mod:`vsmtio_agent.linux.procfs` holds the files open and picks
-one. The parsers raise :class:`ValueError` on malformed text; the reader
-turns that into missing counters (``None``) and a bit in its last field,
-never into zeros.
+:mod:`vsmtio_agent.linux.procfs` holds the files open. The parsers
+raise :class:`ValueError` on malformed text; the reader turns that into
+missing counters (``None``) and a bit in its last field, never into
+zeros.
 """
 
 import os
@@ -75,7 +74,7 @@ def parse_stat_cpu(text):
     return int(fields[36])
 
 
-# Bits of the last field of a reading (the C reader uses the same values):
+# Bits of the last field of a reading:
 # which file was malformed, or could not be read for want of permission;
 # STALE: status and stat were not due, their values are an older reading's.
 BAD_SCHEDSTAT, BAD_STATUS, BAD_STAT = 1, 2, 4
@@ -93,7 +92,7 @@ def _pread(fd):
 
 
 def _read_thread(fds, last, bad, due=True):
-    """One thread's counters from its held files: the pure-Python reader.
+    """One thread's counters from its held files.
 
     ``fds`` are the thread's ``schedstat``, ``status`` and ``stat``
     descriptors (-1 where the caller could not open one), ``last`` what
@@ -122,9 +121,6 @@ def _read_thread(fds, last, bad, due=True):
     ``last``'s values with the :data:`STALE` bit, and a ``STALE`` ``last``
     does not gate a due reading (its values are older than its
     ``schedstat``), so a due reading is always exact.
-
-    ``vsmtio_agent/linux/_procread.c`` is the same function in C, used when
-    built; the unit tests hold both to the same results.
     """
     run = delay = runs = None
     if fds[0] >= 0:
@@ -165,24 +161,3 @@ def _read_thread(fds, last, bad, due=True):
         except ValueError:
             bad |= BAD_STAT
     return run, delay, runs, voluntary, involuntary, cpu, bad
-
-
-def _read_threads(items, every=1, offset=0):
-    """:func:`_read_thread` for each ``(fds, last, bad)`` of ``items``.
-
-    Item ``i`` is due when ``(offset + i) % every`` is 0. A list in the
-    same order, with None for a thread that exited: one
-    call for a whole domain's vCPU threads, as ``_procread.read_threads``
-    does in C (where the per-thread call and its Python around it was a
-    tenth of a period's cost).
-    """
-    if every < 1 or offset < 0:
-        raise ValueError('read_threads needs every >= 1 and offset >= 0')
-    out = []
-    for i, (fds, last, bad) in enumerate(items):
-        try:
-            out.append(_read_thread(fds, last, bad,
-                                    (offset + i) % every == 0))
-        except (FileNotFoundError, ProcessLookupError):
-            out.append(None)
-    return out

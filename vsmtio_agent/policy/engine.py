@@ -96,46 +96,6 @@ def _place(order, assignment, roles, table):
     return {ref: table[assignment[ref]][roles[ref]] for ref in order}
 
 
-# The step's per-vCPU loops above, each the reference of its C in _step
-# (vsmtio_agent/policy/_step.c), by name; and the extra arguments C takes.
-_LOOPS = {'follow_host': (_follow_host, ()), 'group': (_group, ()),
-          'classify': (rass.classify, (model.Role.IO, model.Role.CPU)),
-          'place': (_place, ())}
-
-try:
-    from vsmtio_agent.policy import _step
-except ImportError:     # not built: the Python loops give the same answers
-    _step = None
-
-#: Whether the step runs its per-vCPU loops in C (``_step``). True where
-#: the extension was built; the tests set it False to run the Python,
-#: which is the reference.
-native = _step is not None
-
-
-def _loop(name, *args):
-    """The loop ``name`` on ``args``: C's where it can, else Python's.
-
-    The step runs these four loops over every vCPU every period: in
-    Python they were 205 of its 221 us for 200 vCPUs, warm
-    (``doc/benchmarks/agent_tick.rst``). Where the ``_step`` extension
-    was built (optional, like ``_monitor``) they run in C (the step 113
-    us), which computes exactly what the Python computes or declines
-    (``NotImplemented``: arguments it cannot compute exactly, such as
-    float weights), and the Python runs where it declines or raises, so
-    the answer (or the error) is always the reference's.
-    """
-    python, extra = _LOOPS[name]
-    if native:
-        try:
-            done = getattr(_step, name)(*args + extra)
-        except Exception:
-            done = NotImplemented
-        if done is not NotImplemented:
-            return done
-    return python(*args)
-
-
 class PolicyEngine(object):
     """Samples in, decisions out."""
 
@@ -203,9 +163,8 @@ class PolicyEngine(object):
     def _reconcile(self, stats):
         """Keep known vCPUs where the engine put them; adopt new ones."""
         if self.assignment.keys() == stats.keys():
-            # the same vCPUs as last period (nearly every period): a set
-            # comparison in C instead of a look-up per vCPU in Python, and
-            # last period's assignment itself (never changed in place: a
+            # the same vCPUs as last period (nearly every period): last
+            # period's assignment itself (never changed in place: a
             # step builds a new one to change it)
             return self.assignment
         cores = self._cores
@@ -225,57 +184,84 @@ class PolicyEngine(object):
         ``vms`` (``{domain: mist.VmPeriod}``, from :func:`mist.observe`)
         feeds MIST's detector where it is configured.
         """
-        p = self.params
         ltcr_owned = self._ltcr_period      # was the period just run LTCR's?
         # in a period run without retention (a probe's B arm, or retention
         # dropped) retention rates are zero: they say nothing of a vCPU's
         # class, so RASS holds the roles it planned before
         retained = guard_mod.RETENTION in self.mechanisms
-        if self.guard is not None:
-            self.guard = guard_mod.step(self.guard, p.guard, stats)
-            block = self.guard.finished
-            if block is not None and block.tests_retention:
-                # the guard judged retention at the timeout LTCR left it
-                # at: that timeout is verified, or LTCR goes back to the
-                # last one that was (ltcr.LtcrState.anchor_ns)
-                self.ltcr = (ltcr.verified(self.ltcr) if block.passed
-                             else ltcr.rolled_back(self.ltcr))
+        self._guard_step(stats)
         active = self.mechanisms
-
-        assignment = self._reconcile(stats)
         share = (self.guard.split_share if self.guard is not None
-                 else p.split_share)
-        if share < 1.0:
-            # a vCPU outside the split is where the host's scheduler put
-            # it, and the adjuster mixes the split cores among themselves
-            split = set(self.split_cores)
-            assignment = _loop('follow_host', assignment, stats, split,
-                               self._cores)
-        swaps = ()
-        if (p.adjuster_max_swaps and guard_mod.SPLIT in active
-                and retained):
-            movable = (assignment if share >= 1.0 else
-                       {ref: core for ref, core in assignment.items()
-                        if core in split})
-            rates = dict(zip(stats, map(_retention_rate, stats.values())))
-            swaps = adjuster.plan_swaps(
-                movable, rates, p.adjuster_std_threshold,
-                p.adjuster_min_mean_gap, p.adjuster_max_swaps)
-            assignment = adjuster.apply_swaps(assignment, swaps)
+                 else self.params.split_share)
+        assignment, swaps = self._assign(stats, share, active, retained)
+        by_core = _group(assignment, stats)
+        roles = self._classify(by_core, retained)
+        # LTCR judges the period just run, if it was its own, under the
+        # roles planned for it (a new vCPU: the role it has now)
+        self._ltcr_step(stats, roles, ltcr_owned)
+        placements = self._place(assignment, roles)
+        self._split(by_core, roles, share, active)
+        return model.Decision(timeout_ns=self.ltcr.effective_ns,
+                              placements=placements, swaps=swaps,
+                              retention=guard_mod.RETENTION in active,
+                              split=guard_mod.SPLIT in active,
+                              borrow=guard_mod.BORROW in active,
+                              split_cores=frozenset(self.split_cores),
+                              protect=self._mist_step(vms))
 
-        by_core = _loop('group', assignment, stats)
+    def _guard_step(self, stats):
+        """The guard's step; LTCR verified or rolled back by its block."""
+        if self.guard is None:
+            return
+        self.guard = guard_mod.step(self.guard, self.params.guard, stats)
+        block = self.guard.finished
+        if block is not None and block.tests_retention:
+            # the guard judged retention at the timeout LTCR left it at:
+            # that timeout is verified, or LTCR goes back to the last one
+            # that was (ltcr.LtcrState.anchor_ns)
+            self.ltcr = (ltcr.verified(self.ltcr) if block.passed
+                         else ltcr.rolled_back(self.ltcr))
+
+    def _assign(self, stats, share, active, retained):
+        """Each vCPU's core for the next period, and the adjuster's swaps.
+
+        With a split over part of the cores, a vCPU outside it is where
+        the host's scheduler put it, and the adjuster mixes the split
+        cores among themselves.
+        """
+        p = self.params
+        assignment = self._reconcile(stats)
+        split = set(self.split_cores)
+        if share < 1.0:
+            assignment = _follow_host(assignment, stats, split, self._cores)
+        if not (p.adjuster_max_swaps and guard_mod.SPLIT in active
+                and retained):
+            return assignment, ()
+        movable = (assignment if share >= 1.0 else
+                   {ref: core for ref, core in assignment.items()
+                    if core in split})
+        rates = dict(zip(stats, map(_retention_rate, stats.values())))
+        swaps = adjuster.plan_swaps(
+            movable, rates, p.adjuster_std_threshold,
+            p.adjuster_min_mean_gap, p.adjuster_max_swaps)
+        return adjuster.apply_swaps(assignment, swaps), swaps
+
+    def _classify(self, by_core, retained):
+        """RASS's role of every vCPU, core by core."""
+        p = self.params
         roles = {}
         held = None if retained else self.roles
         for core_id, core_stats in by_core.items():
-            roles.update(_loop(
-                'classify', core_stats, p.io_min_retention_rate,
+            roles.update(rass.classify(
+                core_stats, p.io_min_retention_rate,
                 self._threads[core_id] if p.fair_share else None, held))
+        return roles
 
-        # LTCR judges the period just run, if it was its own, under the
-        # roles planned for it (a new vCPU: the role it has now)
+    def _ltcr_step(self, stats, roles, ltcr_owned):
+        """LTCR's judgement of the period just run, if it was its own."""
+        p = self.params
         if ltcr_owned:
-            # (merged in C: a ref only in the planned roles is gone, so
-            # never looked up)
+            # a ref only in the planned roles is gone, so never looked up
             measured_roles = {**roles, **self.roles}
             self.ltcr = ltcr.step(
                 self.ltcr, p.bounds,
@@ -288,14 +274,29 @@ class PolicyEngine(object):
             if not self._ltcr_period:
                 self.ltcr = ltcr.hold(self.ltcr)
 
-        # the same vCPUs on the same cores in the same roles as last
-        # period (nearly every period): last period's placements, compared
-        # in C rather than built again per vCPU
+    def _place(self, assignment, roles):
+        """``{ref: placement}``, by ref; remembers the assignment and roles.
+
+        The same vCPUs on the same cores in the same roles as last period
+        (nearly every period) keep last period's placements: a decision's
+        placements are never changed once made, so they are shared.
+        """
         same = roles == self.roles and assignment == self.assignment
         self.assignment = assignment
         self.roles = roles
-        # the cores taken so far stay first while the split is kept, so a
-        # probe's arms and a wider level move only the cores at the edge
+        if not same:
+            last = self._last_placements.keys()
+            order = last if roles.keys() == last else sorted(roles)
+            self._last_placements = _place(order, assignment, roles,
+                                           self._placements)
+        return self._last_placements
+
+    def _split(self, by_core, roles, share, active):
+        """The cores split for the next period.
+
+        The cores taken so far stay first while the split is kept, so a
+        probe's arms and a wider level move only the cores at the edge.
+        """
         if guard_mod.SPLIT not in self.kept:
             self._split_taken = ()
         n = rass.split_count(len(self.topology.cores),
@@ -304,26 +305,6 @@ class PolicyEngine(object):
             order = rass.split_order(by_core, roles, self._split_taken)
             self._split_taken = tuple(order[:max(n, len(self._split_taken))])
         self.split_cores = self._split_taken[:n]
-        # by ref (unique: sorting the refs alone gives the same order,
-        # and the same refs as last period are in last period's order),
-        # each core's and role's placement built once (__init__)
-        if same:
-            placements = self._last_placements
-        else:
-            last = self._last_placements.keys()
-            order = last if roles.keys() == last else sorted(roles)
-            placements = _loop('place', order, assignment, roles,
-                               self._placements)
-            # shared by the decisions of the periods that keep it: a
-            # decision's placements are never changed once made
-            self._last_placements = placements
-        return model.Decision(timeout_ns=self.ltcr.effective_ns,
-                              placements=placements, swaps=swaps,
-                              retention=guard_mod.RETENTION in active,
-                              split=guard_mod.SPLIT in active,
-                              borrow=guard_mod.BORROW in active,
-                              split_cores=frozenset(self.split_cores),
-                              protect=self._mist_step(vms))
 
     def _mist_step(self, vms):
         """MIST's protection set for the next period (empty without it)."""

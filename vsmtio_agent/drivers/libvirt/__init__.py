@@ -42,7 +42,6 @@ from vsmtio_agent.drivers.libvirt import planning
 from vsmtio_agent.drivers.libvirt import recovery
 from vsmtio_agent.drivers.libvirt import sampling
 from vsmtio_agent.drivers import mist_host
-from vsmtio_agent.linux import taskiter
 from vsmtio_agent.linux import topology as topology_mod
 from vsmtio_contract import kernel_abi
 
@@ -77,7 +76,7 @@ class LibvirtHostDriver(base.HostDriver):
         self.sampler = sampling.Sampler(
             self.connection, self.domains, opts.procfs_root,
             bool(self.abi_version), self.restorer.forget,
-            opts.switch_read_periods, opts.thread_reader)
+            opts.switch_read_periods, opts.vcpu_source)
         # MIST: block I/O, reservations and its own knobs (mist_host)
         self.mist = None
         if getattr(opts, 'mist', False):
@@ -220,29 +219,8 @@ class LibvirtHostDriver(base.HostDriver):
             caps.append('retention timeout -> %s' % knob.path)
         else:
             missing.append('retention timeout knob: %s' % why)
-        reader = self.sampler.reader
-        if isinstance(reader, taskiter.TaskIterReader):
-            caps.append('vCPU threads\' counters from a BPF task iterator, '
-                        'every counter every period (%s)'
-                        % getattr(reader, 'why', 'bpf'))
-            if reader.threads_why is None:
-                caps.append('every QEMU\'s threads in one BPF program run '
-                            'a period')
-            else:
-                caps.append('each QEMU\'s threads with a task iterator of '
-                            'its own: %s' % reader.threads_why)
-        else:
-            caps.append('vCPU threads\' counters from procfs at %s, switch '
-                        'counts on a cadence of %d periods (%s)'
-                        % (self.opts.procfs_root, self.sampler.every,
-                           getattr(reader, 'why', 'procfs')))
-        if self.sampler.kvm is not None:
-            caps.append('KVM\'s vCPU halt statistics from a BPF iterator '
-                        'over each QEMU\'s vCPU files (libvirt\'s vCPU '
-                        'group is not asked for)')
-        else:
-            caps.append('KVM\'s vCPU halt statistics from libvirt\'s vCPU '
-                        'group: %s' % self.sampler.kvm_why)
+        caps.append(self.sampler.source.describe())
+        caps.append('KVM\'s vCPU halt statistics from libvirt\'s vCPU group')
         kvm = [d.name for d in self.domains.values() if d.kvm]
         tcg = [d.name for d in self.domains.values() if not d.kvm]
         if tcg and not kvm:

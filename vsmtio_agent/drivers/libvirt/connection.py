@@ -10,8 +10,8 @@ are counted in :attr:`Connection.changes`, as nova's libvirt driver
 follows them: libvirt's default event loop runs in a daemon thread, once
 per process, and the sampler lists the running domains again only when the
 count moved (:meth:`~vsmtio_agent.drivers.libvirt.domains.Domains.
-running`). Through a real libvirtd each listing is a call that costs
-libvirtd and the agent ~0.3 ms each (``tox -e bench-libvirtd``).
+running`): through a real libvirtd each listing is a call that costs
+libvirtd and the agent alike (``tox -e bench-libvirtd``).
 """
 
 import threading

@@ -96,12 +96,10 @@ class Domains:
         read per domain; a domain that restarts has a new id). Only a
         domain that started, stopped or restarted costs a
         ``getAllDomainStats`` call, with its domain objects and look-ups
-        per domain (~0.4 ms a period on the benchmark's in-process
-        test:/// host). Through a real libvirtd any call costs ~0.3 ms of
-        libvirtd and ~0.3 ms of the agent with 2 domains,
-        ``listDomainsID`` as much as the call it replaced (``tox -e
-        bench-libvirtd``): the events save both, every period where
-        nothing changed. A new connection lists them afresh.
+        per domain. Through a real libvirtd any call costs libvirtd and
+        the agent alike, ``listDomainsID`` as much as the call it replaced
+        (``tox -e bench-libvirtd``): the events save both, every period
+        where nothing changed. A new connection lists them afresh.
         """
         changes = connection.changes   # before listing: no race
         if not groups & libvirt.VIR_DOMAIN_STATS_VCPU:

@@ -212,7 +212,7 @@ class TestThreadCountersFirst(base.DriverTestCase):
         # a vCPU whose thread was not found: libvirt's figures
         os.rename(os.path.join(qemu.root, str(qemu.pid)),
                   os.path.join(qemu.root, 'gone'))
-        drv.sampler.reader.close()
+        drv.sampler.source.close()
         snap = drv.sampler.sample()
         c = snap.vcpus[model.VcpuRef(dom.uuid, 0)]
         self.assertEqual((30000000, 7), (c.run_ns, c.runqueue_delay_ns))
@@ -247,7 +247,7 @@ class TestVcpuGroupOnlyForKvm(base.DriverTestCase):
 
 
 class TestKvmStatisticsFromLibvirt(base.DriverTestCase):
-    """Retention counters from libvirt's vCPU group (no BPF reader)."""
+    """Retention counters from libvirt's vCPU group."""
 
     def sampled(self, patched, keys):
         dom = self.useFixture(base.TestDomain())
@@ -264,7 +264,7 @@ class TestKvmStatisticsFromLibvirt(base.DriverTestCase):
             return out
         self.useFixture(fixtures.MonkeyPatch(
             'libvirt.virConnect.getAllDomainStats', with_kvm_stats))
-        drv = self.driver(thread_reader='procfs')
+        drv = self.driver(vcpu_source='procfs')
         drv.sampler.patched = patched
         drv.sample()
         drv.sampler.domains.get(dom.uuid).kvm = True
@@ -295,6 +295,44 @@ class TestKvmStatisticsFromLibvirt(base.DriverTestCase):
             self.sampled(True, {'retention_ns.sum': 400,
                                 'retentions.sum': 3,
                                 'halt_poll_success_ns.sum': 30}))
+
+
+class TestLibvirtSource(base.DriverTestCase):
+    """``vcpu_source = libvirt``: libvirt's figures, no procfs."""
+
+    def test_run_time_delay_and_cpu_from_libvirt_only(self):
+        dom = self.useFixture(base.TestDomain())
+        # a QEMU's threads are there, but this source does not read them
+        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(dom.uuid))
+        for i in range(2):
+            ran(qemu, i, 12345 + i, 20, 5)
+        asked = []
+        real = libvirt.virConnect.getAllDomainStats
+
+        def with_vcpu_stats(conn, stats, flags=0):
+            if stats & libvirt.VIR_DOMAIN_STATS_STATE:  # not MIST's call
+                asked.append(bool(stats & libvirt.VIR_DOMAIN_STATS_VCPU))
+            out = []
+            for one, record in real(conn, stats, flags):
+                if stats & libvirt.VIR_DOMAIN_STATS_VCPU:
+                    record = dict(record, **{'vcpu.current': 2})
+                    for i in range(2):
+                        record['vcpu.%d.time' % i] = 30000000 + i
+                        record['vcpu.%d.delay' % i] = 7 + i
+                out.append((one, record))
+            return out
+        self.useFixture(fixtures.MonkeyPatch(
+            'libvirt.virConnect.getAllDomainStats', with_vcpu_stats))
+        drv = self.driver(procfs_root=qemu.root, vcpu_source='libvirt')
+        self.assertIn('from libvirt', ' '.join(drv.describe().capabilities))
+        snap = drv.sample()
+        cpus = {number: cpu for number, _s, _t, cpu in dom.dom.vcpus()[0]}
+        got = [snap.vcpus[model.VcpuRef(dom.uuid, i)] for i in range(2)]
+        self.assertEqual(
+            [(30000000 + i, 7 + i, cpus[i], None, None) for i in range(2)],
+            [(c.run_ns, c.runqueue_delay_ns, c.cpu, c.voluntary_switches,
+              c.involuntary_switches) for c in got])
+        self.assertEqual([True], asked)     # the vCPU group, every period
 
 
 class TestRunningDomainsListed(base.DriverTestCase):

@@ -2,8 +2,8 @@
 
 Each vCPU thread's switch counts and last CPU are read every ``every``
 periods (``[vsmtio_agent] switch_read_periods``); ``schedstat`` every
-period. What must hold: both readers (C and Python) agree on what is due
-and what is carried; a due reading is always exact; a carried one says when
+period. What must hold: the reader reads what is due and carries the
+rest; a due reading is always exact; a carried one says when
 it was read; and a consumer (``monitor.derive``, then MIST's per-VM I_cpu)
 counts every switch once, over the time its two readings really span, on
 real threads whose switches the test makes happen between periods.
@@ -103,7 +103,7 @@ class Workers(object):
 
 
 class TestDueAndStale(testtools.TestCase):
-    """read_thread's ``due`` and read_threads' cadence, in C and Python."""
+    """read_thread's ``due``: what the slow cadence reads and carries."""
 
     def test_a_thread_not_due_carries_its_last_counts_marked_stale(self):
         named = self.useFixture(test_procfs.NamedThreads(1))
@@ -129,40 +129,13 @@ class TestDueAndStale(testtools.TestCase):
             self.assertEqual(first[:6] + (procfs.BAD_STATUS | STALE,),
                              read(fds, bad, 0, False), name)
 
-    def test_read_threads_reads_one_in_every(self):
-        named = self.useFixture(test_procfs.NamedThreads(4))
-        fds = [readers_test.open_thread(t) for t in named.tids.values()]
-        for f in fds:
-            self.addCleanup(readers_test.close_all, f)
-        for tid in named.tids.values():
-            readers_test.wait_asleep(tid)
-        bulk = [('python', procread._read_threads)]
-        if readers_test.NATIVE is not None:
-            bulk.append(('c', readers_test.NATIVE.read_threads))
-        for (name, one), (_, many) in zip(readers_test.readers(), bulk):
-            first = [one(f, None, 0) for f in fds]
-            # every item "moved" (run time one less): only due ones read
-            moved = [(r[0] - 1,) + r[1:3] + (-7, -8, -9) + r[6:]
-                     for r in first]
-            got = many([(f, m, 0) for f, m in zip(fds, moved)], 3, 2)
-            for i, (r, g) in enumerate(zip(first, got)):
-                if (2 + i) % 3 == 0:
-                    self.assertEqual(r, g, (name, i))
-                else:
-                    self.assertEqual(r[:3] + (-7, -8, -9, STALE), g,
-                                     (name, i))
-            # every=1 is every item due, as without the arguments
-            self.assertEqual(first, many([(f, m, 0) for f, m
-                                          in zip(fds, moved)], 1, 5), name)
-            self.assertRaises(ValueError, many, [], 0, 0)
-            self.assertRaises(ValueError, many, [], 2, -1)
-
 
 class TestConsumerWindows(testtools.TestCase):
     """ThreadReader -> derive -> MIST over many periods, on real threads."""
 
     EVERY = 3
     N = 4
+    PERIOD_NS = 100 * 10 ** 6
 
     def _period(self, reader, workers, k, now_ns):
         """One period's reading; the exact counts of each thread too."""
@@ -177,13 +150,38 @@ class TestConsumerWindows(testtools.TestCase):
                 readers_test.close_all(fds)
         return got, truth
 
-    def _check(self, native):
-        workers = Workers(self, self.N)
-        reader = procfs.ThreadReader(native=native)
-        self.addCleanup(reader.close)
+    def test_windows_tile_the_time_and_count_every_switch(self):
         refs = [model.VcpuRef('vm', i) for i in range(self.N)]
+        snaps, stats_of, exact_of = self._run(refs)
+        # Every window a vCPU's stats report is the time between two
+        # exact readings of its counts, and the counts are what the
+        # thread switched in that time: no switch lost or counted twice.
+        for i, ref in enumerate(refs):
+            self._check_windows(i, ref, snaps, stats_of, exact_of[i])
+        # MIST's per-VM I_cpu weighs each vCPU by its rate over its window
+        final = stats_of[-1]
+        vol = sum(s.voluntary_switches * s.period_ns
+                  / (s.switch_window_ns or s.period_ns)
+                  for s in final.values())
+        invol = sum(s.involuntary_switches * s.period_ns
+                    / (s.switch_window_ns or s.period_ns)
+                    for s in final.values())
+        self.assertAlmostEqual(
+            monitor.interference_ratio(vol, invol, 0.1, 10.0),
+            mist.vm_i_cpu(final.values(), 10.0))
+
+    def _run(self, refs):
+        """Ten periods of reading and deriving; what was read and true.
+
+        ``(snapshots, stats of each period after the first, {vCPU index:
+        {time: (time, voluntary, involuntary)}})``: the last the exact
+        counts of each thread at each period.
+        """
+        workers = Workers(self, self.N)
+        reader = procfs.ThreadReader()
+        self.addCleanup(reader.close)
         periods = 10
-        period_ns = 100 * 10 ** 6
+        period_ns = self.PERIOD_NS
         read_at = {i: None for i in range(self.N)}   # last exact reading
         snaps, stats_of = [], []
         exact_of = {i: {} for i in range(self.N)}   # the true counts
@@ -226,76 +224,56 @@ class TestConsumerWindows(testtools.TestCase):
             snaps.append(snap)
             for i, t in enumerate(truth):
                 exact_of[i][now_ns] = (now_ns, t[3], t[4])
-        # Every window a vCPU's stats report is the time between two
-        # exact readings of its counts, and the counts are what the
-        # thread switched in that time: no switch lost or counted twice.
-        for i, ref in enumerate(refs):
-            exact_times = exact_of[i]
-            closed = []
-            previous = snaps[0].vcpus[ref]
-            t_prev = previous.switches_ns or snaps[0].time_ns
-            for snap, st in zip(snaps[1:], stats_of):
-                c = snap.vcpus[ref]
-                t = c.switches_ns or snap.time_ns
-                if t > t_prev:
-                    # a new window closed this period: the stats say so
-                    s = st[ref]
-                    self.assertEqual(t - t_prev,
-                                     s.switch_window_ns or s.period_ns)
-                    a, b = exact_times[t_prev], exact_times[t]
-                    self.assertEqual((b[1] - a[1], b[2] - a[2]),
-                                     (s.voluntary_switches,
-                                      s.involuntary_switches), (i, t))
-                    closed.append(s)
-                    t_prev = t
-                elif not closed:
-                    # nothing read since the first reading: no counts
-                    self.assertIsNone(st[ref].voluntary_switches)
-                    self.assertIsNone(st[ref].i_cpu)
-                else:
-                    # no new reading: the last window's counts stand
-                    for field in ('voluntary_switches',
-                                  'involuntary_switches', 'i_cpu'):
-                        self.assertEqual(getattr(closed[-1], field),
-                                         getattr(st[ref], field), field)
-            self.assertTrue(closed)
-            if i:   # ran every period: read over every-th periods
-                self.assertIn(self.EVERY * period_ns,
-                              [s.switch_window_ns for s in closed])
-            # the windows tile the time from the first to the last reading
-            first_t = snaps[0].vcpus[ref].switches_ns or snaps[0].time_ns
-            self.assertEqual(t_prev - first_t,
-                             sum(s.switch_window_ns or s.period_ns
-                                 for s in closed))
+        return snaps, stats_of, exact_of
+
+    def _check_windows(self, i, ref, snaps, stats_of, exact_times):
+        """vCPU ``i``'s windows tile the time and count every switch."""
+        closed = []
+        previous = snaps[0].vcpus[ref]
+        t_prev = previous.switches_ns or snaps[0].time_ns
+        for snap, st in zip(snaps[1:], stats_of):
+            c = snap.vcpus[ref]
+            t = c.switches_ns or snap.time_ns
+            if t > t_prev:
+                # a new window closed this period: the stats say so
+                s = st[ref]
+                self.assertEqual(t - t_prev,
+                                 s.switch_window_ns or s.period_ns)
+                a, b = exact_times[t_prev], exact_times[t]
+                self.assertEqual((b[1] - a[1], b[2] - a[2]),
+                                 (s.voluntary_switches,
+                                  s.involuntary_switches), (i, t))
+                closed.append(s)
+                t_prev = t
+            elif not closed:
+                # nothing read since the first reading: no counts
+                self.assertIsNone(st[ref].voluntary_switches)
+                self.assertIsNone(st[ref].i_cpu)
+            else:
+                # no new reading: the last window's counts stand
+                for field in ('voluntary_switches',
+                              'involuntary_switches', 'i_cpu'):
+                    self.assertEqual(getattr(closed[-1], field),
+                                     getattr(st[ref], field), field)
+        self.assertTrue(closed)
+        if i:   # ran every period: read over every-th periods
+            self.assertIn(self.EVERY * self.PERIOD_NS,
+                          [s.switch_window_ns for s in closed])
+        # the windows tile the time from the first to the last reading
+        first_t = snaps[0].vcpus[ref].switches_ns or snaps[0].time_ns
+        self.assertEqual(t_prev - first_t,
+                         sum(s.switch_window_ns or s.period_ns
+                             for s in closed))
+        self.assertEqual(
+            exact_times[t_prev][1] - exact_times[first_t][1],
+            sum(s.voluntary_switches for s in closed))
+        # I_cpu over the window, its rate against the idle threshold
+        for s in closed:
+            window_s = (s.switch_window_ns or s.period_ns) / 1e9
             self.assertEqual(
-                exact_times[t_prev][1] - exact_times[first_t][1],
-                sum(s.voluntary_switches for s in closed))
-            # I_cpu over the window, its rate against the idle threshold
-            for s in closed:
-                window_s = (s.switch_window_ns or s.period_ns) / 1e9
-                self.assertEqual(
-                    monitor.interference_ratio(
-                        s.voluntary_switches, s.involuntary_switches,
-                        window_s, 10.0), s.i_cpu)
-        # MIST's per-VM I_cpu weighs each vCPU by its rate over its window
-        final = stats_of[-1]
-        vol = sum(s.voluntary_switches * s.period_ns
-                  / (s.switch_window_ns or s.period_ns)
-                  for s in final.values())
-        invol = sum(s.involuntary_switches * s.period_ns
-                    / (s.switch_window_ns or s.period_ns)
-                    for s in final.values())
-        self.assertAlmostEqual(
-            monitor.interference_ratio(vol, invol, 0.1, 10.0),
-            mist.vm_i_cpu(final.values(), 10.0))
-
-    def test_python_reader(self):
-        self._check(False)
-
-    def test_c_reader(self):
-        if readers_test.NATIVE is None:
-            self.skipTest(readers_test.NOT_BUILT)
-        self._check(True)
+                monitor.interference_ratio(
+                    s.voluntary_switches, s.involuntary_switches,
+                    window_s, 10.0), s.i_cpu)
 
 
 class TestMistWindows(testtools.TestCase):

@@ -1,10 +1,10 @@
-"""The two procfs readers (C and pure Python) on real procfs and on garbage.
+"""The procfs reader on real procfs and on garbage.
 
-Both must give the same readings: on this machine's real threads (with
-psutil's own reading of the same files as a third opinion), on malformed
-files, and through the ``schedstat`` gate. A thread that exits, even between
-two of its files, must end as a missing thread, never as an exception out
-of the reader.
+On this machine's real threads its readings are psutil's of the same
+files; malformed files give missing counters and a bit saying which, and
+the ``schedstat`` gate reuses a reading only where nothing moved. A
+thread that exits, even between two of its files, must end as a missing
+thread, never as an exception out of the reader.
 """
 
 import logging
@@ -23,7 +23,6 @@ import testtools
 from vsmtio_agent.linux import procfs
 from vsmtio_agent.tests.unit.host import test_procfs
 
-NATIVE = procfs._procread
 FILES = ('schedstat', 'status', 'stat')
 
 
@@ -38,28 +37,13 @@ def close_all(fds):
             os.close(fd)
 
 
-NOT_BUILT = ('vsmtio_agent.linux._procread is not built: pip install -e . '
-             '(or python setup.py build_ext --inplace) with gcc and '
-             'python3-dev installed')
-
-
 def readers():
-    """The reading functions under test.
-
-    Where the C reader was not built only the Python one is tested here,
-    and :class:`TestTheCReaderIsBuilt` fails: the project's machines
-    build it.
-    """
-    out = [('python', procfs._read_thread)]
-    if NATIVE is not None:
-        out.append(('c', NATIVE.read_thread))
-    return out
+    """The reading functions under test (a name for each message)."""
+    return [('python', procfs._read_thread)]
 
 
-def both(fds, last=None, bad=0):
-    """(Python reading, C reading); the Python one twice if C is absent."""
-    out = [read(fds, last, bad) for _name, read in readers()]
-    return out[0], out[-1]
+def read(fds, last=None, bad=0):
+    return procfs._read_thread(fds, last, bad)
 
 
 def wait_asleep(tid):
@@ -79,43 +63,16 @@ def wait_gone(tid):
         time.sleep(0.001)
 
 
-class TestTheCReaderIsBuilt(testtools.TestCase):
-
-    def test_built(self):
-        # The project's machines have gcc and Python's headers
-        # (.ci/install-debian-packages); an install without them falls
-        # back to pure Python, which the other tests cover as well.
-        self.assertTrue(procfs.native_available(), NOT_BUILT)
-        self.assertTrue(procfs.ThreadReader().native)
-        self.assertFalse(procfs.ThreadReader(native=False).native)
-
-    def test_without_it_python_reads_and_says_so(self):
-        # An install without gcc or Python's headers: what the agent does.
-        log = self.useFixture(fixtures.FakeLogger())
-        self.useFixture(fixtures.MonkeyPatch(
-            'vsmtio_agent.linux.procfs._procread', None))
-        self.assertFalse(procfs.native_available())
-        reader = procfs.ThreadReader()
-        self.assertFalse(reader.native)
-        self.assertIn('C reader (vsmtio_agent.linux._procread) was not built',
-                      log.output)
-        self.assertRaises(RuntimeError, procfs.ThreadReader, native=True)
-        counters = reader.read(os.getpid(), threading.get_native_id())
-        self.assertIsNotNone(counters.voluntary_switches)
-        reader.close()
-
-
 class TestRealThreads(testtools.TestCase):
 
-    def test_same_reading_as_each_other_and_as_psutil(self):
+    def test_same_reading_as_psutil(self):
         named = self.useFixture(test_procfs.NamedThreads(4, accel='KVM'))
         for tid in named.tids.values():
             fds = open_thread(tid)
             self.addCleanup(close_all, fds)
             # The threads block: their counters then stand still.
             wait_asleep(tid)
-            py, c = both(fds)
-            self.assertEqual(py, c)
+            c = read(fds)
             run, delay, runs, vol, invol, cpu, bad = c
             self.assertEqual(0, bad)
             self.assertGreater(run, 0)
@@ -127,7 +84,7 @@ class TestRealThreads(testtools.TestCase):
             self.assertIn(cpu, range(os.cpu_count()))
 
     def test_every_thread_of_this_process(self):
-        # Whatever the threads do (this one runs), both readers see
+        # Whatever the threads do (this one runs), the reader sees
         # counters that only go forward, one reading after the other.
         for tid in map(int, os.listdir('/proc/self/task')):
             try:
@@ -135,8 +92,7 @@ class TestRealThreads(testtools.TestCase):
             except FileNotFoundError:
                 continue        # exited since listdir
             self.addCleanup(close_all, fds)
-            a, b = both(fds)
-            c = procfs._read_thread(fds, None, 0)
+            a, b, c = read(fds), read(fds), read(fds)
             for i in range(5):
                 self.assertLessEqual(a[i], b[i])
                 self.assertLessEqual(b[i], c[i])
@@ -194,48 +150,12 @@ class TestRealThreads(testtools.TestCase):
             first = read(live, None, 0)
             self.assertRaises(ProcessLookupError, read, dead, first, 0)
 
-    def test_read_threads_is_read_thread_for_each(self):
-        # One call for a domain's threads: each item's reading as
-        # read_thread gives it, the gate included, and None for a thread
-        # that exited, in the order given.
-        named = self.useFixture(test_procfs.NamedThreads(3))
-        fds = [open_thread(tid) for tid in named.tids.values()]
-        for f in fds:
-            self.addCleanup(close_all, f)
-        gone = test_procfs.NamedThreads(1)
-        gone.setUp()
-        dead = open_thread(gone.tids[0])
-        self.addCleanup(close_all, dead)
-        gone.cleanUp()
-        wait_gone(gone.tids[0])
-        for tid in named.tids.values():
-            wait_asleep(tid)
-        bulk = [('python', procfs._read_threads)]
-        if NATIVE is not None:
-            bulk.append(('c', NATIVE.read_threads))
-        for (name, one), (_, many) in zip(readers(), bulk):
-            first = [one(f, None, 0) for f in fds]
-            items = [(fds[0], None, 0), (dead, None, 0),
-                     (fds[1], first[1], 0), (fds[2], None, 16)]
-            got = many(items)
-            self.assertEqual(4, len(got), name)
-            self.assertEqual(first[0], got[0], name)
-            self.assertIsNone(got[1], name)
-            self.assertIs(first[1], got[2], name)     # the gate held
-            self.assertEqual(first[2][:6] + (16,), got[3], name)
-            self.assertEqual([], many([]), name)
-        if NATIVE is not None:
-            self.assertRaises(TypeError, NATIVE.read_threads, [(1, 2)])
-            self.assertRaises(TypeError, NATIVE.read_threads, 5)
 
-
-class ReaderCases(object):
-    """ThreadReader behaviour, for the reader named by ``native``."""
-
-    native = None
+class TestThreadReader(testtools.TestCase):
+    """ThreadReader's behaviour."""
 
     def reader(self, *args, **kwargs):
-        return procfs.ThreadReader(*args, native=self.native, **kwargs)
+        return procfs.ThreadReader(*args, **kwargs)
 
     def test_exited_thread_is_missing_and_its_files_closed(self):
         log = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
@@ -353,7 +273,7 @@ class ReaderCases(object):
         self.assertEqual('', log.output)
 
     def test_read_many_cadence_and_bad_files(self):
-        # read_many's loop over held threads (in C for the C reader):
+        # read_many over held threads:
         # carried counts say when they were read, a gated thread keeps
         # its counters object, and a malformed file is logged once.
         log = self.useFixture(fixtures.FakeLogger(level=logging.WARNING))
@@ -409,18 +329,6 @@ class ReaderCases(object):
         self.assertEqual(3, once._nheld)
 
 
-class TestPythonReader(ReaderCases, testtools.TestCase):
-    native = False
-
-
-class TestCReader(ReaderCases, testtools.TestCase):
-    native = True
-
-    def setUp(self):
-        super().setUp()
-        self.assertIsNotNone(NATIVE, NOT_BUILT)
-
-
 def _stat(cpu, comm='CPU 0/KVM'):
     return '4242 (%s) S %s %s %s' % (comm, ' '.join(['0'] * 35), cpu,
                                      ' '.join(['0'] * 13))
@@ -446,9 +354,9 @@ GARBAGE = {
 
 
 class TestGarbage(testtools.TestCase):
-    """Both readers give the same reading of any file content."""
+    """Any file content gives a reading: counters or None, and bits."""
 
-    def read_both(self, texts, last=None):
+    def read_files(self, texts, last=None):
         with tempfile.TemporaryDirectory() as tmp:
             fds = []
             for name, text in zip(FILES, texts):
@@ -458,30 +366,35 @@ class TestGarbage(testtools.TestCase):
                             else text.encode('latin-1'))
                 fds.append(os.open(path, os.O_RDONLY))
             try:
-                return both(tuple(fds), last)
+                return read(tuple(fds), last)
             finally:
                 close_all(fds)
+
+    def assertReading(self, reading):
+        self.assertEqual(7, len(reading))
+        for counter in reading[:6]:
+            self.assertTrue(counter is None or type(counter) is int)
+        self.assertEqual(0, reading[6] & ~(procfs.BAD_SCHEDSTAT
+                                           | procfs.BAD_STATUS
+                                           | procfs.BAD_STAT))
 
     def test_known_cases(self):
         for i, name in enumerate(FILES):
             for text in GARBAGE[name]:
                 texts = [GARBAGE[n][0] for n in FILES]
                 texts[i] = text
-                py, c = self.read_both(texts)
-                self.assertEqual(py, c, '%s %r' % (name, text))
-        py, _ = self.read_both([GARBAGE[n][0] for n in FILES])
-        self.assertEqual((1, 2, 3, 5, 2, 1, 0), py)
+                self.assertReading(self.read_files(texts))
+        self.assertEqual((1, 2, 3, 5, 2, 1, 0),
+                         self.read_files([GARBAGE[n][0] for n in FILES]))
 
     def test_bits(self):
-        py, c = self.read_both(['x', 'y', 'z'])
         self.assertEqual((None,) * 6 + (procfs.BAD_SCHEDSTAT
                                         | procfs.BAD_STATUS
-                                        | procfs.BAD_STAT,), py)
-        self.assertEqual(py, c)
+                                        | procfs.BAD_STAT,),
+                         self.read_files(['x', 'y', 'z']))
 
     @settings(max_examples=300, deadline=None)
     @given(st.binary(max_size=300), st.binary(max_size=300),
            st.binary(max_size=400))
     def test_any_bytes(self, schedstat, status, stat):
-        py, c = self.read_both([schedstat, status, stat])
-        self.assertEqual(py, c)
+        self.assertReading(self.read_files([schedstat, status, stat]))
