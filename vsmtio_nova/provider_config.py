@@ -91,9 +91,8 @@ def _check_with_nova(directory, text):
         for other in glob.glob(os.path.join(directory, '*.yaml')):
             if os.path.basename(other) != FILENAME:
                 shutil.copy(other, trial)
-        if text is not None:
-            with open(os.path.join(trial, FILENAME), 'w') as f:
-                f.write(text)
+        with open(os.path.join(trial, FILENAME), 'w') as f:
+            f.write(text)
         try:
             nova_provider_config.get_provider_configs(trial)
         except exception.ProviderConfigException as e:
@@ -123,7 +122,8 @@ def write(conf, dry_run=False):
         raise Error('%s exists and was not written by vsmtio-nova-conf; '
                     'move it away first' % path)
     directory = os.path.dirname(path)
-    _check_with_nova(directory, text)
+    if text is not None:
+        _check_with_nova(directory, text)
     if dry_run:
         return path, text, why
     if text is None:
