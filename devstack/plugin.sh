@@ -7,8 +7,8 @@
 #                    nova-compute to the vsmtio driver (VSMTIO_RETENTION)
 #                    and start vsmtio-agent
 # stack test-config  tell tempest the vsmtio service is there
-# unstack            stop the agent, take back the nova.conf edits and the
-#                    metadefs
+# unstack            stop the agent, take back the nova.conf edits, the
+#                    provider config and the metadefs
 # clean              remove the agent's config and state
 #
 # nova.conf is edited only through vsmtio-nova-conf, which is idempotent
@@ -54,9 +54,12 @@ function unload_vsmtio_metadefs {
 }
 
 # nova-compute can load the vsmtio driver only as vsmtio-nova-compute:
-# restart the n-cpu service devstack started, with the driver set.
+# restart the n-cpu service devstack started, with the driver set and what
+# this host tells placement (its retention trait, reserved I/O) written as
+# nova's provider config, which nova-compute reads when it starts.
 function start_vsmtio_compute {
     vsmtio_nova_conf enable --retention "$NOVA_CPU_CONF"
+    vsmtio_nova_conf provider-config "$NOVA_CPU_CONF"
     stop_process n-cpu
     run_process n-cpu \
         "$NOVA_BIN_DIR/vsmtio-nova-compute --config-file $NOVA_CPU_CONF" \

@@ -4,10 +4,11 @@ A host can when nova runs its guests under KVM (``[libvirt] virt_type``)
 and its kernel carries the vsmtio patches (``/sys/kernel/vsmtio/
 abi_version`` of a version this release knows, ``host_kernel_patches/
 ABI.rst``): it then advertises the placement trait :data:`TRAIT`
-(:class:`vsmtio_nova.virt.traits.RetentionTraitMixin`). A flavor asking for
-retention carries ``trait:CUSTOM_VSMTIO_CONTEXT_RETENTION=required``, so
-placement offers only such hosts, and a request with no such host left
-fails with NoValidHost instead of booting without what it asked for.
+through nova's provider config (:mod:`vsmtio_nova.provider_config`). A
+flavor asking for retention carries
+``trait:CUSTOM_VSMTIO_CONTEXT_RETENTION=required``, so placement offers
+only such hosts, and a request with no such host left fails with
+NoValidHost instead of booting without what it asked for.
 """
 
 from oslo_utils import strutils

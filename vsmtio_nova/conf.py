@@ -49,9 +49,10 @@ vsmtio_opts = [
                default=300, min=0, max=86400,
                help='Seconds the scheduler reuses the workload class and '
                     'vCPUs of an instance it loaded from the cell database '
-                    'for later requests. Loading costs about half a '
-                    'millisecond per instance, for every instance on every '
-                    'candidate host; an instance\'s flavor changes only when '
+                    'for later requests. Loading costs the scheduler work '
+                    'per instance, for every instance on every candidate '
+                    'host (doc/benchmarks/scheduler.rst measures it); an '
+                    'instance\'s flavor changes only when '
                     'it is resized, and then its old class counts for at '
                     'most this long. 0 loads every request afresh.'),
     cfg.StrOpt('measured_class_secret',

@@ -3,7 +3,9 @@
 Each compute node reports its capacity for reserved I/O as an inventory of
 the custom resource classes of :mod:`vsmtio_contract.io_reservation`, so
 that placement never admits more reserved I/O on a host than it declared
-(that module says how a flavor asks).
+(that module says how a flavor asks). The inventory reaches placement
+through nova's provider config (:mod:`vsmtio_nova.provider_config`), so any
+compute driver's host can declare it.
 """
 
 from oslo_config import cfg
@@ -23,8 +25,9 @@ capacity_opts = [
                     'Measure it as the worst case of the storage path '
                     '(random read/write), as the MIST paper does. 0 '
                     'reports no inventory: no reserving instance lands '
-                    'here. Takes effect at the next resource update '
-                    '(``[DEFAULT] update_resources_interval``).'),
+                    'here. ``vsmtio-nova-conf provider-config`` writes it '
+                    'into nova\'s provider config; nova-compute reads that '
+                    'when it starts.'),
     cfg.IntOpt('io_reservation_capacity_mib_per_s',
                default=0, min=0, max=PLACEMENT_MAX,
                help='nova-compute: the block I/O bandwidth in MiB/s this '
@@ -46,26 +49,3 @@ def inventory(conf):
                        'max_unit': total, 'step_size': 1,
                        'allocation_ratio': 1.0}
     return out
-
-
-def update_inventory(provider_tree, nodename, conf):
-    """Put the reserved-I/O inventory on the compute node's provider.
-
-    A capacity set to 0 removes its inventory (placement refuses that
-    while instances hold allocations of it, and nova-compute logs it).
-    """
-    current = dict(provider_tree.data(nodename).inventory)
-    for rc in (RC_IOPS, RC_MIB_PER_S):
-        current.pop(rc, None)
-    current.update(inventory(conf))
-    provider_tree.update_inventory(nodename, current)
-
-
-class ReservedIoInventory(object):
-    """Mixin for a nova virt driver: report the reserved-I/O inventory."""
-
-    def update_provider_tree(self, provider_tree, nodename,
-                             allocations=None):
-        super().update_provider_tree(provider_tree, nodename,
-                                     allocations=allocations)
-        update_inventory(provider_tree, nodename, cfg.CONF)

@@ -200,7 +200,10 @@ def nova(compute_driver):
                    # judge a host from its first classified vCPU, so that
                    # tempest's aggregate override test sees the filter act
                    'filter_min_classified_vcpus': 1},
-        'compute': {'max_concurrent_builds': 2},
+        'compute': {'max_concurrent_builds': 2,
+                    # the cloud's own, not the machine's /etc/nova
+                    'provider_config_location': layout.path(
+                        'etc', 'nova', 'provider_config')},
         'os_vif_ovs': {'ovsdb_connection': 'unix:/nonexistent'},
     }
     # nova-compute runs as root here: its privsep helpers start directly,

@@ -90,9 +90,14 @@ def write_clouds_yaml():
 
 
 def enable_vsmtio(nova_conf):
-    """Add vsmtio's filter, weigher and driver with the devstack code."""
-    procs.run(os.path.join(layout.BIN, 'vsmtio-nova-conf'), 'enable',
-              '--retention', nova_conf)
+    """Add vsmtio's filter, weigher and driver with the devstack code.
+
+    Then write what the compute host tells placement (nova's provider
+    config), as the devstack plugin does before nova-compute starts.
+    """
+    tool = os.path.join(layout.BIN, 'vsmtio-nova-conf')
+    procs.run(tool, 'enable', '--retention', nova_conf)
+    procs.run(tool, 'provider-config', nova_conf)
 
 
 def images_and_flavors(conn):

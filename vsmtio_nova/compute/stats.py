@@ -3,8 +3,9 @@
 The scheduler must know every candidate host's mix at every request.
 Counting it there means classifying every instance on every host, and
 ``HostState.instances`` holds uuids without flavors: the flavors would be
-loaded from the cell databases on the request path (about half a
-millisecond per instance). So the host counts its own mix instead, where
+loaded from the cell databases on the request path, a cost per instance
+and per request (``doc/benchmarks/scheduler.rst`` measures it). So the
+host counts its own mix instead, where
 nova counts ``num_instances``: :class:`MixStats` extends nova's
 ``nova.compute.stats.Stats``, the dict the resource tracker keeps per node
 and saves as ``ComputeNode.stats``, which the scheduler reads into

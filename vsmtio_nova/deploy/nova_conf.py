@@ -18,10 +18,17 @@ comment saying what it did (``added``, ``appended ITEM``, ``was LINE``,
 :func:`disable` undoes exactly that, and nothing else, even after other
 tools edited the file: a file changed only by enable comes back byte for
 byte.
+
+On a compute host, ``provider-config`` writes what the host tells
+placement (the retention trait, the reserved-I/O inventory) as nova's
+provider config (:mod:`vsmtio_nova.provider_config`), from the options of
+the nova.conf given; ``disable`` removes that file too.
 """
 
 import argparse
 import sys
+
+from oslo_config import cfg
 
 from vsmtio_nova.deploy import ini
 from vsmtio_nova import virt
@@ -202,28 +209,81 @@ def disable(path):
     return bool(marks)
 
 
+def load(path):
+    """The options the provider config is made of, read from one nova.conf.
+
+    A ConfigOpts of its own (not nova's global one) holding nova's own
+    option objects, so types, defaults and deprecated names are nova's.
+    """
+    from nova.conf import compute
+    from nova.conf import libvirt
+
+    from vsmtio_nova import conf as vsmtio_conf
+
+    conf = cfg.ConfigOpts()
+    conf.register_opts(compute.compute_opts)
+    conf.register_opts(compute.compute_group_opts, group='compute')
+    conf.register_opts(libvirt.libvirt_general_opts, group='libvirt')
+    for group, opts in vsmtio_conf.list_opts():
+        conf.register_opts(opts, group=group.name)
+    conf([], project='nova', default_config_files=[path],
+         default_config_dirs=[])
+    return conf
+
+
+def _provider_config(path, dry_run):
+    from vsmtio_nova import provider_config  # loads nova's API: only here
+
+    written, text, why = provider_config.write(load(path), dry_run=dry_run)
+    if dry_run and text:
+        print(text, end='')
+    if text is None:
+        outcome = 'nothing to write' + (
+            '' if dry_run else '; removed if there was one')
+    else:
+        outcome = 'would be written' if dry_run else 'written'
+    print('%s: %s (%s)' % (written, outcome, why))
+
+
+def _run(args):
+    if args.action == 'provider-config':
+        return _provider_config(args.nova_conf, args.dry_run)
+    if args.action == 'enable':
+        changed = enable(args.nova_conf, retention=args.retention)
+    else:
+        from vsmtio_nova import provider_config
+
+        conf = load(args.nova_conf)  # first: a bad file changes nothing
+        changed = disable(args.nova_conf)
+        changed |= provider_config.remove(conf)
+    print('%s: %s' % (args.nova_conf, 'changed' if changed else 'unchanged'))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog='vsmtio-nova-conf',
         description='Add (enable) or take back (disable) vsmtio\'s filter, '
                     'weigher and, with --retention, compute driver in a '
-                    'nova.conf. Idempotent; comments and other lines are '
-                    'kept.')
-    parser.add_argument('action', choices=('enable', 'disable'))
+                    'nova.conf (idempotent; comments and other lines are '
+                    'kept); or write this compute host\'s provider config '
+                    '(provider-config) from it.')
+    parser.add_argument('action', choices=('enable', 'disable',
+                                           'provider-config'))
     parser.add_argument('--retention', action='store_true',
                         help='enable: also set [DEFAULT] compute_driver = '
                              '%s (run vsmtio-nova-compute)' % COMPUTE_DRIVER)
+    parser.add_argument('--dry-run', action='store_true',
+                        help='provider-config: print it, write nothing')
     parser.add_argument('nova_conf', metavar='NOVA_CONF')
     args = parser.parse_args(argv)
     if args.retention and args.action != 'enable':
         parser.error('--retention goes with enable')
+    if args.dry_run and args.action != 'provider-config':
+        parser.error('--dry-run goes with provider-config')
     try:
-        if args.action == 'enable':
-            changed = enable(args.nova_conf, retention=args.retention)
-        else:
-            changed = disable(args.nova_conf)
-    except (OSError, ini.Error) as e:
+        _run(args)
+    except (OSError, ValueError, cfg.Error) as e:
+        # ini.Error and provider_config.Error are ValueErrors
         print('vsmtio-nova-conf: %s (nothing written)' % e, file=sys.stderr)
         return 2
-    print('%s: %s' % (args.nova_conf, 'changed' if changed else 'unchanged'))
     return 0

@@ -108,10 +108,10 @@ class ClassCache:
     """Instance uuid -> ``(WorkloadClass, vcpus)``, kept between requests.
 
     Loading instances with their flavors from a cell database costs far
-    more than everything else the filter and weigher do (about half a
-    millisecond per instance), and every request would reload every
-    instance on every candidate host. An instance's flavor changes only on
-    resize, so a loaded class is reused for ``[vsmtio]
+    more than everything else the filter and weigher do
+    (``doc/benchmarks/scheduler.rst`` measures it), and every request would
+    reload every instance on every candidate host. An instance's flavor
+    changes only on resize, so a loaded class is reused for ``[vsmtio]
     instance_class_cache_seconds``; a resized instance counts with its old
     class for at most that long. Entries are stamped when loaded and
     dropped once expired, so deleted instances do not accumulate.

@@ -1,12 +1,15 @@
-"""Advertise context retention to placement from the compute driver.
+"""The compute driver's own view of context retention on its host.
 
-Mixed into the vsmtio libvirt driver (and, in the functional tests, into
-nova's fake driver): at ``init_host`` it finds whether this host can retain
-(:func:`vsmtio_nova.capability.host_can_retain`; a kernel changes only with
-a reboot, which restarts nova-compute), and each ``update_provider_tree``
-adds :data:`~vsmtio_nova.capability.TRAIT` to the compute node's provider,
-or takes it away from a host that lost it (booted a stock kernel). Other
-traits, nova's and operators', are left as they are.
+The retention trait reaches placement through nova's provider config
+(:mod:`vsmtio_nova.provider_config`, written at deploy time from the same
+probe). Mixed into the vsmtio libvirt driver (and, in the functional tests,
+into nova's fake driver), this probes the host again at ``init_host`` (a
+kernel changes only with a reboot, which restarts nova-compute) for two
+things provider config cannot do: the driver refuses an instance asking for
+retention on a host that cannot give it, and it takes the trait away from
+a host that lost it (booted a stock kernel), because nova only ever adds
+what a provider config file says and never removes a trait it added
+before. It logs when the file and the probe disagree.
 """
 
 from oslo_log import log as logging
@@ -15,13 +18,14 @@ import nova.conf
 
 from vsmtio_nova import capability
 from vsmtio_nova import conf  # noqa: F401 (registers [vsmtio])
+from vsmtio_nova import provider_config
 
 CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
 
 
 class RetentionTraitMixin:
-    """A virt driver whose compute node carries the retention trait."""
+    """A virt driver that knows whether its host can retain contexts."""
 
     _retention = None
 
@@ -32,7 +36,24 @@ class RetentionTraitMixin:
         LOG.info('Context retention %s on this host: %s',
                  'available' if self._retention[0] else 'unavailable',
                  self._retention[1])
+        self._check_provider_config()
         return result
+
+    def _check_provider_config(self):
+        advertised = capability.TRAIT in provider_config.advertised_traits(
+            CONF)
+        if advertised and not self._retention[0]:
+            LOG.error('The provider config gives this host %s but it cannot '
+                      'retain (%s): instances asking for retention are '
+                      'sent here, refused and rescheduled; run '
+                      'vsmtio-nova-conf provider-config and restart '
+                      'nova-compute.', capability.TRAIT, self._retention[1])
+        elif self._retention[0] and not advertised:
+            LOG.warning('This host can retain but its provider config does '
+                        'not give it %s, so no instance asking for '
+                        'retention lands here: run vsmtio-nova-conf '
+                        'provider-config and restart nova-compute.',
+                        capability.TRAIT)
 
     @property
     def retention(self):
@@ -46,7 +67,6 @@ class RetentionTraitMixin:
                              allocations=None):
         super().update_provider_tree(provider_tree, nodename,
                                      allocations=allocations)
-        if self.retention[0]:
-            provider_tree.add_traits(nodename, capability.TRAIT)
-        elif provider_tree.has_traits(nodename, [capability.TRAIT]):
+        if not self.retention[0] and provider_tree.has_traits(
+                nodename, [capability.TRAIT]):
             provider_tree.remove_traits(nodename, capability.TRAIT)

@@ -1,32 +1,28 @@
 """Reserved I/O inside nova: nova-api validation and placement admission.
 
-On nova's functional harness (real API, conductor, scheduler and placement;
-the fake virt driver with vsmtio's reserved-I/O inventory mixed in, as
-``VsmtioLibvirtDriver`` has it): a compute node reports
-``[vsmtio] io_reservation_capacity_iops`` as inventory of
-CUSTOM_VSMTIO_IO_IOPS, flavors ask for their reservation as a resource, and
-placement admits only what fits, so the scheduler answers NoValidHost for a
+On nova's functional harness (real API, conductor, scheduler, placement and
+resource tracker, with nova's fake virt driver): a compute node's
+``[vsmtio] io_reservation_capacity_iops`` reaches placement as inventory of
+CUSTOM_VSMTIO_IO_IOPS through nova's provider config, written by the code
+``vsmtio-nova-conf provider-config`` runs and merged by nova's own resource
+tracker; flavors ask for their reservation as a resource, and placement
+admits only what fits, so the scheduler answers NoValidHost for a
 reservation the host cannot hold. nova-api refuses bad reservation values
 with HTTP 400 and keeps the flavor as it was.
 """
 
 import fixtures
 
+import nova.conf
 from nova.tests.functional.api import client
 from nova.tests.functional import integrated_helpers
-from nova.virt import fake
 
 from vsmtio_contract import io_reservation
 from vsmtio_nova import conf  # noqa: F401 (registers [vsmtio] for flags)
-from vsmtio_nova import io_inventory
+from vsmtio_nova import provider_config
 from vsmtio_nova.tests.functional import test_workload_mix
 
 RC = io_reservation.RC_IOPS
-
-
-class ReservedIoFakeDriver(io_inventory.ReservedIoInventory,
-                           fake.MediumFakeDriver):
-    """nova's fake driver reporting reserved-I/O inventory like ours."""
 
 
 class _ReservedIoBase(integrated_helpers._IntegratedTestBase):
@@ -38,10 +34,7 @@ class _ReservedIoBase(integrated_helpers._IntegratedTestBase):
     def setUp(self):
         self.flags(api_paste_config=test_workload_mix.api_paste_ini(),
                    group='wsgi')
-        # nova 34 loads compute_driver as nova.virt.<value> only.
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.virt.fake.ReservedIoFakeDriver', ReservedIoFakeDriver))
-        self.flags(compute_driver='fake.ReservedIoFakeDriver')
+        self.flags(compute_driver='fake.MediumFakeDriver')
         self.flags(cores=100, instances=100, group='quota')
         super().setUp()
 
@@ -49,9 +42,15 @@ class _ReservedIoBase(integrated_helpers._IntegratedTestBase):
         # Set here: nova's base setUp resets config before it starts the
         # computes.
         self.flags(cpu_allocation_ratio=1.0, initial_cpu_allocation_ratio=1.0)
-        self.flags(io_reservation_capacity_iops=self.CAPACITY_IOPS,
-                   group='vsmtio')
+        self.flags(provider_config_location=self.useFixture(
+            fixtures.TempDir()).path, group='compute')
+        self.set_capacity(self.CAPACITY_IOPS)
         return self._start_compute('compute')
+
+    def set_capacity(self, iops):
+        """What an operator does: set it, run provider-config."""
+        self.flags(io_reservation_capacity_iops=iops, group='vsmtio')
+        provider_config.write(nova.conf.CONF)
 
     def reserving_flavor(self, iops):
         return self._create_flavor(
@@ -76,6 +75,19 @@ class IoReservationTest(_ReservedIoBase):
         self.assertEqual(self.CAPACITY_IOPS, inv['max_unit'])
         self.assertEqual(1.0, inv['allocation_ratio'])
         # nova's own classes are still there
+        self.assertIn('VCPU', self.inventory())
+
+    def test_a_new_capacity_counts_from_the_next_start(self):
+        # nova reads provider config files when nova-compute starts
+        self.set_capacity(400)
+        self._run_periodics()
+        self.assertEqual(self.CAPACITY_IOPS, self.inventory()[RC]['total'])
+        self.compute = self.restart_compute_service(self.compute)
+        self.assertEqual(400, self.inventory()[RC]['total'])
+        # 0 removes the file, and the next start the inventory
+        self.set_capacity(0)
+        self.compute = self.restart_compute_service(self.compute)
+        self.assertNotIn(RC, self.inventory())
         self.assertIn('VCPU', self.inventory())
 
     def test_admission_refuses_a_reservation_the_host_cannot_hold(self):

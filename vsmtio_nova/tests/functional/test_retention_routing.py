@@ -1,10 +1,13 @@
 """Context-retention flavors go only to hosts that can retain.
 
-nova's functional harness with the placement fixture and two computes: the
-computes run nova's fake driver with the vsmtio trait reporting mixed in
-(the libvirt driver needs a real libvirt host; the mixin is the same code
-the vsmtio libvirt driver inherits), one seeing a sysfs with the vsmtio
-kernel ABI, one a stock kernel. Placement, the scheduler (with the vsmtio
+nova's functional harness with the placement fixture and two computes, one
+seeing a sysfs with the vsmtio kernel ABI, one a stock kernel. Each host's
+trait reaches placement the supported way: nova's provider config, written
+by the code ``vsmtio-nova-conf provider-config`` runs and merged by nova's
+own resource tracker. The computes run nova's fake driver with the vsmtio
+driver's retention probe mixed in (the libvirt driver needs a real libvirt
+host; the mixin is the same code the vsmtio libvirt driver inherits), which
+takes away a trait its host lost. Placement, the scheduler (with the vsmtio
 filters as ``vsmtio-nova-conf`` enables them) and the API are nova's own.
 """
 
@@ -12,6 +15,7 @@ import os
 
 import fixtures
 
+import nova.conf
 from nova.tests.functional import integrated_helpers
 from nova.virt import fake
 
@@ -19,13 +23,15 @@ from vsmtio_contract import kernel_abi
 from vsmtio_nova import capability
 from vsmtio_nova.deploy import nova_conf
 from vsmtio_nova import extra_specs
+from vsmtio_nova import provider_config
 from vsmtio_nova.tests.functional import test_workload_mix
+from vsmtio_nova import virt
 from vsmtio_nova.virt import traits
 
 
 class RetentionFakeDriver(traits.RetentionTraitMixin,
                           fake.MediumFakeDriver):
-    """nova's fake driver (10 vCPUs) reporting the retention trait."""
+    """nova's fake driver (10 vCPUs) with the vsmtio retention probe."""
 
 
 class RetentionRoutingTest(integrated_helpers._IntegratedTestBase):
@@ -66,12 +72,27 @@ class RetentionRoutingTest(integrated_helpers._IntegratedTestBase):
         # 10 vCPUs per host, not overcommitted: two 5-vCPU servers fill one.
         # (Set here: nova's base setUp resets it before the computes start.)
         self.flags(cpu_allocation_ratio=1.0, initial_cpu_allocation_ratio=1.0)
-        # Each compute reads its kernel once, at init_host.
-        self.flags(sysfs_root=self.sysfs['patched'], group='vsmtio')
-        self._start_compute('retainer')
-        self.flags(sysfs_root=self.sysfs['plain'], group='vsmtio')
-        self._start_compute('plain')
+        # Each compute reads its kernel once, at init_host, and its
+        # provider config once, when it starts.
+        self.locations = {}
+        for host in ('retainer', 'plain'):
+            self.host_is(host, 'patched' if host == 'retainer' else 'plain')
+            self._start_compute(host)
         return self.computes['retainer']
+
+    def host_is(self, host, kernel, write=True):
+        """Present ``host`` with this kernel and run provider-config."""
+        if host not in self.locations:
+            self.locations[host] = self.useFixture(fixtures.TempDir()).path
+        self.flags(provider_config_location=self.locations[host],
+                   group='compute')
+        self.flags(sysfs_root=self.sysfs[kernel], group='vsmtio')
+        if write:
+            # As on a host running the vsmtio driver, which the fake
+            # driver stands in for once the file is written.
+            self.flags(compute_driver=virt.COMPUTE_DRIVER)
+            provider_config.write(nova.conf.CONF)
+            self.flags(compute_driver='fake.RetentionFakeDriver')
 
     def traits(self, host):
         return self._get_provider_traits(
@@ -89,6 +110,32 @@ class RetentionRoutingTest(integrated_helpers._IntegratedTestBase):
         self._run_periodics()
         self.assertIn(capability.TRAIT, self.traits('retainer'))
         self.assertNotIn(capability.TRAIT, self.traits('plain'))
+
+    def test_a_host_that_lost_its_kernel_loses_the_trait(self):
+        # Rebooted into a stock kernel; provider-config rerun before the
+        # restart: nova never removes a trait it added from a file, the
+        # driver's probe does.
+        self.host_is('retainer', 'plain')
+        self.computes['retainer'] = self.restart_compute_service(
+            self.computes['retainer'])
+        self.assertNotIn(capability.TRAIT, self.traits('retainer'))
+        self.assertIn('COMPUTE_NODE', self.traits('retainer'))
+        # and back
+        self.host_is('retainer', 'patched')
+        self.computes['retainer'] = self.restart_compute_service(
+            self.computes['retainer'])
+        self.assertIn(capability.TRAIT, self.traits('retainer'))
+
+    def test_a_stale_provider_config_is_logged(self):
+        # The same reboot without rerunning provider-config: nova adds the
+        # trait from the stale file again, the driver says so.
+        self.host_is('retainer', 'plain', write=False)
+        log = self.stdlog.logger.output
+        self.computes['retainer'] = self.restart_compute_service(
+            self.computes['retainer'])
+        self.assertIn('The provider config gives this host %s but it cannot '
+                      'retain' % capability.TRAIT,
+                      self.stdlog.logger.output[len(log):])
 
     def test_retention_lands_only_on_the_trait_then_no_valid_host(self):
         # The retainer has room for two; both land there, never on plain.

@@ -71,7 +71,10 @@ compute_driver = libvirt.LibvirtDriver
 [filter_scheduler]
 available_filters = nova.scheduler.filters.all_filters
 enabled_filters = ComputeFilter,ImagePropertiesFilter
-'''
+[vsmtio]
+io_reservation_capacity_iops = 700
+[compute]
+provider_config_location = '''
 
 STACK = ('stack:install stack:post-config stack:extra stack:test-config')
 ALL_IN_ONE = 'n-api,n-sch,n-cond,n-cpu,g-api,placement-api,tempest'
@@ -94,9 +97,14 @@ class DevstackPluginTest(testtools.TestCase):
         self.calls = os.path.join(self.dir, 'calls')
         self.nova = os.path.join(self.dir, 'nova.conf')
         self.nova_cpu = os.path.join(self.dir, 'nova-cpu.conf')
+        # nova's own default location is /etc/nova/provider_config
+        self.provider_config = os.path.join(self.dir, 'provider_config',
+                                            'vsmtio.yaml')
+        self.initial = NOVA_CONF + os.path.dirname(self.provider_config) + (
+            '\n')
         for path in (self.nova, self.nova_cpu):
             with open(path, 'w') as f:
-                f.write(NOVA_CONF)
+                f.write(self.initial)
         self.env = {
             'PATH': os.environ['PATH'], 'CALLS': self.calls,
             'PLUGIN': PLUGIN, 'DEST': self.dir, 'DATA_DIR': self.dir,
@@ -109,6 +117,8 @@ class DevstackPluginTest(testtools.TestCase):
             'ENABLE_DEBUG_LOG_LEVEL': 'True',
             'VSMTIO_CONF_DIR': os.path.join(self.dir, 'etc-vsmtio'),
         }
+        if 'PYTHONPATH' in os.environ:  # a tree ahead of the installed one
+            self.env['PYTHONPATH'] = os.environ['PYTHONPATH']
 
     def run_phases(self, phases, services, **env):
         open(self.calls, 'w').close()
@@ -165,6 +175,10 @@ class DevstackPluginTest(testtools.TestCase):
         self.assertEqual('vsmtio.VsmtioLibvirtDriver', driver.value)
         self.assertEqual('libvirt.LibvirtDriver', ini.Document.read(
             self.nova).find('DEFAULT', 'compute_driver')[-1].value)
+        # What the host tells placement, written before n-cpu restarts.
+        with open(self.provider_config) as f:
+            self.assertIn('CUSTOM_VSMTIO_IO_IOPS:\n        total: 700',
+                          f.read())
         restart = calls.index('stop_process n-cpu')
         self.assertEqual(
             'run_process n-cpu|%s/vsmtio-nova-compute --config-file %s'
@@ -197,8 +211,9 @@ class DevstackPluginTest(testtools.TestCase):
         proc, calls = self.run_phases('unstack', ALL_IN_ONE)
         self.assertEqual(0, proc.returncode, proc.stderr[-3000:])
         self.assertIn('stop_process vsmtio-agent', calls)
-        self.assertEqual(NOVA_CONF, self.nova_conf(self.nova))
-        self.assertEqual(NOVA_CONF, self.nova_conf(self.nova_cpu))
+        self.assertEqual(self.initial, self.nova_conf(self.nova))
+        self.assertEqual(self.initial, self.nova_conf(self.nova_cpu))
+        self.assertFalse(os.path.exists(self.provider_config))
         for namespace in ('OS::Compute::VSMTIO',
                           'OS::Compute::VSMTIOAggregate'):
             self.assertIn('openstack --os-cloud devstack-admin image '
@@ -211,7 +226,7 @@ class DevstackPluginTest(testtools.TestCase):
     def test_controller_only_runs_no_agent(self):
         calls = self.stack('n-api,n-sch,n-cond,g-api,placement-api')
         self.assert_scheduler_enabled(self.nova)
-        self.assertEqual(NOVA_CONF, self.nova_conf(self.nova_cpu))
+        self.assertEqual(self.initial, self.nova_conf(self.nova_cpu))
         self.assertEqual([], [c for c in calls if c.startswith(
             ('run_process', 'stop_process'))])
         self.assertFalse(os.path.exists(self.env['VSMTIO_CONF_DIR']))
@@ -219,7 +234,8 @@ class DevstackPluginTest(testtools.TestCase):
 
     def test_compute_without_retention_keeps_nova_compute(self):
         calls = self.stack('n-cpu', VSMTIO_AGENT_DRY_RUN='yes')
-        self.assertEqual(NOVA_CONF, self.nova_conf(self.nova_cpu))
+        self.assertEqual(self.initial, self.nova_conf(self.nova_cpu))
+        self.assertFalse(os.path.exists(self.provider_config))
         self.assertEqual(['vsmtio-agent'], [
             c.split('|')[0].split()[1] for c in calls
             if c.startswith('run_process')])

@@ -1,6 +1,5 @@
-"""Reserved I/O: what the agent honours, and the inventory nova reports."""
+"""Reserved I/O: what the agent honours, and the inventory a host declares."""
 
-from nova.compute import provider_tree
 import nova.conf
 from nova import test
 
@@ -43,34 +42,18 @@ class HonouredTest(test.NoDBTestCase):
             'resources:CUSTOM_VSMTIO_IO_IOPS': '-3'}))
 
 
-class InventoryTest(test.NoDBTestCase):
+class CapacityTest(test.NoDBTestCase):
+    """The capacities as placement inventory (``test_provider_config``)."""
 
-    def tree(self):
-        tree = provider_tree.ProviderTree()
-        tree.new_root('node', 'a0b1c2d3-0000-4000-8000-000000000001')
-        tree.update_inventory('node', {'VCPU': {'total': 8}})
-        return tree
-
-    def test_capacity_becomes_inventory_beside_nova_s(self):
+    def test_capacity_becomes_inventory(self):
         self.flags(io_reservation_capacity_iops=1000, group='vsmtio')
-        tree = self.tree()
-        io_inventory.update_inventory(tree, 'node', CONF)
-        inv = tree.data('node').inventory
-        self.assertEqual(8, inv['VCPU']['total'])
-        self.assertEqual({'total': 1000, 'reserved': 0, 'min_unit': 1,
-                          'max_unit': 1000, 'step_size': 1,
-                          'allocation_ratio': 1.0}, inv[io_res.RC_IOPS])
-        self.assertNotIn(io_res.RC_MIB_PER_S, inv)
+        self.assertEqual({io_res.RC_IOPS: {
+            'total': 1000, 'reserved': 0, 'min_unit': 1, 'max_unit': 1000,
+            'step_size': 1, 'allocation_ratio': 1.0}},
+            io_inventory.inventory(CONF))
 
-    def test_capacity_zero_removes_the_inventory(self):
-        tree = self.tree()
-        self.flags(io_reservation_capacity_mib_per_s=300, group='vsmtio')
-        io_inventory.update_inventory(tree, 'node', CONF)
-        self.assertIn(io_res.RC_MIB_PER_S, tree.data('node').inventory)
-        self.flags(io_reservation_capacity_mib_per_s=0, group='vsmtio')
-        io_inventory.update_inventory(tree, 'node', CONF)
-        self.assertNotIn(io_res.RC_MIB_PER_S, tree.data('node').inventory)
-        self.assertIn('VCPU', tree.data('node').inventory)
+    def test_capacity_zero_is_no_inventory(self):
+        self.assertEqual({}, io_inventory.inventory(CONF))
 
     def test_bounds(self):
         self.assertRaises(ValueError, self.flags, group='vsmtio',

@@ -6,12 +6,18 @@ like ``libvirt.LibvirtDriver`` except that the domain XML of an instance
 whose flavor or image asks for context retention lets the guest MWAIT
 (:mod:`vsmtio_nova.virt.libvirt.retention`); that of an instance whose
 flavor asks for the CPU balloon tells the guest its CPU cap
-(:mod:`vsmtio_nova.balloon`); and it reports the host's reserved-I/O
-capacity as placement inventory (:mod:`vsmtio_nova.io_inventory`).
-A host able to give retention says so to placement
-(:mod:`vsmtio_nova.virt.traits`); a host that cannot refuses such an
-instance rather than start it without: nova then tries the request's
-other hosts, and fails it if none can.
+(:mod:`vsmtio_nova.balloon`). A host able to give retention says so to
+placement through nova's provider config (:mod:`vsmtio_nova.provider_config`,
+which also carries the reserved-I/O inventory); a host that cannot refuses
+such an instance rather than start it without
+(:mod:`vsmtio_nova.virt.traits`): nova then tries the request's other
+hosts, and fails it if none can.
+
+``_get_guest_xml`` is private to nova's libvirt driver, but nova has no
+supported way to add to a guest's domain XML: doc/source/nova_seams.rst
+lists it with the nova versions it was tested with, and
+``vsmtio_nova/tests/unit/test_nova_seams.py`` fails, naming it, when nova
+changes it.
 """
 
 from oslo_log import log as logging
@@ -21,7 +27,6 @@ from nova import exception
 from nova.virt.libvirt import driver as libvirt_driver
 
 from vsmtio_nova import balloon
-from vsmtio_nova import io_inventory
 from vsmtio_nova.virt.libvirt import balloon as balloon_xml
 from vsmtio_nova.virt.libvirt import retention
 from vsmtio_nova.virt import traits
@@ -31,13 +36,8 @@ LOG = logging.getLogger(__name__)
 
 
 class VsmtioLibvirtDriver(traits.RetentionTraitMixin,
-                          io_inventory.ReservedIoInventory,
                           libvirt_driver.LibvirtDriver):
-    """LibvirtDriver whose guests may hold their hyperthread with MWAIT.
-
-    It also reports the host's capacity for reserved I/O to placement
-    (:class:`~vsmtio_nova.io_inventory.ReservedIoInventory`).
-    """
+    """LibvirtDriver whose guests may hold their hyperthread with MWAIT."""
 
     def _get_guest_xml(self, context, instance, network_info, disk_info,
                        image_meta, *args, **kwargs):

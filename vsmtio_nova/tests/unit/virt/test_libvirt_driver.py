@@ -26,14 +26,12 @@ from nova import test
 from nova.tests import fixtures as nova_fixtures
 from nova.tests.unit import fake_network
 from nova import utils
-from nova.virt import driver as virt_driver
 from nova.virt import fake
 from nova.virt.libvirt import blockinfo
 from nova.virt.libvirt import driver as libvirt_driver
 
 from vsmtio_agent.tests import system_user
 from vsmtio_contract import kernel_abi
-from vsmtio_nova import virt
 from vsmtio_nova.virt.libvirt import driver
 from vsmtio_nova.virt.libvirt import retention
 
@@ -234,21 +232,6 @@ class TestAddToDomain(test.NoDBTestCase):
     def test_idempotent(self):
         once = retention.add_to_domain(self.DOMAIN)
         self.assertEqual(once, retention.add_to_domain(once))
-
-
-class TestLoading(DomainXMLTestCase):
-
-    def test_nova_loads_the_driver_after_register(self):
-        virt.register()
-        drvr = virt_driver.load_compute_driver(fake.FakeVirtAPI(),
-                                               virt.COMPUTE_DRIVER)
-        self.assertIsInstance(drvr, driver.VsmtioLibvirtDriver)
-
-    def test_nova_does_not_load_a_full_class_path(self):
-        # Why register() exists: nova 34 prefixes "nova.virt." and exits.
-        self.assertRaises(
-            SystemExit, virt_driver.load_compute_driver, fake.FakeVirtAPI(),
-            'vsmtio_nova.virt.libvirt.driver.VsmtioLibvirtDriver')
 
 
 _EMBED = {}
