@@ -51,9 +51,9 @@ _TAME = 1e100
 def _std_bounds(values):
     """``(low, high)`` around ``statistics.pstdev(values)``, in floats.
 
-    pstdev is exact (fractions), about 0.1 ms a core: the adjuster needs
-    only the cores below its threshold and, of those, the lowest, which
-    bounds computed in floats tell apart from the rest in a few us. The
+    pstdev is exact (in fractions), too slow for a loop over every core:
+    the adjuster needs only the cores below its threshold and, of those,
+    the lowest, which bounds computed in floats tell apart. The
     two-pass deviation ``s`` of finite values (the mean ``m`` by fsum,
     rounded; then each square, their fsum, the division and the root)
     is within 7 units of roundoff ``u`` of the exact one, less
