@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from vsmtio_agent.conf import types
+
 
 def new_group():
     """A fresh ``[vsmtio_agent]`` group for one ConfigOpts.
@@ -177,11 +179,13 @@ guard_opts = [
 ]
 
 
+ALL_OPTS = types.finite(driver_opts + ltcr_opts + rass_opts + guard_opts)
+
+
 def register_opts(conf):
     conf.register_group(new_group())
-    conf.register_opts(driver_opts + ltcr_opts + rass_opts + guard_opts,
-                       group=agent_group.name)
+    conf.register_opts(ALL_OPTS, group=agent_group.name)
 
 
 def list_opts():
-    return {agent_group: driver_opts + ltcr_opts + rass_opts + guard_opts}
+    return {agent_group: ALL_OPTS}
