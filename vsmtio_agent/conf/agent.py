@@ -25,11 +25,13 @@ agent_group = new_group()
 
 driver_opts = [
     cfg.StrOpt('host_driver',
-               default='simulated',
                help='The host driver, by its name in the '
-                    '``vsmtio_agent.host_drivers`` entry point namespace. '
-                    '``simulated`` drives the embedded simulated SMT host; '
-                    '``libvirt`` drives this compute host\'s KVM guests.'),
+                    '``vsmtio_agent.host_drivers`` entry point namespace: '
+                    '``libvirt`` drives this compute host\'s KVM guests, '
+                    '``simulated`` the embedded simulated SMT host. No '
+                    'default: ``vsmtio-agent`` refuses to start without '
+                    'one, so that a compute host whose operator forgot it '
+                    'does not run an agent that manages nothing.'),
     cfg.FloatOpt('period',
                  default=0.1, min=0.01, max=60.0,
                  help='Seconds between two policy periods (``P`` in the '
