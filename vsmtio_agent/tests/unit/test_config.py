@@ -136,6 +136,17 @@ class TestHostDriver(MainTestCase):
             "'os:system' is not a host driver")
         self.assertIn(os.path.join(self.tmp, 'agent.conf'), path_line)
 
+    def test_the_shipped_configuration_passes(self):
+        conf = cfg.ConfigOpts()
+        agent_conf.register_opts(conf)
+        shipped = os.path.join(
+            os.path.dirname(os.path.dirname(os.path.dirname(
+                os.path.dirname(os.path.abspath(__file__))))),
+            'etc', 'vsmtio', 'vsmtio-agent.conf')
+        agent_cmd.parse_args(['--config-file', shipped, 'check'], conf)
+        agent_cmd.validate_conf(conf)
+        self.assertEqual('libvirt', conf.vsmtio_agent.host_driver)
+
     def test_named_it_runs(self):
         status, out, err = self.main('', '--host-driver', 'simulated',
                                      'check')
