@@ -9,6 +9,7 @@ status 2: never a traceback, never a hang.
 """
 
 import contextlib
+import datetime
 import io
 import json
 import logging as py_logging
@@ -69,7 +70,7 @@ class MainTestCase(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.useFixture(fixtures.Timeout(300, gentle=True))
+        self.useFixture(fixtures.Timeout(120, gentle=True))
         self.tmp = self.useFixture(fixtures.TempDir()).path
         self.status_path = os.path.join(self.tmp, 'status.json')
 
@@ -431,8 +432,10 @@ class TestStatusFile(MainTestCase):
 
 # -- properties --------------------------------------------------------------
 
+# An example takes about 10 ms; the deadline is generous for a shared
+# machine. A hang would outlast it, and the test's Timeout ends it.
 PROPERTY = hypothesis.settings(
-    max_examples=60, deadline=None, database=None,
+    max_examples=60, deadline=datetime.timedelta(seconds=5), database=None,
     suppress_health_check=[hypothesis.HealthCheck.too_slow])
 
 NUMBERS = st.one_of(
