@@ -2,14 +2,114 @@
 
 The running daemon writes :func:`document` of each
 :class:`~vsmtio_agent.agent.Period` to ``status_path`` (read by ``status``
-from another process); :func:`format_table` renders one for the operator.
+from another process); :func:`load` reads one back, checked against
+:data:`SCHEMA`, and :func:`format_table` renders it for the operator.
 """
 
 import dataclasses
+import json
+import math
 import os
 import time
 
+import jsonschema
 import prettytable
+
+# Linux's PID_MAX_LIMIT: a larger pid is not a process, and os.kill
+# cannot take it.
+PID_MAX = 4 * 1024 * 1024
+# Every number the daemon writes fits in 64 bits; a larger one would fail
+# the table's formatting (a float overflow).
+_INT_LIMIT = 2 ** 63
+
+_NUMBER = {'type': ['number', 'null']}
+_ROW = {
+    'type': 'object',
+    'required': ['core', 'domain', 'vcpu', 'class', 'retention_rate',
+                 'ipc', 'i_cpu', 'pinned'],
+    'properties': {
+        'core': {'type': 'integer'}, 'domain': {'type': 'string'},
+        'vcpu': {'type': 'integer'}, 'class': {'type': 'string'},
+        'retention_rate': _NUMBER, 'utilisation': _NUMBER, 'ipc': _NUMBER,
+        'i_cpu': _NUMBER,
+        'pinned': {'type': 'array', 'items': {'type': 'integer'}}}}
+_GUARD_VERDICT = {
+    'type': 'object', 'required': ['mechanism', 'kept', 'reason'],
+    'properties': {'mechanism': {'type': 'string'},
+                   'kept': {'type': 'boolean'},
+                   'reason': {'type': 'string'}}}
+_MIST_VERDICT = {
+    'type': 'object', 'required': ['protect', 'reason'],
+    'properties': {'protect': {'type': 'boolean'}, 'i_cpu': _NUMBER,
+                   'reason': {'type': 'string'}}}
+# What format_table reads of a status document; other keys are left alone.
+SCHEMA = {
+    'type': 'object',
+    'required': ['pid', 'mode', 'period', 'ticks', 'timeout_ns', 'vcpus'],
+    'properties': {
+        'pid': {'type': 'integer', 'minimum': 1, 'maximum': PID_MAX},
+        'mode': {'type': 'string'},
+        'period': {'type': 'number'},
+        'ticks': {'type': 'integer'},
+        'timeout_ns': {'type': ['integer', 'null']},
+        'dry_run': {'type': 'boolean'},
+        'vcpus': {'type': 'array', 'items': _ROW},
+        'mechanisms': {'type': ['array', 'null'],
+                       'items': {'type': 'string'}},
+        'verdicts': {'type': ['array', 'null'], 'items': _GUARD_VERDICT},
+        'mist': {'type': ['object', 'null'],
+                 'additionalProperties': _MIST_VERDICT}}}
+_VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+
+
+class StatusError(ValueError):
+    """A status file that is not a status document: one line saying why."""
+
+
+def _finite(text):
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError('number %s out of range' % text)
+    return value
+
+
+def _bounded(text):
+    value = int(text)
+    if abs(value) >= _INT_LIMIT:
+        raise ValueError('number %s out of range' % text[:20])
+    return value
+
+
+def _refuse(name):
+    raise ValueError('%s is not a number' % name)
+
+
+def load(path):
+    """The status document at ``path``, or None where there is none.
+
+    Raises :class:`StatusError` for a file that cannot be read or is not
+    a whole status document (truncated, another program's, hand-edited):
+    ``status`` then says so in one line.
+    """
+    try:
+        with open(path, 'rb') as f:
+            doc = json.loads(f.read().decode('utf-8'),
+                             parse_float=_finite, parse_int=_bounded,
+                             parse_constant=_refuse)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StatusError('cannot read %s: %s' % (path, exc.strerror))
+    except (ValueError, RecursionError) as exc:
+        raise StatusError('%s is not a status document: %s' % (path, exc))
+    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(doc))
+    if error is not None:
+        message = error.message
+        if len(message) > 200:
+            message = message[:200] + '...'
+        raise StatusError('%s is not a status document: at %s: %s'
+                          % (path, error.json_path, message))
+    return doc
 
 
 def rows(period, pins):
@@ -92,5 +192,5 @@ def format_table(doc):
         for domain, v in sorted(mist.items()):
             lines.append('  %s: %s, I_cpu %s (%s)' % (
                 domain, 'protected' if v['protect'] else 'not protected',
-                num(v['i_cpu']), v['reason']))
+                num(v.get('i_cpu')), v['reason']))
     return '\n'.join(lines) + '\n' + table.get_string()

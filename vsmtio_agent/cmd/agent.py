@@ -6,14 +6,21 @@ host offers and what it lacks, as a doctor would. ``status`` prints the
 running agent's per-core view (or, with no agent running, one observed
 period in dry-run mode). Only ``run`` without ``--dry-run`` writes to the
 host: it first recovers what a crashed agent left changed, then applies.
+
+Every command checks the whole configuration first and needs a host driver
+named (no default); whatever is wrong with the configuration, its files,
+the log or the status file is one line on stderr and exit status 2.
 """
 
 import argparse
-import importlib
-import json
+import contextlib
+import importlib.metadata
+import io
+import math
 import os
 import sys
 import threading
+import traceback
 import warnings
 
 from oslo_config import cfg
@@ -37,9 +44,9 @@ COMMANDS = (('run', 'Run the agent (default).'),
 
 cli_opts = [
     cfg.StrOpt('host-driver',
-               help='Override ``[vsmtio_agent] host_driver`` (e.g. '
-                    '``simulated`` to run the real loop on the simulated '
-                    'SMT host).'),
+               help='Override ``[vsmtio_agent] host_driver``: ``libvirt``, '
+                    'or ``simulated`` to run the real loop on the '
+                    'simulated SMT host.'),
     cfg.BoolOpt('dry-run',
                 default=False,
                 help='Observe and log decisions without applying any.'),
@@ -70,26 +77,25 @@ command_opt = cfg.SubCommandOpt('command', title='Commands',
                                 handler=_add_commands)
 
 
-def load_driver(conf):
-    """Build the configured host driver.
+HOST_DRIVERS = 'vsmtio_agent.host_drivers'
 
-    A name is looked up in the stevedore namespace
-    ``vsmtio_agent.host_drivers``; ``package.module:Class`` loads that class
-    directly (an out-of-tree driver, or a tree that is not pip-installed).
+
+def host_driver_names():
+    """The names a host driver can have: its entry point namespace's."""
+    return sorted({ep.name for ep in
+                   importlib.metadata.entry_points(group=HOST_DRIVERS)})
+
+
+def load_driver(conf):
+    """Build the configured host driver, by its name in ``HOST_DRIVERS``.
+
+    Only by name: a module path would let the configuration import and
+    call anything, and the daemon runs as root.
     """
     name = conf.vsmtio_agent.host_driver
-    if ':' in name:
-        module, _, cls = name.partition(':')
-        try:
-            driver_cls = getattr(importlib.import_module(module), cls)
-        except (ImportError, AttributeError) as exc:
-            raise base.HostDriverError('cannot load host driver %r: %s'
-                                       % (name, exc))
-        return driver_cls(conf)
     try:
         mgr = stevedore_driver.DriverManager(
-            'vsmtio_agent.host_drivers', name, invoke_on_load=True,
-            invoke_args=(conf,))
+            HOST_DRIVERS, name, invoke_on_load=True, invoke_args=(conf,))
     except Exception as exc:   # stevedore wraps import and lookup errors
         raise base.HostDriverError('cannot load host driver %r: %s'
                                    % (name, exc))
@@ -269,15 +275,11 @@ def _check(conf):
 def _status(conf):
     opts = conf.vsmtio_agent
     try:
-        with open(opts.status_path) as f:
-            doc = json.load(f)
-    except FileNotFoundError:
-        doc = None
-    except ValueError as exc:
-        print('error: %s is not a status document: %s'
-              % (opts.status_path, exc))
-        return 1
-    if doc is not None and _alive(doc.get('pid')):
+        doc = status.load(opts.status_path)
+    except status.StatusError as exc:
+        _error(exc)
+        return 2
+    if doc is not None and _alive(doc['pid']):
         print(status.format_table(doc))
         return 0
     print('no running agent (%s absent or stale); observing one period '
@@ -313,11 +315,31 @@ def _alive(pid):
 
 
 def parse_args(argv, conf=CONF):
-    """Parse ``argv`` into ``conf``; ``run`` when no command is given."""
+    """Parse ``argv`` into ``conf``; ``run`` when no command is given.
+
+    Raises ValueError or ``cfg.Error`` in one line for a configuration
+    file that cannot be read and for a command line argparse refuses
+    (whose usage text it swallows: ``-h`` shows it).
+    """
     conf.register_cli_opts(cli_opts)
     conf.register_cli_opt(command_opt)
     logging.register_options(conf)
-    conf(argv, project='vsmtio', prog='vsmtio-agent')
+    refusal = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(refusal):
+            conf(argv, project='vsmtio', prog='vsmtio-agent')
+    except SystemExit as exc:
+        if not exc.code:
+            raise
+        lines = refusal.getvalue().strip().splitlines() or ['bad arguments']
+        raise ValueError(lines[-1].partition(': error: ')[2] or lines[-1])
+    except OSError as exc:
+        raise ValueError('cannot read configuration file %s: %s'
+                         % (exc.filename, exc.strerror))
+    except UnicodeDecodeError as exc:
+        raise ValueError('configuration file %s is not UTF-8 text: %s'
+                         % (_file_being_read(exc), exc))
+    sys.stderr.write(refusal.getvalue())    # warnings, if any
     if conf.host_driver:
         conf.set_override('host_driver', conf.host_driver,
                           group='vsmtio_agent')
@@ -326,18 +348,36 @@ def parse_args(argv, conf=CONF):
     return conf
 
 
+def _file_being_read(exc):
+    """The configuration file oslo.config was reading when ``exc`` rose.
+
+    A decoding error does not say which file it came from; oslo.config's
+    reader, on the way up, does.
+    """
+    name = None
+    for frame, _line in traceback.walk_tb(exc.__traceback__):
+        reader = frame.f_locals.get('self')
+        if isinstance(reader, cfg.ConfigParser):
+            name = reader.filename
+    return name
+
+
 def validate_conf(conf):
-    """Read every vsmtio option now, so a bad value stops the start.
+    """Check every option now, in one place, so a bad value stops the start.
 
     oslo.config checks a value only when it is first read, and the agent
     reads some options only deep inside a period: without this a typo in
-    the file would end a running agent with a traceback. Raises
+    the file would end a running agent with a traceback. The options' own
+    types check numbers (finite, within bounds), patterns and CPU lists
+    (``vsmtio_agent.conf.types``); a float option of a library (the
+    compute API session's) is checked for finiteness here, and an empty
+    value for an option that has a default is refused. Raises
     ``cfg.Error`` or ``ValueError`` with a message naming the option.
     """
     for group, opts in conf_opts.list_opts():
         for opt in opts:
             try:
-                getattr(getattr(conf, group.name), opt.dest)
+                value = getattr(getattr(conf, group.name), opt.dest)
             except cfg.NoSuchOptError:
                 # listed for the sample file, registered by keystoneauth1
                 # only when it loads the configured auth plugin
@@ -345,17 +385,60 @@ def validate_conf(conf):
             except cfg.Error as exc:
                 # The type's own error (what oslo raised this one from)
                 # says why; the files say where.
-                source = _file_setting(conf, group.name, opt.dest)
-                raise ValueError('[%s] %s%s: %s' % (
-                    group.name, opt.dest,
-                    ' in %s' % source if source else '',
-                    exc.__context__ or exc))
+                raise _option_error(conf, group.name, opt.dest,
+                                    exc.__context__ or exc)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise _option_error(
+                    conf, group.name, opt.dest,
+                    'Should be a finite number, not %s' % value)
+            if value in (None, '') and opt.default not in (None, ''):
+                # oslo.config reads an empty number as None, which the
+                # agent would find only when it uses it (a None period
+                # waits forever); an empty path or pattern is as wrong
+                raise _option_error(
+                    conf, group.name, opt.dest,
+                    'empty: give a value, or remove the line for the '
+                    'default (%s)' % (opt.default,))
     opts = conf.vsmtio_agent
     if opts.min_timeout_us > opts.max_timeout_us:
         raise ValueError('[vsmtio_agent] min_timeout_us (%d) is above '
                          'max_timeout_us (%d)'
                          % (opts.min_timeout_us, opts.max_timeout_us))
+    _check_host_driver(conf)
     engine.Params.from_conf(conf)
+
+
+def _option_error(conf, group, name, why):
+    source = _file_setting(conf, group, name)
+    return ValueError('[%s] %s%s: %s' % (
+        group, name, ' in %s' % source if source else '', why))
+
+
+def _check_host_driver(conf):
+    """A host driver is named, and only from its entry point namespace.
+
+    No default: a compute host whose operator forgot it would otherwise
+    run an agent that manages nothing.
+    """
+    name = conf.vsmtio_agent.host_driver
+    names = host_driver_names()
+    choices = ', '.join(names) or 'none (vsmtio is not installed)'
+    if not name:
+        raise ValueError('[vsmtio_agent] host_driver is not set: set it, or '
+                         '--host-driver, to one of: %s' % choices)
+    if name not in names:
+        raise _option_error(conf, 'vsmtio_agent', 'host_driver',
+                            '%r is not a host driver; one of: %s'
+                            % (name, choices))
+
+
+def _setup_logging(conf):
+    try:
+        logging.setup(conf, 'vsmtio')
+    except OSError as exc:
+        raise ValueError('cannot open the log: %s' % exc)
+    except (logging.LogConfigError, TypeError, ValueError) as exc:
+        raise ValueError('cannot set up logging: %s' % exc)
 
 
 def _file_setting(conf, group, name):
@@ -381,14 +464,22 @@ def _file_setting(conf, group, name):
     return found
 
 
-def main(argv=None):
+def _error(exc):
+    """One line on stderr, however many the message had."""
+    text = str(exc).replace('\r', '\\r').replace('\n', '\\n')
+    print('vsmtio-agent: error: %s' % text, file=sys.stderr)
+
+
+def main(argv=None, conf=None):
+    """The command; ``conf`` is for tests (default: the global CONF)."""
     try:
-        conf = parse_args(sys.argv[1:] if argv is None else argv)
+        conf = parse_args(sys.argv[1:] if argv is None else argv,
+                          CONF if conf is None else conf)
         validate_conf(conf)
+        _setup_logging(conf)
     except (cfg.Error, ValueError) as exc:
-        print('vsmtio-agent: error: %s' % exc, file=sys.stderr)
+        _error(exc)
         return 2
-    logging.setup(conf, 'vsmtio')
     command = conf.command.name
     if command == 'check':
         return _check(conf)

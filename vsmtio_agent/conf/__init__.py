@@ -8,10 +8,16 @@ from vsmtio_agent.conf import mist
 from vsmtio_agent.conf import publish
 from vsmtio_agent.conf import simulator
 
-CONF = cfg.CONF
 
-agent.register_opts(CONF)
-host.register_opts(CONF)
-mist.register_opts(CONF)
-publish.register_opts(CONF)
-simulator.register_opts(CONF)
+def register_opts(conf):
+    """Register every option of the agent on ``conf``.
+
+    Tests build their own ConfigOpts with it (see
+    :func:`vsmtio_agent.conf.agent.new_group` for why not share one).
+    """
+    for module in (agent, host, mist, publish, simulator):
+        module.register_opts(conf)
+
+
+CONF = cfg.CONF
+register_opts(CONF)

@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from vsmtio_agent.conf import types
+
 
 def new_group():
     """A fresh ``[vsmtio_agent]`` group for one ConfigOpts.
@@ -23,11 +25,13 @@ agent_group = new_group()
 
 driver_opts = [
     cfg.StrOpt('host_driver',
-               default='simulated',
                help='The host driver, by its name in the '
-                    '``vsmtio_agent.host_drivers`` entry point namespace. '
-                    '``simulated`` drives the embedded simulated SMT host; '
-                    '``libvirt`` drives this compute host\'s KVM guests.'),
+                    '``vsmtio_agent.host_drivers`` entry point namespace: '
+                    '``libvirt`` drives this compute host\'s KVM guests, '
+                    '``simulated`` the embedded simulated SMT host. No '
+                    'default: ``vsmtio-agent`` refuses to start without '
+                    'one, so that a compute host whose operator forgot it '
+                    'does not run an agent that manages nothing.'),
     cfg.FloatOpt('period',
                  default=0.1, min=0.01, max=60.0,
                  help='Seconds between two policy periods (``P`` in the '
@@ -188,11 +192,13 @@ guard_opts = [
 ]
 
 
+ALL_OPTS = types.finite(driver_opts + ltcr_opts + rass_opts + guard_opts)
+
+
 def register_opts(conf):
     conf.register_group(new_group())
-    conf.register_opts(driver_opts + ltcr_opts + rass_opts + guard_opts,
-                       group=agent_group.name)
+    conf.register_opts(ALL_OPTS, group=agent_group.name)
 
 
 def list_opts():
-    return {agent_group: driver_opts + ltcr_opts + rass_opts + guard_opts}
+    return {agent_group: ALL_OPTS}

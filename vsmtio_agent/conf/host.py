@@ -3,6 +3,7 @@
 from oslo_config import cfg
 
 from vsmtio_agent.conf import agent
+from vsmtio_agent.conf import types
 
 libvirt_opts = [
     cfg.StrOpt('libvirt_uri',
@@ -66,15 +67,17 @@ host_opts = [
                     'scheduler counters (run time, run-queue delay, '
                     'context switches, last CPU). KVM\'s halt statistics '
                     'come from libvirt either way.'),
-    cfg.StrOpt('cpu_dedicated_set',
-               help='The CPUs nova-compute\'s ``[compute] '
-                    'cpu_dedicated_set`` gives pinned guests (e.g. '
-                    '``4-15,^8``). With ``cpu_shared_set`` it bounds where '
-                    'the agent may move vCPUs; unset both to allow every '
-                    'online CPU.'),
-    cfg.StrOpt('cpu_shared_set',
-               help='The CPUs nova-compute\'s ``[compute] cpu_shared_set`` '
-                    'gives floating guests, in the same syntax.'),
+    cfg.Opt('cpu_dedicated_set',
+            type=types.CpuList(),
+            help='The CPUs nova-compute\'s ``[compute] '
+                 'cpu_dedicated_set`` gives pinned guests (e.g. '
+                 '``4-15,^8``). With ``cpu_shared_set`` it bounds where '
+                 'the agent may move vCPUs; unset both to allow every '
+                 'online CPU.'),
+    cfg.Opt('cpu_shared_set',
+            type=types.CpuList(),
+            help='The CPUs nova-compute\'s ``[compute] cpu_shared_set`` '
+                 'gives floating guests, in the same syntax.'),
     cfg.StrOpt('checkpoint_path',
                default='/var/lib/vsmtio/agent-checkpoint.json',
                help='File where the agent records every original value '
@@ -100,7 +103,7 @@ metrics_opts = [
                 help='TCP port of the OpenMetrics endpoint; 0 disables it.'),
 ]
 
-ALL_OPTS = libvirt_opts + host_opts + metrics_opts
+ALL_OPTS = types.finite(libvirt_opts + host_opts + metrics_opts)
 
 
 def register_opts(conf):

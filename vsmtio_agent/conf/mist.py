@@ -3,6 +3,7 @@
 from oslo_config import cfg
 
 from vsmtio_agent.conf import agent
+from vsmtio_agent.conf import types
 
 # Block devices' interrupt actions as Linux names them: virtio-blk
 # ("virtio1-req.0", older "virtio1-requests"), NVMe queues, AHCI/ATA and
@@ -130,25 +131,28 @@ action_opts = [
                      '``mist_net_irq_pattern``) to disjoint host CPUs. '
                      'Only the IRQs moved are recorded and restored; no '
                      'other IRQ is touched.'),
-    cfg.StrOpt('mist_block_irq_cpus',
-               help='Host CPUs (e.g. ``0`` or ``0-1``) that block-device '
-                    'interrupts go to while a VM is protected; network '
-                    'interrupts get the others. Default: the lowest '
-                    'online CPU, as in the MIST paper.'),
-    cfg.StrOpt('mist_block_irq_pattern',
-               default=BLOCK_IRQ_PATTERN,
-               help='Regular expression matched against each IRQ\'s action '
-                    'names in ``/proc/interrupts``: a match is a '
-                    'block-device interrupt.'),
-    cfg.StrOpt('mist_net_irq_pattern',
-               default=NET_IRQ_PATTERN,
-               help='Regular expression matched against each IRQ\'s action '
-                    'names in ``/proc/interrupts``: a match is a network '
-                    'interrupt. An IRQ matching both patterns is left '
-                    'alone.'),
+    cfg.Opt('mist_block_irq_cpus',
+            type=types.CpuList(),
+            help='Host CPUs (e.g. ``0`` or ``0-1``) that block-device '
+                 'interrupts go to while a VM is protected; network '
+                 'interrupts get the others. Default: the lowest '
+                 'online CPU, as in the MIST paper.'),
+    cfg.Opt('mist_block_irq_pattern',
+            type=types.Pattern(),
+            default=BLOCK_IRQ_PATTERN,
+            help='Regular expression matched against each IRQ\'s action '
+                 'names in ``/proc/interrupts``: a match is a '
+                 'block-device interrupt.'),
+    cfg.Opt('mist_net_irq_pattern',
+            type=types.Pattern(),
+            default=NET_IRQ_PATTERN,
+            help='Regular expression matched against each IRQ\'s action '
+                 'names in ``/proc/interrupts``: a match is a network '
+                 'interrupt. An IRQ matching both patterns is left '
+                 'alone.'),
 ]
 
-ALL_OPTS = detection_opts + action_opts
+ALL_OPTS = types.finite(detection_opts + action_opts)
 
 
 def register_opts(conf):

@@ -8,10 +8,12 @@ auth URL, user, project, region, endpoint interface) for the compute API.
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
+from vsmtio_agent.conf import types
+
 GROUP = 'vsmtio_publish'
 AUTH_GROUP = 'vsmtio_publish_auth'
 
-opts = [
+opts = types.finite([
     cfg.BoolOpt('enabled',
                 default=False,
                 help='Publish each instance\'s measured class and headline '
@@ -36,7 +38,7 @@ opts = [
                help='At most this many instances are published per round '
                     '(the least recently published first), bounding the '
                     'API calls one agent makes.'),
-]
+])
 
 
 def _groups():

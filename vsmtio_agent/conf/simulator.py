@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from vsmtio_agent.conf import types
+
 
 def new_group():
     """A fresh group per ConfigOpts (see ``conf.agent.new_group``)."""
@@ -15,7 +17,7 @@ def new_group():
 
 sim_group = new_group()
 
-sim_opts = [
+sim_opts = types.finite([
     cfg.StrOpt('scenario',
                default='sockperf_matmul',
                help='A scenario: the name of a shipped scenario (see '
@@ -34,7 +36,7 @@ sim_opts = [
                  help='Simulated seconds to run, warm-up included. 0 uses '
                       'the scenario\'s ``duration_s``. Only ``vsmtio-sim`` '
                       'reads it; the agent runs the host period by period.'),
-]
+])
 
 
 def register_opts(conf):

@@ -1,7 +1,8 @@
 """A bad configuration stops ``vsmtio-agent`` with one line, not a traceback.
 
 The command runs in a subprocess, as an operator would start it, so the
-test covers option parsing, the start-up validation and the exit status.
+test covers option parsing, the start-up validation and the exit status
+(``test_config`` covers every path in-process).
 """
 
 import os
@@ -12,14 +13,14 @@ import tempfile
 import testtools
 
 
-def run_agent(conf_text, *args):
+def run_agent(conf_text, *args, driver=('--host-driver', 'simulated')):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, 'agent.conf')
         with open(path, 'w') as f:
             f.write(conf_text)
         proc = subprocess.run(
             [sys.executable, '-m', 'vsmtio_agent.cmd.agent',
-             '--config-file', path, '--host-driver', 'simulated'] + list(args),
+             '--config-file', path] + list(driver) + list(args),
             capture_output=True, text=True, timeout=120)
     return proc, path
 
@@ -53,6 +54,26 @@ class TestBadConfiguration(testtools.TestCase):
     def test_bad_simulator_option(self):
         proc, _ = run_agent('[vsmtio_sim]\nkernel = bsd\n', 'check')
         self.assertOneLineError(proc, '[vsmtio_sim] kernel', 'bsd')
+
+    def test_no_host_driver_is_refused(self):
+        # as on a compute host whose operator forgot it: no daemon that
+        # manages nothing
+        proc, _ = run_agent('[vsmtio_agent]\nperiod = 0.05\n', 'run',
+                            '--periods', '1', driver=())
+        self.assertOneLineError(proc, '[vsmtio_agent] host_driver',
+                                'libvirt', 'simulated')
+
+    def test_period_nan_is_refused(self):
+        proc, path = run_agent('[vsmtio_agent]\nperiod = nan\n', 'run',
+                               '--periods', '3')
+        self.assertOneLineError(proc, '[vsmtio_agent] period', path,
+                                'finite')
+
+    def test_log_file_in_a_missing_directory(self):
+        proc, _ = run_agent('', '--log-file', '/nonexistent/dir/agent.log',
+                            'check')
+        self.assertOneLineError(proc, 'cannot open the log',
+                                '/nonexistent/dir/agent.log')
 
     def test_good_configuration_runs(self):
         proc, _ = run_agent('[vsmtio_agent]\nperiod = 0.05\n', 'check')
