@@ -33,7 +33,6 @@ import libvirt
 from vsmtio_agent.actuators import base as actuator_base
 from vsmtio_agent.actuators import checkpoint as checkpoint_mod
 from vsmtio_agent.actuators import libvirt_errors
-from vsmtio_agent.actuators import shares as shares_mod
 from vsmtio_agent.drivers import base
 from vsmtio_agent.drivers.libvirt import applylog
 from vsmtio_agent.drivers.libvirt import connection as connection_mod
@@ -41,7 +40,7 @@ from vsmtio_agent.drivers.libvirt import domains as domains_mod
 from vsmtio_agent.drivers.libvirt import planning
 from vsmtio_agent.drivers.libvirt import recovery
 from vsmtio_agent.drivers.libvirt import sampling
-from vsmtio_agent.drivers import mist_host
+from vsmtio_agent.drivers import mist as mist_mod
 from vsmtio_agent.linux import taskiter
 from vsmtio_agent.linux import topology as topology_mod
 from vsmtio_contract import kernel_abi
@@ -78,13 +77,12 @@ class LibvirtHostDriver(base.HostDriver):
             self.connection, self.domains, opts.procfs_root,
             bool(self.abi_version), self.restorer.forget,
             opts.switch_read_periods, opts.thread_reader)
-        # MIST: block I/O, reservations and its own knobs (mist_host)
+        # MIST: block I/O, reservations and its protection, over the same
+        # checkpoint; the checkpoint's owners say who writes a knob
         self.mist = None
         if getattr(opts, 'mist', False):
-            self.mist = mist_host.MistHost(opts, self._lookup,
-                                           shares_held=self._rass_shares)
+            self.mist = mist_mod.MistHost(opts, self.checkpoint)
             self.sampler.mist = self.restorer.mist = self.mist
-            self.planner.shares_held = self.mist.shares.original_value
 
     # -- the HostDriver interface ------------------------------------------
 
@@ -117,7 +115,7 @@ class LibvirtHostDriver(base.HostDriver):
         return self.sampler.sample()
 
     def recover(self):
-        self.restorer.recover()
+        return self.restorer.recover()
 
     def restore(self):
         self.restorer.restore()
@@ -137,7 +135,8 @@ class LibvirtHostDriver(base.HostDriver):
         self.restorer.withdraw(decision, log)
         if self.mist is not None:
             self.mist.apply(decision.protect, self.domains, log)
-        changes = self.planner.plan(decision, log)
+        changes = [c for c in self.planner.plan(decision, log)
+                   if self._claim(c, log)]
         if not changes:
             return log.result()
         # Originals first, on disk, before any change.
@@ -159,6 +158,13 @@ class LibvirtHostDriver(base.HostDriver):
         if log.failed and self.restorer.prune():
             self.restorer.save()
         return log.result()
+
+    def _claim(self, change, log):
+        """Whether the ledger lets the change's mechanism write its knob."""
+        if self.checkpoint.owners.claim(change.owner, *change.knob):
+            return True
+        log.same()
+        return False
 
     def _write(self, change, log):
         if change.mechanism == planning.IO_CPUS:
@@ -280,19 +286,6 @@ class LibvirtHostDriver(base.HostDriver):
         return base.HostMode(mode=mode, reason=reason,
                              capabilities=tuple(caps),
                              missing=tuple(missing))
-
-    def _lookup(self, uuid):
-        """The running domain ``uuid`` (for MIST's actuators)."""
-        try:
-            return self.connection.get().lookupByUUIDString(uuid)
-        except base.HostDriverError as exc:
-            raise libvirt.libvirtError(str(exc))
-
-    def _rass_shares(self, uuid):
-        """Whether the RASS split holds the domain's cpu shares."""
-        entry = self.domains.get(uuid)
-        return entry is not None and bool(
-            entry.record(self.checkpoint).keys(shares_mod.KIND))
 
     def vcpu_threads(self):
         """{VcpuRef: tid} of the vCPU threads found (for status, tests)."""
