@@ -269,6 +269,16 @@ class Checkpoint(base.Record):
                                         private=True)
         self._dirty = False
 
+    def flush(self):
+        """Save what ``forget`` changed, if anything (``OSError``).
+
+        A forgotten original left on disk is written back again by the
+        next restore: harmless where the write is idempotent, an error
+        where the knob refuses it (an IRQ the host would not move).
+        """
+        if self._dirty and not self._defer:
+            self.save()
+
     def discard(self):
         statefile.remove(self.path)
 

@@ -138,6 +138,7 @@ class LibvirtHostDriver(base.HostDriver):
         changes = [c for c in self.planner.plan(decision, log)
                    if self._claim(c, log)]
         if not changes:
+            self._flush(log)
             return log.result()
         # Originals first, on disk, before any change.
         kept = []
@@ -155,9 +156,18 @@ class LibvirtHostDriver(base.HostDriver):
                 % (self.checkpoint.path, exc))
         for change in kept:
             self._write(change, log)
-        if log.failed and self.restorer.prune():
-            self.restorer.save()
+        if log.failed:
+            self.restorer.prune()
+        self._flush(log)
         return log.result()
+
+    def _flush(self, log):
+        """Originals forgotten this apply leave the file too."""
+        try:
+            self.checkpoint.flush()
+        except OSError as exc:
+            log.note('cannot update checkpoint %s: %s'
+                     % (self.checkpoint.path, exc))
 
     def _claim(self, change, log):
         """Whether the ledger lets the change's mechanism write its knob."""

@@ -202,15 +202,19 @@ class Restorer:
         return remaining
 
     def _restore_kind(self, actuator):
-        """Restore every original of one host-wide kind; the failures."""
-        failed = 0
-        for key in self.checkpoint.keys(actuator.kind):
-            error = self.restore_host(actuator, key)
-            if error:
-                LOG.error('Cannot restore %s %s: %s', actuator.kind, key,
-                          error)
-                failed += 1
-        return failed
+        """Restore every original of one host-wide kind; the failures.
+
+        Through the actuator's own ``restore_all``: its order matters
+        (cgroups' RT runtime children before parents).
+        """
+        keys = self.checkpoint.keys(actuator.kind)
+        failed = actuator.restore_all()
+        for key, exc in failed:
+            LOG.error('Cannot restore %s %s: %s', actuator.kind, key, exc)
+        if len(keys) > len(failed):
+            LOG.info('Restored %d %s original(s)', len(keys) - len(failed),
+                     actuator.kind)
+        return len(failed)
 
     def _unrestorable(self):
         """Originals of a kind no actuator here can write back.
