@@ -23,6 +23,7 @@ domain's originals are not its current values, and are dropped.
 """
 
 import contextlib
+import json
 import os
 
 import jsonschema
@@ -155,6 +156,32 @@ def validate(data):
         raise ValueError('%s at %s' % (error.message, error.json_path))
 
 
+_LEGACY_DOMAIN_KINDS = {'mist_cpu_shares': (CPU_SHARES, None),
+                        'mist_blkio_weight': (BLKIO_WEIGHT, 'weight')}
+
+
+def json_copy(data):
+    return json.loads(json.dumps(data))
+
+
+def _adopt(data, kind, key, value):
+    """One original of the pre-ledger MIST record, into ``data``."""
+    if kind in _LEGACY_DOMAIN_KINDS:
+        new_kind, new_key = _LEGACY_DOMAIN_KINDS[kind]
+        rec = data['domains'].setdefault(key, {'id': value['id'],
+                                               'name': None})
+        if rec['id'] != value['id']:
+            return      # the checkpoint knows a later incarnation
+        if new_key is None:
+            if rec.get(new_kind) is None:
+                rec[new_kind] = int(value['value'])
+        else:
+            rec.setdefault(new_kind, {}).setdefault(new_key,
+                                                    int(value['value']))
+    else:
+        data['host'].setdefault(kind, {}).setdefault(key, value)
+
+
 class CheckpointError(Exception):
     """The checkpoint file exists but cannot be used."""
 
@@ -252,6 +279,47 @@ class Checkpoint(base.Record):
                 % (self.path, why, aside))
         LOG.error('%s', line)
         return line
+
+    def adopt_legacy(self):
+        """Take in what an agent before the one ledger kept for MIST.
+
+        Its originals sat beside the checkpoint
+        (``<path>.actuators.json``: ``{"kinds": {kind: {key: value}}}``);
+        thread policies, RT runtimes and IRQ affinities keep their kinds,
+        a domain's cpu shares and block I/O weight (keyed by its UUID,
+        with its libvirt id) go to the domain's record. Read with the
+        checkpoint's own rules (trusted, bounded, the whole result
+        validated), then saved here and the old file removed. Returns
+        whether anything was taken in; ``CheckpointError`` if refused.
+        """
+        legacy = self.path + '.actuators.json'
+        mine = Checkpoint(legacy, self.boot)
+        try:
+            text = statefile.read_trusted(legacy)
+            if text is None:
+                return False
+            old = statefile.parse(text)
+            if not isinstance(old, dict) or not isinstance(
+                    old.get('kinds'), dict):
+                raise ValueError('not a record of kinds')
+            if self.boot and old.get('boot_id') not in (None, self.boot):
+                statefile.remove(legacy)
+                return False
+            data = {'version': VERSION, 'boot_id': self.boot,
+                    'domains': json_copy(self._domains),
+                    KNOBS: dict(self._knobs), 'host': json_copy(self._host)}
+            for kind, section in old['kinds'].items():
+                for key, value in dict(section).items():
+                    _adopt(data, kind, key, value)
+            validate(data)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CheckpointError(mine._refuse(ValueError(str(exc))))
+        self._domains, self._host = data['domains'], data['host']
+        self.save()
+        statefile.remove(legacy)
+        LOG.warning('Took in %s (MIST\'s originals from an earlier agent) '
+                    'into %s.', legacy, self.path)
+        return True
 
     def save(self):
         """Replace the file atomically; remove it when nothing is recorded.

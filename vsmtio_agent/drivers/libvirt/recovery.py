@@ -145,6 +145,7 @@ class Restorer:
                                  % self.lock.path)
         try:
             pending = self.checkpoint.load()
+            pending = self.checkpoint.adopt_legacy() or pending
         except checkpoint_mod.CheckpointError as exc:
             return base.Restored(refused=str(exc))
         except OSError as exc:

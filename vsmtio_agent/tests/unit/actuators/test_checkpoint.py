@@ -310,3 +310,54 @@ class TestCheckpointIsData(testtools.TestCase):
             with open(path) as f:
                 texts.add(f.read())
         self.assertEqual({'{first', '{second'}, texts)
+
+
+class TestLegacyMistRecord(testtools.TestCase):
+    """An upgrade takes in what MIST kept beside the checkpoint before."""
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        self.path = os.path.join(self.dir, 'ckpt.json')
+        self.useFixture(fixtures.FakeLogger())
+
+    def legacy(self, kinds, mode=0o600):
+        with open(self.path + '.actuators.json', 'w') as f:
+            json.dump({'version': 1, 'boot_id': 'b', 'kinds': kinds}, f)
+        os.chmod(self.path + '.actuators.json', mode)
+
+    def test_taken_in_and_removed(self):
+        c = checkpoint.Checkpoint(self.path, 'b')
+        c.domain('u1', 3, 'vm').record('pins', '0', [1])
+        self.legacy({
+            'mist_irq_affinity': {'36': '0-3'},
+            'mist_sched_policy': {'7/8': {'policy': 0, 'priority': 0,
+                                          'start': 99}},
+            'mist_cpu_shares': {'u1': {'name': 'cpu_shares', 'value': 1024,
+                                       'id': 3}},
+            'mist_blkio_weight': {'u2': {'name': 'weight', 'value': 500,
+                                         'id': 9}}})
+        d = checkpoint.Checkpoint(self.path, 'b')
+        self.assertTrue(d.load())
+        self.assertTrue(d.adopt_legacy())
+        self.assertFalse(os.path.exists(self.path + '.actuators.json'))
+        e = checkpoint.Checkpoint(self.path, 'b')
+        e.load()
+        self.assertEqual('0-3', e.original(checkpoint.IRQ_AFFINITY, '36'))
+        self.assertEqual(['7/8'], e.keys(checkpoint.SCHED_POLICY))
+        self.assertEqual([1], e.domain('u1', 3).original('pins', '0'))
+        self.assertEqual(1024, e.domain('u1', 3).original(
+            checkpoint.CPU_SHARES, 'cpu_shares'))
+        self.assertEqual(500, e.domain('u2', 9).original(
+            checkpoint.BLKIO_WEIGHT, 'weight'))
+        self.assertFalse(checkpoint.Checkpoint(self.path, 'b').adopt_legacy())
+
+    def test_a_hostile_legacy_record_is_refused(self):
+        self.legacy({'mist_rt_runtime': {'../../../etc': 0}})
+        c = checkpoint.Checkpoint(self.path, 'b')
+        exc = self.assertRaises(checkpoint.CheckpointError, c.adopt_legacy)
+        self.assertIn('at $.host', str(exc))
+        self.assertTrue(c.empty)
+        self.assertFalse(os.path.exists(self.path + '.actuators.json'))
+        self.legacy({'mist_irq_affinity': {'36': '0'}}, mode=0o666)
+        self.assertRaises(checkpoint.CheckpointError, c.adopt_legacy)
