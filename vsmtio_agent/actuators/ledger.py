@@ -68,6 +68,12 @@ class Owners:
     def holds(self, mechanism, kind, scope, key):
         return self.holder(kind, scope, key) == mechanism
 
+    def release_all(self, mechanism, scope):
+        """Let go of every knob ``mechanism`` holds of domain ``scope``."""
+        for knob in [k for k, held in self._held.items()
+                     if k[1] == scope and held == mechanism]:
+            del self._held[knob]
+
     def drop(self, scope=None):
         """Forget every holder (of one domain's knobs, given ``scope``)."""
         if scope is None:

@@ -172,7 +172,7 @@ class MistHost(object):
                 log.fail()
                 log.note('MIST release of %s: %s' % (uuid, exc))
                 return
-        self.owners.drop(uuid)
+        self.owners.release_all(ledger.MIST, uuid)
 
     def _interrupts(self, active, log):
         if not self.opts.mist_irq_separation or IRQ in self.unsupported:

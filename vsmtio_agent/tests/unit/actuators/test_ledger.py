@@ -38,6 +38,17 @@ class TestOwners(testtools.TestCase):
         self.owners.release(ledger.MIST, *SHARES)
         self.assertTrue(self.owners.claim(ledger.RASS, *SHARES))
 
+    def test_letting_go_of_a_domain_keeps_the_others_claims(self):
+        self.owners.claim(ledger.MIST, *SHARES)
+        self.owners.claim(ledger.MIST, 'blkio_weight', 'uuid-1', 'weight')
+        self.owners.claim(ledger.RASS, 'pins', 'uuid-1', '0')
+        self.owners.release_all(ledger.MIST, 'uuid-1')
+        self.assertIsNone(self.owners.holder(*SHARES))
+        self.assertIsNone(self.owners.holder('blkio_weight', 'uuid-1',
+                                             'weight'))
+        self.assertEqual(ledger.RASS,
+                         self.owners.holder('pins', 'uuid-1', '0'))
+
     def test_knobs_are_told_apart_by_kind_domain_and_key(self):
         self.owners.claim(ledger.MIST, *SHARES)
         self.assertTrue(self.owners.claim(ledger.RASS, 'cpu_shares',

@@ -220,13 +220,17 @@ class TestMistThroughTheDriver(testtools.TestCase):
         self.assertEqual(original, recorded())
         # the split, still on, leaves them alone while MIST holds them
         self.assertEqual(by_mist, apply(True)[0])
-        # withdrawing the split does not undo MIST's protection
-        self.assertEqual(by_mist, apply(True, split_on=False)[0])
-        self.assertEqual(original, recorded())
-        # MIST lets go: the original back, and the split takes it again
+        # MIST lets go: the original back, and the split takes it again;
+        # the split's pins (unchanged, so not claimed again) stay its own
         self.assertEqual(by_split, apply(False)[0])
         self.assertEqual(ledger.RASS, drv.checkpoint.owners.holder(
             'cpu_shares', self.uuid, 'cpu_shares'))
+        self.assertEqual(ledger.RASS, drv.checkpoint.owners.holder(
+            'pins', self.uuid, '0'))
+        self.assertEqual(original, recorded())
+        # withdrawing the split does not undo MIST's protection
+        self.assertEqual(by_mist, apply(True)[0])
+        self.assertEqual(by_mist, apply(True, split_on=False)[0])
         self.assertEqual(original, recorded())
         drv.restore()
         self.assertEqual(original, in_force())
