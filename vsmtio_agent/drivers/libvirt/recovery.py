@@ -48,7 +48,7 @@ class HostLock:
         if self._held is None:
             try:
                 os.makedirs(os.path.dirname(os.path.abspath(self.path)),
-                            exist_ok=True)
+                            mode=0o700, exist_ok=True)
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT
                              | os.O_NOFOLLOW, 0o600)
             except OSError as exc:
