@@ -34,7 +34,8 @@ class Record(metaclass=abc.ABCMeta):
     """Where originals are kept: implemented by the checkpoint.
 
     ``record`` must make the original durable before it returns, so that
-    a crash between it and the write leaves something to restore.
+    a crash between it and the write leaves something to restore, and
+    raise ``OSError`` (keeping nothing) when it cannot.
     """
 
     @abc.abstractmethod
@@ -116,7 +117,13 @@ class Actuator(metaclass=abc.ABCMeta):
         try:
             self.record.original(self.kind, key)
         except KeyError:
-            self.record.record(self.kind, key, self.read(key))
+            original = self.read(key)
+            try:
+                self.record.record(self.kind, key, original)
+            except OSError as exc:
+                raise ActuatorError('cannot record the original of %s %s: '
+                                    '%s; not changing it'
+                                    % (self.kind, key, exc))
 
     def write(self, key, value):
         """Record the original (once), then change the host."""

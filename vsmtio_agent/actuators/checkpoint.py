@@ -8,6 +8,12 @@ knob it records the original here, and the file is replaced atomically
 any instant leaves either the old or the new record. The next start
 restores what a crashed agent left changed.
 
+The file is data, never code: the agent acts on it as root, so it is
+written and read as :mod:`~vsmtio_agent.actuators.statefile` says (a
+root-only directory, no-follow exclusive creation, owner checked, nesting
+bounded, refused files kept aside), and its schema names every kind and
+confines every key to the knobs the agent manages.
+
 The record is tied to one boot (``/proc/sys/kernel/random/boot_id``): after
 a reboot knobs are back at their defaults and domains restarted from their
 persistent config, so an old record is dropped rather than replayed.
@@ -24,139 +30,156 @@ import jsonschema
 from oslo_log import log as logging
 
 from vsmtio_agent.actuators import base
+from vsmtio_agent.actuators import ledger
+from vsmtio_agent.actuators import statefile
 
 LOG = logging.getLogger(__name__)
 
+# The status document is written the same way (not private, not durable).
+write_json_atomic = statefile.write_json_atomic
 
-def write_json_atomic(path, data, dir_mode=0o755, durable=True):
-    """Replace ``path`` with ``data`` as JSON, never leaving half a file.
+# Version 3 names every kind the agent restores, each with the keys it may
+# hold: a knob key is a path below the sysfs roots the agent manages, a
+# cgroup a relative path with no ``..``, a thread ``<pid>/<tid>``. Version 1
+# and 2 files are version-3 files without the newer kinds and are read as
+# they are. An older agent refuses a newer file (moved aside, with an
+# error) rather than silently dropping originals of kinds it does not know.
+VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 
-    Write a temporary file beside it and rename it over the old one. With
-    ``durable`` the file and its directory are fsynced too, so the new
-    content survives a crash right after; a file rewritten every period
-    (the status document) can skip that cost.
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, mode=dir_mode, exist_ok=True)
-    tmp = '%s.tmp.%d' % (path, os.getpid())
-    with open(tmp, 'w') as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-        if durable:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
-    if durable:
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+# Kinds kept in a domain's record (the domain's current incarnation).
+PINS = 'pins'              # vCPU index -> [host CPUs]
+CPU_SHARES = 'cpu_shares'  # one value, under the key CPU_SHARES
+RASS = 'rass'              # vCPU index -> the thread's RASS class
+BLKIO_WEIGHT = 'blkio_weight'   # 'weight' -> the domain's blkiotune weight
+# Kinds kept host-wide.
+KNOBS = 'knobs'            # sysfs path (relative) -> int or text
+SCHED_POLICY = 'mist_sched_policy'   # '<pid>/<tid>' -> policy, priority
+RT_RUNTIME = 'mist_rt_runtime'       # cgroup path -> cpu.rt_runtime_us
+IRQ_AFFINITY = 'mist_irq_affinity'   # IRQ number -> CPU list
+HOST_KINDS = (SCHED_POLICY, RT_RUNTIME, IRQ_AFFINITY, KNOBS)
 
-
-def read_boot_json(path, boot, validate, what, by_hand):
-    """The data of a JSON record this boot wrote, or None.
-
-    The checkpoint and the actuator record share these rules: no file is
-    None; a file from an earlier boot is removed and None (after a reboot
-    every knob is back at its default, nothing is to restore); a file that
-    does not parse or that ``validate`` (``data -> None``) refuses with a
-    ``ValueError`` is moved aside (``<path>.corrupt``), never overwritten,
-    with an error naming what to check ``by_hand``, and the ``ValueError``
-    is raised for the caller to decide what that means.
-    """
-    try:
-        with open(path) as f:
-            text = f.read()
-    except FileNotFoundError:
-        return None
-    try:
-        data = json.loads(text)
-        validate(data)
-    except ValueError as exc:
-        aside = path + '.corrupt'
-        os.replace(path, aside)
-        LOG.error('%s %s is corrupt (%s); moved to %s. Values it recorded '
-                  'cannot be restored automatically: check %s by hand.',
-                  what, path, exc, aside, by_hand)
-        raise
-    if boot and data.get('boot_id') not in (None, boot):
-        LOG.info('%s %s is from an earlier boot; nothing of it is live any '
-                 'more, dropping it.', what, path)
-        remove(path)
-        return None
-    return data
-
-
-def remove(path):
-    """Remove ``path`` if it is there."""
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-# Version 2 adds sections for kinds of knob beyond the first four (each a
-# ``{key: original}`` object, in a domain record or under ``host``); a
-# version-1 file is a version-2 file without them and is read as it is. An
-# older agent refuses a version-2 file (moved aside, with an error) rather
-# than silently dropping originals of kinds it does not know.
-VERSION = 2
-READABLE_VERSIONS = (1, 2)
-
-# The kinds with a place of their own in the format (version 1).
-PINS = 'pins'              # domain: vCPU index -> [host CPUs]
-CPU_SHARES = 'cpu_shares'  # domain: one value, under the key CPU_SHARES
-RASS = 'rass'              # domain: vCPU index -> the thread's RASS class
-KNOBS = 'knobs'            # host: sysfs path (relative) -> int or text
-
+# The only sysfs files the agent writes: KVM's parameters (halt polling,
+# the patched kernel's retention timeout) and the patched kernel's own.
+KNOB_KEY = '^(module/kvm/parameters|kernel/vsmtio)/[a-z0-9_]+$'
 _INDEX = '^[0-9]+$'     # a vCPU index, as a JSON object key
-_SECTION = {'type': 'object'}   # a further kind: {key: any JSON value}
+_CPU_LIST = '^[0-9,-]*$'
+_INT = {'type': 'integer'}
+_RELATIVE = {'allOf': [
+    {'pattern': '^[^/\x00]([^\x00]*[^/\x00])?$'},
+    {'not': {'pattern': '(^|/)[.][.]?(/|$)'}}]}
 # The file's format, checked whole on load (a hand-edited or truncated
 # file is refused, never half-restored).
 SCHEMA = {
     'type': 'object',
     'required': ['version'],
+    'additionalProperties': False,
     'properties': {
         'version': {'enum': list(READABLE_VERSIONS)},
         'boot_id': {'type': ['string', 'null']},
         'domains': {
             'type': 'object',
+            'propertyNames': {'pattern': '^[0-9A-Za-z-]{1,64}$'},
             'additionalProperties': {
                 'type': 'object',
                 'required': ['id'],
+                'additionalProperties': False,
                 'properties': {
-                    'id': {'type': 'integer'},
+                    'id': _INT,
                     'name': {'type': ['string', 'null']},
                     PINS: {
                         'type': 'object',
                         'propertyNames': {'pattern': _INDEX},
                         'additionalProperties': {
-                            'type': 'array', 'items': {'type': 'integer'}},
+                            'type': 'array',
+                            'items': {'type': 'integer', 'minimum': 0}},
                     },
                     RASS: {
                         'type': 'object',
                         'propertyNames': {'pattern': _INDEX},
-                        'additionalProperties': {'type': 'string'},
+                        'additionalProperties': {
+                            'enum': ['none', 'io', 'cpu']},
                     },
                     CPU_SHARES: {'type': ['integer', 'null']},
+                    BLKIO_WEIGHT: {
+                        'type': 'object',
+                        'propertyNames': {'enum': ['weight']},
+                        'additionalProperties': _INT,
+                    },
                 },
-                'additionalProperties': _SECTION,
             },
         },
         KNOBS: {
             'type': 'object',
-            'additionalProperties': {'type': ['integer', 'string']},
+            'propertyNames': {'pattern': KNOB_KEY},
+            'additionalProperties': {
+                'anyOf': [_INT, {'type': 'string', 'pattern': _CPU_LIST}]},
         },
-        'host': {'type': 'object', 'additionalProperties': _SECTION},
+        'host': {
+            'type': 'object',
+            'additionalProperties': False,
+            'properties': {
+                SCHED_POLICY: {
+                    'type': 'object',
+                    'propertyNames': {'pattern': '^[0-9]+/[0-9]+$'},
+                    'additionalProperties': {
+                        'type': 'object',
+                        'required': ['policy', 'priority'],
+                        'additionalProperties': False,
+                        'properties': {
+                            'policy': _INT, 'priority': _INT,
+                            'start': {'type': ['integer', 'null']}},
+                    },
+                },
+                RT_RUNTIME: {
+                    'type': 'object',
+                    'propertyNames': _RELATIVE,
+                    'additionalProperties': _INT,
+                },
+                IRQ_AFFINITY: {
+                    'type': 'object',
+                    'propertyNames': {'pattern': _INDEX},
+                    'additionalProperties': {'type': 'string',
+                                             'pattern': _CPU_LIST},
+                },
+            },
+        },
     },
 }
 _VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 
 
-def _validate(data):
+def validate(data):
+    """``ValueError`` naming the first thing wrong with ``data``."""
     error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(data))
     if error is not None:
         raise ValueError('%s at %s' % (error.message, error.json_path))
+
+
+_LEGACY_DOMAIN_KINDS = {'mist_cpu_shares': (CPU_SHARES, None),
+                        'mist_blkio_weight': (BLKIO_WEIGHT, 'weight')}
+
+
+def json_copy(data):
+    return json.loads(json.dumps(data))
+
+
+def _adopt(data, kind, key, value):
+    """One original of the pre-ledger MIST record, into ``data``."""
+    if kind in _LEGACY_DOMAIN_KINDS:
+        new_kind, new_key = _LEGACY_DOMAIN_KINDS[kind]
+        rec = data['domains'].setdefault(key, {'id': value['id'],
+                                               'name': None})
+        if rec['id'] != value['id']:
+            return      # the checkpoint knows a later incarnation
+        if new_key is None:
+            if rec.get(new_kind) is None:
+                rec[new_kind] = int(value['value'])
+        else:
+            rec.setdefault(new_kind, {}).setdefault(new_key,
+                                                    int(value['value']))
+    else:
+        data['host'].setdefault(kind, {}).setdefault(key, value)
 
 
 class CheckpointError(Exception):
@@ -194,32 +217,109 @@ class Checkpoint(base.Record):
         self._host = {}
         self._defer = 0
         self._dirty = False
+        # who may write each knob (MIST, RASS, LTCR): see ledger
+        self.owners = ledger.Owners()
 
     @property
     def empty(self):
         return not (self._domains or self._knobs or self._host)
+
+    def count(self):
+        """How many originals are recorded, over every kind."""
+        domains = sum(
+            (rec.get(CPU_SHARES) is not None)
+            + sum(len(v) for k, v in rec.items() if isinstance(v, dict))
+            for rec in self._domains.values())
+        return (domains + len(self._knobs)
+                + sum(len(v) for v in self._host.values()))
 
     # -- the file ------------------------------------------------------------
 
     def load(self):
         """Read a previous record; return True if there was one to restore.
 
-        A corrupt file is moved aside (``<path>.corrupt``) with an error
-        log line and never silently overwritten.
+        A file from an earlier boot is dropped (after a reboot every knob
+        is back at its default). A file that is not the agent's own (see
+        :mod:`statefile`), does not parse or breaks the schema is kept
+        aside under a unique name with one error line, never acted on nor
+        overwritten, and ``CheckpointError`` says why in one line.
         """
         try:
-            data = read_boot_json(
-                self.path, self.boot, _validate, 'Checkpoint',
-                'vCPU pinning and kvm.halt_poll_ns')
+            text = statefile.read_trusted(self.path)
+            if text is None:
+                return False
+            data = statefile.parse(text)
+            validate(data)
         except ValueError as exc:
-            raise CheckpointError(str(exc))
-        if data is None:
+            raise CheckpointError(self._refuse(exc))
+        if self.boot and data.get('boot_id') not in (None, self.boot):
+            LOG.info('Checkpoint %s is from an earlier boot; nothing of it '
+                     'is live any more, dropping it.', self.path)
+            self.discard()
             return False
         self._domains = data.get('domains', {})
         self._knobs = data.get(KNOBS, {})
         self._host = data.get('host', {})
         self._dirty = False
         return not self.empty
+
+    def _refuse(self, exc):
+        """Keep a refused file aside; the one line that says so."""
+        try:
+            aside = 'moved to %s' % statefile.keep_aside(self.path)
+        except OSError as err:
+            aside = 'left in place (%s)' % err
+        if isinstance(exc, statefile.Untrusted):
+            why = 'not trusted: it %s' % exc
+        else:
+            why = 'corrupt (%s)' % exc
+        line = ('checkpoint %s is %s; %s. Values it recorded are not '
+                'restored: check vCPU pinning, cpu shares, kernel knobs, '
+                'real-time policies and IRQ affinities by hand.'
+                % (self.path, why, aside))
+        LOG.error('%s', line)
+        return line
+
+    def adopt_legacy(self):
+        """Take in what an agent before the one ledger kept for MIST.
+
+        Its originals sat beside the checkpoint
+        (``<path>.actuators.json``: ``{"kinds": {kind: {key: value}}}``);
+        thread policies, RT runtimes and IRQ affinities keep their kinds,
+        a domain's cpu shares and block I/O weight (keyed by its UUID,
+        with its libvirt id) go to the domain's record. Read with the
+        checkpoint's own rules (trusted, bounded, the whole result
+        validated), then saved here and the old file removed. Returns
+        whether anything was taken in; ``CheckpointError`` if refused.
+        """
+        legacy = self.path + '.actuators.json'
+        mine = Checkpoint(legacy, self.boot)
+        try:
+            text = statefile.read_trusted(legacy)
+            if text is None:
+                return False
+            old = statefile.parse(text)
+            if not isinstance(old, dict) or not isinstance(
+                    old.get('kinds'), dict):
+                raise ValueError('not a record of kinds')
+            if self.boot and old.get('boot_id') not in (None, self.boot):
+                statefile.remove(legacy)
+                return False
+            data = {'version': VERSION, 'boot_id': self.boot,
+                    'domains': json_copy(self._domains),
+                    KNOBS: dict(self._knobs), 'host': json_copy(self._host)}
+            for kind, section in old['kinds'].items():
+                for key, value in dict(section).items():
+                    _adopt(data, kind, key, value)
+            validate(data)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CheckpointError(mine._refuse(ValueError(str(exc))))
+        self._domains, self._host = data['domains'], data['host']
+        self.save()
+        statefile.remove(legacy)
+        LOG.warning('Took in %s (MIST\'s originals from an earlier agent) '
+                    'into %s.', legacy, self.path)
+        return True
 
     def save(self):
         """Replace the file atomically; remove it when nothing is recorded.
@@ -233,11 +333,22 @@ class Checkpoint(base.Record):
                     'domains': self._domains, KNOBS: self._knobs}
             if self._host:
                 data['host'] = self._host
-            write_json_atomic(self.path, data, dir_mode=0o700)
+            statefile.write_json_atomic(self.path, data, mode=0o600,
+                                        private=True)
         self._dirty = False
 
+    def flush(self):
+        """Save what ``forget`` changed, if anything (``OSError``).
+
+        A forgotten original left on disk is written back again by the
+        next restore: harmless where the write is idempotent, an error
+        where the knob refuses it (an IRQ the host would not move).
+        """
+        if self._dirty and not self._defer:
+            self.save()
+
     def discard(self):
-        remove(self.path)
+        statefile.remove(self.path)
 
     @contextlib.contextmanager
     def deferred(self):
@@ -275,7 +386,11 @@ class Checkpoint(base.Record):
         if key in section:
             return False
         section[key] = original
-        self._changed(durable=True)
+        try:
+            self._changed(durable=True)
+        except OSError:
+            del section[key]
+            raise
         return True
 
     def original(self, kind, key):
@@ -360,7 +475,11 @@ class DomainRecord(base.Record):
             rec[CPU_SHARES] = int(original)
         else:
             rec.setdefault(kind, {})[key] = original
-        self.checkpoint._changed(durable=True)
+        try:
+            self.checkpoint._changed(durable=True)
+        except OSError:
+            self.forget(kind, key)
+            raise
         return True
 
     def original(self, kind, key):

@@ -14,6 +14,7 @@ import re
 
 from vsmtio_agent.actuators import attempt
 from vsmtio_agent.actuators import base
+from vsmtio_agent.actuators import checkpoint
 from vsmtio_agent.linux import topology
 
 _LINE = re.compile(r'^\s*(\d+):((?:\s+\d+)+)\s+(.*)$')
@@ -53,7 +54,7 @@ def _actions(rest):
 class IrqAffinity(base.Actuator):
     """``/proc/irq/<N>/smp_affinity_list``, one IRQ per key."""
 
-    kind = 'mist_irq_affinity'
+    kind = checkpoint.IRQ_AFFINITY
 
     def __init__(self, record, procfs_root='/proc'):
         super().__init__(record)

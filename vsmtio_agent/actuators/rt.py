@@ -25,6 +25,8 @@ import errno
 import os
 
 from vsmtio_agent.actuators import base
+from vsmtio_agent.actuators import checkpoint
+from vsmtio_agent.linux import kernel_knobs
 
 RT_FILE = 'cpu.rt_runtime_us'
 _CPU_CONTROLLERS = ('cpu', 'cpu,cpuacct', 'cpuacct,cpu')
@@ -111,7 +113,7 @@ class ThreadPolicy(base.Actuator):
     that is gone or is another thread with the same id.
     """
 
-    kind = 'mist_sched_policy'
+    kind = checkpoint.SCHED_POLICY
 
     def __init__(self, record, procfs_root='/proc'):
         super().__init__(record)
@@ -156,14 +158,23 @@ class CgroupRtRuntime(base.Actuator):
     from the top down and restored from the bottom up.
     """
 
-    kind = 'mist_rt_runtime'
+    kind = checkpoint.RT_RUNTIME
 
     def __init__(self, record, controller_root):
         super().__init__(record)
         self.root = controller_root
 
+    def _dir(self, key):
+        """The group's directory; ``ActuatorError`` if it leaves the root."""
+        if not key:
+            return self.root
+        try:
+            return kernel_knobs.confined(self.root, key)
+        except kernel_knobs.KnobError as exc:
+            raise base.ActuatorError(str(exc), denied=True)
+
     def _file(self, key):
-        return os.path.join(self.root, key, RT_FILE)
+        return os.path.join(self._dir(key), RT_FILE)
 
     def read(self, key):
         try:
@@ -173,7 +184,7 @@ class CgroupRtRuntime(base.Actuator):
                                      % (self._file(key), exc))
 
     def _set(self, key, value):
-        if not os.path.isdir(os.path.join(self.root, key)):
+        if not os.path.isdir(self._dir(key)):
             if self.recorded(key):
                 return      # the group went with its domain: nothing left
             raise base.ActuatorError('no cgroup %s' % key)

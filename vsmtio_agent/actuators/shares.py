@@ -1,16 +1,20 @@
 """The cpu shares (CFS weight) of one libvirt domain.
 
-One key, ``cpu_shares``. QEMU domains call the parameter ``cpu_shares``;
-libvirt's test driver fakes it as ``weight``: the actuator writes the one
-the domain has.
+The one actuator of the knob, whoever wants it changed: RASS's split
+raises an I/O domain's shares, MIST's fallback a reserved domain's, and
+the ledger (:mod:`~vsmtio_agent.actuators.ledger`) says which of them may.
+One key, ``cpu_shares``, kept in the domain's record. QEMU domains call
+the parameter ``cpu_shares``; libvirt's test driver fakes it as
+``weight``: the actuator writes the one the domain has.
 """
 
 import libvirt
 
 from vsmtio_agent.actuators import base
+from vsmtio_agent.actuators import checkpoint
 from vsmtio_agent.actuators import libvirt_errors
 
-KIND = 'cpu_shares'
+KIND = checkpoint.CPU_SHARES
 KEY = 'cpu_shares'
 PARAMETERS = ('cpu_shares', 'weight')   # qemu; the test driver's fake
 

@@ -4,8 +4,10 @@
 SIGTERM or SIGINT stops it and restores the host. ``check`` prints what the
 host offers and what it lacks, as a doctor would. ``status`` prints the
 running agent's per-core view (or, with no agent running, one observed
-period in dry-run mode). Only ``run`` without ``--dry-run`` writes to the
-host: it first recovers what a crashed agent left changed, then applies.
+period in dry-run mode). ``restore`` puts back what a stopped or killed
+agent left changed, without the policy. Only ``run`` without
+``--dry-run`` and ``restore`` write to the host: ``run`` first recovers
+what a crashed agent left changed, then applies.
 
 Every command checks the whole configuration first and needs a host driver
 named (no default); whatever is wrong with the configuration, its files,
@@ -40,7 +42,9 @@ LOG = logging.getLogger(__name__)
 
 COMMANDS = (('run', 'Run the agent (default).'),
             ('check', 'Print what the host offers.'),
-            ('status', 'Print the per-core vCPU table.'))
+            ('status', 'Print the per-core vCPU table.'),
+            ('restore', 'Put back everything a stopped or killed agent '
+                        'left changed, without running the policy.'))
 
 cli_opts = [
     cfg.StrOpt('host-driver',
@@ -302,6 +306,44 @@ def _status(conf):
     return 0
 
 
+def _restore(conf):
+    """Put back every original the checkpoint records; no policy runs.
+
+    For the operator and the unit's ``ExecStopPost``: with the daemon
+    stopped, killed (its lock is a kernel lock, gone with the process) or
+    crash-looping. Idempotent: what is restored leaves the checkpoint, so
+    a second run finds nothing and says so. Refused while a running agent
+    holds the host (its own stop restores).
+    """
+    path = conf.vsmtio_agent.checkpoint_path
+    if conf.vsmtio_agent.dry_run:
+        print('error: restore writes to the host; --dry-run would not')
+        return 2
+    try:
+        drv = load_driver(conf)
+    except base.HostDriverError as exc:
+        print('error: %s' % exc)
+        return 1
+    try:
+        done = drv.recover()
+    finally:
+        drv.close()
+    if done.refused:
+        print('error: %s; nothing restored' % done.refused)
+        return 1
+    if not done.recorded:
+        print('nothing to restore: %s records no change' % path)
+        return 0
+    print('restored %d of %d recorded change(s) from %s'
+          % (done.recorded - done.remaining, done.recorded, path))
+    if done.remaining:
+        print('%d change(s) could not be put back and stay recorded in %s '
+              '(see the log); run restore again when the host allows'
+              % (done.remaining, path))
+        return 1
+    return 0
+
+
 def _alive(pid):
     if not isinstance(pid, int):
         return False
@@ -485,6 +527,8 @@ def main(argv=None, conf=None):
         return _check(conf)
     if command == 'status':
         return _status(conf)
+    if command == 'restore':
+        return _restore(conf)
     return _run(conf)
 
 

@@ -56,6 +56,21 @@ class ApplyResult:
     messages: tuple = ()
 
 
+@dataclasses.dataclass(frozen=True)
+class Restored:
+    """What putting back a previous agent's changes did.
+
+    ``recorded`` originals were found; ``remaining`` of them could not be
+    written back and stay recorded; ``refused`` says why nothing was tried
+    (another agent holds the host, the checkpoint is not trusted).
+    ``vsmtio-agent restore`` prints it.
+    """
+
+    recorded: int = 0
+    remaining: int = 0
+    refused: str = None
+
+
 class HostDriver(metaclass=abc.ABCMeta):
     """A host whose vCPUs the agent observes and places."""
 
@@ -88,9 +103,11 @@ class HostDriver(metaclass=abc.ABCMeta):
 
         The daemon calls this once at start, before its first period, and
         only when it will apply (not for ``status``, ``check`` or
-        ``--dry-run``, which must write nothing). The default has nothing
-        to recover (the simulated host starts fresh).
+        ``--dry-run``, which must write nothing); ``vsmtio-agent restore``
+        calls it alone. Returns a :class:`Restored`. The default has
+        nothing to recover (the simulated host starts fresh).
         """
+        return Restored()
 
     @abc.abstractmethod
     def restore(self):

@@ -31,12 +31,27 @@ class KnobError(Exception):
         self.denied = denied
 
 
+def confined(root, relpath):
+    """``root``/``relpath``, refusing a path that would leave ``root``.
+
+    Keys come from the checkpoint, which root acts on: an absolute key
+    (which ``os.path.join`` would take whole) or a ``..`` component could
+    name any file on the host. Refused with ``KnobError`` (denied).
+    """
+    parts = relpath.split('/')
+    if (not relpath or relpath.startswith('/') or '\0' in relpath
+            or any(p in ('', '.', '..') for p in parts)):
+        raise KnobError('%r is not a path below %s: refused'
+                        % (relpath, root), denied=True)
+    return os.path.join(root, relpath)
+
+
 class Knob:
     """One integer sysfs (or procfs) file under an injectable root."""
 
     def __init__(self, root, relpath):
         self.relpath = relpath
-        self.path = os.path.join(root, relpath)
+        self.path = confined(root, relpath)
 
     def __repr__(self):
         return '%s(%s)' % (type(self).__name__, self.path)

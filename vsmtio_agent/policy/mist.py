@@ -33,7 +33,7 @@ again soon after a release, the next release waits twice as long (up to
 protection that flaps.
 
 Everything here is pure: snapshots and stats in, verdicts out. The host
-driver applies the protection set (``vsmtio_agent.drivers.mist_host``).
+driver applies the protection set (``vsmtio_agent.drivers.mist``).
 """
 
 import dataclasses

@@ -33,7 +33,6 @@ import libvirt
 from vsmtio_agent.actuators import base as actuator_base
 from vsmtio_agent.actuators import checkpoint as checkpoint_mod
 from vsmtio_agent.actuators import libvirt_errors
-from vsmtio_agent.actuators import shares as shares_mod
 from vsmtio_agent.drivers import base
 from vsmtio_agent.drivers.libvirt import applylog
 from vsmtio_agent.drivers.libvirt import connection as connection_mod
@@ -41,7 +40,7 @@ from vsmtio_agent.drivers.libvirt import domains as domains_mod
 from vsmtio_agent.drivers.libvirt import planning
 from vsmtio_agent.drivers.libvirt import recovery
 from vsmtio_agent.drivers.libvirt import sampling
-from vsmtio_agent.drivers import mist_host
+from vsmtio_agent.drivers import mist as mist_mod
 from vsmtio_agent.linux import topology as topology_mod
 from vsmtio_contract import kernel_abi
 
@@ -77,13 +76,12 @@ class LibvirtHostDriver(base.HostDriver):
             self.connection, self.domains, opts.procfs_root,
             bool(self.abi_version), self.restorer.forget,
             opts.switch_read_periods, opts.vcpu_source)
-        # MIST: block I/O, reservations and its own knobs (mist_host)
+        # MIST: block I/O, reservations and its protection, over the same
+        # checkpoint; the checkpoint's owners say who writes a knob
         self.mist = None
         if getattr(opts, 'mist', False):
-            self.mist = mist_host.MistHost(opts, self._lookup,
-                                           shares_held=self._rass_shares)
+            self.mist = mist_mod.MistHost(opts, self.checkpoint)
             self.sampler.mist = self.restorer.mist = self.mist
-            self.planner.shares_held = self.mist.shares.original_value
 
     # -- the HostDriver interface ------------------------------------------
 
@@ -116,7 +114,7 @@ class LibvirtHostDriver(base.HostDriver):
         return self.sampler.sample()
 
     def recover(self):
-        self.restorer.recover()
+        return self.restorer.recover()
 
     def restore(self):
         self.restorer.restore()
@@ -136,8 +134,10 @@ class LibvirtHostDriver(base.HostDriver):
         self.restorer.withdraw(decision, log)
         if self.mist is not None:
             self.mist.apply(decision.protect, self.domains, log)
-        changes = self.planner.plan(decision, log)
+        changes = [c for c in self.planner.plan(decision, log)
+                   if self._claim(c, log)]
         if not changes:
+            self._flush(log)
             return log.result()
         # Originals first, on disk, before any change.
         kept = []
@@ -155,9 +155,25 @@ class LibvirtHostDriver(base.HostDriver):
                 % (self.checkpoint.path, exc))
         for change in kept:
             self._write(change, log)
-        if log.failed and self.restorer.prune():
-            self.restorer.save()
+        if log.failed:
+            self.restorer.prune()
+        self._flush(log)
         return log.result()
+
+    def _flush(self, log):
+        """Originals forgotten this apply leave the file too."""
+        try:
+            self.checkpoint.flush()
+        except OSError as exc:
+            log.note('cannot update checkpoint %s: %s'
+                     % (self.checkpoint.path, exc))
+
+    def _claim(self, change, log):
+        """Whether the ledger lets the change's mechanism write its knob."""
+        if self.checkpoint.owners.claim(change.owner, *change.knob):
+            return True
+        log.same()
+        return False
 
     def _write(self, change, log):
         if change.mechanism == planning.IO_CPUS:
@@ -258,19 +274,6 @@ class LibvirtHostDriver(base.HostDriver):
         return base.HostMode(mode=mode, reason=reason,
                              capabilities=tuple(caps),
                              missing=tuple(missing))
-
-    def _lookup(self, uuid):
-        """The running domain ``uuid`` (for MIST's actuators)."""
-        try:
-            return self.connection.get().lookupByUUIDString(uuid)
-        except base.HostDriverError as exc:
-            raise libvirt.libvirtError(str(exc))
-
-    def _rass_shares(self, uuid):
-        """Whether the RASS split holds the domain's cpu shares."""
-        entry = self.domains.get(uuid)
-        return entry is not None and bool(
-            entry.record(self.checkpoint).keys(shares_mod.KIND))
 
     def vcpu_threads(self):
         """{VcpuRef: tid} of the vCPU threads found (for status, tests)."""

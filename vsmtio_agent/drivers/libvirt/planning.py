@@ -15,6 +15,7 @@ from oslo_log import log as logging
 
 from vsmtio_agent.actuators import base as actuator_base
 from vsmtio_agent.actuators import kernel_knob
+from vsmtio_agent.actuators import ledger
 from vsmtio_agent.actuators import pinning
 from vsmtio_agent.actuators import rass_class
 from vsmtio_agent.actuators import shares as shares_mod
@@ -48,6 +49,18 @@ class Change:
         A knob's error names its file already.
         """
         return self.entry.name if self.mechanism in (PIN, SHARES) else None
+
+    @property
+    def owner(self):
+        """The mechanism that claims the knob in the ledger."""
+        return ledger.LTCR if self.mechanism == TIMEOUT else ledger.RASS
+
+    @property
+    def knob(self):
+        """The ledger's name of the knob: (kind, domain or None, key)."""
+        return (self.actuator.kind,
+                self.entry.uuid if self.entry is not None else None,
+                self.key)
 
 
 class Degradations:
@@ -154,9 +167,6 @@ class Planner:
         self.knobs = kernel_knob.KernelKnob(checkpoint, opts.sysfs_root)
         self.timeout = RetentionTimeout(opts.sysfs_root, patched)
         self.io_cpus_done = False
-        # whether MIST's fallback holds a domain's cpu shares (one writer
-        # a knob): set by the driver where MIST runs
-        self.shares_held = lambda uuid: False
 
     def plan(self, decision, log):
         """The changes ``decision`` needs, in write order."""
@@ -217,8 +227,9 @@ class Planner:
         for uuid in sorted(touched):
             entry = self.domains.get(uuid)
             if (not self.degradations.allows(SHARES) or entry.shares is None
-                    or factor == 1 or self.shares_held(uuid)):
-                continue
+                    or factor == 1 or not self.checkpoint.owners.may(
+                        ledger.RASS, shares_mod.KIND, uuid, shares_mod.KEY)):
+                continue    # a knob a higher mechanism (MIST) holds
             original = self._original(entry, shares_mod.KIND,
                                       shares_mod.KEY, entry.shares[1])
             want = original

@@ -3,8 +3,11 @@ withdraws a mechanism.
 
 Only the agent that holds the checkpoint's lock changes or restores
 anything (one agent per host). Every original goes back through the
-actuator of its kind; what cannot be written back stays recorded, to be
-tried again at the next stop or start, never dropped. A domain that is
+actuator of its kind, whichever mechanism wrote it and whatever the
+configuration is now (``vsmtio-agent restore`` runs with the daemon
+stopped, perhaps killed, perhaps with MIST since switched off); what
+cannot be written back stays recorded, to be tried again at the next stop
+or start, never dropped. A domain that is
 gone or was restarted has nothing of the agent's left: its originals are
 dropped.
 """
@@ -16,11 +19,15 @@ import libvirt
 from oslo_log import log as logging
 
 from vsmtio_agent.actuators import base as actuator_base
+from vsmtio_agent.actuators import blkio
 from vsmtio_agent.actuators import checkpoint as checkpoint_mod
+from vsmtio_agent.actuators import irq
 from vsmtio_agent.actuators import kernel_knob
+from vsmtio_agent.actuators import ledger
 from vsmtio_agent.actuators import libvirt_errors
 from vsmtio_agent.actuators import pinning
 from vsmtio_agent.actuators import rass_class
+from vsmtio_agent.actuators import rt
 from vsmtio_agent.actuators import shares as shares_mod
 from vsmtio_agent.drivers import base
 from vsmtio_agent.drivers.libvirt import domains as domains_mod
@@ -41,8 +48,9 @@ class HostLock:
         if self._held is None:
             try:
                 os.makedirs(os.path.dirname(os.path.abspath(self.path)),
-                            exist_ok=True)
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+                            mode=0o700, exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT
+                             | os.O_NOFOLLOW, 0o600)
             except OSError as exc:
                 LOG.warning('Cannot open %s (%s): observing only', self.path,
                             exc)
@@ -72,7 +80,25 @@ def domain_actuators(record, entry, procfs_root):
              'RASS class', 'vCPU %s'),
             (shares_mod.CpuShares(
                 record, entry.dom, entry.shares[0] if entry.shares else None),
-             'cpu shares', None))
+             'cpu shares', None),
+            (blkio.BlkioWeight(record, entry.dom), 'block I/O weight',
+             None))
+
+
+def host_actuators(record, opts):
+    """Every actuator of host-wide knobs, in restore order.
+
+    Threads leave real time before their groups lose its runtime; the
+    runtime's actuator exists only where a cgroup v1 cpu controller does.
+    """
+    out = [rt.ThreadPolicy(record, opts.procfs_root)]
+    controller = rt.cpu_controller_root(os.path.join(opts.sysfs_root,
+                                                     'fs/cgroup'))
+    if controller:
+        out.append(rt.CgroupRtRuntime(record, controller))
+    out += [irq.IrqAffinity(record, opts.procfs_root),
+            kernel_knob.KernelKnob(record, opts.sysfs_root)]
+    return out
 
 
 class Restorer:
@@ -83,13 +109,13 @@ class Restorer:
         self.connection = connection
         self.domains = domains
         self.timeout = timeout
-        self.mist = None        # MIST's host part, which keeps its own record
+        self.mist = None        # MIST's host part, reset after a restore
         self.lock = HostLock(checkpoint.path)
-        self.knobs = kernel_knob.KernelKnob(checkpoint, opts.sysfs_root)
         # Every actuator of host-wide knobs: each kind it records is
         # restored at stop and after a crash (a new kind joins here;
         # domain knobs join domain_actuators).
-        self.host_actuators = [self.knobs]
+        self.host_actuators = host_actuators(checkpoint, opts)
+        self.knobs = self.host_actuators[-1]
         self.recovered = False
 
     def save(self):
@@ -104,46 +130,55 @@ class Restorer:
     def recover(self):
         """Once per start: restore what a crashed agent left changed.
 
-        The daemon's explicit first step (before any period). Until it
-        runs, the driver holds no lock and restores nothing, so
-        ``status``, ``check`` and ``--dry-run``, which never call it,
-        leave a dead agent's checkpoint and its changes as they are.
+        The daemon's explicit first step (before any period), and all of
+        ``vsmtio-agent restore``. Until it runs, the driver holds no lock
+        and restores nothing, so ``status``, ``check`` and ``--dry-run``,
+        which never call it, leave a dead agent's checkpoint and its
+        changes as they are. Returns a :class:`~vsmtio_agent.drivers.base.
+        Restored`.
         """
         if self.recovered:
-            return
+            return base.Restored()
         self.recovered = True
         if not self.lock.held():
-            return
-        if self.mist is not None:
-            self.mist.recover()
+            return base.Restored(refused='another vsmtio agent holds %s'
+                                 % self.lock.path)
         try:
             pending = self.checkpoint.load()
-        except checkpoint_mod.CheckpointError:
-            return
+            pending = self.checkpoint.adopt_legacy() or pending
+        except checkpoint_mod.CheckpointError as exc:
+            return base.Restored(refused=str(exc))
         except OSError as exc:
             LOG.error('Cannot read checkpoint %s: %s', self.checkpoint.path,
                       exc)
-            return
-        if pending:
-            LOG.warning('Checkpoint %s holds changes a previous agent did '
-                        'not undo (it crashed or was killed); restoring '
-                        'them first.', self.checkpoint.path)
-            self.restore()
+            return base.Restored(refused='cannot read checkpoint %s: %s'
+                                 % (self.checkpoint.path, exc))
+        if not pending:
+            return base.Restored()
+        recorded = self.checkpoint.count()
+        LOG.warning('Checkpoint %s holds %d change(s) a previous agent did '
+                    'not undo (it crashed, was killed or is stopped); '
+                    'restoring them.', self.checkpoint.path, recorded)
+        return base.Restored(recorded=recorded, remaining=self.restore())
 
     def restore(self):
-        """Put back every recorded original this agent may touch."""
+        """Put back every recorded original; the number left recorded."""
         if not self.recovered:
             # Nothing was recovered or applied since start (a dry run): the
             # checkpoint on disk, if any, is not ours to touch.
-            return
+            return 0
         if not self.lock.held():
-            return
-        remaining = self.mist.restore() if self.mist is not None else 0
+            return 0
+        remaining = 0
+        # MIST's threads and their runtime first: RT before its budget.
+        for actuator in self.host_actuators[:-1]:
+            remaining += self._restore_kind(actuator)
         if self.checkpoint.domains():
             try:
                 conn = self.connection.get()
             except base.HostDriverError as exc:
                 conn = None
+                remaining += len(self.checkpoint.domains())
                 LOG.error('Cannot restore domains now (%s); their originals '
                           'stay in %s and are restored at the next start.',
                           exc, self.checkpoint.path)
@@ -151,13 +186,12 @@ class Restorer:
                 for uuid in sorted(self.checkpoint.domains()):
                     if not self.restore_domain(conn, uuid):
                         remaining += 1
-        for actuator in self.host_actuators:
-            for key in self.checkpoint.keys(actuator.kind):
-                error = self.restore_host(actuator, key)
-                if error:
-                    LOG.error('Cannot restore %s: %s', key, error)
-                    remaining += 1
+        remaining += self._restore_kind(self.knobs)
+        remaining += self._unrestorable()
         self.timeout.applied = None
+        self.checkpoint.owners.drop()
+        if self.mist is not None:
+            self.mist.reset()
         try:
             self.checkpoint.save()
         except OSError as exc:
@@ -166,9 +200,44 @@ class Restorer:
         if remaining:
             LOG.error('%d item(s) could not be restored; kept in %s',
                       remaining, self.checkpoint.path)
+        return remaining
 
-    def restore_domain(self, conn, uuid):
-        """Put one domain back; True when nothing of it is left to do."""
+    def _restore_kind(self, actuator):
+        """Restore every original of one host-wide kind; the failures.
+
+        Through the actuator's own ``restore_all``: its order matters
+        (cgroups' RT runtime children before parents).
+        """
+        keys = self.checkpoint.keys(actuator.kind)
+        failed = actuator.restore_all()
+        for key, exc in failed:
+            LOG.error('Cannot restore %s %s: %s', actuator.kind, key, exc)
+        if len(keys) > len(failed):
+            LOG.info('Restored %d %s original(s)', len(keys) - len(failed),
+                     actuator.kind)
+        return len(failed)
+
+    def _unrestorable(self):
+        """Originals of a kind no actuator here can write back.
+
+        The RT runtime of cgroups when the cpu controller is gone: they
+        stay recorded, counted, and said.
+        """
+        kinds = {a.kind for a in self.host_actuators}
+        left = 0
+        for kind in checkpoint_mod.HOST_KINDS:
+            if kind not in kinds and self.checkpoint.keys(kind):
+                LOG.error('Cannot restore %s %s: no actuator on this host',
+                          kind, ', '.join(self.checkpoint.keys(kind)))
+                left += len(self.checkpoint.keys(kind))
+        return left
+
+    def restore_domain(self, conn, uuid, mechanism=None):
+        """Put one domain back; True when nothing of it is left to do.
+
+        With ``mechanism``, only the knobs the ledger lets it have: a knob
+        a higher-ranked mechanism holds stays as that one set it.
+        """
         dom_id, name = self.checkpoint.domains()[uuid]
         try:
             dom = conn.lookupByUUIDString(uuid)
@@ -184,6 +253,7 @@ class Restorer:
             LOG.info('Domain %s (%s) is gone or was restarted; nothing of '
                      'ours is live there.', name, uuid)
             self.checkpoint.drop_domain(uuid)
+            self.checkpoint.owners.drop(uuid)
             return True
         entry = self.domains.get(uuid) or domains_mod.Domain(
             dom, uuid, dom_id, name)
@@ -197,6 +267,9 @@ class Restorer:
         for actuator, what, of in domain_actuators(record, entry,
                                                    self.opts.procfs_root):
             for key in record.keys(actuator.kind):
+                if mechanism and not self.checkpoint.owners.may(
+                        mechanism, actuator.kind, uuid, key):
+                    continue
                 value = record.original(actuator.kind, key)
                 try:
                     actuator.restore(key)
@@ -205,10 +278,15 @@ class Restorer:
                     LOG.error('Cannot restore %s of %s%s: %s', what, name,
                               ' ' + of % key if of else '', exc)
                     continue
+                self.checkpoint.owners.free(actuator.kind, uuid, key)
                 self._restored(entry, actuator, key, value)
-        if ok:
+        if ok and mechanism is None:
             self.checkpoint.drop_domain(uuid)
+            self.checkpoint.owners.drop(uuid)
             LOG.info('Restored domain %s (%s)', name, uuid)
+        elif ok:
+            LOG.info('Restored %s\'s knobs of domain %s (%s)', mechanism,
+                     name, uuid)
         return ok
 
     @staticmethod
@@ -250,7 +328,7 @@ class Restorer:
                 conn = None
             if conn is not None:
                 for uuid in sorted(self.checkpoint.domains()):
-                    if self.restore_domain(conn, uuid):
+                    if self.restore_domain(conn, uuid, ledger.RASS):
                         log.done()
                     else:
                         log.fail()
@@ -263,6 +341,8 @@ class Restorer:
                 if error:
                     log.fail(error)
                     return
+                self.checkpoint.owners.release(
+                    ledger.LTCR, self.knobs.kind, None, knob.relpath)
                 self.save()
                 log.done()
             self.timeout.applied = None
@@ -271,6 +351,7 @@ class Restorer:
         """Drop a domain that is gone, with its recorded originals."""
         entry = self.domains.pop(uuid)
         name = self.checkpoint.drop_domain(uuid)
+        self.checkpoint.owners.drop(uuid)
         if name is not None:
             LOG.info('Domain %s (%s) %s; forgetting the originals recorded '
                      'for it.', name, uuid, why)

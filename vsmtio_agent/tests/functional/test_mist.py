@@ -26,7 +26,7 @@ import fixtures
 import testtools
 
 from vsmtio_agent.actuators import rt
-from vsmtio_agent.drivers import mist_host
+from vsmtio_agent.drivers import mist as mist_host
 from vsmtio_agent.tests.functional import guest as guest_mod
 from vsmtio_agent.tests.functional import mist_guests
 
@@ -128,11 +128,11 @@ class TestMistOnRealGuests(testtools.TestCase):
         self.assertEqual({}, idle.engine.mist_verdicts)
         idle.stop()
         self.assertFalse(os.path.exists(
-            idle.driver.mist.record.path))
+            idle.driver.checkpoint.path))
 
         self.reader.reserve(RESERVED)
         agent = self.agent()
-        record = agent.driver.mist.record
+        record = agent.driver.checkpoint
         fired = self.tick_until(agent, 'protection', self.protected)
         verdict = agent.engine.mist_verdicts[self.reader.uuid]
         # fired on its own evidence: I_cpu above 0.05 and below reserved
@@ -170,12 +170,14 @@ class TestMistOnRealGuests(testtools.TestCase):
         self.assertEqual(1000, self.weight())
         # originals on disk before the change, with their identities
         with open(record.path) as f:
-            kept = json.load(f)['kinds']
+            saved = json.load(f)
+        kept = saved['host']
         self.assertEqual(
             {'%d/%d' % (self.pid, t) for t in self.vcpus.values()},
             set(kept['mist_sched_policy']) & {
                 '%d/%d' % (self.pid, t) for t in self.vcpus.values()})
-        self.assertIn(self.reader.uuid, kept['mist_blkio_weight'])
+        self.assertIn('weight', saved['domains'][self.reader.uuid][
+            'blkio_weight'])
         # interrupts: refused by this host, reported, nothing recorded
         self.assertNotIn('mist_irq_affinity', kept)
 

@@ -9,6 +9,7 @@ domain destroyed between sample and apply, a corrupt checkpoint, and (where
 the host has it read-only) an unwritable kvm.halt_poll_ns.
 """
 
+import glob
 import json
 import os
 import signal
@@ -307,6 +308,6 @@ class TestDaemon(RealGuestTestCase):
         proc = self.start_agent('--periods', '3')
         self.assertEqual(0, proc.wait(60))
         self.assertIn('is corrupt', self.agent_log())
-        self.assertTrue(os.path.exists(self.checkpoint + '.corrupt'))
+        self.assertTrue(glob.glob(self.checkpoint + '.corrupt-*'))
         self.assertEqual(self.original_affinity, self.affinity())
         self.assertEqual(self.original_shares, self.shares())

@@ -8,7 +8,6 @@ SCHED_RR takes); libvirt knobs on the ``test:///default`` driver; the
 record on real files.
 """
 
-import json
 import os
 import threading
 
@@ -16,9 +15,9 @@ import fixtures
 import libvirt
 import testtools
 
-from vsmtio_agent.actuators import actuator_record
 from vsmtio_agent.actuators import base
-from vsmtio_agent.actuators import domain
+from vsmtio_agent.actuators import blkio
+from vsmtio_agent.actuators import checkpoint
 from vsmtio_agent.actuators import irq
 from vsmtio_agent.actuators import rt
 from vsmtio_agent.tests.unit.host.fixtures import write
@@ -239,76 +238,66 @@ class TestRtRuntime(testtools.TestCase):
         self.assertIsNone(rt.cpu_cgroup(proc, 7, 9))
 
 
-class TestDomainKnobs(testtools.TestCase):
-    """``test:///default`` keeps blkio weight and a fake scheduler weight."""
+class TestBlkioWeight(testtools.TestCase):
+    """``test:///default`` keeps a domain's blkio weight."""
 
     def setUp(self):
         super().setUp()
         self.conn = libvirt.open('test:///default')
         self.addCleanup(self.conn.close)
         self.dom = self.conn.listAllDomains()[0]
-        self.uuid = self.dom.UUIDString()
         self.record = base.MemoryRecord()
 
     def test_blkio_weight_set_and_restored(self):
-        act = domain.BlkioWeight(self.record, self.conn.lookupByUUIDString)
+        act = blkio.BlkioWeight(self.record, self.dom)
         before = self.dom.blkioParameters(0)['weight']
-        self.assertTrue(act.set(self.uuid, 900))
-        self.assertFalse(act.set(self.uuid, 900))
-        self.assertEqual(900, self.dom.blkioParameters(0)['weight'])
-        self.assertEqual(before, act.original_value(self.uuid))
-        act.restore(self.uuid)
+        act.write(blkio.KEY, 900)
+        act.write(blkio.KEY, 800)
+        self.assertEqual(800, self.dom.blkioParameters(0)['weight'])
+        self.assertEqual(before, self.record.original(act.kind, blkio.KEY))
+        act.restore(blkio.KEY)
         self.assertEqual(before, self.dom.blkioParameters(0)['weight'])
-
-    def test_a_restarted_domain_is_not_written(self):
-        act = domain.BlkioWeight(self.record, self.conn.lookupByUUIDString)
-        act.set(self.uuid, 700)
-        self.record.kept[act.kind][self.uuid]['id'] += 100   # restarted
-        act.restore(self.uuid)
-        self.assertEqual(700, self.dom.blkioParameters(0)['weight'])
         self.assertEqual([], self.record.keys(act.kind))
 
-    def test_an_unknown_domain_is_an_error(self):
-        act = domain.BlkioWeight(self.record, self.conn.lookupByUUIDString)
-        self.assertRaises(base.ActuatorError, act.read,
-                          '00000000-0000-0000-0000-000000000000')
+    def test_a_domain_that_is_gone_is_an_error(self):
+        dom = self.conn.defineXML(
+            "<domain type='test'><name>off</name><memory>65536</memory>"
+            "<os><type>hvm</type></os></domain>")
+        self.addCleanup(dom.undefine)
+        act = blkio.BlkioWeight(self.record, dom)
+        self.assertRaises(base.ActuatorError, act.write, blkio.KEY, 900)
 
 
-class TestFileRecord(testtools.TestCase):
+class TestOneRecordForMist(testtools.TestCase):
+    """MIST's kinds live in the checkpoint, durable before the write."""
 
     def setUp(self):
         super().setUp()
         self.path = os.path.join(
-            self.useFixture(fixtures.TempDir()).path, 'a.json')
+            self.useFixture(fixtures.TempDir()).path, 'ckpt.json')
 
-    def test_durable_across_instances_and_emptied_file_removed(self):
-        one = actuator_record.FileRecord(self.path, boot='b1')
-        one.record('k', 'x', {'v': 1})
-        one.record('k', 'x', {'v': 2})      # the first original wins
-        two = actuator_record.FileRecord(self.path, boot='b1')
-        self.assertTrue(two.load())
-        self.assertEqual({'v': 1}, two.original('k', 'x'))
-        two.forget('k', 'x')
+    def test_durable_before_the_write(self):
+        fake = self.useFixture(FakeIrqs())
+        ckpt = checkpoint.Checkpoint(self.path, 'b1')
+        act = irq.IrqAffinity(ckpt, fake.root)
+        act.move(36, {0})
+        again = checkpoint.Checkpoint(self.path, 'b1')
+        self.assertTrue(again.load())
+        self.assertEqual('0-3', again.original(act.kind, '36'))
+        irq.IrqAffinity(again, fake.root).restore_all()
+        again.save()
+        self.assertEqual('0-3', fake.affinity(36))
         self.assertFalse(os.path.exists(self.path))
-
-    def test_a_record_from_another_boot_is_dropped(self):
-        actuator_record.FileRecord(self.path, boot='b1').record('k', 'x', 1)
-        later = actuator_record.FileRecord(self.path, boot='b2')
-        self.assertFalse(later.load())
-        self.assertFalse(os.path.exists(self.path))
-
-    def test_a_corrupt_record_is_moved_aside(self):
-        with open(self.path, 'w') as f:
-            json.dump({'version': 1, 'kinds': []}, f)
-        rec = actuator_record.FileRecord(self.path)
-        self.assertFalse(rec.load())
-        self.assertTrue(os.path.exists(self.path + '.corrupt'))
 
     def test_an_unwritable_record_refuses_the_change(self):
+        fake = self.useFixture(FakeIrqs())
         os.makedirs(self.path)       # the file's place is a directory
-        rec = actuator_record.FileRecord(self.path)
-        self.assertRaises(base.ActuatorError, rec.record, 'k', 'x', 1)
-        self.assertRaises(KeyError, rec.original, 'k', 'x')
+        ckpt = checkpoint.Checkpoint(self.path, 'b1')
+        act = irq.IrqAffinity(ckpt, fake.root)
+        e = self.assertRaises(base.ActuatorError, act.move, 36, {0})
+        self.assertIn('not changing it', str(e))
+        self.assertEqual('0-3', fake.affinity(36))
+        self.assertEqual([], ckpt.keys(act.kind))
 
 
 class TestAttempt(testtools.TestCase):

@@ -6,6 +6,7 @@ counters (those are tested on a real qemu guest in the functional tests).
 Its host has 8 CPUs; a fake sysfs presents them as 4 cores x 2 threads.
 """
 
+import glob
 import json
 import os
 import uuid
@@ -411,7 +412,7 @@ class TestFaults(DriverTestCase):
         drv.recover()
         drv.sample()
         self.assertIn('is corrupt', self.log.output)
-        self.assertTrue(os.path.exists(path + '.corrupt'))
+        self.assertTrue(glob.glob(path + '.corrupt-*'))
         drv.apply(model.Decision(200000, {
             model.VcpuRef(dom.uuid, 1): placement(2, model.Role.CPU, 2)}))
         self.assertEqual([ALL, {2}], dom.pins())

@@ -15,8 +15,10 @@ import fixtures
 import libvirt
 import testtools
 
+from vsmtio_agent.actuators import ledger
 from vsmtio_agent.drivers import libvirt as libvirt_driver
-from vsmtio_agent.drivers import mist_host
+from vsmtio_agent.drivers import mist as mist_host
+from vsmtio_agent.drivers.mist import meter
 from vsmtio_agent import model
 from vsmtio_agent.policy import mist
 from vsmtio_agent.tests.unit.actuators import test_mist_actuators as acts
@@ -48,7 +50,7 @@ class TestReservationFromNovaMetadata(testtools.TestCase):
                           'specs': spec('vsmtio:io_reservation_iops', '500')
                           + spec('resources:CUSTOM_VSMTIO_IO_IOPS', '400')
                           + spec('hw:cpu_policy', 'shared')}
-        specs = mist_host.flavor_extra_specs(xml)
+        specs = meter.flavor_extra_specs(xml)
         self.assertEqual('500', specs['vsmtio:io_reservation_iops'])
         self.assertEqual('shared', specs['hw:cpu_policy'])
 
@@ -58,10 +60,10 @@ class TestReservationFromNovaMetadata(testtools.TestCase):
                  'block.0.wr.bytes': 20, 'block.1.rd.reqs': 1,
                  'block.1.wr.reqs': 0, 'block.1.rd.bytes': 5,
                  'block.1.wr.bytes': 0}
-        self.assertEqual((8, 35), mist_host.block_totals(stats))
-        self.assertEqual((None, None), mist_host.block_totals({}))
+        self.assertEqual((8, 35), meter.block_totals(stats))
+        self.assertEqual((None, None), meter.block_totals({}))
         del stats['block.1.wr.reqs']
-        self.assertEqual((None, None), mist_host.block_totals(stats))
+        self.assertEqual((None, None), meter.block_totals(stats))
 
 
 class TestMistThroughTheDriver(testtools.TestCase):
@@ -127,7 +129,7 @@ class TestMistThroughTheDriver(testtools.TestCase):
         self.assertEqual(self.weight, self.dom.blkioParameters(0)['weight'])
         self.assertEqual('0-3', self.irqs.affinity(36))
         self.assertEqual('0-3', self.irqs.affinity(38))
-        self.assertTrue(drv.mist.record.empty)
+        self.assertTrue(drv.checkpoint.empty)
 
     def test_stop_restores(self):
         drv = self.driver()
@@ -144,7 +146,7 @@ class TestMistThroughTheDriver(testtools.TestCase):
         drv.sample()
         drv.apply(self.decision(True))
         drv.close()                 # dies without restoring
-        path = self.conf.vsmtio_agent.checkpoint_path + '.actuators.json'
+        path = self.conf.vsmtio_agent.checkpoint_path
         self.assertTrue(os.path.exists(path))
         self.assertEqual('0', self.irqs.affinity(36))
         fresh = self.driver()
@@ -163,7 +165,7 @@ class TestMistThroughTheDriver(testtools.TestCase):
         self.assertEqual(self.weight, self.dom.blkioParameters(0)['weight'])
         self.assertEqual('0-3', self.irqs.affinity(36))
         self.assertFalse(os.path.exists(
-            self.conf.vsmtio_agent.checkpoint_path + '.actuators.json'))
+            self.conf.vsmtio_agent.checkpoint_path))
 
     def test_irq_separation_can_be_turned_off(self):
         self.conf.set_override('mist_irq_separation', False,
@@ -175,6 +177,66 @@ class TestMistThroughTheDriver(testtools.TestCase):
         self.assertEqual('0-3', self.irqs.affinity(36))
         self.assertEqual(1000, self.dom.blkioParameters(0)['weight'])
         drv.restore()
+
+    def test_mist_outranks_the_split_on_cpu_shares(self):
+        # One knob, two mechanisms that want it: the ledger says who. The
+        # test driver keeps no scheduler parameters (it answers a fixed
+        # weight), so what is in force is what the driver last wrote.
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        opts = self.conf.vsmtio_agent
+        original = self.dom.schedulerParameters()['weight']
+
+        def in_force():
+            return drv.domains.get(self.uuid).shares[1]
+
+        threads = drv.topology().cores[0].threads
+        split = {model.VcpuRef(self.uuid, 0): model.Placement(
+            0, model.Role.IO, threads[0], (threads[0],))}
+
+        def apply(protect, split_on=True):
+            verdict = mist.Verdict(protect=True, reason='test')
+            result = drv.apply(model.Decision(
+                timeout_ns=200000, placements=split, split=split_on,
+                protect={self.uuid: verdict} if protect else {}))
+            return in_force(), result
+
+        def recorded():
+            return drv.checkpoint.domain(self.uuid, self.dom.ID()).original(
+                'cpu_shares', 'cpu_shares')
+
+        by_split = round(original * opts.io_cpu_shares_factor)
+        by_mist = round(original * opts.mist_cpu_shares_factor)
+        self.assertNotEqual(by_split, by_mist)
+        # the split alone raises them
+        self.assertEqual(by_split, apply(False)[0])
+        self.assertEqual(ledger.RASS, drv.checkpoint.owners.holder(
+            'cpu_shares', self.uuid, 'cpu_shares'))
+        # MIST takes them over, from the original, not the split's value
+        self.assertEqual(by_mist, apply(True)[0])
+        self.assertEqual(ledger.MIST, drv.checkpoint.owners.holder(
+            'cpu_shares', self.uuid, 'cpu_shares'))
+        self.assertEqual(original, recorded())
+        # the split, still on, leaves them alone while MIST holds them
+        self.assertEqual(by_mist, apply(True)[0])
+        # MIST lets go: the original back, and the split takes it again;
+        # the split's pins (unchanged, so not claimed again) stay its own
+        self.assertEqual(by_split, apply(False)[0])
+        self.assertEqual(ledger.RASS, drv.checkpoint.owners.holder(
+            'cpu_shares', self.uuid, 'cpu_shares'))
+        self.assertEqual(ledger.RASS, drv.checkpoint.owners.holder(
+            'pins', self.uuid, '0'))
+        self.assertEqual(original, recorded())
+        # withdrawing the split does not undo MIST's protection
+        self.assertEqual(by_mist, apply(True)[0])
+        self.assertEqual(by_mist, apply(True, split_on=False)[0])
+        self.assertEqual(original, recorded())
+        drv.restore()
+        self.assertEqual(original, in_force())
+        self.assertTrue(drv.checkpoint.empty)
+        self.assertIsNone(drv.checkpoint.owners.holder(
+            'cpu_shares', self.uuid, 'cpu_shares'))
 
     def test_describe_says_why_no_real_time(self):
         mode = self.driver().describe()

@@ -1,0 +1,244 @@
+"""MIST on a libvirt host: what it measures and how it protects.
+
+Beside the libvirt driver, which composes it over the one ledger (the
+driver's checkpoint and its owners), never through callbacks:
+
+* **measure** (:mod:`.meter`): each running domain's block I/O and the
+  reservation its flavor holds;
+* **protect** (:meth:`MistHost.apply`) the domains in the policy's
+  protection set, and release the others, through the actuators that
+  record every original in the checkpoint before they change it:
+
+  - CPU (:mod:`.cpu`): the domain's vCPU threads to SCHED_RR, with the
+    real-time runtime of their cgroups granted and bounded where the host
+    has RT group scheduling; else, the cpu-shares fallback;
+  - block I/O: the domain's ``blkiotune`` weight;
+  - interrupts: block-device and network IRQs on disjoint host CPUs while
+    any domain is protected (:func:`vsmtio_agent.policy.mist.irq_plan`).
+
+Every knob MIST writes it claims first in the ledger (MIST outranks the
+split and LTCR) and releases when it writes the original back. A
+mechanism the host refuses (permission, unsupported) is reported once and
+not tried again. Restoring at stop, after a crash and by ``vsmtio-agent
+restore`` is the driver's, through the same actuators, whatever MIST's
+configuration is then.
+"""
+
+from oslo_log import log as logging
+
+from vsmtio_agent.actuators import attempt
+from vsmtio_agent.actuators import base as act_base
+from vsmtio_agent.actuators import blkio as blkio_act
+from vsmtio_agent.actuators import irq as irq_act
+from vsmtio_agent.actuators import ledger
+from vsmtio_agent.actuators import rt
+from vsmtio_agent.drivers.mist import cpu as cpu_mod
+from vsmtio_agent.drivers.mist import meter as meter_mod
+from vsmtio_agent.linux import topology
+from vsmtio_agent.policy import mist
+
+LOG = logging.getLogger(__name__)
+
+CPU, BLKIO, IRQ = 'cpu', 'blkio', 'irq'
+
+
+class MistHost(object):
+    """Measures reserved domains and applies MIST's protection set."""
+
+    def __init__(self, opts, record):
+        """Build the actuators over ``record``: the driver's checkpoint."""
+        self.opts = opts
+        self.record = record
+        self.owners = record.owners
+        self.cpu = cpu_mod.CpuProtection(opts, record)
+        self.irq = irq_act.IrqAffinity(record, opts.procfs_root)
+        self.unsupported = {}       # mechanism -> why it is not tried
+        self.protected = {}         # uuid -> {'cpu': 'rt'|'shares', ...}
+        self.meter = meter_mod.Meter()
+        self._irq_refused = set()
+
+    def domain_counters(self, conn):
+        """``{uuid: DomainCounters}`` of every running domain."""
+        return self.meter.domain_counters(conn)
+
+    # -- protecting --------------------------------------------------------
+
+    def apply(self, protect, domains, log):
+        """Protect the domains in ``protect`` and release the others.
+
+        ``domains`` is the driver's :class:`~vsmtio_agent.drivers.libvirt.
+        domains.Domains`; ``log`` its :class:`~vsmtio_agent.drivers.
+        libvirt.applylog.ApplyLog` of this apply.
+        """
+        for uuid in sorted(set(self.protected) - set(protect)):
+            entry = domains.get(uuid)
+            LOG.info('MIST: releasing %s (%s): no longer needs protection',
+                     getattr(entry, 'name', '?'), uuid)
+            self._release(uuid, entry, log)
+        for uuid, verdict in sorted(protect.items()):
+            entry = domains.get(uuid)
+            if entry is None:
+                continue
+            if uuid not in self.protected:
+                LOG.info('MIST: protecting %s (%s): %s', entry.name, uuid,
+                         verdict.reason)
+                self.protected[uuid] = {}
+            self._protect_cpu(entry, log)
+            self._protect_blkio(entry, log)
+        self._interrupts(bool(self.protected), log)
+
+    def _refuse(self, mechanism, why, log):
+        if mechanism not in self.unsupported:
+            self.unsupported[mechanism] = why
+            LOG.warning('MIST: %s protection unavailable: %s', mechanism,
+                        why)
+        log.note('MIST %s: %s' % (mechanism, why))
+
+    def _protect_cpu(self, entry, log):
+        held = self.protected[entry.uuid]
+        if held.get(CPU) == 'shares' or (CPU in self.unsupported
+                                         and held.get(CPU) != 'rt'):
+            return
+        why = None
+        if entry.pid and entry.tids:
+            try:
+                # every period: a vCPU thread may have been added
+                self.cpu.rt_threads(entry, log)
+                held[CPU] = 'rt'
+                return
+            except act_base.ActuatorError as exc:
+                why = str(exc)
+                log.fail()
+                held.pop(CPU, None)
+                self.cpu.release_threads(entry.uuid, log)
+        else:
+            why = 'vCPU threads of %s not found' % entry.name
+        self._shares_fallback(entry, why, log)
+
+    def _shares_fallback(self, entry, why, log):
+        factor = self.opts.mist_cpu_shares_factor
+        if factor == 1:
+            self._refuse(CPU, '%s; the shares fallback is off' % why, log)
+            return
+        try:
+            if self.cpu.raise_shares(entry, factor):
+                log.done()
+            self.protected[entry.uuid][CPU] = 'shares'
+            LOG.info('MIST: %s gets %.1fx cpu shares instead of real-time '
+                     'priority: %s', entry.name, factor, why)
+        except act_base.ActuatorError as exc:
+            log.fail()
+            if exc.denied:
+                self._refuse(CPU, '%s; cpu shares: %s' % (why, exc), log)
+            else:
+                log.note('MIST cpu: %s' % exc)
+
+    def _protect_blkio(self, entry, log):
+        if BLKIO in self.unsupported:
+            return
+        actuator = blkio_act.BlkioWeight(entry.record(self.record),
+                                         entry.dom)
+        try:
+            self.owners.claim(ledger.MIST, actuator.kind, entry.uuid,
+                              blkio_act.KEY)
+            if actuator.read(blkio_act.KEY) != self.opts.mist_blkio_weight:
+                attempt.write(actuator, blkio_act.KEY,
+                              self.opts.mist_blkio_weight)
+                log.done()
+            self.protected[entry.uuid][BLKIO] = True
+        except act_base.ActuatorError as exc:
+            log.fail()
+            if exc.denied:
+                self._refuse(BLKIO, str(exc), log)
+            else:
+                log.note('MIST blkio: %s' % exc)
+
+    def _release(self, uuid, entry, log):
+        """Everything MIST holds of the domain back to its original.
+
+        A domain that is gone took its values with it (the driver dropped
+        its record): only MIST's claims on it are left to let go.
+        """
+        self.protected.pop(uuid, None)
+        self.cpu.release_threads(uuid, log)
+        if entry is not None:
+            try:
+                self.cpu.release_shares(entry)
+                if self.owners.holds(ledger.MIST, blkio_act.KIND, uuid,
+                                     blkio_act.KEY):
+                    blkio_act.BlkioWeight(entry.record(self.record),
+                                          entry.dom).restore(blkio_act.KEY)
+            except act_base.ActuatorError as exc:
+                log.fail()
+                log.note('MIST release of %s: %s' % (uuid, exc))
+                return
+        self.owners.release_all(ledger.MIST, uuid)
+
+    def _interrupts(self, active, log):
+        if not self.opts.mist_irq_separation or IRQ in self.unsupported:
+            return
+        if not active:
+            moved = self.record.keys(self.irq.kind)
+            if moved:
+                LOG.info('MIST: interrupts back where they were')
+                failed = self.irq.restore_all()
+                for key, exc in failed:
+                    log.fail()
+                    log.note('MIST irq %s: %s' % (key, exc))
+                for key in set(moved) - {key for key, _exc in failed}:
+                    self.owners.release(ledger.MIST, self.irq.kind, None,
+                                        key)
+            return
+        try:
+            irqs = irq_act.read_interrupts(self.opts.procfs_root)
+            cpus = topology.online_cpus(self.opts.sysfs_root)
+            block_cpus = (topology.parse_cpu_list(
+                self.opts.mist_block_irq_cpus)
+                if self.opts.mist_block_irq_cpus else None)
+        except (OSError, ValueError) as exc:
+            self._refuse(IRQ, 'cannot read interrupts or CPUs: %s' % exc,
+                         log)
+            return
+        plan = mist.irq_plan(irqs, self.opts.mist_block_irq_pattern,
+                             self.opts.mist_net_irq_pattern, cpus,
+                             block_cpus)
+        for number, want in sorted(plan.items()):
+            if number in self._irq_refused:
+                continue
+            self.owners.claim(ledger.MIST, self.irq.kind, None, str(number))
+            try:
+                if self.irq.move(number, want):
+                    log.done()
+                    LOG.info('MIST: IRQ %d (%s) -> CPUs %s', number,
+                             irqs[number], topology.format_cpu_list(want))
+            except act_base.ActuatorError as exc:
+                self._irq_refused.add(number)
+                log.fail()
+                log.note('MIST irq: %s' % exc)
+                if exc.denied:
+                    self._refuse(IRQ, str(exc), log)
+                    return
+
+    # -- after a restore ---------------------------------------------------
+
+    def reset(self):
+        """Forget what was protected: the driver restored every original."""
+        self.protected.clear()
+        self.cpu.reset()
+
+    def describe(self):
+        """(capabilities, missing) lines for ``vsmtio-agent check``."""
+        caps = ['MIST: I_cpu threshold %.3f, %d periods to act, %d to '
+                'release' % (self.opts.mist_icpu_threshold,
+                             self.opts.mist_act_periods,
+                             self.opts.mist_clear_periods)]
+        # as for a guest's thread: libvirt puts them below the root group
+        mode, why = rt.rt_mode(self.opts.procfs_root, self.cpu.cgroup_root,
+                               'machine' if self.cpu.runtime else None)
+        (caps if mode else []).append('MIST cpu: %s' % why)
+        missing = [] if mode else ['MIST real-time: %s (fallback: cpu '
+                                   'shares x%.1f)'
+                                   % (why, self.opts.mist_cpu_shares_factor)]
+        missing += ['MIST %s: %s' % kv for kv in sorted(
+            self.unsupported.items())]
+        return caps, missing

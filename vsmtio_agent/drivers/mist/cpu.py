@@ -1,0 +1,172 @@
+"""MIST's CPU protection of a reserved domain (paper §IV).
+
+The domain's vCPU threads move to SCHED_RR (:mod:`~vsmtio_agent.actuators.
+rt`), with the real-time runtime of their cgroups granted and bounded
+where the host has RT group scheduling. Where the host grants no bounded
+RT runtime, the fallback multiplies the domain's cpu shares: the knob
+RASS's split also raises, so MIST claims it in the ledger first (MIST
+outranks the split) and computes its value from the recorded original,
+never from the split's.
+"""
+
+import os
+
+from vsmtio_agent.actuators import attempt
+from vsmtio_agent.actuators import base as act_base
+from vsmtio_agent.actuators import ledger
+from vsmtio_agent.actuators import rt
+from vsmtio_agent.actuators import shares as shares_act
+
+MAX_SHARES = 10000
+
+
+class CpuProtection:
+    """Real-time threads, their runtime, or the cpu-shares fallback."""
+
+    def __init__(self, opts, record):
+        self.opts = opts
+        self.record = record
+        self.owners = record.owners
+        self.policy = rt.ThreadPolicy(record, opts.procfs_root)
+        self.cgroup_root = os.path.join(opts.sysfs_root, 'fs/cgroup')
+        controller = rt.cpu_controller_root(self.cgroup_root)
+        self.runtime = (rt.CgroupRtRuntime(record, controller)
+                        if controller else None)
+        self._threads = {}          # uuid -> {thread key: cgroup or None}
+
+    def _write(self, actuator, key, value, scope=None):
+        self.owners.claim(ledger.MIST, actuator.kind, scope, key)
+        attempt.write(actuator, key, value)
+
+    def _restore(self, actuator, key, scope=None):
+        actuator.restore(key)
+        self.owners.release(ledger.MIST, actuator.kind, scope, key)
+
+    # -- real time -----------------------------------------------------------
+
+    def thread_ids(self, entry):
+        if self.opts.mist_rt_threads == 'vcpus':
+            return sorted(entry.tids.values())
+        try:
+            return sorted(int(t) for t in os.listdir(os.path.join(
+                self.opts.procfs_root, str(entry.pid), 'task')))
+        except OSError as exc:
+            raise act_base.ActuatorError('threads of %s: %s'
+                                         % (entry.name, exc))
+
+    def rt_threads(self, entry, log):
+        """SCHED_RR for the domain's threads, granting runtime first.
+
+        Threads get ``SCHED_RESET_ON_FORK``: a thread QEMU starts later
+        (its I/O worker pool) begins in CFS and is raised at the next
+        period, and none outlives a release at real-time priority.
+        """
+        threads = self._threads.setdefault(entry.uuid, {})
+        keys = {}
+        for tid in self.thread_ids(entry):
+            keys['%d/%d' % (entry.pid, tid)] = rt.cpu_cgroup(
+                self.opts.procfs_root, entry.pid, tid)
+        first = next(iter(keys.values()), None)
+        mode, why = rt.rt_mode(self.opts.procfs_root, self.cgroup_root,
+                               first)
+        if mode is None:
+            raise act_base.ActuatorError(why)
+        threads.update(keys)
+        if mode == 'group':
+            self.grant()
+        want = {'policy': os.SCHED_RR | os.SCHED_RESET_ON_FORK,
+                'priority': self.opts.mist_rt_priority}
+        for key in sorted(keys):
+            try:
+                now = self.policy.read(key)
+            except act_base.ActuatorError:
+                if self.opts.mist_rt_threads == 'all':
+                    threads.pop(key, None)
+                    continue    # a worker thread that has just exited
+                raise
+            if (now['policy'], now['priority']) != (want['policy'],
+                                                    want['priority']):
+                self._write(self.policy, key, want)
+                log.done()
+
+    def grant(self):
+        """RT runtime for every protected vCPU cgroup, top-down."""
+        if self.runtime is None:
+            raise act_base.ActuatorError('no cgroup v1 cpu controller under '
+                                         '%s' % self.cgroup_root)
+        leaves = sorted({cg for threads in self._threads.values()
+                         for cg in threads.values() if cg})
+        # groups no longer needed go back first, children before parents
+        needed = {a for leaf in leaves for a in rt.ancestors(leaf)}
+        needed.update(leaves)
+        for key in sorted(set(self.record.keys(self.runtime.kind)) - needed,
+                          key=lambda k: (-k.count('/'), k)):
+            self._restore(self.runtime, key)
+        for group, value in rt.grants(self.runtime, leaves,
+                                      self.opts.mist_rt_runtime_us):
+            if self.runtime.read(group) != value:
+                self._write(self.runtime, group, value)
+
+    def release_threads(self, uuid, log):
+        """Threads back to their policy, then unneeded runtime back.
+
+        What fails stays recorded for the next restore.
+        """
+        for key in sorted(self._threads.pop(uuid, {})):
+            try:
+                self._restore(self.policy, key)
+            except act_base.ActuatorError as exc:
+                log.note('MIST release: %s' % exc)
+        if self.runtime is not None and self.record.keys(self.runtime.kind):
+            try:
+                self.grant()
+            except act_base.ActuatorError as exc:
+                log.note('MIST release: %s' % exc)
+
+    # -- the cpu-shares fallback ---------------------------------------------
+
+    def shares_actuator(self, entry):
+        return shares_act.CpuShares(
+            entry.record(self.record), entry.dom,
+            entry.shares[0] if entry.shares else None)
+
+    def raise_shares(self, entry, factor):
+        """The domain's original shares times ``factor``; whether written.
+
+        The original, not the value in force: the split may have raised
+        it before MIST took the knob over.
+        """
+        actuator = self.shares_actuator(entry)
+        current = actuator.read(shares_act.KEY)
+        try:
+            original = actuator.record.original(actuator.kind,
+                                                shares_act.KEY)
+        except KeyError:
+            original = current
+        want = min(int(round(original * factor)), MAX_SHARES)
+        self.owners.claim(ledger.MIST, actuator.kind, entry.uuid,
+                          shares_act.KEY)
+        entry.shares = (actuator.parameter, current)
+        if current == want:
+            return False
+        attempt.write(actuator, shares_act.KEY, want)
+        entry.shares = (actuator.parameter, want)
+        return True
+
+    def release_shares(self, entry):
+        """The original shares back, if MIST holds them."""
+        if not self.owners.holds(ledger.MIST, shares_act.KIND, entry.uuid,
+                                 shares_act.KEY):
+            return
+        actuator = self.shares_actuator(entry)
+        try:
+            original = actuator.record.original(actuator.kind,
+                                                shares_act.KEY)
+        except KeyError:
+            original = None
+        self._restore(actuator, shares_act.KEY, entry.uuid)
+        if original is not None:
+            entry.shares = (actuator.parameter, original)
+
+    def reset(self):
+        self._threads.clear()
