@@ -33,19 +33,31 @@ def flavor_extra_specs(xml_text):
 
 
 def block_totals(stats):
-    """(requests, bytes) summed over a domain's disks, or (None, None)."""
+    """(requests, bytes, busy ns) summed over a domain's disks.
+
+    Busy ns is the time its requests spent in flight (libvirt's
+    ``rd.times``, ``wr.times`` and ``fl.times``), the evidence of demand
+    MIST's detector needs; ``None`` where a disk lacks it. Everything is
+    ``None`` where the domain has no block statistics.
+    """
     count = stats.get('block.count')
     if count is None:
-        return None, None
-    reqs = nbytes = 0
+        return None, None, None
+    reqs = nbytes = busy = 0
     for i in range(count):
         p = 'block.%d.' % i
         try:
             reqs += stats[p + 'rd.reqs'] + stats[p + 'wr.reqs']
             nbytes += stats[p + 'rd.bytes'] + stats[p + 'wr.bytes']
         except KeyError:
-            return None, None
-    return reqs, nbytes
+            return None, None, None
+        if busy is not None:
+            try:
+                busy += (stats[p + 'rd.times'] + stats[p + 'wr.times']
+                         + stats.get(p + 'fl.times', 0))
+            except KeyError:
+                busy = None
+    return reqs, nbytes, busy
 
 
 class Meter(object):
@@ -89,10 +101,11 @@ class Meter(object):
                 uuid = dom.UUIDString()
             except libvirt.libvirtError:
                 continue
-            reqs, nbytes = block_totals(stats)
+            reqs, nbytes, busy = block_totals(stats)
             out[uuid] = model.DomainCounters(io_requests=reqs,
                                              io_bytes=nbytes,
-                                             reservation=res)
+                                             reservation=res,
+                                             io_busy_ns=busy)
         live = set(out)
         for uuid in set(self._reservations) - live:
             del self._reservations[uuid]

@@ -59,11 +59,17 @@ class TestReservationFromNovaMetadata(testtools.TestCase):
                  'block.0.wr.reqs': 4, 'block.0.rd.bytes': 10,
                  'block.0.wr.bytes': 20, 'block.1.rd.reqs': 1,
                  'block.1.wr.reqs': 0, 'block.1.rd.bytes': 5,
-                 'block.1.wr.bytes': 0}
-        self.assertEqual((8, 35), meter.block_totals(stats))
-        self.assertEqual((None, None), meter.block_totals({}))
+                 'block.1.wr.bytes': 0,
+                 'block.0.rd.times': 100, 'block.0.wr.times': 200,
+                 'block.0.fl.times': 7, 'block.1.rd.times': 50,
+                 'block.1.wr.times': 0}
+        self.assertEqual((8, 35, 357), meter.block_totals(stats))
+        self.assertEqual((None, None, None), meter.block_totals({}))
+        # a disk without request times: counts, but no evidence of demand
+        del stats['block.1.wr.times']
+        self.assertEqual((8, 35, None), meter.block_totals(stats))
         del stats['block.1.wr.reqs']
-        self.assertEqual((None, None), meter.block_totals(stats))
+        self.assertEqual((None, None, None), meter.block_totals(stats))
 
 
 class TestMistThroughTheDriver(testtools.TestCase):
