@@ -14,6 +14,7 @@ runs an agent on it lives with the other things that run agents
 
 import concurrent.futures
 import dataclasses
+import math
 import statistics
 import sys
 import time
@@ -236,9 +237,21 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
     return result
 
 
+def check_window(duration, warmup_s=None):
+    """ValueError, one line, for a window that no run could end.
+
+    oslo.config's float bounds and the comparisons that end a run are
+    all false for NaN, which would run (and print progress) forever.
+    """
+    for name, value in (('duration', duration), ('warmup_s', warmup_s)):
+        if value is not None and not math.isfinite(value):
+            raise ValueError('%s: not a finite number (%r)' % (name, value))
+
+
 def run(scenario, kernel, seed=1, duration=0.0, progress=None,
         overrides=None, steady=False, warmup_s=None, batches=1):
     """Run ``scenario`` (name or path) under ``kernel``."""
+    check_window(duration, warmup_s)
     kernels.get(kernel)
     scenario_mod.load(scenario)         # fail early, in this process
     return run_conf(make_conf(scenario, kernel, seed, duration, overrides),
@@ -255,6 +268,7 @@ def _worker(args):
 def compare(scenario, seed=1, duration=0.0, kernel_names=kernels.NAMES,
             processes=2, progress=True, overrides=None, steady=False):
     """Run every kernel model on ``scenario``; ``{kernel: result}``."""
+    check_window(duration)
     scenario_mod.load(scenario)
     for k in kernel_names:
         kernels.get(k)
