@@ -18,6 +18,7 @@ import math
 import statistics
 import sys
 import time
+import warnings
 
 from oslo_config import cfg
 
@@ -261,6 +262,8 @@ def run(scenario, kernel, seed=1, duration=0.0, progress=None,
 
 def _worker(args):
     scenario, kernel, seed, duration, overrides, quiet, steady = args
+    # compare() loaded the scenario first and said what is deprecated
+    warnings.simplefilter('ignore', scenario_mod.ScenarioDeprecationWarning)
     return run(scenario, kernel, seed, duration,
                None if quiet else sys.stderr, overrides, steady)
 

@@ -242,11 +242,11 @@ SCHEMA = {
 #: dropped on load, with a warning naming what replaced them.
 _RETIRED = {
     ('costs', 'smt_corun_speedup'):
-        'costs.smt_pair_speedup (the range every pair falls in)',
+        'use costs.smt_pair_speedup (the range every pair falls in)',
     ('costs', 'reference_cpi'):
-        'nothing: each pair\'s co-run speed follows from its two CPI stacks',
+        'each pair\'s co-run speed now follows from its two CPI stacks',
     ('costs', 'cache_refill_ns'):
-        'costs.cache_refill_gbps and each workload\'s working_set_kib',
+        'use costs.cache_refill_gbps and each workload\'s working_set_kib',
 }
 
 #: Fields a later release made required, with the default a file without
@@ -370,8 +370,8 @@ def _upgrade(doc, source):
         section = doc.get(group)
         if isinstance(section, dict) and key in section:
             del section[key]
-            _deprecated(source, '%s.%s is retired and ignored; it was '
-                        'replaced by %s' % (group, key, instead))
+            _deprecated(source, '%s.%s is retired and ignored: %s'
+                        % (group, key, instead))
     specs = doc.get('workloads')
     for name, spec in sorted((specs or {}).items()
                              if isinstance(specs, dict) else ()):
