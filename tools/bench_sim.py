@@ -13,10 +13,16 @@ same window (one cycle of the guard's probing). Writes
 - ``breakeven.png``: where the paper-literal vSMT-IO's CPU side breaks
   even, over the per-switch indirect cost and the SMT co-run gain.
 
+Its last section, "Sensitivity", sweeps every unsourced or disputed input
+(``SWEEP``) on ``SENSITIVITY_SCENARIOS`` and says which conclusions hold
+across each input's range, judging every honest VM on its own.
+
 A benchmark, not a test: it asserts nothing. The costs are the shipped
 inputs; nothing here is tuned toward the paper's numbers.
 
     python tools/bench_sim.py [--out FILE] [--json FILE] [--only PREFIX]
+        [--sensitivity S1,S2] [--sensitivity-rows TEXT]
+        [--sensitivity-duration SECONDS]
 """
 
 import argparse
@@ -1021,7 +1027,8 @@ Simulated SMT host: benchmark at steady state
 Printed by ``tox -e bench`` (``tools/bench_sim.py``) on {date}: Python
 {python}, {cpus} CPUs, two worker processes; {n} shipped scenarios under
 {k} kernel models (the product and vanilla over {batches} consecutive
-windows), then the break-even map, took {wall:.1f} min in all{main}{cpu}.
+windows), then the break-even map and the sensitivity study, took
+{wall:.1f} min in all{main}{cpu}.
 Every number below was printed by that run.
 
 Every run is at steady state: the real agent drives ``vsmtio-paper`` (the

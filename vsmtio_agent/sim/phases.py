@@ -69,12 +69,11 @@ class Phases(object):
         self._io_done = self._phased_io_done
         self._handler_done = self._phased_handler_done
 
-    def _cross_socket(self, v, src, dst):
-        """``v`` moves from ``src`` to ``dst``: refill if sockets differ."""
-        if src.socket != dst.socket:
-            cost = self.cross_socket_ns[v.wl_idx]
-            if cost > v.cold:
-                v.cold = cost
+    def _cross_socket(self, v):
+        """``v`` moved to another socket: it refills its working set."""
+        cost = self.cross_socket_ns[v.wl_idx]
+        if cost > v.cold:
+            v.cold = cost
 
     def advance_to(self, t_end):
         """Run every event up to ``t_end`` (ns), phase changes included."""

@@ -341,8 +341,11 @@ def _field(error):
     return path or '(top level)'
 
 
-def _non_finite(node, path=()):
-    """The path of the first NaN or infinity under ``node``, or None."""
+def _non_finite(node, path=(), seen=None):
+    """The path of the first NaN or infinity under ``node``, or None.
+
+    Each container is walked once, however often aliases repeat it.
+    """
     if isinstance(node, float):
         return None if math.isfinite(node) else path
     if isinstance(node, dict):
@@ -351,8 +354,12 @@ def _non_finite(node, path=()):
         items = enumerate(node)
     else:
         return None
+    seen = set() if seen is None else seen
+    if id(node) in seen:
+        return None
+    seen.add(id(node))
     for k, v in items:
-        found = _non_finite(v, path + (k,))
+        found = _non_finite(v, path + (k,), seen)
         if found is not None:
             return found
     return None

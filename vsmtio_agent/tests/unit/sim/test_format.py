@@ -291,3 +291,15 @@ class TestSetInput(testtools.TestCase):
         # the caller's document is unchanged
         self.assertNotIn('workloads', d)
         self.assertRaises(KeyError, scenario.set_input, d, 'costs.nope', 1)
+
+
+class TestSharedReferences(testtools.TestCase):
+
+    def test_a_document_of_shared_lists_is_walked_once(self):
+        # what an alias bomb becomes once loaded by a loader without the
+        # bound: from_dict still checks it in linear time
+        layer = ['lol'] * 9
+        for _ in range(12):
+            layer = [layer] * 9
+        sc = scenario.from_dict(doc(paper={'bomb': layer}))
+        self.assertEqual('x', sc.name)
