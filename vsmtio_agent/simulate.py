@@ -132,7 +132,9 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
     ``warmup_s``, by default the scenario's); otherwise the scenario's (or
     ``duration``'s) fixed window is used. Every window starts with
     :meth:`~vsmtio_agent.sim.engine.Simulation.reseed`, so kernels
-    compared window by window draw the same requests.
+    compared window by window draw the same requests. A steady window of
+    a scenario with phases is whole phase cycles, starting on a cycle
+    (:meth:`~vsmtio_agent.sim.scenario.Scenario.align`).
 
     ``batches`` > 1 measures that many consecutive windows of the same
     run (batch means): the result is the first window's, and
@@ -144,8 +146,10 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
     driver = simulated.SimulatedHostDriver(conf)
     sim = driver.simulation
     if steady:
-        measure_s = steady_window(conf)
-        warmup = sim.scenario.warmup_s if warmup_s is None else warmup_s
+        # whole phase cycles, so every kernel sees the same phases
+        warmup, measure_s = sim.scenario.align(
+            sim.scenario.warmup_s if warmup_s is None else warmup_s,
+            steady_window(conf))
     else:
         warmup, total = _window(sim.scenario, opts.duration, warmup_s)
         measure_s = total - warmup
@@ -178,8 +182,9 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
                                       g, ag.engine.params.guard)))
                 if done or now_s >= max_settle_s:
                     state['settled_at'] = now_s if done else None
-                    state['start_ns'] = start_ns = sim.now
-                    prog.total = now_s + batches * measure_s
+                    start_s = sim.scenario.align(now_s, measure_s)[0]
+                    state['start_ns'] = start_ns = start_s * 1e9
+                    prog.total = start_s + batches * measure_s
                     prog.settling = False
                     prog.next = 0.25
                     while prog.next * prog.total <= now_s:

@@ -485,6 +485,35 @@ class Scenario:
         kinds = {self.workloads[w].kind for w in _vm_workloads(vm)}
         return kinds.pop() if len(kinds) == 1 else wl_mod.MIXED
 
+    def align(self, start_s, length_s):
+        """A measuring window of whole phase cycles after one-off changes.
+
+        ``(start, length)`` no earlier and no shorter than asked: it
+        starts after every phase change that does not repeat and, where
+        VMs cycle, on a multiple of the cycles' least common multiple and
+        lasts whole such periods. So kernels measured over windows that
+        begin at different times still see the same phases, in the same
+        proportions; without phases the window is as asked.
+        """
+        start, length = start_s, length_s
+        period_ms = 0
+        for vm in self.vms:
+            phases = vm.get('phases')
+            if not phases:
+                continue
+            cycle = vm.get('phase_cycle_s')
+            if cycle:
+                ms = int(round(cycle * 1000))
+                period_ms = math.lcm(period_ms, ms) if period_ms else ms
+            else:
+                start = max(start, phases[-1]['at_s']
+                            + vm.get('phase_spread_s', 0.0))
+        if period_ms:
+            period = period_ms / 1000.0
+            start = math.ceil(start / period - 1e-9) * period
+            length = max(1, math.ceil(length / period - 1e-9)) * period
+        return start, length
+
     def phase_changes(self):
         """Yield ``(t_s, vm, index, workload)`` in time order.
 

@@ -180,6 +180,22 @@ class TestPhases(_Errors):
                           (3.0, 'job', 0, 'redis'),
                           (3.25, 'job', 1, 'redis')], got)
 
+    def test_windows_are_whole_cycles_after_one_off_changes(self):
+        plain = scenario.from_dict(doc())
+        self.assertEqual((0.3, 16.6), plain.align(0.3, 16.6))
+        once = scenario.from_dict(phased())
+        self.assertEqual((1.0, 16.6), once.align(0.5, 16.6))
+        cycles = scenario.from_dict(doc(vms=[
+            {'name': 'a', 'workload': 'hadoop', 'vcpus': 1,
+             'phases': [{'at_s': 1.0, 'workload': 'redis'}],
+             'phase_cycle_s': 4.0},
+            {'name': 'b', 'workload': 'matmul', 'vcpus': 1,
+             'phases': [{'at_s': 1.0, 'workload': 'kmeans'}],
+             'phase_cycle_s': 6.0}]))
+        # the cycles' least common multiple: 12 s
+        self.assertEqual((12.0, 24.0), cycles.align(0.5, 16.6))
+        self.assertEqual((24.0, 12.0), cycles.align(12.5, 3.0))
+
     def test_phase_errors_name_the_field(self):
         msg = self.error(phased(phases=[{'at_s': 2, 'workload': 'redis'},
                                         {'at_s': 1, 'workload': 'hbase'}]))
