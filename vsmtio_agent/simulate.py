@@ -14,9 +14,11 @@ runs an agent on it lives with the other things that run agents
 
 import concurrent.futures
 import dataclasses
+import math
 import statistics
 import sys
 import time
+import warnings
 
 from oslo_config import cfg
 
@@ -130,7 +132,9 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
     ``warmup_s``, by default the scenario's); otherwise the scenario's (or
     ``duration``'s) fixed window is used. Every window starts with
     :meth:`~vsmtio_agent.sim.engine.Simulation.reseed`, so kernels
-    compared window by window draw the same requests.
+    compared window by window draw the same requests. A steady window of
+    a scenario with phases is whole phase cycles, starting on a cycle
+    (:meth:`~vsmtio_agent.sim.scenario.Scenario.align`).
 
     ``batches`` > 1 measures that many consecutive windows of the same
     run (batch means): the result is the first window's, and
@@ -142,8 +146,10 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
     driver = simulated.SimulatedHostDriver(conf)
     sim = driver.simulation
     if steady:
-        measure_s = steady_window(conf)
-        warmup = sim.scenario.warmup_s if warmup_s is None else warmup_s
+        # whole phase cycles, so every kernel sees the same phases
+        warmup, measure_s = sim.scenario.align(
+            sim.scenario.warmup_s if warmup_s is None else warmup_s,
+            steady_window(conf))
     else:
         warmup, total = _window(sim.scenario, opts.duration, warmup_s)
         measure_s = total - warmup
@@ -176,8 +182,9 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
                                       g, ag.engine.params.guard)))
                 if done or now_s >= max_settle_s:
                     state['settled_at'] = now_s if done else None
-                    state['start_ns'] = start_ns = sim.now
-                    prog.total = now_s + batches * measure_s
+                    start_s = sim.scenario.align(now_s, measure_s)[0]
+                    state['start_ns'] = start_ns = start_s * 1e9
+                    prog.total = start_s + batches * measure_s
                     prog.settling = False
                     prog.next = 0.25
                     while prog.next * prog.total <= now_s:
@@ -236,9 +243,21 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
     return result
 
 
+def check_window(duration, warmup_s=None):
+    """ValueError, one line, for a window that no run could end.
+
+    oslo.config's float bounds and the comparisons that end a run are
+    all false for NaN, which would run (and print progress) forever.
+    """
+    for name, value in (('duration', duration), ('warmup_s', warmup_s)):
+        if value is not None and not math.isfinite(value):
+            raise ValueError('%s: not a finite number (%r)' % (name, value))
+
+
 def run(scenario, kernel, seed=1, duration=0.0, progress=None,
         overrides=None, steady=False, warmup_s=None, batches=1):
     """Run ``scenario`` (name or path) under ``kernel``."""
+    check_window(duration, warmup_s)
     kernels.get(kernel)
     scenario_mod.load(scenario)         # fail early, in this process
     return run_conf(make_conf(scenario, kernel, seed, duration, overrides),
@@ -248,6 +267,8 @@ def run(scenario, kernel, seed=1, duration=0.0, progress=None,
 
 def _worker(args):
     scenario, kernel, seed, duration, overrides, quiet, steady = args
+    # compare() loaded the scenario first and said what is deprecated
+    warnings.simplefilter('ignore', scenario_mod.ScenarioDeprecationWarning)
     return run(scenario, kernel, seed, duration,
                None if quiet else sys.stderr, overrides, steady)
 
@@ -255,6 +276,7 @@ def _worker(args):
 def compare(scenario, seed=1, duration=0.0, kernel_names=kernels.NAMES,
             processes=2, progress=True, overrides=None, steady=False):
     """Run every kernel model on ``scenario``; ``{kernel: result}``."""
+    check_window(duration)
     scenario_mod.load(scenario)
     for k in kernel_names:
         kernels.get(k)

@@ -21,6 +21,7 @@ kernel models themselves. Only what has no configuration option
 import argparse
 import json
 import sys
+import warnings
 
 from vsmtio_agent import cmd
 from vsmtio_agent.conf import simulator as sim_conf
@@ -90,7 +91,18 @@ def _list():
     print('\n'.join(lines))
 
 
+def _warning(message, category, filename, lineno, file=None, line=None):
+    """A deprecated scenario field, said in one line like the errors."""
+    sys.stderr.write('vsmtio-sim: warning: %s\n' % message)
+
+
 def main(argv=None):
+    with warnings.catch_warnings():
+        warnings.showwarning = _warning
+        return _main(argv)
+
+
+def _main(argv):
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

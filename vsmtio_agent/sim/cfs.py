@@ -92,6 +92,8 @@ class Cfs(object):
         """Carry ``v``'s vruntime lag from ``src``'s queue to ``dst``'s."""
         if src is not dst:
             v.vruntime += self._min_vr(dst) - self._min_vr(src)
+            if src.socket != dst.socket:
+                self._cross_socket(v)
 
     def _take(self, th, v):
         src = v.th

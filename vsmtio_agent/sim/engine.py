@@ -16,7 +16,9 @@ part of the host they model:
   interrupts (§6.3) and the resume they cause, halt polling's window;
 * :mod:`~vsmtio_agent.sim.cfs`: the host scheduler;
 * :mod:`~vsmtio_agent.sim.vsmtio_kernel`: what an agent decision changes;
-* :mod:`~vsmtio_agent.sim.counters`: what drivers and reports read.
+* :mod:`~vsmtio_agent.sim.counters`: what drivers and reports read;
+* :mod:`~vsmtio_agent.sim.phases`: VMs whose workload changes in time,
+  and the refill a vCPU moved across sockets pays.
 
 The hyperthreads and vCPUs themselves are the slotted objects of
 :mod:`~vsmtio_agent.sim.entities`. Mixins, not objects that call each
@@ -40,6 +42,7 @@ from vsmtio_agent.sim import entities
 from vsmtio_agent.sim import guest_io
 from vsmtio_agent.sim import hyperthreads
 from vsmtio_agent.sim import kernels
+from vsmtio_agent.sim import phases
 from vsmtio_agent.sim import vcpu_lifecycle
 from vsmtio_agent.sim import vsmtio_kernel
 from vsmtio_agent.sim import workloads
@@ -67,7 +70,7 @@ VcpuTotals = counters.VcpuTotals
 
 class Simulation(hyperthreads.Hyperthreads, vcpu_lifecycle.VcpuLifecycle,
                  guest_io.GuestIo, cfs.Cfs, vsmtio_kernel.VsmtioKernel,
-                 counters.Counters):
+                 counters.Counters, phases.Phases):
     """A simulated SMT host running one scenario under one kernel model.
 
     Construction and the event loop live here; everything an event does is
@@ -186,6 +189,7 @@ class Simulation(hyperthreads.Hyperthreads, vcpu_lifecycle.VcpuLifecycle,
                                            self.stream(name, 'irq'))
                 v.draw_handler = workloads.sampler(
                     v.wl.irq['handler'], self.stream(name, 'handler'))
+        self._init_host_shape()
         self._stagger_start(random.Random('%d/start' % seed))
         self._push(self.tick_ns, EV_TICK, None, 0)
 
@@ -244,8 +248,12 @@ class Simulation(hyperthreads.Hyperthreads, vcpu_lifecycle.VcpuLifecycle,
     def _push(self, t, kind, obj, ver):
         _push(self.heap, (t, self._seq(), kind, obj, ver))
 
-    def advance_to(self, t_end):
-        """Run every event up to ``t_end`` (ns) and settle the counters."""
+    def _advance_events(self, t_end):
+        """Run every event up to ``t_end`` (ns) and settle the counters.
+
+        ``advance_to`` (:mod:`~vsmtio_agent.sim.phases`) calls it between
+        the scenario's phase changes.
+        """
         heap = self.heap
         pop = heapq.heappop
         io_done, irq = self._io_done, self._irq

@@ -90,7 +90,7 @@ class Thread(object):
     __slots__ = ('cpu', 'core_id', 'sib', 'is_io', 'state', 'curr', 'next',
                  'rq', 'last', 'rate', 'aver', 'sver', 'state_ns', 'min_vr',
                  'slice_at', 'slice_ev', 'wake_pending', 'resuming',
-                 'picked_at', 'cached')
+                 'picked_at', 'cached', 'socket')
 
     def __init__(self, cpu, core_id, is_io):
         self.cpu = cpu
@@ -111,3 +111,4 @@ class Thread(object):
         self.resuming = False       # the switch is a VM re-entry, same vCPU
         self.picked_at = 0.0        # when the running vCPU was switched in
         self.cached = None          # the vCPU whose working set it holds
+        self.socket = 0             # its core's socket (sim.phases)

@@ -46,8 +46,9 @@ def measure(sim, start, end, wall_s, extra=None):
         w['retentions'] += b.retentions - a.retentions
         w['retention_timeouts'] += (b.retention_timeouts
                                     - a.retention_timeouts)
-        vm = per_vm.setdefault(v.vm, {
-            'workload': v.wl.name, 'kind': v.wl.kind,
+        vm = per_vm.get(v.vm) or per_vm.setdefault(v.vm, {
+            # a VM whose phases mix kinds counts as mixed (both classes)
+            'workload': v.wl.name, 'kind': sim.scenario.vm_kind(v.vm),
             'adversary': v.vm in adversaries,
             'instructions_per_s': 0.0, 'requests_per_s': 0.0})
         vm['instructions_per_s'] += (b.instructions - a.instructions) / span
