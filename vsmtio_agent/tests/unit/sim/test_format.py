@@ -121,9 +121,12 @@ class TestBadValues(_Errors):
         rc = sim_cmd.main(['run', '--scenario', 'fig4_hbase_matmul',
                            '--kernel', 'vanilla', '--duration', 'nan'])
         self.assertEqual(2, rc)
-        self.assertEqual(
-            'vsmtio-sim: error: duration: not a finite number (nan)\n',
-            err.getvalue())
+        # the option's own type refuses it, before the runner's check
+        lines = err.getvalue().splitlines()
+        self.assertEqual(1, len(lines), lines)
+        self.assertTrue(lines[0].startswith('vsmtio-sim: error: '), lines)
+        self.assertIn('duration', lines[0])
+        self.assertIn('nan', lines[0])
 
 
 class TestPreviousRelease(testtools.TestCase):
