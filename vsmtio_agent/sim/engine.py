@@ -189,8 +189,9 @@ class Simulation(hyperthreads.Hyperthreads, vcpu_lifecycle.VcpuLifecycle,
                 # without, and which vCPU an interrupt lands on does not
                 # depend on when the handlers it runs were drawn
                 name = '%s/%d' % (v.vm, v.ref.index)
-                v.draw_irq = v.wl.irq_vcpu(v.ref.index, len(v.peers),
-                                           self.stream(name, 'irq'))
+                v.draw_irq = guest_io.irq_draw(
+                    scenario.scheduler['net_completions'], v.wl, v.ref.index,
+                    len(v.peers), self.stream(name, 'irq'))
                 v.draw_handler = workloads.sampler(
                     v.wl.irq['handler'], self.stream(name, 'handler'))
         self._stagger_start(random.Random('%d/start' % seed))
