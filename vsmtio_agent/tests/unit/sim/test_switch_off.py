@@ -11,6 +11,7 @@ against left a VM at 0.27x.
 """
 
 import os
+import tempfile
 
 import testtools
 import yaml
@@ -19,12 +20,28 @@ from vsmtio_agent import model
 from vsmtio_agent.policy import rass
 from vsmtio_agent.sim import engine
 from vsmtio_agent.sim import scenario
+from vsmtio_agent import simulate as runner
 
 ON_S = 0.3
 WINDOW_S = (0.6, 1.6)
 BOUND = 0.06
 OFF = model.Decision(timeout_ns=200000, placements={}, retention=False,
                      split=False, borrow=False)
+
+
+def issue_case():
+    """Issue 28's host: batch VMs, a KV store, a gamer, 8 cores.
+
+    The shipped adversarial host with its I/O VM running DBT-1's loop
+    (short request bursts between random disk reads).
+    """
+    with open(os.path.join(scenario.SCENARIO_DIR,
+                           'adversarial_gamer.yaml')) as f:
+        doc = yaml.safe_load(f)
+    for vm in doc['vms']:
+        if vm['workload'] == 'hbase':
+            vm['workload'] = 'dbt1'
+    return doc
 
 
 def reduced(name, cores=4):
@@ -92,17 +109,30 @@ class TestSwitchedOffIsVanilla(testtools.TestCase):
         # issue 28: batch VMs, a KV store (DBT1's loop), a tenant shaping
         # its waits, 8 cores; retention at 200 us for the first 0.1-1 s
         # left the KV store at 0.27x vanilla for the rest of the run
-        with open(os.path.join(scenario.SCENARIO_DIR,
-                               'adversarial_gamer.yaml')) as f:
-            doc = yaml.safe_load(f)
-        for vm in doc['vms']:
-            if vm['workload'] == 'hbase':
-                vm['workload'] = 'dbt1'
-        sc = scenario.from_dict(doc)
+        sc = scenario.from_dict(issue_case())
         for on_s in (0.1, 0.3, 1.0):
             self.assertVanilla(
                 sc, lambda sim: mechanisms_on(sim, True, False),
                 windows=((2.0, 3.0),), on_s=on_s)
+
+
+class TestThroughTheAgent(testtools.TestCase):
+
+    def test_a_dropped_probe_leaves_every_vm_at_vanilla(self):
+        # issue 28: the guard's first retention probe, dropped, left the
+        # KV store at 0.27x vanilla with nothing kept
+        fd, path = tempfile.mkstemp(suffix='.yaml')
+        with os.fdopen(fd, 'w') as f:
+            yaml.safe_dump(issue_case(), f)
+        self.addCleanup(os.unlink, path)
+        r = {k: runner.run(path, k, steady=True)
+             for k in ('vanilla', 'vsmtio')}
+        for vm, got in r['vsmtio']['vms'].items():
+            want = r['vanilla']['vms'][vm]
+            key = ('requests_per_s' if got['kind'] == 'io'
+                   else 'instructions_per_s')
+            self.assertAlmostEqual(1.0, got[key] / want[key], delta=BOUND,
+                                   msg=vm)
 
 
 class TestNoHysteresis(testtools.TestCase):
@@ -114,13 +144,7 @@ class TestNoHysteresis(testtools.TestCase):
         # group's vruntime that did not run at its group weight's rate
         # made those two starts settle apart, and retention's run time
         # tipped a host from one to the other
-        with open(os.path.join(scenario.SCENARIO_DIR,
-                               'adversarial_gamer.yaml')) as f:
-            doc = yaml.safe_load(f)
-        for vm in doc['vms']:
-            if vm['workload'] == 'hbase':
-                vm['workload'] = 'dbt1'
-        sc = scenario.from_dict(doc)
+        sc = scenario.from_dict(issue_case())
         results = []
         for load in (0.0, 1.0):
             sim = engine.Simulation(sc, 'vanilla', 1)
