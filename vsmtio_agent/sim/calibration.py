@@ -47,9 +47,11 @@ def pairs():
     return found
 
 
-def switches_per_loop(irq):
+def switches_per_loop(irq, net_completions='spread'):
     """Host vCPU switches one request loop costs under vanilla."""
-    return 4 if (irq or {}).get('steering') == wl_mod.FLOW_HASH else 2
+    elsewhere = ((irq or {}).get('steering') == wl_mod.FLOW_HASH
+                 and net_completions != 'flow')
+    return 4 if elsewhere else 2
 
 
 def _row_shares(row):
@@ -78,7 +80,8 @@ def loop_us(sc, every):
     io_vcpus = sum(vm['vcpus'] for vm in sc.vms
                    if vm['workload'] == io.name)
     switches = sc.paper['switches_per_s']['vanilla']
-    loop = 1e6 * switches_per_loop(io.irq) * io_vcpus / switches
+    loop = 1e6 * switches_per_loop(
+        io.irq, sc.scheduler['net_completions']) * io_vcpus / switches
     run, _ready, wait = shares(sc, every)
     c = sc.costs
     speed = cpi_model.corun_factor((io.base, io.miss), (cpu.base, cpu.miss),

@@ -11,7 +11,6 @@ vSMT-IO kernel has split the core. A mixin of
 simulation's state.
 """
 
-from vsmtio_agent.policy import rass
 from vsmtio_agent.sim import entities
 
 # the inner loop reads these as globals
@@ -20,6 +19,7 @@ COMPUTE = entities.COMPUTE
 POLL = entities.POLL
 RETAIN = entities.RETAIN
 SWITCH = entities.SWITCH
+WAKING = entities.WAKING
 V_SLEEP = entities.V_SLEEP
 V_READY = entities.V_READY
 V_RUN = entities.V_RUN
@@ -71,22 +71,22 @@ class Cfs(object):
                     best = v
             if best is not None or not borrow or not self.borrow_on:
                 return best
-            cands = [v for v in th.sib.rq if v.role is ROLE_CPU]
-            cands.extend(v for v in th.rq if v.role is ROLE_CPU)
-            if len(cands) <= 1:
-                return cands[0] if cands else None
-            return self._symbiotic(th.sib.curr, cands)
+            # an idle I/O hyperthread pulls a CPU-class vCPU in CFS's own
+            # order: the patched kernel (host_kernel_patches, 0001) leaves
+            # which one to CFS and the agent's placement, no symbiosis
+            for v in th.sib.rq:
+                if v.role is ROLE_CPU and (
+                        best is None or v.vruntime < best.vruntime):
+                    best = v
+            for v in th.rq:
+                if v.role is ROLE_CPU and (
+                        best is None or v.vruntime < best.vruntime):
+                    best = v
+            return best
         for v in th.rq:
             if best is None or v.vruntime < best.vruntime:
                 best = v
         return best
-
-    def _symbiotic(self, running, cands):
-        # CFS's order first (§5: CFS proposes, RASS picks by symbiosis)
-        cands.sort(key=lambda v: v.vruntime)
-        return rass.pick_symbiotic(
-            running.stack if running is not None else None,
-            [(v, v.stack) for v in cands])
 
     def _migrate(self, v, src, dst):
         """Carry ``v``'s vruntime lag from ``src``'s queue to ``dst``'s."""
@@ -131,9 +131,9 @@ class Cfs(object):
         th.rq.append(v)
         st = th.state
         if st == IDLE:
-            self._switch_to(th, self._pick(th), self.c_wake_idle)
+            self._dispatch_idle(th)
             return
-        if st == SWITCH:
+        if st == SWITCH or st == WAKING:
             th.wake_pending = True
             return
         self._check_preempt(th, v)
@@ -154,8 +154,6 @@ class Cfs(object):
             return
         self._settle(th)
         gran = self.wakeup_gran * v.vr_scale
-        if self.group_shares and v.vm != cur.vm:
-            gran *= 1024.0 / self._group_weight(v)
         if cur.vruntime - v.vruntime <= gran:
             self.deferred.add(th)       # check_preempt_tick's turn
             return
@@ -221,11 +219,15 @@ class Cfs(object):
                 v.load = v.load * y + (1.0 - y) * frac
                 total += v.load
             self.vm_load[vm] = total
+        for th in self.threads:
+            self._settle(th)
+        for v in self.vcpus:
+            v.vr_scale = 1024.0 / self._group_weight(v)
 
     def _tick_preempt(self, now):
         for th in sorted(self.deferred, key=lambda t: t.cpu):
             cur = th.curr
-            if th.state == SWITCH:
+            if th.state == SWITCH or th.state == WAKING:
                 continue                # the switch's end checks again
             best = self._pick(th, borrow=False) if cur is not None else None
             if best is None or best.sstate != V_READY:
@@ -240,10 +242,10 @@ class Cfs(object):
 
     def _ideal_slice(self, th):
         """CFS's ``sched_slice`` for the running vCPU of ``th``."""
-        w = th.curr.weight
+        w = 1.0 / th.curr.vr_scale
         weights = w
         for v in th.rq:
-            weights += v.weight
+            weights += 1.0 / v.vr_scale
         n = len(th.rq) + 1
         period = self.latency if n <= self.nr_latency else n * self.min_gran
         return period * w / weights

@@ -38,6 +38,7 @@ from vsmtio_agent import model
 from vsmtio_agent.sim import cfs
 from vsmtio_agent.sim import counters
 from vsmtio_agent.sim import cpi as cpi_model
+from vsmtio_agent.sim import cpuidle
 from vsmtio_agent.sim import entities
 from vsmtio_agent.sim import guest_io
 from vsmtio_agent.sim import hyperthreads
@@ -54,6 +55,7 @@ COMPUTE = entities.COMPUTE
 POLL = entities.POLL
 RETAIN = entities.RETAIN
 SWITCH = entities.SWITCH
+WAKING = entities.WAKING
 STATES = entities.STATES
 V_SLEEP = entities.V_SLEEP
 V_READY = entities.V_READY
@@ -112,6 +114,11 @@ class Simulation(hyperthreads.Hyperthreads, vcpu_lifecycle.VcpuLifecycle,
         self.c_block_switch = exit_ + ctx + flush
         self.c_block_idle = exit_ + ctx
         self.c_wake_idle = ipi + ctx + flush
+        # the C-state an idle hyperthread enters and leaves (cpuidle);
+        # the next timer bounding its prediction is the guest's tick,
+        # which KVM arms as a host timer for a halted vCPU
+        self.idle_gov = cpuidle.IdleGovernor(
+            c['host_idle'], 1e9 / scenario.scheduler['tick_hz'])
         self.c_preempt = ipi + exit_ + ctx + flush
         self.c_tick = exit_ + ctx + flush
         # resuming a halt-polling or retaining vCPU (guest_io)
@@ -171,7 +178,7 @@ class Simulation(hyperthreads.Hyperthreads, vcpu_lifecycle.VcpuLifecycle,
             # workload computing (co-run), precomputed for _arm
             solo = v.solo_rate
             v.rate_by = (solo, None, solo * self.f_poll,
-                         solo * self.f_retain, solo * self.f_switch)
+                         solo * self.f_retain, solo * self.f_switch, solo)
             v.corun_rate = [solo * f for f in self.corun[v.wl_idx]]
         peers = {}
         for v in self.vcpus:
@@ -185,8 +192,9 @@ class Simulation(hyperthreads.Hyperthreads, vcpu_lifecycle.VcpuLifecycle,
                 # without, and which vCPU an interrupt lands on does not
                 # depend on when the handlers it runs were drawn
                 name = '%s/%d' % (v.vm, v.ref.index)
-                v.draw_irq = v.wl.irq_vcpu(v.ref.index, len(v.peers),
-                                           self.stream(name, 'irq'))
+                v.draw_irq = guest_io.irq_draw(
+                    scenario.scheduler['net_completions'], v.wl, v.ref.index,
+                    len(v.peers), self.stream(name, 'irq'))
                 v.draw_handler = workloads.sampler(
                     v.wl.irq['handler'], self.stream(name, 'handler'))
         self._init_host_shape()

@@ -11,8 +11,10 @@ import heapq
 from vsmtio_agent import model
 from vsmtio_agent.sim import workloads
 
-IDLE, COMPUTE, POLL, RETAIN, SWITCH = range(5)
-STATES = ('idle', 'computing', 'polling', 'retaining', 'switching')
+# WAKING: leaving an idle C-state (its exit latency) before the switch
+IDLE, COMPUTE, POLL, RETAIN, SWITCH, WAKING = range(6)
+STATES = ('idle', 'computing', 'polling', 'retaining', 'switching',
+          'waking')
 V_SLEEP, V_READY, V_RUN = range(3)
 EV_IO, EV_ACT, EV_SLICE, EV_TICK = range(4)
 ROLE_IO, ROLE_CPU = model.Role.IO, model.Role.CPU
@@ -26,7 +28,7 @@ class Vcpu(object):
         'ref', 'vm', 'wl', 'wl_idx', 'solo_rate', 'vr_scale', 'weight',
         'vruntime', 'home', 'th', 'role', 'allowed', 'borrowed', 'sstate',
         'since', 'acc', 'mark', 'work', 'burst', 'idle_start',
-        'halt_poll_ns', 'draw_burst', 'draw_device', 'stack', 'stack_mark',
+        'halt_poll_ns', 'draw_burst', 'draw_device',
         'run_ns', 'retention_ns', 'poll_ns', 'retentions',
         'retention_timeouts', 'instructions', 'cycles', 'base_cycles',
         'miss_cycles', 'vol', 'invol', 'requests', 'req_acc',
@@ -56,8 +58,6 @@ class Vcpu(object):
         self.burst = None
         self.idle_start = 0.0
         self.halt_poll_ns = 0
-        self.stack = None
-        self.stack_mark = (0.0, 0.0, 0.0, 0.0)
         self.run_ns = self.retention_ns = self.poll_ns = 0.0
         self.retentions = self.retention_timeouts = 0
         self.instructions = self.cycles = 0.0
@@ -90,7 +90,8 @@ class Thread(object):
     __slots__ = ('cpu', 'core_id', 'sib', 'is_io', 'state', 'curr', 'next',
                  'rq', 'last', 'rate', 'aver', 'sver', 'state_ns', 'min_vr',
                  'slice_at', 'slice_ev', 'wake_pending', 'resuming',
-                 'picked_at', 'cached', 'socket')
+                 'picked_at', 'cached', 'socket', 'idle_at', 'cstate',
+                 'idle_hist')
 
     def __init__(self, cpu, core_id, is_io):
         self.cpu = cpu
@@ -112,3 +113,6 @@ class Thread(object):
         self.picked_at = 0.0        # when the running vCPU was switched in
         self.cached = None          # the vCPU whose working set it holds
         self.socket = 0             # its core's socket (sim.phases)
+        self.idle_at = 0.0          # when it last went idle
+        self.cstate = 0             # the C-state it entered (cpuidle)
+        self.idle_hist = []         # its last idle periods (ns), newest last

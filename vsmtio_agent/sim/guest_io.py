@@ -4,9 +4,10 @@ An I/O-bound vCPU loops over requests (``data/workloads.yaml``, Table 4 of
 the paper): it computes a burst, then waits on its device and idles. When
 the burst ends (:meth:`GuestIo._burst_done`) the request is counted, the
 device time is drawn and the vCPU idles by the kernel model's rule. When
-the device completes, its interrupt lands either on the vCPU that waits or,
-for network workloads steered by flow hash to another queue's vCPU (paper
-§6.3, under Table 7), on a peer vCPU of the same VM (:meth:`GuestIo._irq`):
+the device completes, its interrupt lands on the vCPU its queue's
+interrupt affinity names (:func:`irq_draw`): the waiter itself or, for
+network workloads whose packet arrives on another queue (paper §6.3,
+under Table 7), a peer vCPU of the same VM (:meth:`GuestIo._irq`):
 that vCPU runs a receive-handler burst ahead of its own work and then
 sends the waiter an IPI (:meth:`GuestIo._handler_done`). The waiter gets
 its next burst (:meth:`GuestIo._io_done`) and resumes
@@ -24,6 +25,12 @@ its next burst (:meth:`GuestIo._io_done`) and resumes
 * halted, it is woken through the host scheduler
   (:meth:`~vsmtio_agent.sim.cfs.Cfs._wake`).
 
+The woken task stays on the waiting vCPU: the guest's
+``select_task_rq_fair`` returns a task's previous CPU when that CPU is
+idle (``wake_affine_idle``, then ``select_idle_sibling``), and the
+waiting vCPU is idle, halted on its request. A waiter busy with another's
+handler finishes it first (its completion is set aside meanwhile).
+
 Its own module because it is what the workloads ask of the host, apart
 from how the host runs vCPUs (:mod:`~vsmtio_agent.sim.vcpu_lifecycle`) and
 schedules them (:mod:`~vsmtio_agent.sim.cfs`). A mixin of
@@ -32,6 +39,11 @@ schedules them (:mod:`~vsmtio_agent.sim.cfs`). A mixin of
 
 from vsmtio_agent.sim import entities
 from vsmtio_agent.sim import kernels
+from vsmtio_agent.sim import workloads
+
+# where a network completion lands (data/kernels.yaml, net_completions)
+SPREAD, FLOW, SINGLE = 'spread', 'flow', 'single'
+NET_COMPLETIONS = (SPREAD, FLOW, SINGLE)
 
 # the inner loop reads these as globals
 COMPUTE = entities.COMPUTE
@@ -41,6 +53,32 @@ SWITCH = entities.SWITCH
 V_READY = entities.V_READY
 V_RUN = entities.V_RUN
 EV_IO = entities.EV_IO
+
+
+def irq_draw(mode, wl, index, nvcpus, rng):
+    """A function drawing which vCPU takes vCPU ``index``'s completions.
+
+    Disk completions (``steering: submitter``) keep the workload's rule.
+    A network completion lands on the vCPU its receive queue's interrupt
+    is affine to (virtio-net gives queue ``j`` to vCPU ``j``); which queue
+    the packet arrives on is ``mode``: ``spread``, a uniformly drawn queue
+    (flows hashed over the queues with no memory of who sent them, the
+    paper's §6.3 observation that another vCPU often receives the
+    response); ``flow``, the requester's own queue (the host's tap
+    returns a flow on the queue the guest last sent it from, tun's
+    automatic flow steering, and the guest's XPS sends from each vCPU's
+    own queue); ``single``, one queue (nova's default without
+    ``hw_vif_multiqueue_enabled``), whose interrupt names vCPU 0.
+    """
+    if mode not in NET_COMPLETIONS:
+        raise ValueError('net_completions: %r is not one of %s'
+                         % (mode, ', '.join(NET_COMPLETIONS)))
+    irq = wl.irq
+    if irq['steering'] != workloads.FLOW_HASH or mode == SPREAD:
+        return wl.irq_vcpu(index, nvcpus, rng)
+    queues = min(irq.get('queues') or nvcpus, nvcpus)
+    target = index % queues if mode == FLOW else 0
+    return lambda: target
 
 
 class GuestIo(object):

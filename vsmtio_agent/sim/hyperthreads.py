@@ -36,6 +36,7 @@ COMPUTE = entities.COMPUTE
 POLL = entities.POLL
 RETAIN = entities.RETAIN
 SWITCH = entities.SWITCH
+WAKING = entities.WAKING
 EV_ACT = entities.EV_ACT
 _push = entities._push
 
@@ -115,6 +116,10 @@ class Hyperthreads(object):
             self._settle(th)
         if sib.last < now:
             self._settle(sib)
+        if state == IDLE and th.state != IDLE:
+            # the idle governor picks the C-state it enters (cpuidle)
+            th.idle_at = now
+            th.cstate = self.idle_gov.select(th.idle_hist)
         th.state = state
         th.curr = curr
         th.next = nxt
@@ -154,3 +159,7 @@ class Hyperthreads(object):
             self._block(th)
         elif st == POLL:
             self._block(th)
+        elif st == WAKING:
+            # out of its C-state: now the switch to the vCPU it woke for
+            self._set(th, SWITCH, None, th.next,
+                      until=self.now + self.c_wake_idle)

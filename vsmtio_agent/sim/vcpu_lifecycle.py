@@ -20,12 +20,14 @@ The costs it charges are composed in ``Simulation.__init__`` from
   L1D flush on the next VM entry (the L1TF mitigation, paper §2.2); a halt
   that leaves the thread idle: VM exit + context switch;
 * a preemption: rescheduling IPI + VM exit + context switch + L1D flush;
-  an idle thread woken to run a vCPU: IPI + context switch + L1D flush;
+  an idle thread woken to run a vCPU: the exit latency of the C-state the
+  host's idle governor chose for it (:mod:`~vsmtio_agent.sim.cpuidle`,
+  ``host_idle``), then IPI + context switch + L1D flush; a polling or
+  retaining thread was never idle and has no C-state to leave;
 * after every switch the vCPU switched in refills what the previous
-  occupant evicted (``cpi.warmup_ns``: ``cache_refill_gbps`` and
-  ``cache_share_kib``, after Li, Ding and Shen, "Quantifying the cost of
-  context switch", ExpCS 2007); one resumed from retention or halt polling
-  was never switched out and refills nothing.
+  occupant evicted (``cpi.warmup_ns``: an L3-to-L2 refill at
+  ``cache_refill_gbps`` of at most ``cache_share_kib``); one resumed from
+  retention or halt polling was never switched out and refills nothing.
 
 Its own module because this is where the kernel models differ (what a
 halt costs and what the sibling sees meanwhile), apart from the core's
@@ -35,6 +37,7 @@ vCPU work again (:mod:`~vsmtio_agent.sim.guest_io`). A mixin of
 :class:`~vsmtio_agent.sim.engine.Simulation`: no indirection per event.
 """
 
+from vsmtio_agent.sim import cpuidle
 from vsmtio_agent.sim import entities
 from vsmtio_agent.sim import kernels
 
@@ -43,6 +46,7 @@ IDLE = entities.IDLE
 COMPUTE = entities.COMPUTE
 POLL = entities.POLL
 RETAIN = entities.RETAIN
+WAKING = entities.WAKING
 V_SLEEP = entities.V_SLEEP
 V_READY = entities.V_READY
 V_RUN = entities.V_RUN
@@ -175,7 +179,31 @@ class VcpuLifecycle(object):
             self._dispatch_idle(home)
 
     def _dispatch_idle(self, th):
-        if th.state == IDLE:
-            nxt = self._pick(th)
-            if nxt is not None:
-                self._switch_to(th, nxt, self.c_wake_idle)
+        """An idle ``th`` takes the next vCPU its queue offers, if any.
+
+        Woken by an IPI, it first leaves the C-state it entered
+        (:mod:`~vsmtio_agent.sim.cpuidle`), then switches.
+        """
+        if th.state != IDLE:
+            return
+        nxt = self._pick(th)
+        if nxt is None:
+            return
+        exit_ns = self._leave_idle(th)
+        if exit_ns > 0.0:
+            self._take(th, nxt)
+            self._set(th, WAKING, None, nxt, until=self.now + exit_ns)
+        else:
+            self._switch_to(th, nxt, self.c_wake_idle)
+
+    def _leave_idle(self, th):
+        """The exit latency of ``th``'s C-state; notes the idle period."""
+        idle_ns = self.now - th.idle_at
+        if idle_ns <= 0.0:
+            return 0.0              # never went idle: nothing to leave
+        hist = th.idle_hist
+        hist.append(idle_ns)
+        if len(hist) > cpuidle.INTERVALS:
+            del hist[0]
+        return self.idle_gov.exit_latency(th.cstate,
+                                          th.sib.state == IDLE)

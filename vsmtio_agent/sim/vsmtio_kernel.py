@@ -3,16 +3,17 @@
 The retention timeout, whether retention and borrowing are allowed, and
 RASS's placement (each vCPU's class and hyperthreads on the split cores,
 the Workload Adjuster's swaps); every vCPU off the split goes back where
-the host placed it. Also the per-period CPI stacks the kernel measures for
-RASS's symbiotic picks (paper §4.3.2). A mixin of
+the host placed it. Switching a mechanism off ends what it started: the
+retentions in progress end (the vCPU halts, as at its timeout), borrowers
+go home, the split is undone. A mixin of
 :class:`~vsmtio_agent.sim.engine.Simulation`.
 """
 
-from vsmtio_agent import model
 from vsmtio_agent.sim import entities
 
 # the inner loop reads these as globals
 IDLE = entities.IDLE
+RETAIN = entities.RETAIN
 V_SLEEP = entities.V_SLEEP
 V_READY = entities.V_READY
 ROLE_CPU = entities.ROLE_CPU
@@ -26,26 +27,67 @@ class VsmtioKernel(object):
 
         Returns (changed, unchanged, messages).
         """
-        changed = unchanged = 0
         messages = []
         self.decisions += 1
+        changed, unchanged = self._apply_switches(decision)
+        if not decision.split:
+            if self.rass_active:
+                changed += self._unsplit()
+            self._settle_borrowers()
+            return changed, unchanged, tuple(messages)
+        homes = self._planned_homes(decision, messages)
+        if self.kernel.rass and homes:
+            self.rass_active = True
+        # a split of part of the host: a vCPU off the split cores goes
+        # back to where the host placed it, with no class
+        for v in self.vcpus:
+            if v not in homes and (v.home is not v.origin
+                                   or v.role is not None):
+                homes[v] = (v.origin.cpu, None, None)
+        for v, (home, role, threads) in homes.items():
+            if not 0 <= home < len(self.threads):
+                messages.append('vCPU %s: no hyperthread %s' % (v.ref, home))
+            elif self._rehome(v, self.threads[home], role, threads):
+                changed += 1
+            else:
+                unchanged += 1
+        self._settle_borrowers()
+        return changed, unchanged, tuple(messages)
+
+    def _apply_switches(self, decision):
+        """The timeout and the on/off switches; (changed, unchanged)."""
+        changed = unchanged = 0
         t = float(decision.timeout_ns)
         if t != self.timeout_ns:
             self.timeout_ns = t
             changed += 1
         else:
             unchanged += 1
-        for flag, value in (('retain_on', decision.retention),
-                            ('borrow_on', decision.borrow)):
-            if getattr(self, flag) != value:
-                setattr(self, flag, value)
-                changed += 1
-        self._measure_stacks()
+        if self.retain_on != decision.retention:
+            self.retain_on = decision.retention
+            changed += 1
+            if not self.retain_on:
+                self._end_retentions()
+        if self.borrow_on != decision.borrow:
+            self.borrow_on = decision.borrow
+            changed += 1
+        return changed, unchanged
+
+    def _end_retentions(self):
+        """Retention switched off: every retention in progress ends now.
+
+        The vCPU falls back to HLT and is descheduled, as at its timeout
+        (paper §4.2); left to run on, a retention started under the old
+        setting would hold its hyperthread for a timeout the agent no
+        longer wants.
+        """
+        for th in self.threads:
+            if th.state == RETAIN:
+                self._block(th)
+
+    def _planned_homes(self, decision, messages):
+        """``{vcpu: (home cpu, role, threads)}`` the decision asks for."""
         placed = decision.placements or {}
-        if not decision.split:
-            if self.rass_active:
-                changed += self._unsplit()
-            return changed, unchanged, tuple(messages)
         homes = {}
         for swap in decision.swaps or ():
             self.swaps += 1
@@ -59,25 +101,12 @@ class VsmtioKernel(object):
             v = self.by_ref.get(ref)
             if v is None:
                 messages.append('unknown vCPU %s' % (ref,))
-                continue
-            if decision.applies(p):
+            elif decision.applies(p):
                 homes[v] = (p.home, p.role, tuple(p.threads))
-        if self.kernel.rass and homes:
-            self.rass_active = True
-        # a split of part of the host: a vCPU off the split cores goes
-        # back to where the host placed it, with no class
-        for v in self.vcpus:
-            if v not in homes and (v.home is not v.origin
-                                   or v.role is not None):
-                homes[v] = (v.origin.cpu, None, None)
-        for v, (home, role, threads) in homes.items():
-            if not 0 <= home < len(self.threads):
-                messages.append('vCPU %s: no hyperthread %s' % (v.ref, home))
-                continue
-            if self._rehome(v, self.threads[home], role, threads):
-                changed += 1
-            else:
-                unchanged += 1
+        return homes
+
+    def _settle_borrowers(self):
+        """Borrowers yield to waiting I/O vCPUs, or leave if not allowed."""
         for th in self.threads:
             if th.is_io and th.curr is not None and th.curr.borrowed:
                 nxt = self._pick(th, borrow=False)
@@ -87,7 +116,6 @@ class VsmtioKernel(object):
                     self._evict(th)
             if th.state == IDLE:
                 self._dispatch_idle(th)
-        return changed, unchanged, tuple(messages)
 
     def _unsplit(self):
         """Undo RASS: every vCPU back where the host placed it, no roles."""
@@ -100,26 +128,6 @@ class VsmtioKernel(object):
             if th.state == IDLE:
                 self._dispatch_idle(th)
         return moved
-
-    def _measure_stacks(self):
-        """The kernel's per-period CPI stacks for RASS's symbiosis choice.
-
-        Measured from the cycle-accounting counters collected while the
-        sibling rested (§4.3.2); ``None`` until enough was seen.
-        """
-        for v in self.vcpus:
-            i0, c0, b0, m0 = v.stack_mark
-            di = v.instructions - i0
-            dc = v.cycles - c0
-            db = v.base_cycles - b0
-            dm = v.miss_cycles - m0
-            v.stack_mark = (v.instructions, v.cycles, v.base_cycles,
-                            v.miss_cycles)
-            solo_instr = (db + dm) / v.wl.cpi if v.wl.cpi else 0.0
-            if di > 1e5 and solo_instr > 1e4:
-                base, miss = db / solo_instr, dm / solo_instr
-                waiting = max(0.0, dc / di - base - miss)
-                v.stack = model.CpiStack(base, miss, waiting)
 
     def _rehome(self, v, home, role, threads):
         v.role = role

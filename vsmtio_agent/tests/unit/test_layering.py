@@ -57,3 +57,9 @@ class LayeringTest(testtools.TestCase):
     def test_contract_imports_neither_side_nor_nova(self):
         self.assertEqual([], _offenders(
             'vsmtio_contract', ['vsmtio_agent', 'vsmtio_nova', 'nova']))
+
+    def test_simulator_does_not_import_the_policy(self):
+        # the simulated host is hardware and kernels: RASS-in-CFS is
+        # modelled as the kernel patch does it, the SMT co-run as physics
+        self.assertEqual([], _offenders('vsmtio_agent/sim',
+                                        ['vsmtio_agent.policy']))
