@@ -174,12 +174,7 @@ class Simulation(hyperthreads.Hyperthreads, vcpu_lifecycle.VcpuLifecycle,
             self.vcpus.append(v)
         self.by_ref = {v.ref: v for v in self.vcpus}
         for v in self.vcpus:
-            # its speed by its sibling's state (Table 2), and beside each
-            # workload computing (co-run), precomputed for _arm
-            solo = v.solo_rate
-            v.rate_by = (solo, None, solo * self.f_poll,
-                         solo * self.f_retain, solo * self.f_switch, solo)
-            v.corun_rate = [solo * f for f in self.corun[v.wl_idx]]
+            self._set_rates(v)
         peers = {}
         for v in self.vcpus:
             peers.setdefault(v.vm, []).append(v)
@@ -200,6 +195,17 @@ class Simulation(hyperthreads.Hyperthreads, vcpu_lifecycle.VcpuLifecycle,
         self._init_host_shape()
         self._stagger_start(random.Random('%d/start' % seed))
         self._push(self.tick_ns, EV_TICK, None, 0)
+
+    def _set_rates(self, v):
+        """``v``'s speed by its sibling's state, and beside each workload.
+
+        Table 2's speeds (a waking sibling is idle) and the co-run speeds,
+        precomputed for ``_arm``; again whenever its workload changes.
+        """
+        solo = v.solo_rate
+        v.rate_by = (solo, None, solo * self.f_poll, solo * self.f_retain,
+                     solo * self.f_switch, solo)
+        v.corun_rate = [solo * f for f in self.corun[v.wl_idx]]
 
     def stream(self, owner, draws):
         """The random stream of one kind of ``draws`` of one ``owner``.

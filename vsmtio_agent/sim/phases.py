@@ -45,7 +45,7 @@ class Phases(object):
         c = sc.costs
         ratio = sc.host.get('remote_memory_latency_ratio', 1.0)
         self.cross_socket_ns = [
-            min(w.working_set_kib, c['cache_share_kib']) * 1024.0
+            min(w.working_set_kib, sc.host['llc_share_kib']) * 1024.0
             / c['cache_refill_gbps'] * ratio for w in sc.workload_list]
         self._phase_iter = sc.phase_changes()
         self._next_phase = next(self._phase_iter, None)
@@ -120,9 +120,7 @@ class Phases(object):
         v.wl = wl
         v.wl_idx = self.wl_index[wl.name]
         solo = v.solo_rate = self.ghz / wl.cpi
-        v.rate_by = (solo, None, solo * self.f_poll, solo * self.f_retain,
-                     solo * self.f_switch)
-        v.corun_rate = [solo * f for f in self.corun[v.wl_idx]]
+        self._set_rates(v)
         draws = self._phase_draws(v, wl)
         v.draw_burst, v.draw_device, v.draw_irq = draws[:3]
         if draws[3] is not None:        # else the VM's handler it had

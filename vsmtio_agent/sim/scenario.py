@@ -165,9 +165,11 @@ SCHEMA = {
                 'cores': {'type': 'integer', 'minimum': 1, 'maximum': 256},
                 'sockets': {'type': 'integer', 'minimum': 1, 'maximum': 8},
                 # each socket's last-level cache: its hyperthreads share
-                # it (costs.cache_share_kib when unset)
+                # it (llc_share_kib each, data/host.yaml, when unset)
                 'llc_kib': {'type': 'number', 'exclusiveMinimum': 0,
                             'maximum': 1048576},
+                'llc_share_kib': {'type': 'number', 'exclusiveMinimum': 0,
+                                  'maximum': 1048576},
                 'remote_memory_latency_ratio': {
                     'type': 'number', 'minimum': 1, 'maximum': 10}},
             'additionalProperties': False},
@@ -257,7 +259,8 @@ _DEFAULTS = {'working_set_kib': {wl_mod.CPU: 4096, wl_mod.IO: 256,
                                  wl_mod.MIXED: 256}}
 
 #: Host fields and their defaults (data/host.yaml has their sources).
-HOST_FIELDS = ('sockets', 'llc_kib', 'remote_memory_latency_ratio')
+HOST_FIELDS = ('sockets', 'llc_kib', 'llc_share_kib',
+               'remote_memory_latency_ratio')
 
 
 class ScenarioError(ValueError):
@@ -628,6 +631,10 @@ def _host(doc, source):
         raise ScenarioError('%s: host.sockets: %d cores do not split '
                             'evenly over %d sockets'
                             % (source, host['cores'], host['sockets']))
+    if 'llc_kib' in host:
+        # the socket's cache, shared by its hyperthreads
+        per_socket = 2 * host['cores'] // host['sockets']
+        host['llc_share_kib'] = host['llc_kib'] / per_socket
     return host
 
 
@@ -653,10 +660,6 @@ def _costs(doc, host, source):
     shipped = _data('costs.yaml')
     _check_overrides(doc, {'costs': shipped}, source)
     costs = _merge(shipped, doc.get('costs'))
-    if 'llc_kib' in host:
-        # the socket's cache, shared by its hyperthreads
-        per_socket = 2 * host['cores'] // host['sockets']
-        costs['cache_share_kib'] = host['llc_kib'] / per_socket
     pair = costs['smt_pair_speedup']
     if pair['min'] > pair['max']:
         raise ScenarioError('%s: costs.smt_pair_speedup: min must not '

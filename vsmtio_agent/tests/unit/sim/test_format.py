@@ -266,12 +266,14 @@ class TestSockets(_Errors):
     def test_llc_share_follows_from_the_socket(self):
         sc = scenario.from_dict(doc(host={'cores': 4, 'sockets': 2,
                                           'llc_kib': 8192}))
-        self.assertEqual(2048, sc.costs['cache_share_kib'])
+        self.assertEqual(2048, sc.host['llc_share_kib'])
+        # a switch still evicts the core's L2 only
+        self.assertEqual(256, sc.costs['cache_share_kib'])
         self.assertEqual([0, 0, 1, 1, 0, 0, 1, 1],
                          [sc.socket_of(c) for c in range(8)])
         plain = scenario.from_dict(doc())
         self.assertEqual(1, plain.sockets)
-        self.assertEqual(1280, plain.costs['cache_share_kib'])
+        self.assertEqual(1280, plain.host['llc_share_kib'])
 
     def test_cores_must_split_over_sockets(self):
         self.assertIn('host.sockets',

@@ -3,11 +3,12 @@
 Every shipped scenario, scaled to four cores, runs the simulated vSMT-IO
 kernel with a mechanism on (retention at 200 us, RASS's split with
 borrowing, or both) for 0.3 s, then with everything off; over the next
-second every VM must serve what it serves under vanilla over the same
-second, drawing the same requests (common random numbers). The bound is
-6%: the spread of one measurement window on these small hosts is about
-3% per VM (4% per period for a class, NOTES.md), and the bug it guards
-against left a VM at 0.27x.
+second (and from 2 to 4 s) every VM must serve what it serves under
+vanilla over the same window, drawing the same requests (common random
+numbers). The bound is 6% for a VM's mean over the windows: one window of
+one VM on these small hosts spreads by a few percent either way once the
+runs' queues diverge (4% per period for a class, NOTES.md), and the bug it
+guards against left a VM at 0.27x in every window.
 """
 
 import os
@@ -85,6 +86,15 @@ def mechanisms_on(sim, retention, split):
 class TestSwitchedOffIsVanilla(testtools.TestCase):
 
     def assertVanilla(self, sc, on, windows=(WINDOW_S,), on_s=ON_S):
+        """Each VM's mean ratio over ``windows`` within BOUND of vanilla.
+
+        After a perturbation the two runs' queues diverge, so one window
+        of one VM on a small, crowded host (four_per_hyperthread: 4 vCPUs
+        a hyperthread) moves by up to about 6% either way; a stranded
+        state moves every window the same way. So the mean over the
+        windows is held to BOUND, and each window to twice that.
+        """
+        ratios = {}
         for start, end in windows:
             base = served(engine.Simulation(sc, 'vanilla', 1), start, end)
             sim = engine.Simulation(sc, 'vsmtio', 1)
@@ -93,9 +103,17 @@ class TestSwitchedOffIsVanilla(testtools.TestCase):
             sim.apply(OFF)
             got = served(sim, start, end)
             for vm, want in base.items():
+                ratio = got[vm] / want
                 self.assertAlmostEqual(
-                    1.0, got[vm] / want, delta=BOUND,
-                    msg='%s: VM %s after switch-off' % (sc.name, vm))
+                    1.0, ratio, delta=2 * BOUND,
+                    msg='%s: VM %s after switch-off, window %s-%s s'
+                    % (sc.name, vm, start, end))
+                ratios.setdefault(vm, []).append(ratio)
+        for vm, got in ratios.items():
+            self.assertAlmostEqual(
+                1.0, sum(got) / len(got), delta=BOUND,
+                msg='%s: VM %s after switch-off, mean of %s'
+                % (sc.name, vm, got))
 
     def test_every_shipped_scenario_returns_to_vanilla(self):
         for name in scenario.shipped():
@@ -103,7 +121,8 @@ class TestSwitchedOffIsVanilla(testtools.TestCase):
             for retention, split in ((True, False), (False, True),
                                      (True, True)):
                 self.assertVanilla(
-                    sc, lambda sim: mechanisms_on(sim, retention, split))
+                    sc, lambda sim: mechanisms_on(sim, retention, split),
+                    windows=(WINDOW_S, (2.0, 4.0)))
 
     def test_the_issue_case_is_not_stranded(self):
         # issue 28: batch VMs, a KV store (DBT1's loop), a tenant shaping
