@@ -68,7 +68,7 @@ GROUPS = (
 TRAJECTORY = 'fig5_hbase_pagerank'
 # The break-even map: per-switch indirect cost (us; the refill of a 256 KiB
 # working set, data/workloads.yaml) against the best SMT pair's gain.
-REFILL_US = (0, 50, 94, 200, 400)
+REFILL_US = (0, 8, 16, 50, 200)
 PAIR_MAX = (1.0, 1.1, 1.2, 1.3, 1.5)
 MAP_WARMUP_S, MAP_MEASURE_S = 2.0, 8.0
 
@@ -87,9 +87,23 @@ SWEEP = (
     ('costs.smt_pair_speedup.max', (1.0, 1.3, 1.5),
      'Intel: Hyper-Threading gives "up to 30%" (shipped 1.3); 1.0 is no '
      'co-run gain at all, 1.5 beyond the source'),
-    ('costs.cache_refill_gbps', ('x0.5', 'x1', 'x5', 'x10'),
-     'disputed (issue 28): the shipped rate reads Li, Ding and Shen\'s '
-     'largest cost; an L3-to-L2 refill is 5-10 times faster'),
+    ('costs.cache_refill_gbps', (4, 16, 32),
+     'an L3-to-L2 refill by demand misses (16 GB/s shipped, half the '
+     'per-core L3 bandwidth); 4 is latency-bound, 32 streaming'),
+    ('costs.cache_share_kib', (256, 1280),
+     'what a switch evicts: the core\'s 256 KiB L2 (shipped) up to a '
+     'hyperthread\'s share of the LLC'),
+    ('costs.host_idle.per_core', (True, False),
+     'a halted thread pays its C-state\'s exit only when its sibling idles '
+     'too (the SDM\'s core C-state rule, shipped true); false charges each '
+     'thread its own deep exit, an upper bound on the wake-up cost'),
+    ('scheduler.net_completions', ('spread', 'flow', 'single'),
+     'where a network completion lands: spread over the VM\'s vCPUs '
+     '(shipped, the paper\'s section 6.3), back on the requester (tun automq '
+     'with XPS), or on vCPU 0 (one queue, nova\'s default)'),
+    ('haltpoll.shrink', (0, 2),
+     'halt polling\'s shrink: Linux 5.3 resets the window (0, shipped, '
+     'the paper\'s kernel); Linux 6.8 and later halve it'),
     ('workloads.*.working_set_kib', ('x0.25', 'x1', 'x4'),
      'estimates by kind (data/workloads.yaml), none measured'),
     ('costs.vm_exit_ns,costs.context_switch_ns,costs.l1d_flush_ns,'
@@ -1164,15 +1178,14 @@ Break-even map
 ==============
 
 Where the paper-literal vSMT-IO's CPU side breaks even on {name}: the
-per-switch indirect cost (the refill of a switched-in vCPU's evicted 256
-KiB working set, set through ``cache_refill_gbps``; a switch between two
-CPU-bound vCPUs refills up to the 1280 KiB cache share, five times as long)
-against the best SMT pair's combined speed (``smt_pair_speedup.max``; the
-worst pair stays at 1.0, and 1.0 means no SMT gain at all). Each cell is
-CPU / I/O throughput over vanilla under the same inputs, with the
-retention timeout held where Algorithm 1 settled in the main run
-({warm:g} s warm-up, {meas:g} s measured). The shipped inputs are the 94 us
-column and the 1.3 row.
+per-switch indirect cost (the refill of a switched-in vCPU's evicted
+working set, at most the core's 256 KiB L2, set through
+``cache_refill_gbps``) against the best SMT pair's combined speed
+(``smt_pair_speedup.max``; the worst pair stays at 1.0, and 1.0 means no
+SMT gain at all). Each cell is CPU / I/O throughput over vanilla under the
+same inputs, with the retention timeout held where Algorithm 1 settled in
+the main run ({warm:g} s warm-up, {meas:g} s measured). The shipped inputs
+are the 16 us column and the 1.3 row.
 
 .. image:: breakeven.png
    :alt: vsmtio-paper's CPU throughput over vanilla across indirect switch
