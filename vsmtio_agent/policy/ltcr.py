@@ -37,12 +37,10 @@ the knob for a trial it could not judge.
 
 With the guard, the product asks Algorithm 1's question of a test that
 can answer it. One period against one cannot: a period's class
-throughput varies by about 2% (CPU) and 4% (I/O) on the simulated host
-while a 10% step moves a class by tenths of a percent, so "both sped up"
-is a coin toss that keeps trades as often as gains, and the timeout walks
-where the noisier class's loss hides (down to 86 us on redis_pagerank,
-the I/O gain eroding window after window; up to 680 us on
-fig5_mysql_prediction, the CPU side at 0.934). So a trial is a probe block
+throughput varies by more than one timeout step moves it
+(doc/benchmarks/simulator.rst), so "both sped up" is a coin toss that
+keeps trades as often as gains, and the timeout walks where the noisier
+class's loss hides. So a trial is a probe block
 like the guard's (:mod:`vsmtio_agent.policy.probe_stats`): ``2 * pairs``
 periods alternating the trial timeout (A) and the desired one (B) in ABBA
 order, each class's work summed over the vCPUs it held when the block
@@ -188,13 +186,11 @@ class LtcrState:
     ``anchor_ns`` is the timeout the guard last verified (retention at it
     kept its objective against no retention), or None without the guard.
     One step of Algorithm 1 is judged on one period against one period,
-    and on the simulated host a period's class throughput varies by about
-    2% (CPU) and 4% (I/O) while one step moves the CPU side by a few
-    tenths of a percent: a step's cost is below what its test can see, so
-    steps a class pays for pass about as often as steps it gains from, and
-    the timeout drifts where the other class's gain lies (from 200 to
-    680 us in fig5_mysql_prediction, the CPU side from above 0.97 to 0.93
-    of vanilla before the guard's retest caught it). So the timeout stays
+    and a period's class throughput varies by more than one step moves
+    it: a step's cost is below what its test can see, so steps a class
+    pays for pass about as often as steps it gains from, and the timeout
+    drifts where the other class's gain lies, past the objective before
+    the guard's retest catches it. So the timeout stays
     within ``LEASH`` steps of the anchor: what the guard has not judged
     adds up to two steps at most, and the guard's next test of retention
     judges it (:func:`verified`, :func:`rolled_back`).
