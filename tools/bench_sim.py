@@ -128,10 +128,20 @@ def _label(value):
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def _factor(value):
+    """The multiplier a value such as ``'x0.5'`` names, else None."""
+    if isinstance(value, str) and value.startswith('x'):
+        try:
+            return float(value[1:])
+        except ValueError:
+            return None
+    return None
+
+
 def point_doc(doc, paths, value):
     """``doc`` with every one of ``paths`` (',' joined) set to ``value``."""
-    if isinstance(value, str) and value.startswith('x'):
-        factor = float(value[1:])
+    factor = _factor(value)
+    if factor is not None:
         value = (lambda old: type(old)(old * factor))
     for path in paths.split(','):
         doc = scenario.set_input(doc, path, value)
@@ -253,7 +263,7 @@ def _shipped_label(doc, paths, values):
     for key in first:
         node = node[key]
     for v in values:
-        if v == 'x1' or (not isinstance(v, str) and v == node
+        if v == 'x1' or (_factor(v) is None and v == node
                          and isinstance(v, bool) == isinstance(node, bool)):
             return _label(v)
     return 'x1'
