@@ -10,6 +10,7 @@ import collections
 from importlib import metadata
 
 import fixtures
+from oslo_utils import timeutils
 
 from nova.compute import resource_tracker
 from nova.scheduler import weights as nova_weights
@@ -250,7 +251,8 @@ class WorkloadMixTest(integrated_helpers._IntegratedTestBase):
         server = self.boot('auto', host='host2')
         self.admin_api.post_server_metadata(server['id'], {
             workload.MEASURED_CLASS_KEY: workload.sign_measured(
-                'agents-only', server['id'], 'io')})
+                'agents-only', server['id'], 'io', 'host2',
+                timeutils.utcnow_ts() + 600)})
         self._run_periodics()
         self.assertEqual('host2', self.host_of(self.boot('cpu')))
 
