@@ -355,10 +355,16 @@ class ExtraSpecApiTest(integrated_helpers._IntegratedTestBase):
             self.put({'vsmtio:context_retention': 'true'})['extra_specs'])
 
     def test_bad_value_refused(self):
+        # The message is the contract parser's, the same function every
+        # run-time reader calls (vsmtio_contract.specs).
         self.assert_refused({workload.EXTRA_SPEC_WORKLOAD: 'gpu'},
-                            "'gpu' is not one of: io, cpu, auto")
+                            "vsmtio:workload must be one of io, cpu, auto, "
+                            "not 'gpu'")
+        self.assert_refused({workload.EXTRA_SPEC_WORKLOAD: 'IO'},
+                            "not 'IO'")
         self.assert_refused({'vsmtio:context_retention': 'sometimes'},
-                            "'sometimes' is not a valid boolean-like value")
+                            "vsmtio:context_retention must be a boolean "
+                            "(true or false), not 'sometimes'")
 
     def test_unknown_key_refused(self):
         self.assert_refused({'vsmtio:target_io_fraction': '0.5'},
