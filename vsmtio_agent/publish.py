@@ -6,11 +6,13 @@ API, the CLI, Horizon's instance overview), and the scheduler counts an
 agent writes at most :data:`KEYS`:
 
 ``vsmtio:measured_class``
-    ``io`` or ``cpu`` with an HMAC signature
+    ``io`` or ``cpu`` with an HMAC signature that binds the instance, the
+    class, this host and an expiry
     (:func:`vsmtio_contract.workload.sign_measured`): server metadata is
     writable by the instance's owner, so nova-compute trusts only a value
-    signed with the secret it shares with the agents. Published only when
-    ``measured_class_secret`` is set.
+    signed with the secret it shares with the agents, for the instance's
+    host, not expired. Published only when ``measured_class_secret`` is
+    set; signed afresh once half its lifetime has passed.
 ``vsmtio:retention_rate``, ``vsmtio:i_cpu``, ``vsmtio:runqueue_delay``
     the instance's vCPUs' mean context retention rate, MIST interference
     ratio and run-queue delay share over the last period, rounded so that
@@ -18,12 +20,16 @@ agent writes at most :data:`KEYS`:
 ``vsmtio:measured_at``
     when these values were measured (UTC), rewritten with them.
 
-It writes at most once per ``interval`` seconds per instance and only keys
-whose value changed, from a worker thread so that a slow API never delays
-the agent's period. What it wrote is remembered here: it never reads these
-keys back, so a value a user edits is neither input to the agent nor
-trusted by it. The per-host summary (instances per measured class) is in
-the agent's status document (``vsmtio-agent status``).
+Once per ``interval`` seconds per instance it reads back the instance's
+metadata and writes only the keys whose value differs from what it
+measured, from a worker thread so that a slow API never delays the agent's
+period. Reading back is what repairs a value someone else wrote: the
+instance's owner can write any of these keys (server metadata is theirs),
+and the agent puts its own value back, or deletes a key it does not
+publish, at its next round. What it reads is never input to the agent nor
+trusted by it. Other ``vsmtio:`` keys are not the agent's and are left
+alone. The per-host summary (instances per measured class) is in the
+agent's status document (``vsmtio-agent status``).
 
 The hook into the agent loop is one call per finished period,
 :meth:`Publisher.observe` with the period's stats and decision.
@@ -65,11 +71,13 @@ def _mean(values):
     return statistics.fmean(values) if values else None
 
 
-def instance_values(stats, decision, secret=None, now=None):
+def instance_values(stats, decision, classify=True, now=None):
     """``{uuid: {key: value}}`` of one period: pure, bounded, rounded.
 
-    The class is the one RASS gave most of the instance's vCPUs (``io`` on
-    a tie: an instance with an I/O-bound vCPU gains from retention).
+    The class (unsigned: :class:`Publisher` signs it when it writes) is the
+    one RASS gave most of the instance's vCPUs (``io`` on a tie: an
+    instance with an I/O-bound vCPU gains from retention); absent unless
+    ``classify``.
     """
     by_domain = {}
     for ref, st in stats.items():
@@ -82,11 +90,11 @@ def instance_values(stats, decision, secret=None, now=None):
         values = {}
         roles = [placements[ref].role for ref, _st in vcpus
                  if ref in placements]
-        if roles and secret:
+        if roles and classify:
             io = sum(1 for r in roles if r is model.Role.IO)
-            cls = (workload.WorkloadClass.IO if io * 2 >= len(roles)
-                   else workload.WorkloadClass.CPU)
-            values[CLASS_KEY] = workload.sign_measured(secret, domain, cls)
+            values[CLASS_KEY] = (workload.WorkloadClass.IO.value
+                                 if io * 2 >= len(roles)
+                                 else workload.WorkloadClass.CPU.value)
         for key, (attr, decimals) in RATE_KEYS.items():
             mean = _mean(getattr(st, attr) for _ref, st in vcpus)
             if mean is not None:
@@ -97,10 +105,12 @@ def instance_values(stats, decision, secret=None, now=None):
     return out
 
 
-def changes(old, new):
-    """``(to_set, to_delete)`` turning published ``old`` into ``new``.
+def changes(old, new, stamp=None):
+    """``(to_set, to_delete)`` turning ``old`` (what is there) into ``new``.
 
-    The time stamp alone is no change; only :data:`KEYS` are considered.
+    Only :data:`KEYS` are considered. A new time stamp alone is no change:
+    when nothing else changes, the time stamp is put back to ``stamp`` (the
+    one last written) if someone changed it.
     """
     new = {k: v for k, v in new.items() if k in KEYS}
     old = {k: v for k, v in (old or {}).items() if k in KEYS}
@@ -108,6 +118,9 @@ def changes(old, new):
                if k != TIME_KEY and old.get(k) != v}
     gone = sorted(k for k in old if k not in new)
     if not changed and not gone:
+        if (TIME_KEY in new and stamp is not None
+                and old.get(TIME_KEY) != stamp):
+            return {TIME_KEY: stamp}, []
         return {}, []
     if TIME_KEY in new:
         changed[TIME_KEY] = new[TIME_KEY]
@@ -115,7 +128,7 @@ def changes(old, new):
 
 
 class ComputeClient(object):
-    """The two compute API calls the publisher makes, via keystoneauth1."""
+    """The compute API calls the publisher makes, via keystoneauth1."""
 
     def __init__(self, conf):
         auth = ks_loading.load_auth_from_conf_options(conf, AUTH_GROUP)
@@ -124,6 +137,12 @@ class ComputeClient(object):
         self.adapter = ks_loading.load_adapter_from_conf_options(
             conf, AUTH_GROUP, session=session, auth=auth,
             service_type='compute', default_microversion=COMPUTE_MICROVERSION)
+
+    def metadata(self, server):
+        """The server's metadata as it is now (every key)."""
+        resp = self.adapter.get('/servers/%s/metadata' % server,
+                                raise_exc=True)
+        return resp.json().get('metadata', {})
 
     def update(self, server, items):
         """Merge ``items`` into the server's metadata (other keys kept)."""
@@ -138,8 +157,10 @@ class ComputeClient(object):
 class Publisher(object):
     """Consumes (stats, decision) per period; writes from its own thread."""
 
-    def __init__(self, conf, client=None, clock=time.monotonic):
+    def __init__(self, conf, client=None, clock=time.monotonic,
+                 wallclock=time.time):
         self.opts = conf[GROUP]
+        self.wallclock = wallclock
         self.dry_run = conf.vsmtio_agent.dry_run
         self.client = client
         self._conf = conf
@@ -157,6 +178,12 @@ class Publisher(object):
         if not self.opts.measured_class_secret:
             LOG.warning('[%s] measured_class_secret is unset: the measured '
                         'class is not published, only the rates', GROUP)
+        elif self.opts.interval * 2 > self.opts.measured_class_lifetime:
+            LOG.warning('[%s] interval (%s s) is more than half of '
+                        'measured_class_lifetime (%s s): a measured class '
+                        'may expire before the agent signs it again',
+                        GROUP, self.opts.interval,
+                        self.opts.measured_class_lifetime)
 
     def start(self):
         self._thread = threading.Thread(target=self._run, daemon=True,
@@ -172,7 +199,7 @@ class Publisher(object):
     def observe(self, stats, decision):
         """The loop's hook: hand over one finished period (never blocks)."""
         values = instance_values(stats, decision,
-                                 self.opts.measured_class_secret)
+                                 bool(self.opts.measured_class_secret))
         with self._lock:
             self._pending = values
         self._wake.set()
@@ -199,7 +226,7 @@ class Publisher(object):
                     LOG.exception('publishing measured state failed')
 
     def publish(self, values):
-        """Write what changed for instances whose interval has passed."""
+        """Repair and update instances whose interval has passed."""
         now = self.clock()
         for uuid in set(self.published) - set(values):
             # the instance left the host: forget it, write nothing
@@ -211,19 +238,49 @@ class Publisher(object):
                 continue
             if now - self.last_write.get(uuid, -1e18) < self.opts.interval:
                 continue
-            to_set, to_delete = changes(self.published.get(uuid),
-                                        values[uuid])
-            if not to_set and not to_delete:
-                continue
-            self._write(uuid, values[uuid], to_set, to_delete, now)
+            self._round(uuid, self._signed(uuid, values[uuid]), now)
 
-    def _write(self, uuid, values, to_set, to_delete, now):
+    def _signed(self, uuid, values):
+        """``values`` with its class signed for this host.
+
+        The last signature is kept while the class is the same and over
+        half its lifetime is left, so an unchanged class is not rewritten
+        at every round.
+        """
+        cls = values.get(CLASS_KEY)
+        if cls is None:
+            return values
+        values = dict(values)
+        wall = int(self.wallclock())
+        lifetime = self.opts.measured_class_lifetime
+        last = (self.published.get(uuid) or {}).get(CLASS_KEY)
+        parsed = workload.parse_measured(last)
+        if (parsed is not None and parsed[0].value == cls
+                and parsed[2] == self.opts.host
+                and parsed[1] - wall > lifetime / 2):
+            values[CLASS_KEY] = last
+        else:
+            values[CLASS_KEY] = workload.sign_measured(
+                self.opts.measured_class_secret, uuid, cls, self.opts.host,
+                wall + lifetime)
+        return values
+
+    def _round(self, uuid, values, now):
+        """Read back what the server holds; write what differs."""
         if self.dry_run:
-            LOG.info('dry run: would set %s on server %s', to_set, uuid)
+            to_set, to_delete = changes(self.published.get(uuid), values)
+            if to_set or to_delete:
+                LOG.info('dry run: would set %s and delete %s on server %s',
+                         to_set, to_delete, uuid)
+            self.published[uuid] = dict(values)
+            self.last_write[uuid] = now
             return
         try:
             if self.client is None:
                 self.client = ComputeClient(self._conf)
+            there = self.client.metadata(uuid)
+            ours = self.published.get(uuid) or {}
+            to_set, to_delete = changes(there, values, ours.get(TIME_KEY))
             if to_set:
                 self.client.update(uuid, to_set)
             for key in to_delete:
@@ -242,10 +299,21 @@ class Publisher(object):
                         uuid, exc)
             self.last_write[uuid] = now   # retry after an interval
             return
-        self.writes += 1
-        self.published[uuid] = dict(values)
+        published = dict(values)
+        if TIME_KEY in values and TIME_KEY in to_set:
+            published[TIME_KEY] = to_set[TIME_KEY]
+        elif TIME_KEY in there:
+            published[TIME_KEY] = there[TIME_KEY]
+        self.published[uuid] = published
         self.last_write[uuid] = now
-        LOG.debug('published %s on server %s', sorted(to_set), uuid)
+        if to_set or to_delete:
+            self.writes += 1
+            repaired = sorted(k for k in list(to_set) + to_delete
+                              if k in ours and there.get(k) != ours.get(k))
+            if repaired:
+                LOG.info('server %s: repaired %s, which someone else wrote',
+                         uuid, repaired)
+            LOG.debug('published %s on server %s', sorted(to_set), uuid)
 
 
 def from_conf(conf):

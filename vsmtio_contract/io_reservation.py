@@ -43,6 +43,25 @@ def _int(value):
     return number if number > 0 else None
 
 
+def parse_amount(value):
+    """A reservation's amount as nova-api reads it, or ValueError.
+
+    The same rule as the API's validator (which calls this through
+    :mod:`vsmtio_contract.specs`): Python's ``int`` of the string, from 1
+    to :data:`PLACEMENT_MAX`.
+    """
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ValueError('%r is not a valid integer value' % (value,))
+    if number < 1:
+        raise ValueError('%d is less than the min value of 1' % number)
+    if number > PLACEMENT_MAX:
+        raise ValueError('%d is greater than the max value of %d'
+                         % (number, PLACEMENT_MAX))
+    return number
+
+
 def requested(extra_specs):
     """(IOPS, MiB/s) the flavor's resource requests ask placement for."""
     got = {RC_IOPS: 0, RC_MIB_PER_S: 0}
@@ -53,10 +72,27 @@ def requested(extra_specs):
     return got[RC_IOPS] or None, got[RC_MIB_PER_S] or None
 
 
-def declared(extra_specs):
-    """(IOPS, MiB/s) the flavor's ``vsmtio:`` keys reserve (None: unset)."""
-    return (_int(extra_specs.get(EXTRA_SPEC_IOPS)),
-            _int(extra_specs.get(EXTRA_SPEC_MIB_PER_S)))
+def _declared(extra_specs, key, problems):
+    value = extra_specs.get(key)
+    if value is None:
+        return None
+    try:
+        return parse_amount(value)
+    except ValueError as e:
+        problems.append('%s=%r is ignored: %s (nova-api refuses it)'
+                        % (key, value, e))
+        return None
+
+
+def declared(extra_specs, problems=None):
+    """(IOPS, MiB/s) the flavor's ``vsmtio:`` keys reserve (None: unset).
+
+    A value nova-api would refuse reserves nothing; why is appended to
+    ``problems`` when given.
+    """
+    problems = [] if problems is None else problems
+    return (_declared(extra_specs, EXTRA_SPEC_IOPS, problems),
+            _declared(extra_specs, EXTRA_SPEC_MIB_PER_S, problems))
 
 
 def honoured(extra_specs):
@@ -69,7 +105,8 @@ def honoured(extra_specs):
     problems = []
     out = []
     for name, want, got, rc in zip(
-            (EXTRA_SPEC_IOPS, EXTRA_SPEC_MIB_PER_S), declared(extra_specs),
+            (EXTRA_SPEC_IOPS, EXTRA_SPEC_MIB_PER_S),
+            declared(extra_specs, problems),
             requested(extra_specs), (RC_IOPS, RC_MIB_PER_S)):
         if want is None:
             out.append(None)

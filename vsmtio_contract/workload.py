@@ -38,17 +38,19 @@ class InvalidWorkloadClass(ValueError):
 def parse(value):
     """Return the :class:`WorkloadClass` for an extra-spec value.
 
-    ``None`` and ``''`` mean the key is unset: ``AUTO``. Anything else that
-    is not one of :data:`VALUES` raises :class:`InvalidWorkloadClass`.
+    ``None`` means the key is unset: ``AUTO``. Anything else that is not
+    exactly one of :data:`VALUES` raises :class:`InvalidWorkloadClass`, as
+    nova-api's validator does (it calls this function): ``IO`` or `` io``
+    is refused, never read as ``io``
+    (:mod:`vsmtio_contract.specs`).
     """
-    if value is None or value == '':
+    if value is None:
         return WorkloadClass.AUTO
-    try:
-        return WorkloadClass(str(value).strip().lower())
-    except ValueError:
-        raise InvalidWorkloadClass(
-            '%s must be one of %s, not %r'
-            % (EXTRA_SPEC_WORKLOAD, ', '.join(VALUES), value))
+    if isinstance(value, str) and value in VALUES:
+        return WorkloadClass(value)
+    raise InvalidWorkloadClass(
+        '%s must be one of %s, not %r'
+        % (EXTRA_SPEC_WORKLOAD, ', '.join(VALUES), value))
 
 
 def from_extra_specs(extra_specs):
@@ -56,39 +58,83 @@ def from_extra_specs(extra_specs):
     return parse((extra_specs or {}).get(EXTRA_SPEC_WORKLOAD))
 
 
-def _signature(secret, instance_uuid, cls):
-    msg = ('%s:%s' % (instance_uuid, cls.value)).encode()
+#: The longest a signed measured class may be valid (seconds): a verifier
+#: refuses a value that claims to stay valid longer, and the agent's
+#: lifetime option cannot exceed it.
+MAX_LIFETIME = 86400
+
+
+def _signature(secret, instance_uuid, cls, host, expires):
+    msg = ('%s:%s:%s:%d' % (instance_uuid, cls.value, host, expires)).encode()
     return hmac.new(secret.encode(), msg, 'sha256').hexdigest()
 
 
-def sign_measured(secret, instance_uuid, cls):
+def sign_measured(secret, instance_uuid, cls, host, expires):
     """The :data:`MEASURED_CLASS_KEY` value the agent writes for an instance.
 
-    Server metadata is writable by the instance's owner, so the value
-    carries an HMAC-SHA256 of the instance uuid and the class under a
-    secret only the agents and the computes hold. An owner can delete the
-    value (the instance then counts with its declared class) or put back an
-    earlier value the agent wrote for this same instance, but cannot make
-    up a class, nor copy another instance's value.
+    ``<class>:<expires>:<host>:<signature>``. Server metadata is writable
+    by the instance's owner, so the value carries an HMAC-SHA256 of the
+    instance uuid, the class, the host that measured it and when the value
+    expires (UTC seconds since the epoch), under a secret only the agents
+    and the computes hold. An owner can delete the value (the instance then
+    counts with its declared class), but cannot make up a class, copy
+    another instance's value, carry a value to another host, or keep one
+    past its expiry; an earlier value put back while still valid is
+    repaired by the agent, which reads back what it published.
     """
     cls = WorkloadClass(cls)
-    return '%s:%s' % (cls.value, _signature(secret, instance_uuid, cls))
+    expires = int(expires)
+    return '%s:%d:%s:%s' % (cls.value, expires, host,
+                            _signature(secret, instance_uuid, cls, host,
+                                       expires))
 
 
-def verify_measured(secret, instance_uuid, value):
-    """The measured class in ``value`` if its signature holds, else None.
-
-    ``auto`` is no measurement; without a secret nothing is trusted.
-    """
-    if not secret or not isinstance(value, str):
+def parse_measured(value):
+    """``(class, expires, host, signature)`` of a value, or None."""
+    if not isinstance(value, str):
         return None
-    cls, _sep, sig = value.partition(':')
+    cls, _s, rest = value.partition(':')
+    expires, _s, rest = rest.partition(':')
+    host, _s, sig = rest.rpartition(':')
     try:
-        cls = WorkloadClass(cls)
+        return WorkloadClass(cls), int(expires), host, sig
     except ValueError:
         return None
+
+
+def check_measured(secret, instance_uuid, value, host, now,
+                   max_lifetime=MAX_LIFETIME):
+    """``(class, None)`` if ``value`` is to be trusted, else ``(None, why)``.
+
+    Trusted: signed with ``secret`` for this instance, by the agent of
+    ``host`` (the instance's host), not expired at ``now`` (UTC seconds)
+    and not claiming to stay valid longer than ``max_lifetime``. ``auto``
+    is no measurement; without a secret nothing is trusted.
+    """
+    if not secret:
+        return None, 'no secret is configured'
+    parsed = parse_measured(value)
+    if parsed is None:
+        return None, 'it is not <class>:<expires>:<host>:<signature>'
+    cls, expires, signed_host, sig = parsed
     if cls is WorkloadClass.AUTO:
-        return None
-    if not hmac.compare_digest(sig, _signature(secret, instance_uuid, cls)):
-        return None
-    return cls
+        return None, 'auto is no measurement'
+    if not hmac.compare_digest(sig, _signature(
+            secret, instance_uuid, cls, signed_host, expires)):
+        return None, 'its signature does not hold'
+    if signed_host != host:
+        return None, ('it was measured on %s, not on the instance\'s host %s'
+                      % (signed_host, host))
+    if expires <= now:
+        return None, 'it expired %d s ago' % (now - expires)
+    if expires - now > max_lifetime:
+        return None, ('it claims to stay valid %d s, beyond %d s'
+                      % (expires - now, max_lifetime))
+    return cls, None
+
+
+def verify_measured(secret, instance_uuid, value, host, now,
+                    max_lifetime=MAX_LIFETIME):
+    """The measured class in ``value`` if it is trusted, else None."""
+    return check_measured(secret, instance_uuid, value, host, now,
+                          max_lifetime)[0]

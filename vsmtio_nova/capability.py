@@ -11,13 +11,18 @@ only such hosts, and a request with no such host left fails with
 NoValidHost instead of booting without what it asked for.
 """
 
-from oslo_utils import strutils
+from oslo_log import log as logging
 
 from vsmtio_contract import kernel_abi
-from vsmtio_nova import extra_specs
+from vsmtio_contract import specs
+
+LOG = logging.getLogger(__name__)
 
 TRAIT = 'CUSTOM_VSMTIO_CONTEXT_RETENTION'
 TRAIT_SPEC = 'trait:' + TRAIT
+#: The flavor extra spec (nova's) that gives an instance dedicated CPUs.
+CPU_POLICY_SPEC = 'hw:cpu_policy'
+DEDICATED = 'dedicated'
 
 
 def host_can_retain(virt_type, sysfs_root):
@@ -29,16 +34,44 @@ def host_can_retain(virt_type, sysfs_root):
     return version is not None, why
 
 
-def flavor_asks(specs):
+def flavor_asks(extra_specs, subject='a flavor'):
     """Whether flavor extra specs ask for context retention.
 
-    A value that is not a boolean asks for nothing here: nova-api refuses
-    it (:mod:`vsmtio_nova.extra_specs`) and the driver refuses a flavor
-    that predates that check.
+    Read with the API's own parser: a value nova-api would refuse asks for
+    nothing, with one warning per ``subject``.
     """
-    value = specs.get(extra_specs.EXTRA_SPEC_CONTEXT_RETENTION)
-    return strutils.bool_from_string(value, strict=False, default=False)
+    return bool(specs.read(extra_specs, specs.CONTEXT_RETENTION, subject,
+                           LOG, default=False))
 
 
-def flavor_requires_trait(specs):
-    return specs.get(TRAIT_SPEC) == 'required'
+def flavor_requires_trait(extra_specs):
+    return extra_specs.get(TRAIT_SPEC) == 'required'
+
+
+def flavor_dedicates_cpus(extra_specs):
+    """Whether the flavor itself gives its instances dedicated CPUs.
+
+    Only the flavor's ``hw:cpu_policy`` counts: an image's ``hw_cpu_policy``
+    is the tenant's, and a tenant's input never enables host behaviour.
+    """
+    return extra_specs.get(CPU_POLICY_SPEC) == DEDICATED
+
+
+def why_not_honoured(extra_specs):
+    """Why a flavor asking for retention cannot have it, or None.
+
+    A retaining guest holds its CPUs while idle (MWAIT exits are off), so
+    it must own them; and placement must send it to a host that can
+    retain.
+    """
+    missing = []
+    if not flavor_dedicates_cpus(extra_specs):
+        missing.append('%s=%s (a retaining guest holds its CPUs while '
+                       'idle, so it must own them)'
+                       % (CPU_POLICY_SPEC, DEDICATED))
+    if not flavor_requires_trait(extra_specs):
+        missing.append('%s=required' % TRAIT_SPEC)
+    if not missing:
+        return None
+    return ('%s=true needs the extra spec %s'
+            % (specs.CONTEXT_RETENTION, ' and '.join(missing)))

@@ -62,8 +62,9 @@ vsmtio_opts = [
                     '``vsmtio:measured_class``). With it, an instance whose '
                     'flavor is ``auto`` counts in its host\'s mix with the '
                     'class the agent measured; a value without a valid '
-                    'signature (server metadata is writable by the '
-                    'instance\'s owner) is ignored. Unset: measured classes '
+                    'signature for this instance on its host, or past its '
+                    'expiry (server metadata is writable by the '
+                    'instance\'s owner), is ignored. Unset: measured classes '
                     'are ignored and ``auto`` instances are not counted. '
                     'Set the same value in every agent\'s configuration.'),
     cfg.FloatOpt('weight_multiplier',

@@ -2,19 +2,45 @@
 
 Registered through the ``nova.api.extra_spec_validators`` entry point, so
 nova-api (microversion 2.86 and later) refuses a bad value, or any unknown
-key in the ``vsmtio`` namespace, with HTTP 400.
+key in the ``vsmtio`` namespace, with HTTP 400. Each validator calls the
+key's parser in :data:`vsmtio_contract.specs.PARSERS`, the function every
+run-time reader (nova-compute, the scheduler, the agent) uses too: what
+the API refuses is ignored at run time, never read differently.
 """
 
+import dataclasses
+
 from nova.api.validation.extra_specs import base
+from nova import exception
 
 from vsmtio_contract import io_reservation
+from vsmtio_contract import specs
 from vsmtio_contract import workload
 from vsmtio_nova import balloon
 
-EXTRA_SPEC_CONTEXT_RETENTION = 'vsmtio:context_retention'
+EXTRA_SPEC_CONTEXT_RETENTION = specs.CONTEXT_RETENTION
+
+
+@dataclasses.dataclass
+class ContractValidator(base.ExtraSpecValidator):
+    """nova's validator whose check is the contract's parser of the key.
+
+    ``value`` still describes the key for nova's documentation; the
+    verdict is the parser's alone.
+    """
+
+    def validate(self, name, value):
+        if name != self.name:
+            raise exception.ValidationError(
+                "Validation failed; expected %r, not %r" % (self.name, name))
+        try:
+            specs.PARSERS[self.name](value)
+        except specs.Invalid as e:
+            raise exception.ValidationError('Validation failed; %s' % e)
+
 
 EXTRA_SPEC_VALIDATORS = [
-    base.ExtraSpecValidator(
+    ContractValidator(
         name=workload.EXTRA_SPEC_WORKLOAD,
         description=(
             'The workload class of the instance\'s vCPUs for vSMT-IO. '
@@ -29,22 +55,25 @@ EXTRA_SPEC_VALIDATORS = [
             'description': 'The workload class.',
         },
     ),
-    base.ExtraSpecValidator(
+    ContractValidator(
         name=EXTRA_SPEC_CONTEXT_RETENTION,
         description=(
             'Whether the guest may hold its hyperthread with MONITOR/MWAIT '
             'while idle (context retention). ``true`` starts the guest with '
             'MWAIT exits disabled (QEMU ``-overcommit cpu-pm=on``) through '
             'the vsmtio libvirt driver extension; such a guest holds its '
-            'hyperthread while it waits, so it belongs on dedicated or '
-            'vsmtio-managed CPUs.'),
+            'CPUs while it waits, so it is given only with dedicated CPUs '
+            '(``hw:cpu_policy=dedicated``) and '
+            '``trait:CUSTOM_VSMTIO_CONTEXT_RETENTION=required``: the '
+            'scheduler refuses any other such flavor. Only this extra spec '
+            'enables retention; an image property never does.'),
         value={
             'type': bool,
             'description': 'Whether to allow context retention.',
         },
     ),
     # -- I/O reservations (MIST); see vsmtio_contract.io_reservation ----------
-    base.ExtraSpecValidator(
+    ContractValidator(
         name=io_reservation.EXTRA_SPEC_IOPS,
         description=(
             'I/O operations per second reserved for each instance: while '
@@ -60,7 +89,7 @@ EXTRA_SPEC_VALIDATORS = [
             'description': 'Reserved IOPS (a positive integer).',
         },
     ),
-    base.ExtraSpecValidator(
+    ContractValidator(
         name=io_reservation.EXTRA_SPEC_MIB_PER_S,
         description=(
             'Block I/O bandwidth in MiB/s reserved for each instance, '

@@ -25,7 +25,12 @@ FLAVORS = {
     'vsmtio.tiny': (1, 128, {}),
     'vsmtio.io': (1, 128, {'vsmtio:workload': 'io'}),
     'vsmtio.cpu': (1, 128, {'vsmtio:workload': 'cpu'}),
-    'vsmtio.retention': (1, 128, {'vsmtio:context_retention': 'true'}),
+    # Retention is given only to dedicated CPUs, and only where placement
+    # finds the trait (this cloud runs TCG: it has none, and tempest checks
+    # that such a flavor finds no host).
+    'vsmtio.retention': (1, 128, {
+        'vsmtio:context_retention': 'true', 'hw:cpu_policy': 'dedicated',
+        'trait:CUSTOM_VSMTIO_CONTEXT_RETENTION': 'required'}),
 }
 CLOUD = 'vsmtio-cloud'
 

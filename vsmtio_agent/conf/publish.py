@@ -5,10 +5,13 @@
 auth URL, user, project, region, endpoint interface) for the compute API.
 """
 
+import socket
+
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
 from vsmtio_agent.conf import types
+from vsmtio_contract import workload
 
 GROUP = 'vsmtio_publish'
 AUTH_GROUP = 'vsmtio_publish_auth'
@@ -22,10 +25,12 @@ opts = types.finite([
                      '``[vsmtio_publish_auth]`` group.'),
     cfg.FloatOpt('interval',
                  default=60.0, min=5.0, max=86400.0,
-                 help='Seconds between two writes of one instance\'s '
-                      'metadata; a write happens only when a published '
-                      'value changed. Each write is one compute API call '
-                      'per instance.'),
+                 help='Seconds between two rounds for one instance: the '
+                      'agent reads back the instance\'s ``vsmtio:*`` '
+                      'metadata (one compute API call) and writes what '
+                      'differs from what it measured (a second call), '
+                      'repairing a value someone else wrote. Keep it below '
+                      'half of ``measured_class_lifetime``.'),
     cfg.StrOpt('measured_class_secret',
                secret=True,
                help='The secret the measured class is signed with: the '
@@ -33,6 +38,25 @@ opts = types.finite([
                     'measured_class_secret``. Unset: the class is not '
                     'published (the rates still are), since nova-compute '
                     'would ignore an unsigned class.'),
+    cfg.IntOpt('measured_class_lifetime',
+               default=3600, min=300, max=workload.MAX_LIFETIME,
+               help='Seconds a signed measured class stays valid. The '
+                    'signature binds the instance, the class, this host '
+                    'and the expiry; nova-compute counts an expired value '
+                    'as no measurement, so a value a user puts back stops '
+                    'counting at the latest this long after the agent '
+                    'wrote it. The agent signs afresh once half of it has '
+                    'passed (at its next round). Shorter: a stale or '
+                    'replayed class counts for less time; longer: fewer '
+                    'writes.'),
+    cfg.HostDomainOpt('host',
+                      default=socket.gethostname(),
+                      sample_default='<hostname>',
+                      help='This compute host\'s name as nova knows it '
+                           '(nova-compute\'s ``[DEFAULT] host``): the '
+                           'measured class is signed for it, and '
+                           'nova-compute trusts only a class signed for '
+                           'the instance\'s host.'),
     cfg.IntOpt('max_instances',
                default=500, min=1, max=100000,
                help='At most this many instances are published per round '

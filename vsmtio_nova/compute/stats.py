@@ -31,10 +31,12 @@ import types
 
 from oslo_config import cfg
 from oslo_log import log as logging
+from oslo_utils import timeutils
 
 from nova.compute import resource_tracker
 from nova.compute import stats as compute_stats
 
+from vsmtio_contract import specs
 from vsmtio_contract import workload
 from vsmtio_nova import conf as vsmtio_conf  # noqa: F401 (registers [vsmtio])
 from vsmtio_nova.scheduler import mix
@@ -47,15 +49,22 @@ IO_VCPUS = 'vsmtio_io_vcpus'
 CPU_VCPUS = 'vsmtio_cpu_vcpus'
 
 
-def classify(instance, secret):
+#: (instance uuid, value) pairs already warned about: a forged or stale
+#: value is said once, not at every periodic recount.
+_WARNED = specs.OnceEach()
+
+
+def classify(instance, secret, now=None):
     """``(WorkloadClass, vcpus)`` the host counts an instance with.
 
     The flavor's declared class; for an ``auto`` flavor the class the agent
-    measured, when :data:`~vsmtio_contract.workload.MEASURED_CLASS_KEY` carries
-    a value signed with ``secret`` for this instance (server metadata is
-    writable by the instance's owner: an unsigned or forged value is
-    ignored). The metadata is read only for ``auto`` flavors and only with
-    a secret set, so declared instances cost no metadata load.
+    measured, when :data:`~vsmtio_contract.workload.MEASURED_CLASS_KEY`
+    carries a value signed with ``secret`` for this instance on its host
+    and not expired at ``now`` (server metadata is writable by the
+    instance's owner: an unsigned, forged, other-host or expired value is
+    ignored, with one warning per instance and value). The metadata is read
+    only for ``auto`` flavors and only with a secret set, so declared
+    instances cost no metadata load.
     """
     cls, vcpus = mix.classify_flavor(instance.flavor)
     if cls is not workload.WorkloadClass.AUTO or not secret:
@@ -66,12 +75,18 @@ def classify(instance, secret):
         LOG.debug('vsmtio: no metadata for instance %s: %s',
                   instance.uuid, e)
         return cls, vcpus
-    measured = workload.verify_measured(secret, instance.uuid, value)
+    if value is None:
+        return cls, vcpus
+    now = timeutils.utcnow_ts() if now is None else now
+    host = instance.host if instance.obj_attr_is_set('host') else None
+    measured, why = workload.check_measured(
+        secret, instance.uuid, value, host or CONF.host, now)
     if measured is None:
-        if value is not None:
-            LOG.warning('vsmtio: instance %s has %s=%r without a valid '
-                        'signature; counting it with its declared class',
-                        instance.uuid, workload.MEASURED_CLASS_KEY, value)
+        if _WARNED.first((instance.uuid, value)):
+            LOG.warning('vsmtio: instance %s has %s=%r that is not trusted '
+                        '(%s); counting it with its declared class',
+                        instance.uuid, workload.MEASURED_CLASS_KEY, value,
+                        why)
         return cls, vcpus
     return measured, vcpus
 
@@ -102,8 +117,10 @@ class MixStats(compute_stats.Stats):
             known = classify(instance, CONF.vsmtio.measured_class_secret)
         except Exception as e:
             # An instance without a loadable flavor is not counted; the
-            # next periodic recount tries again.
-            LOG.warning('vsmtio: cannot classify instance %s: %s', uuid, e)
+            # next periodic recount tries again (and says so once).
+            if _WARNED.first((uuid, str(e))):
+                LOG.warning('vsmtio: cannot classify instance %s: %s',
+                            uuid, e)
             return
         self.classes[uuid] = known
         self._count(known, 1)

@@ -9,7 +9,12 @@ trusted measurement exists (see :mod:`vsmtio_nova.compute.stats`), else not.
 
 import typing
 
+from oslo_log import log as logging
+
+from vsmtio_contract import specs
 from vsmtio_contract import workload
+
+LOG = logging.getLogger(__name__)
 
 
 #: Classified vCPUs a host's squared imbalance is spread over beyond its
@@ -47,19 +52,28 @@ _BY_VALUE = {c.value: c for c in workload.WorkloadClass}
 _BY_VALUE[None] = workload.WorkloadClass.AUTO
 
 
+def _name(flavor):
+    try:
+        return flavor.name
+    except Exception:  # a nova object without its name loaded
+        return '(unnamed)'
+
+
 def classify_flavor(flavor):
     """``(WorkloadClass, vcpus)`` of a flavor; AUTO for an invalid class.
 
-    Flavors created before microversion 2.86 (or through the database) may
-    hold any value; the scheduler then knows nothing rather than failing.
+    Flavors created below microversion 2.86 (the openstack client's
+    default is lower) or through the database may hold any value. One
+    that nova-api would refuse (``IO`` too) is read as nothing, with one
+    warning per flavor and value (:func:`vsmtio_contract.specs.read`):
+    the scheduler and nova-compute then know nothing rather than guess.
     """
-    value = (flavor.extra_specs or {}).get(workload.EXTRA_SPEC_WORKLOAD)
-    cls = _BY_VALUE.get(value)
+    specs_ = flavor.extra_specs or {}
+    cls = _BY_VALUE.get(specs_.get(workload.EXTRA_SPEC_WORKLOAD))
     if cls is None:
-        try:
-            cls = workload.parse(value)
-        except workload.InvalidWorkloadClass:
-            cls = workload.WorkloadClass.AUTO
+        cls = specs.read(specs_, workload.EXTRA_SPEC_WORKLOAD,
+                         'flavor %s' % _name(flavor), LOG,
+                         default=workload.WorkloadClass.AUTO)
     return cls, int(flavor.vcpus or 0)
 
 

@@ -2,9 +2,11 @@
 
 The compute API itself is exercised against a real cloud by the tempest
 plugin (``vsmtio_tempest_plugin``: the agent's state appears on a real
-server). Here the client is a recorder of the two calls the publisher
-makes, so that bounding, rounding, signing and rate limiting are checked
-exactly.
+server) and on nova's functional harness
+(``vsmtio_nova/tests/functional/test_measured_replay.py``). Here the
+client is a recorder of the three calls the publisher makes over one
+server's metadata, so that bounding, rounding, signing, rate limiting and
+repairing are checked exactly.
 """
 
 import datetime
@@ -39,34 +41,39 @@ def decision(roles):
 
 
 class RecordingClient(object):
-    """Records update/delete calls; ``missing`` servers answer 404."""
+    """Servers' metadata; records update/delete calls; ``missing`` 404."""
 
     def __init__(self, missing=()):
         self.calls = []
         self.missing = set(missing)
+        self.servers = {}
+
+    def metadata(self, server):
+        if server in self.missing:
+            raise ks_exc.NotFound()
+        return dict(self.servers.get(server, {}))
 
     def update(self, server, items):
         if server in self.missing:
             raise ks_exc.NotFound()
         self.calls.append(('update', server, dict(items)))
+        self.servers.setdefault(server, {}).update(items)
 
     def delete(self, server, key):
         self.calls.append(('delete', server, key))
+        self.servers.get(server, {}).pop(key, None)
 
 
 class TestInstanceValues(testtools.TestCase):
 
-    def test_class_signed_and_rates_rounded(self):
+    def test_class_and_rates_rounded(self):
         a0, a1 = model.VcpuRef('uuid-a', 0), model.VcpuRef('uuid-a', 1)
         stats = {a0: vcpu(0.12345, 2.0, 0.1), a1: vcpu(0.2, None, 0.3)}
         values = publish.instance_values(
             stats, decision({a0: model.Role.IO, a1: model.Role.CPU}),
-            SECRET, now=NOW)['uuid-a']
-        # a tie is io; the value verifies for this instance only
-        self.assertEqual(workload.WorkloadClass.IO, workload.verify_measured(
-            SECRET, 'uuid-a', values[publish.CLASS_KEY]))
-        self.assertIsNone(workload.verify_measured(
-            SECRET, 'uuid-b', values[publish.CLASS_KEY]))
+            True, now=NOW)['uuid-a']
+        # a tie is io (the publisher signs it when it writes)
+        self.assertEqual('io', values[publish.CLASS_KEY])
         self.assertEqual('0.162', values['vsmtio:retention_rate'])
         self.assertEqual('2.00', values['vsmtio:i_cpu'])
         self.assertEqual('0.200', values['vsmtio:runqueue_delay'])
@@ -76,7 +83,7 @@ class TestInstanceValues(testtools.TestCase):
     def test_unmeasured_rates_and_class_without_secret_are_absent(self):
         a0 = model.VcpuRef('uuid-a', 0)
         values = publish.instance_values(
-            {a0: vcpu(delay=0.5)}, decision({a0: model.Role.CPU}), None,
+            {a0: vcpu(delay=0.5)}, decision({a0: model.Role.CPU}), False,
             now=NOW)['uuid-a']
         self.assertEqual({'vsmtio:runqueue_delay', publish.TIME_KEY},
                          set(values))
@@ -86,8 +93,8 @@ class TestInstanceValues(testtools.TestCase):
         roles = dict(zip(refs, [model.Role.CPU, model.Role.CPU,
                                 model.Role.IO]))
         values = publish.instance_values(
-            {r: vcpu() for r in refs}, decision(roles), SECRET)['u']
-        self.assertTrue(values[publish.CLASS_KEY].startswith('cpu:'))
+            {r: vcpu() for r in refs}, decision(roles), True)['u']
+        self.assertEqual('cpu', values[publish.CLASS_KEY])
 
 
 class TestChanges(testtools.TestCase):
@@ -108,7 +115,7 @@ class TestChanges(testtools.TestCase):
             publish.changes(old, new))
 
 
-class TestPublisher(testtools.TestCase):
+class PublisherBase(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -117,10 +124,29 @@ class TestPublisher(testtools.TestCase):
         conf_publish.register_opts(conf)
         self.conf = self.useFixture(cfg_fixture.Config(conf)).conf
         self.conf.set_override('interval', 60, group='vsmtio_publish')
+        self.conf.set_override('measured_class_secret', SECRET,
+                               group='vsmtio_publish')
+        self.conf.set_override('measured_class_lifetime', 600,
+                               group='vsmtio_publish')
+        self.conf.set_override('host', 'compute-1', group='vsmtio_publish')
         self.now = 1000.0
+        self.wall = 1.8e9
         self.client = RecordingClient(missing={'not-a-server'})
         self.pub = publish.Publisher(conf, client=self.client,
-                                     clock=lambda: self.now)
+                                     clock=lambda: self.now,
+                                     wallclock=lambda: self.wall)
+
+    def later(self, seconds):
+        self.now += seconds
+        self.wall += seconds
+
+    def trusted(self, uuid='a', host='compute-1'):
+        return workload.check_measured(
+            SECRET, uuid, self.client.servers[uuid].get(publish.CLASS_KEY),
+            host, self.wall)
+
+
+class TestPublisher(PublisherBase):
 
     def values(self, i_cpu='1.00'):
         return {'a': {'vsmtio:i_cpu': i_cpu, publish.TIME_KEY: 't'}}
@@ -170,8 +196,7 @@ class TestPublisher(testtools.TestCase):
         self.assertEqual([], self.client.calls)
 
     def test_summary_counts_published_classes(self):
-        signed = workload.sign_measured(SECRET, 'a', 'io')
-        self.pub.publish({'a': {publish.CLASS_KEY: signed},
+        self.pub.publish({'a': {publish.CLASS_KEY: 'io'},
                           'b': {'vsmtio:i_cpu': '1.00'}})
         self.assertEqual({'io': 1, 'unpublished': 1},
                          self.pub.summary()['classes'])
@@ -180,3 +205,94 @@ class TestPublisher(testtools.TestCase):
         for _group, opts in conf_publish.list_opts().items():
             for opt in opts:
                 self.assertTrue(opt.help, opt.name)
+
+
+class TestSignedClass(PublisherBase):
+    """The class is signed for instance, host and expiry, and repaired."""
+
+    def test_signature_binds_instance_host_and_expiry(self):
+        self.pub.publish({'a': {publish.CLASS_KEY: 'io'}})
+        value = self.client.servers['a'][publish.CLASS_KEY]
+        self.assertEqual((workload.WorkloadClass.IO, None), self.trusted())
+        self.assertEqual(('io', '%d' % (self.wall + 600), 'compute-1'),
+                         tuple(value.split(':')[:3]))
+        # another instance, another host, or past its expiry: refused
+        self.assertIsNone(workload.verify_measured(
+            SECRET, 'b', value, 'compute-1', self.wall))
+        self.assertIn('compute-2', workload.check_measured(
+            SECRET, 'a', value, 'compute-2', self.wall)[1])
+        self.assertIn('expired', workload.check_measured(
+            SECRET, 'a', value, 'compute-1', self.wall + 600)[1])
+
+    def test_reasserted_before_expiry_not_at_every_round(self):
+        self.pub.publish({'a': {publish.CLASS_KEY: 'io'}})
+        first = self.client.servers['a'][publish.CLASS_KEY]
+        self.later(240)    # less than half the lifetime: unchanged
+        self.pub.publish({'a': {publish.CLASS_KEY: 'io'}})
+        self.assertEqual(1, len(self.client.calls))
+        self.later(120)    # past half: signed afresh, still valid
+        self.pub.publish({'a': {publish.CLASS_KEY: 'io'}})
+        self.assertEqual(2, len(self.client.calls))
+        self.assertNotEqual(first, self.client.servers['a'][
+            publish.CLASS_KEY])
+        for _ in range(30):   # an hour of rounds: never expires
+            self.later(60)
+            self.pub.publish({'a': {publish.CLASS_KEY: 'io'}})
+            self.assertEqual(workload.WorkloadClass.IO, self.trusted()[0])
+
+    def test_a_replayed_earlier_value_is_repaired(self):
+        self.pub.publish({'a': {publish.CLASS_KEY: 'io'}})
+        earlier = self.client.servers['a'][publish.CLASS_KEY]
+        self.later(60)
+        self.pub.publish({'a': {publish.CLASS_KEY: 'cpu'}})
+        now = self.client.servers['a'][publish.CLASS_KEY]
+        # The owner writes the earlier io back: it still verifies (same
+        # instance, host, unexpired) until the agent's next round...
+        self.client.servers['a'][publish.CLASS_KEY] = earlier
+        self.assertEqual(workload.WorkloadClass.IO, self.trusted()[0])
+        self.later(60)
+        self.pub.publish({'a': {publish.CLASS_KEY: 'cpu'}})
+        # ... which reads it back and puts the agent's value back.
+        self.assertEqual(now, self.client.servers['a'][publish.CLASS_KEY])
+        self.assertEqual(workload.WorkloadClass.CPU, self.trusted()[0])
+        # and once expired it is refused whatever happens
+        self.assertIn('expired', workload.check_measured(
+            SECRET, 'a', earlier, 'compute-1', self.wall + 600)[1])
+
+    def test_owned_keys_repaired_others_left_alone(self):
+        self.pub.publish({'a': {publish.CLASS_KEY: 'cpu',
+                                'vsmtio:i_cpu': '1.00',
+                                publish.TIME_KEY: 't1'}})
+        self.client.servers['a'].update({
+            publish.CLASS_KEY: 'io:9999999999:compute-1:forged',
+            'vsmtio:retention_rate': '0.999',   # the host measures none
+            publish.TIME_KEY: 'tomorrow',
+            'vsmtio:foo': 'bar', 'owner': 'key'})
+        self.later(60)
+        self.pub.publish({'a': {publish.CLASS_KEY: 'cpu',
+                                'vsmtio:i_cpu': '1.00',
+                                publish.TIME_KEY: 't2'}})
+        there = self.client.servers['a']
+        self.assertEqual(workload.WorkloadClass.CPU, self.trusted()[0])
+        self.assertNotIn('vsmtio:retention_rate', there)
+        self.assertEqual('t2', there[publish.TIME_KEY])
+        self.assertEqual('bar', there['vsmtio:foo'])   # not the agent's
+        self.assertEqual('key', there['owner'])
+
+    def test_a_changed_time_stamp_alone_is_put_back(self):
+        self.pub.publish({'a': {'vsmtio:i_cpu': '1.00',
+                                publish.TIME_KEY: 't1'}})
+        self.client.servers['a'][publish.TIME_KEY] = 'forged'
+        self.later(60)
+        self.pub.publish({'a': {'vsmtio:i_cpu': '1.00',
+                                publish.TIME_KEY: 't2'}})
+        self.assertEqual('t1', self.client.servers['a'][publish.TIME_KEY])
+
+    def test_lifetime_is_bounded(self):
+        opt = [o for o in conf_publish.opts
+               if o.name == 'measured_class_lifetime'][0]
+        self.assertEqual(workload.MAX_LIFETIME, opt.type.max)
+        self.assertRaises(ValueError, self.conf.set_override,
+                          'measured_class_lifetime',
+                          workload.MAX_LIFETIME + 1,
+                          group='vsmtio_publish')

@@ -81,6 +81,10 @@ class LibvirtBootTest(base.ServersTestBase):
         with open(os.path.join(sysfs, kernel_abi.ABI_VERSION), 'w') as f:
             f.write('1\n')
         self.flags(virt_type='kvm', group='libvirt')
+        # Four host CPUs for dedicated guests (a retaining flavor must
+        # dedicate its CPUs), the rest shared.
+        self.flags(cpu_dedicated_set='4-7', cpu_shared_set='0-3',
+                   group='compute')
         self.flags(sysfs_root=sysfs, group='vsmtio')
         self.flags(provider_config_location=self.useFixture(
             fixtures.TempDir()).path, group='compute')
@@ -103,6 +107,7 @@ class LibvirtBootTest(base.ServersTestBase):
         flavor = self._create_flavor(
             vcpu=2, extra_spec={
                 extra_specs.EXTRA_SPEC_CONTEXT_RETENTION: 'true',
+                capability.CPU_POLICY_SPEC: capability.DEDICATED,
                 capability.TRAIT_SPEC: 'required',
                 workload.EXTRA_SPEC_WORKLOAD: 'io'})
         server = self._create_server(flavor_id=flavor, networks='none')
@@ -119,6 +124,11 @@ class LibvirtBootTest(base.ServersTestBase):
             self.assertEqual(['on'], [h.get('state') for h in root.iterfind(
                 'features/kvm/hint-dedicated')])
             self.assertEqual(server['id'], root.findtext('uuid'))
+            # on the dedicated CPUs: each vCPU pinned to one of 4-7
+            self.assertEqual(2, len(root.findall('cputune/vcpupin')))
+            self.assertLessEqual(
+                {p.get('cpuset') for p in root.iterfind('cputune/vcpupin')},
+                {'4', '5', '6', '7'})
             if when == 'spawn':
                 self._reboot_server(server, hard=True)
                 self.assertEqual(2, len(self.defined))
@@ -129,3 +139,47 @@ class LibvirtBootTest(base.ServersTestBase):
         self.assertEqual('2', str(node.stats.get(mix_stats.IO_VCPUS)),
                          'the node\'s stats do not count the instance '
                          '(seam: resource_tracker.compute_stats)')
+
+    def plain(self, root):
+        self.assertEqual([], root.findall(QEMU + 'commandline'))
+        self.assertEqual([], root.findall('features/kvm/hint-dedicated'))
+
+    def test_image_property_alone_never_enables_retention(self):
+        # Before: the image property alone gave the guest cpu-pm=on and
+        # hint-dedicated on shared CPUs, and the driver only warned.
+        self.start_compute('compute1')
+        image = self._create_image(
+            {retention.IMAGE_PROPERTY: 'true', 'hw_cpu_policy': 'shared'})
+        plain = self._create_flavor(vcpu=2)
+        server = self._create_server(
+            flavor_id=plain, image_uuid=image['id'], networks='none')
+        self.assertEqual('ACTIVE', server['status'])
+        self.plain(self.domain())
+        self.assertNotIn('cpu-pm', self.defined[-1])
+        self.assertIn('only a flavor with %s=true enables it'
+                      % retention.EXTRA_SPEC, self.stdlog.logger.output)
+
+    def test_image_property_declines_what_the_flavor_allows(self):
+        self.start_compute('compute1')
+        image = self._create_image({retention.IMAGE_PROPERTY: 'false'})
+        flavor = self._create_flavor(vcpu=2, extra_spec={
+            extra_specs.EXTRA_SPEC_CONTEXT_RETENTION: 'true',
+            capability.CPU_POLICY_SPEC: capability.DEDICATED,
+            capability.TRAIT_SPEC: 'required'})
+        self._create_server(flavor_id=flavor, image_uuid=image['id'],
+                            networks='none')
+        self.plain(self.domain())
+
+    def test_shared_cpu_flavor_past_the_filter_is_refused_at_spawn(self):
+        # Where the ContextRetentionFilter is not enabled, the driver
+        # refuses: the build aborts (no reschedule, no host can honour it)
+        # and the instance's fault says why.
+        self.start_compute('compute1')
+        flavor = self._create_flavor(vcpu=2, extra_spec={
+            extra_specs.EXTRA_SPEC_CONTEXT_RETENTION: 'true',
+            capability.TRAIT_SPEC: 'required'})
+        server = self._create_server(flavor_id=flavor, networks='none',
+                                     expected_state='ERROR')
+        self.assertIn('context retention refused', server['fault']['message'])
+        self.assertIn('hw:cpu_policy=dedicated', server['fault']['message'])
+        self.assertEqual([], self.defined)

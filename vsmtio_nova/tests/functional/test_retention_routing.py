@@ -16,6 +16,7 @@ import os
 import fixtures
 
 import nova.conf
+from nova import objects
 from nova.tests.functional import integrated_helpers
 from nova.virt import fake
 
@@ -31,7 +32,35 @@ from vsmtio_nova.virt import traits
 
 class RetentionFakeDriver(traits.RetentionTraitMixin,
                           fake.MediumFakeDriver):
-    """nova's fake driver (10 vCPUs) with the vsmtio retention probe."""
+    """nova's fake driver (10 vCPUs) with the vsmtio retention probe.
+
+    Its ten CPUs are offered as shared (VCPU) and as dedicated (PCPU), on
+    one NUMA cell, since a retaining flavor must dedicate its CPUs
+    (``hw:cpu_policy=dedicated``): nova's fake driver alone has no PCPU.
+    The two inventories are independent here, as they never are on a real
+    host; the tests fill a host with one kind only.
+    """
+
+    def update_provider_tree(self, provider_tree, nodename,
+                             allocations=None):
+        super().update_provider_tree(provider_tree, nodename, allocations)
+        inventory = dict(provider_tree.data(nodename).inventory)
+        inventory['PCPU'] = dict(inventory['VCPU'], allocation_ratio=1.0)
+        provider_tree.update_inventory(nodename, inventory)
+
+    def get_available_resource(self, nodename):
+        resources = super().get_available_resource(nodename)
+        cpus = set(range(self.vcpus))
+        resources['numa_topology'] = objects.NUMATopology(cells=[
+            objects.NUMACell(
+                id=0, socket=0, cpuset=cpus, pcpuset=cpus,
+                memory=self.memory_mb, cpu_usage=0, pinned_cpus=set(),
+                memory_usage=0, siblings=[{c} for c in cpus],
+                mempages=[objects.NUMAPagesTopology(
+                    size_kb=4, total=self.memory_mb * 256, used=0)],
+                network_metadata=objects.NetworkMetadata(
+                    physnets=set(), tunneled=False))])._to_json()
+        return resources
 
 
 class RetentionRoutingTest(integrated_helpers._IntegratedTestBase):
@@ -51,11 +80,15 @@ class RetentionRoutingTest(integrated_helpers._IntegratedTestBase):
         self.flags(enabled_filters=[
             'ComputeFilter', nova_conf.RETENTION_FILTER_CLASS],
             group='filter_scheduler')
+        # Dedicated CPUs are PCPU only: no fallback to VCPU for hosts of
+        # releases before PCPU (all nova 34 computes report PCPU).
+        self.flags(disable_fallback_pcpu_query=True, group='workarounds')
         self.sysfs = {'patched': self._sysfs('1\n'), 'plain': self._sysfs()}
         super().setUp()
         self.retaining = self._create_flavor(
             name='retaining', vcpu=5, memory_mb=512, disk=1,
             extra_spec={extra_specs.EXTRA_SPEC_CONTEXT_RETENTION: 'true',
+                        capability.CPU_POLICY_SPEC: capability.DEDICATED,
                         capability.TRAIT_SPEC: 'required'})
         self.plain = self._create_flavor(name='plain', vcpu=5,
                                          memory_mb=512, disk=1)
@@ -161,15 +194,36 @@ class RetentionRoutingTest(integrated_helpers._IntegratedTestBase):
     def test_retention_without_the_trait_is_refused_everywhere(self):
         flavor = self._create_flavor(
             name='sloppy', vcpu=2, memory_mb=512, disk=1,
-            extra_spec={extra_specs.EXTRA_SPEC_CONTEXT_RETENTION: 'true'})
+            extra_spec={extra_specs.EXTRA_SPEC_CONTEXT_RETENTION: 'true',
+                        capability.CPU_POLICY_SPEC: capability.DEDICATED})
         log = self.stdlog.logger.output
         server = self.boot(flavor, expected_state='ERROR')
         self.assertIn('No valid host', server['fault']['message'])
-        self.assertIn('add the extra spec trait:%s=required'
+        self.assertIn('needs the extra spec trait:%s=required'
                       % capability.TRAIT, self.stdlog.logger.output[
                           len(log):])
         # Asking for no retention needs no trait.
+        self.assertNotIn('hw:cpu_policy', self.stdlog.logger.output[
+            len(log):])
         quiet = self._create_flavor(
             name='quiet', vcpu=2, memory_mb=512, disk=1,
             extra_spec={extra_specs.EXTRA_SPEC_CONTEXT_RETENTION: 'false'})
         self.boot(quiet)
+
+    def test_retention_on_shared_cpus_is_refused_with_the_reason(self):
+        # Before: booted on the retainer with cpu-pm=on and hint-dedicated
+        # on shared CPUs, its vCPUs holding host CPUs while idle.
+        shared = self._create_flavor(
+            name='shared-retainer', vcpu=2, memory_mb=512, disk=1,
+            extra_spec={extra_specs.EXTRA_SPEC_CONTEXT_RETENTION: 'true',
+                        capability.TRAIT_SPEC: 'required'})
+        log = self.stdlog.logger.output
+        server = self.boot(shared, expected_state='ERROR')
+        self.assertIn('No valid host', server['fault']['message'])
+        self.assertIn('Flavor shared-retainer asks for context retention but '
+                      'it cannot be honoured: vsmtio:context_retention=true '
+                      'needs the extra spec hw:cpu_policy=dedicated',
+                      self.stdlog.logger.output[len(log):])
+        # The same flavor with dedicated CPUs lands on the retainer.
+        self.assertEqual(
+            'retainer', self.boot(self.retaining)['OS-EXT-SRV-ATTR:host'])

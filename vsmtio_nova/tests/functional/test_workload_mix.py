@@ -10,6 +10,7 @@ import collections
 from importlib import metadata
 
 import fixtures
+from oslo_utils import timeutils
 
 from nova.compute import resource_tracker
 from nova.scheduler import weights as nova_weights
@@ -250,7 +251,8 @@ class WorkloadMixTest(integrated_helpers._IntegratedTestBase):
         server = self.boot('auto', host='host2')
         self.admin_api.post_server_metadata(server['id'], {
             workload.MEASURED_CLASS_KEY: workload.sign_measured(
-                'agents-only', server['id'], 'io')})
+                'agents-only', server['id'], 'io', 'host2',
+                timeutils.utcnow_ts() + 600)})
         self._run_periodics()
         self.assertEqual('host2', self.host_of(self.boot('cpu')))
 
@@ -353,10 +355,16 @@ class ExtraSpecApiTest(integrated_helpers._IntegratedTestBase):
             self.put({'vsmtio:context_retention': 'true'})['extra_specs'])
 
     def test_bad_value_refused(self):
+        # The message is the contract parser's, the same function every
+        # run-time reader calls (vsmtio_contract.specs).
         self.assert_refused({workload.EXTRA_SPEC_WORKLOAD: 'gpu'},
-                            "'gpu' is not one of: io, cpu, auto")
+                            "vsmtio:workload must be one of io, cpu, auto, "
+                            "not 'gpu'")
+        self.assert_refused({workload.EXTRA_SPEC_WORKLOAD: 'IO'},
+                            "not 'IO'")
         self.assert_refused({'vsmtio:context_retention': 'sometimes'},
-                            "'sometimes' is not a valid boolean-like value")
+                            "vsmtio:context_retention must be a boolean "
+                            "(true or false), not 'sometimes'")
 
     def test_unknown_key_refused(self):
         self.assert_refused({'vsmtio:target_io_fraction': '0.5'},

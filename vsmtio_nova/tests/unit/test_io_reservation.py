@@ -36,10 +36,23 @@ class HonouredTest(test.NoDBTestCase):
 
     def test_unreserved_and_garbage(self):
         self.assertEqual((None, None, []), io_res.honoured({}))
-        # a hand-edited domain could hold anything: never a reservation
-        self.assertEqual((None, None, []), io_res.honoured({
+        # a hand-edited domain could hold anything: never a reservation,
+        # and the agent is told why
+        iops, bps, problems = io_res.honoured({
             io_res.EXTRA_SPEC_IOPS: 'lots',
-            'resources:CUSTOM_VSMTIO_IO_IOPS': '-3'}))
+            'resources:CUSTOM_VSMTIO_IO_IOPS': '-3'})
+        self.assertEqual((None, None), (iops, bps))
+        self.assertEqual(1, len(problems))
+        self.assertIn("'lots' is ignored", problems[0])
+
+    def test_what_the_api_refuses_reserves_nothing(self):
+        # Before: 2**31 was read as a reservation the API refuses.
+        for value in (str(2 ** 31), '0', '1.5'):
+            iops, _bps, problems = io_res.honoured({
+                io_res.EXTRA_SPEC_IOPS: value,
+                'resources:CUSTOM_VSMTIO_IO_IOPS': '100'})
+            self.assertIsNone(iops, value)
+            self.assertIn('nova-api refuses it', problems[0])
 
 
 class CapacityTest(test.NoDBTestCase):

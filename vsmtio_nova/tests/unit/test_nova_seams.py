@@ -20,8 +20,10 @@ import inspect
 import fixtures
 from oslo_utils.fixture import uuidsentinel as uuids
 
+from nova.api.validation.extra_specs import validators
 from nova.compute import resource_tracker
 from nova.compute import stats as compute_stats
+from nova import exception
 from nova import objects
 from nova.scheduler import host_manager
 from nova import test
@@ -31,7 +33,10 @@ from nova.virt import fake
 from nova.virt.libvirt import config as libvirt_config
 from nova.virt.libvirt import driver as libvirt_driver
 
+from vsmtio_contract import specs
+from vsmtio_contract import workload
 from vsmtio_nova.compute import stats
+from vsmtio_nova import extra_specs
 from vsmtio_nova.tests.unit import base
 from vsmtio_nova.tests.unit.virt import test_libvirt_driver
 from vsmtio_nova import virt
@@ -220,3 +225,35 @@ class HostStateSeamTest(SeamMixin, test.NoDBTestCase):
         state.update(compute=self.node(later, {'num_instances': '3'}))
         self.seam(self.SEAM, state.stats is not first,
                   'a refresh from a newer node keeps the old stats object')
+
+
+class ExtraSpecValidatorSeamTest(SeamMixin, test.NoDBTestCase):
+    """``ExtraSpecValidator.validate``: the one check nova-api calls.
+
+    The validators are a supported plugin point; that nova-api judges a
+    value by calling the registered object's ``validate(name, value)``,
+    which :class:`vsmtio_nova.extra_specs.ContractValidator` overrides with
+    the contract's parser, is not promised.
+    """
+
+    SEAM = 'ExtraSpecValidator.validate'
+
+    def test_nova_api_judges_by_our_validate(self):
+        key = workload.EXTRA_SPEC_WORKLOAD
+        self.seam(self.SEAM, isinstance(validators.VALIDATORS.get(key),
+                                        extra_specs.ContractValidator),
+                  'nova no longer keeps the registered validator objects')
+
+        def refuse(value):
+            raise specs.Invalid('refused by the contract')
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'vsmtio_contract.specs.PARSERS', dict(specs.PARSERS, **{
+                key: refuse})))
+        try:
+            validators.validate(key, 'io')   # nova's own enum accepts it
+            called = False
+        except exception.ValidationError as e:
+            called = 'refused by the contract' in str(e)
+        self.seam(self.SEAM, called,
+                  'nova-api no longer calls the validator\'s validate()')

@@ -16,7 +16,6 @@ class TestParse(testtools.TestCase):
 
     def test_unset_means_auto(self):
         self.assertIs(workload.WorkloadClass.AUTO, workload.parse(None))
-        self.assertIs(workload.WorkloadClass.AUTO, workload.parse(''))
         self.assertIs(workload.WorkloadClass.AUTO,
                       workload.from_extra_specs({}))
         self.assertIs(workload.WorkloadClass.AUTO,
@@ -25,7 +24,14 @@ class TestParse(testtools.TestCase):
     def test_declared_classes(self):
         self.assertIs(workload.WorkloadClass.IO,
                       workload.from_extra_specs({'vsmtio:workload': 'io'}))
-        self.assertIs(workload.WorkloadClass.CPU, workload.parse(' CPU '))
+        self.assertIs(workload.WorkloadClass.CPU, workload.parse('cpu'))
+
+    def test_what_the_api_refuses_is_never_reinterpreted(self):
+        # Before: ' CPU ' and 'IO' were read as cpu and io at run time,
+        # though nova-api refuses them; '' was read as auto.
+        for value in ('IO', ' CPU ', 'Io', '', 'io ', 1):
+            self.assertRaises(workload.InvalidWorkloadClass,
+                              workload.parse, value)
 
     def test_bad_value_names_the_key_and_choices(self):
         err = self.assertRaises(workload.InvalidWorkloadClass,
@@ -54,25 +60,53 @@ class TestNovaValidators(testtools.TestCase):
         self.assertIn('vsmtio:colour', str(err))
 
 
+NOW = 1800000000
+
+
 class MeasuredClassTest(testtools.TestCase):
 
+    def sign(self, cls='io', uuid='uuid-1', host='h1', expires=NOW + 600):
+        return workload.sign_measured('s', uuid, cls, host, expires)
+
     def test_signed_value_round_trips(self):
-        value = workload.sign_measured('s', 'uuid-1', 'cpu')
-        self.assertTrue(value.startswith('cpu:'))
+        value = self.sign('cpu')
+        self.assertTrue(value.startswith('cpu:%d:h1:' % (NOW + 600)))
         self.assertEqual(workload.WorkloadClass.CPU,
-                         workload.verify_measured('s', 'uuid-1', value))
+                         workload.verify_measured('s', 'uuid-1', value, 'h1',
+                                                  NOW))
+
+    def test_a_host_name_with_colons_still_parses(self):
+        value = self.sign(host='a:b')
+        self.assertEqual(workload.WorkloadClass.IO, workload.verify_measured(
+            's', 'uuid-1', value, 'a:b', NOW))
 
     def test_untrusted_values(self):
-        value = workload.sign_measured('s', 'uuid-1', 'io')
+        value = self.sign()
         for secret, uuid, v in (('s', 'uuid-2', value),   # copied
                                 ('t', 'uuid-1', value),   # other secret
                                 (None, 'uuid-1', value),  # no secret
                                 ('s', 'uuid-1', 'io'),    # unsigned
                                 ('s', 'uuid-1', 'gpu:00'),
                                 ('s', 'uuid-1', None),
-                                ('s', 'uuid-1', value.replace('io', 'cpu'))):
-            self.assertIsNone(workload.verify_measured(secret, uuid, v), v)
+                                ('s', 'uuid-1', value.replace('io', 'cpu')),
+                                # the expiry or host edited
+                                ('s', 'uuid-1', value.replace(
+                                    str(NOW + 600), str(NOW + 6000))),
+                                ('s', 'uuid-1', value.replace('h1', 'h2'))):
+            self.assertIsNone(
+                workload.verify_measured(secret, uuid, v, 'h1', NOW), v)
+
+    def test_other_host_expired_or_too_long_refused(self):
+        cases = ((self.sign(), 'h2', NOW, 'measured on h1'),
+                 (self.sign(), 'h1', NOW + 600, 'expired'),
+                 (self.sign(expires=NOW + workload.MAX_LIFETIME + 1), 'h1',
+                  NOW, 'beyond'))
+        for value, host, now, why in cases:
+            cls, reason = workload.check_measured('s', 'uuid-1', value,
+                                                  host, now)
+            self.assertIsNone(cls)
+            self.assertIn(why, reason)
 
     def test_auto_is_no_measurement(self):
-        value = workload.sign_measured('s', 'uuid-1', 'auto')
-        self.assertIsNone(workload.verify_measured('s', 'uuid-1', value))
+        self.assertIsNone(workload.verify_measured(
+            's', 'uuid-1', self.sign('auto'), 'h1', NOW))

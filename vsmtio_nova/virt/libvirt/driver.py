@@ -3,7 +3,7 @@
 Select it with ``compute_driver = vsmtio.VsmtioLibvirtDriver`` and run
 ``vsmtio-nova-compute`` (see :mod:`vsmtio_nova.virt`).  It behaves exactly
 like ``libvirt.LibvirtDriver`` except that the domain XML of an instance
-whose flavor or image asks for context retention lets the guest MWAIT
+whose flavor grants context retention lets the guest MWAIT
 (:mod:`vsmtio_nova.virt.libvirt.retention`); that of an instance whose
 flavor asks for the CPU balloon tells the guest its CPU cap
 (:mod:`vsmtio_nova.balloon`). A host able to give retention says so to
@@ -27,6 +27,7 @@ from nova import exception
 from nova.virt.libvirt import driver as libvirt_driver
 
 from vsmtio_nova import balloon
+from vsmtio_nova import capability
 from vsmtio_nova.virt.libvirt import balloon as balloon_xml
 from vsmtio_nova.virt.libvirt import retention
 from vsmtio_nova.virt import traits
@@ -41,8 +42,10 @@ class VsmtioLibvirtDriver(traits.RetentionTraitMixin,
 
     def _get_guest_xml(self, context, instance, network_info, disk_info,
                        image_meta, *args, **kwargs):
-        # Checked first, so a bad value fails the build before any work.
+        # Checked first, so a refusal fails the build before any work.
         wanted = retention.requested(instance)
+        if wanted:
+            self._check_dedicated(instance)
         if wanted and not self.retention[0]:
             # Never start it without what it asked for: at build time nova
             # reschedules to another of the request's hosts.
@@ -58,17 +61,33 @@ class VsmtioLibvirtDriver(traits.RetentionTraitMixin,
         # --- end CPU balloon ---
         if not wanted:
             return xml
-        topology = (instance.numa_topology
-                    if instance.obj_attr_is_set('numa_topology') else None)
-        if not topology or not topology.cpu_pinning_requested:
-            LOG.warning('Context retention on shared (unpinned) CPUs: the '
-                        'guest holds its CPUs while idle; give it dedicated '
-                        'or vsmtio-managed CPUs.', instance=instance)
         xml = retention.add_to_domain(xml)
         LOG.debug('Context retention: MWAIT exits disabled (%s), '
                   'hint-dedicated on', ' '.join(retention.QEMU_ARGS),
                   instance=instance)
         return xml
+
+    @staticmethod
+    def _check_dedicated(instance):
+        """Refuse retention on shared CPUs (a flavor past the filter).
+
+        The scheduler's ContextRetentionFilter refuses such a flavor; this
+        holds where it is not enabled. Not rescheduled: no host can honour
+        the flavor, so nova aborts the build with this reason as the fault.
+        """
+        topology = (instance.numa_topology
+                    if instance.obj_attr_is_set('numa_topology') else None)
+        pinned = topology is not None and topology.cpu_policy == \
+            capability.DEDICATED
+        if pinned and capability.flavor_dedicates_cpus(
+                instance.flavor.extra_specs):
+            return
+        raise exception.InvalidInput(
+            reason='context retention refused: %s=true needs dedicated CPUs '
+                   '(%s=%s in the flavor): a retaining guest holds its CPUs '
+                   'while idle' % (retention.EXTRA_SPEC,
+                                   capability.CPU_POLICY_SPEC,
+                                   capability.DEDICATED))
 
     # --- CPU balloon (xBalloon) ---
     @staticmethod

@@ -5,60 +5,60 @@ Context retention needs the guest's MWAIT to run on its hyperthread: QEMU
 ``<qemu:commandline>``) disables MWAIT exits (and HLT and PAUSE exits with
 them), and ``<kvm><hint-dedicated>`` tells
 the guest its vCPUs own their CPUs.  A guest started so holds its
-hyperthread while idle, so it is granted per instance, by the flavor
-(``vsmtio:context_retention``, validated by nova-api) or by the image
-(``vsmtio_context_retention``, which nova keeps in the instance's system
-metadata as ``image_vsmtio_context_retention``).
+hyperthread while idle, so only the operator grants it: the flavor's
+``vsmtio:context_retention`` (validated by nova-api), on a flavor that
+dedicates CPUs (``hw:cpu_policy=dedicated``; the scheduler's
+``ContextRetentionFilter`` refuses any other, and the driver refuses to
+start one that got past it). The image property
+``vsmtio_context_retention`` (kept by nova in the instance's system
+metadata as ``image_vsmtio_context_retention``) is the tenant's: it may ask
+and may decline (``false`` starts the guest without retention), but never
+enables it.
 """
 
 from lxml import etree
-from oslo_utils import strutils
+from oslo_log import log as logging
 
-from nova import exception
+from vsmtio_contract import specs
 
-from vsmtio_nova import extra_specs
+LOG = logging.getLogger(__name__)
 
-EXTRA_SPEC = extra_specs.EXTRA_SPEC_CONTEXT_RETENTION
-IMAGE_PROPERTY = 'vsmtio_context_retention'
+EXTRA_SPEC = specs.CONTEXT_RETENTION
+IMAGE_PROPERTY = specs.IMAGE_CONTEXT_RETENTION
 SYSMETA_KEY = 'image_' + IMAGE_PROPERTY
 QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0'
 QEMU_ARGS = ('-overcommit', 'cpu-pm=on')
-
-
-def _parse(value):
-    """True, False, or None when unset; ValueError when not a boolean."""
-    if value is None:
-        return None
-    return strutils.bool_from_string(value, strict=True)
+#: What the driver already said about an instance's image property.
+_SAID = specs.OnceEach()
 
 
 def requested(instance):
-    """Whether this instance's flavor or image asks for context retention.
+    """Whether this instance gets context retention: the flavor's say.
 
-    Raises ``InvalidInput`` for a bad flavor value (one that predates the
-    API validator) and ``ImageUnacceptable`` for a bad image value or a
-    flavor and image that disagree; nova aborts the build on both.
+    The flavor enables it; the image may only decline it. Values nova-api
+    would refuse are ignored with one warning (as every reader does,
+    :mod:`vsmtio_contract.specs`), never read as a request.
     """
-    try:
-        by_flavor = _parse(instance.flavor.extra_specs.get(EXTRA_SPEC))
-    except ValueError as e:
-        raise exception.InvalidInput(
-            reason='flavor extra spec %s: %s' % (EXTRA_SPEC, e))
-    image_id = instance.system_metadata.get('image_base_image_ref') or \
-        instance.image_ref
-    try:
-        by_image = _parse(instance.system_metadata.get(SYSMETA_KEY))
-    except ValueError as e:
-        raise exception.ImageUnacceptable(
-            image_id=image_id,
-            reason='image property %s: %s' % (IMAGE_PROPERTY, e))
-    if None not in (by_flavor, by_image) and by_flavor != by_image:
-        raise exception.ImageUnacceptable(
-            image_id=image_id,
-            reason='image property %s=%s conflicts with flavor extra spec '
-                   '%s=%s' % (IMAGE_PROPERTY, by_image, EXTRA_SPEC,
-                              by_flavor))
-    return bool(by_flavor or by_image)
+    subject = 'instance %s' % instance.uuid
+    by_flavor = specs.read(instance.flavor.extra_specs, EXTRA_SPEC,
+                           'flavor %s' % instance.flavor.name, LOG)
+    by_image = specs.read({IMAGE_PROPERTY: instance.system_metadata.get(
+        SYSMETA_KEY)}, IMAGE_PROPERTY, subject, LOG,
+        parsers=specs.IMAGE_PARSERS)
+    if by_image and not by_flavor:
+        if _SAID.first((instance.uuid, 'asks')):
+            LOG.warning('The image property %s=true asks for context '
+                        'retention, but only a flavor with %s=true enables '
+                        'it: starting the guest without it.', IMAGE_PROPERTY,
+                        EXTRA_SPEC, instance=instance)
+        return False
+    if by_flavor and by_image is False:
+        if _SAID.first((instance.uuid, 'declines')):
+            LOG.info('The image property %s=false declines the context '
+                     'retention its flavor allows: starting the guest '
+                     'without it.', IMAGE_PROPERTY, instance=instance)
+        return False
+    return bool(by_flavor)
 
 
 def add_to_domain(xml):

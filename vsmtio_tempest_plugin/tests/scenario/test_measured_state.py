@@ -38,16 +38,48 @@ class MeasuredStateTest(base.VsmtioBaseTest):
         self.assertEqual('kept', meta['owner-note'])
         ours = {k for k in meta if k.startswith('vsmtio:')}
         self.assertLessEqual(ours, KEYS)
-        cls, _sep, sig = meta[CLASS_KEY].partition(':')
+        # <class>:<expires>:<host>:<signature>
+        cls, _sep, rest = meta[CLASS_KEY].partition(':')
+        expires, _sep, rest = rest.partition(':')
+        signed_host, _sep, sig = rest.rpartition(':')
         self.assertIn(cls, ('io', 'cpu'))
+        self.assertGreater(int(expires), time.time())
         self.assertRegex(sig, '^[0-9a-f]{64}$')
+        on = self.admin_servers_client.show_server(
+            server['id'])['server']['OS-EXT-SRV-ATTR:host']
+        self.assertEqual(on, signed_host)
         secret = CONF.vsmtio.measured_class_secret
         if secret:
             from vsmtio_contract import workload
             self.assertEqual(cls, workload.verify_measured(
-                secret, server['id'], meta[CLASS_KEY]).value)
+                secret, server['id'], meta[CLASS_KEY], on,
+                time.time()).value)
         for key in KEYS - {CLASS_KEY, 'vsmtio:measured_at'}:
             if key in meta:   # absent: the host cannot measure it
                 self.assertGreaterEqual(float(meta[key]), 0.0)
         self.assertTrue(re.match(r'^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$',
                                  meta['vsmtio:measured_at']))
+
+    @decorators.attr(type=['scenario', 'negative'])
+    @decorators.idempotent_id('7a1c4e9b-3d2f-4b8a-a6e0-9c5d1f2b7e43')
+    def test_owner_written_state_is_repaired(self):
+        """The owner's forged class and rate are put right.
+
+        The agent repairs the keys it owns at its next round; the owner's
+        other keys (``vsmtio:foo`` too) are kept.
+        """
+        server = self.boot(self.vsmtio_flavor({}))
+        meta = self._wait_for_state(server['id'])
+        forged = {CLASS_KEY: 'io:9999999999:elsewhere:' + '0' * 64,
+                  'vsmtio:retention_rate': '0.999', 'vsmtio:foo': 'bar'}
+        self.servers_client.update_server_metadata(server['id'], forged)
+        deadline = time.monotonic() + CONF.vsmtio.publish_timeout
+        while time.monotonic() < deadline:
+            meta = self.servers_client.list_server_metadata(
+                server['id'])['metadata']
+            if meta.get(CLASS_KEY) != forged[CLASS_KEY]:
+                break
+            time.sleep(5)
+        self.assertNotEqual(forged[CLASS_KEY], meta.get(CLASS_KEY))
+        self.assertNotEqual('0.999', meta.get('vsmtio:retention_rate'))
+        self.assertEqual('bar', meta['vsmtio:foo'])

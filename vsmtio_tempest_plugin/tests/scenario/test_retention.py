@@ -1,4 +1,9 @@
-"""Retention flavors get the retention domain XML, or no host at all."""
+"""Retention flavors get the retention domain XML, or no host at all.
+
+Only a flavor with dedicated CPUs (``hw:cpu_policy=dedicated``) may ask:
+a retaining guest holds its CPUs while idle. Anything else is refused in
+scheduling, never started without what it asked for.
+"""
 
 from tempest import config
 from tempest.lib import decorators
@@ -8,7 +13,10 @@ from vsmtio_tempest_plugin.tests import host
 
 CONF = config.CONF
 TRAIT_SPEC = 'trait:CUSTOM_VSMTIO_CONTEXT_RETENTION'
-RETENTION = {'vsmtio:context_retention': 'true', TRAIT_SPEC: 'required'}
+RETENTION = {'vsmtio:context_retention': 'true', TRAIT_SPEC: 'required',
+             'hw:cpu_policy': 'dedicated'}
+#: Retention on shared CPUs: refused on every host, capable or not.
+SHARED = {'vsmtio:context_retention': 'true', TRAIT_SPEC: 'required'}
 
 
 class RetentionTest(base.VsmtioBaseTest):
@@ -43,10 +51,23 @@ class RetentionTest(base.VsmtioBaseTest):
         """
         if CONF.vsmtio.retention_capable:
             raise self.skipException('a compute host can give retention')
-        for specs in (RETENTION, {'vsmtio:context_retention': 'true'}):
+        for specs in (RETENTION, {'vsmtio:context_retention': 'true',
+                                  'hw:cpu_policy': 'dedicated'}):
             server = self.boot(self.vsmtio_flavor(specs), wait_until=None)
             self.assertIn('No valid host',
                           self.wait_for_fault(server['id']))
+
+    @decorators.attr(type=['scenario', 'negative'])
+    @decorators.idempotent_id('b3e9d2a7-5c1f-4d8b-9e6a-2f7c0a4d1e85')
+    def test_retention_on_shared_cpus_refused(self):
+        """A shared-CPU flavor asking for retention finds no host.
+
+        On any cloud, capable or not: the ContextRetentionFilter refuses
+        it (its log names ``hw:cpu_policy=dedicated``), so it never boots
+        with its vCPUs holding shared host CPUs while idle.
+        """
+        server = self.boot(self.vsmtio_flavor(SHARED), wait_until=None)
+        self.assertIn('No valid host', self.wait_for_fault(server['id']))
 
     @decorators.attr(type=['scenario'])
     @decorators.idempotent_id('8c2e5a1f-7b3d-4f9a-a0e6-4d1b9c7f3a58')

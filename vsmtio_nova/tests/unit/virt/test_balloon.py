@@ -89,7 +89,8 @@ class TestDomainXML(base.DomainXMLTestCase):
         self.assertEqual([], oem(self.xml({'vsmtio:cpu_balloon': 'true'})))
 
     def test_with_context_retention_too(self):
-        specs = dict(CAPPED, **{'vsmtio:context_retention': 'true'})
+        specs = dict(CAPPED, **{'vsmtio:context_retention': 'true',
+                                'hw:cpu_policy': 'dedicated'})
         xml = self.xml(specs)
         self.assertRetains(xml)
         self.assertEqual(['vsmtio:cpu_cap=50000/100000'], oem(xml))

@@ -32,14 +32,29 @@ from nova.virt.libvirt import driver as libvirt_driver
 
 from vsmtio_agent.tests import system_user
 from vsmtio_contract import kernel_abi
+from vsmtio_contract import specs
 from vsmtio_nova.virt.libvirt import driver
 from vsmtio_nova.virt.libvirt import retention
 
 QEMU = '{%s}' % retention.QEMU_NS
 
 
+#: What a retaining flavor carries: only dedicated CPUs may retain.
+DEDICATED = {'hw:cpu_policy': 'dedicated'}
+RETAINING = dict(DEDICATED, **{'vsmtio:context_retention': 'true'})
+
+
+def _pinned():
+    """The NUMA topology nova gives a dedicated 2-vCPU instance."""
+    return objects.InstanceNUMATopology(cells=[objects.InstanceNUMACell(
+        id=0, cpuset=set(), pcpuset={0, 1}, memory=2048,
+        cpu_policy='dedicated', cpu_pinning={0: 0, 1: 1},
+        cpuset_reserved=None)])
+
+
 def _instance(extra_specs=None, image_props=None):
     """A real Instance as compute holds it at spawn (nova's test shape)."""
+    extra_specs = dict(extra_specs or {})
     image_meta = {'id': uuids.image, 'disk_format': 'raw',
                   'properties': dict(image_props or {})}
     sysmeta = utils.get_system_metadata_from_image(image_meta)
@@ -54,7 +69,9 @@ def _instance(extra_specs=None, image_props=None):
         root_gb=10, ephemeral_gb=0, memory_mb=2048, vcpus=2,
         instance_type_id=flavor.id, flavor=flavor, old_flavor=None,
         new_flavor=None, system_metadata=sysmeta,
-        pci_devices=objects.PciDeviceList(), numa_topology=None,
+        pci_devices=objects.PciDeviceList(),
+        numa_topology=(_pinned() if extra_specs.get('hw:cpu_policy') ==
+                       'dedicated' else None),
         config_drive=None, vm_mode=None, kernel_id=None, ramdisk_id=None,
         os_type='linux', ephemeral_key_uuid=None, vcpu_model=None,
         host='fake-host', node='fake-node', task_state=None,
@@ -71,6 +88,9 @@ class DomainXMLTestCase(test.NoDBTestCase):
     def setUp(self):
         super().setUp()
         self.context = context.get_admin_context()
+        # What was said once is said again in each test.
+        specs.WARNED.clear()
+        retention._SAID.clear()
         tmp = self.useFixture(fixtures.TempDir()).path
         self.flags(instances_path=tmp)
         self.flags(snapshots_directory=tmp, group='libvirt')
@@ -133,36 +153,48 @@ class TestDomainXML(DomainXMLTestCase):
 
     def test_flavor_true_lets_the_guest_mwait(self):
         for value in ('true', 'True', '1', 'yes'):
-            self.assertRetains(
-                self.xml({'vsmtio:context_retention': value}))
+            self.assertRetains(self.xml(
+                dict(DEDICATED, **{'vsmtio:context_retention': value})))
 
     def test_flavor_false_changes_nothing(self):
         self.assertPlain(self.xml({'vsmtio:context_retention': 'false'}))
 
-    def test_image_property_lets_the_guest_mwait(self):
-        self.assertRetains(
-            self.xml(image_props={'vsmtio_context_retention': 'true'}))
+    def test_image_property_alone_never_enables(self):
+        # Before: the image property alone gave the guest cpu-pm=on, on
+        # shared CPUs, with a warning. Only the flavor enables it now.
+        for extra in ({}, DEDICATED, {'vsmtio:context_retention': 'false'}):
+            self.assertPlain(self.xml(
+                extra, image_props={'vsmtio_context_retention': 'true'}))
+        self.assertIn('only a flavor with vsmtio:context_retention=true '
+                      'enables it', self.stdlog.logger.output)
 
-    def test_image_false_changes_nothing(self):
+    def test_image_false_declines_what_the_flavor_allows(self):
+        self.assertPlain(
+            self.xml(RETAINING, {'vsmtio_context_retention': 'no'}))
         self.assertPlain(
             self.xml(image_props={'vsmtio_context_retention': 'no'}))
 
     def test_flavor_and_image_agreeing(self):
         self.assertRetains(self.xml(
-            {'vsmtio:context_retention': 'true'},
-            {'vsmtio_context_retention': 'true'}))
+            RETAINING, {'vsmtio_context_retention': 'true'}))
+
+    def test_shared_cpus_refused_not_degraded(self):
+        # Before: started with cpu-pm=on on shared CPUs, a warning logged.
+        # InvalidInput: nova aborts the build, the reason is the fault.
+        e = self.assertRaises(exception.InvalidInput, self.xml,
+                              {'vsmtio:context_retention': 'true'})
+        self.assertIn('needs dedicated CPUs (hw:cpu_policy=dedicated',
+                      str(e))
 
     def test_the_result_still_parses_as_nova_s_guest_config(self):
-        root = self.assertRetains(
-            self.xml({'vsmtio:context_retention': 'true'}))
+        root = self.assertRetains(self.xml(RETAINING))
         self.assertEqual('kvm', root.get('type'))
         self.assertIsNotNone(root.find('features/acpi'))
         self.assertIsNotNone(root.find('devices/disk'))
 
     def test_kvm_hidden_and_hint_share_one_kvm_element(self):
         root = self.assertRetains(self.xml(
-            {'vsmtio:context_retention': 'true',
-             'hw:hide_hypervisor_id': 'true'}))
+            dict(RETAINING, **{'hw:hide_hypervisor_id': 'true'})))
         kvm = root.find('features/kvm')
         self.assertEqual(['hidden', 'hint-dedicated'],
                          [child.tag for child in kvm])
@@ -171,15 +203,14 @@ class TestDomainXML(DomainXMLTestCase):
         # ComputeResourcesUnavailable: nova-compute reschedules the build.
         self.flags(virt_type='qemu', group='libvirt')
         e = self.assertRaises(exception.ComputeResourcesUnavailable,
-                              self.xml, {'vsmtio:context_retention': 'true'})
+                              self.xml, RETAINING)
         self.assertIn('virt_type is qemu', str(e))
 
     def test_stock_kernel_refuses_rather_than_start_without(self):
         for abi in (None, '7\n'):
             self.flags(sysfs_root=self.sysfs(abi), group='vsmtio')
             e = self.assertRaises(
-                exception.ComputeResourcesUnavailable, self.xml,
-                image_props={'vsmtio_context_retention': 'true'})
+                exception.ComputeResourcesUnavailable, self.xml, RETAINING)
             self.assertIn('context retention asked for, but this host '
                           'cannot give it', str(e))
 
@@ -190,27 +221,24 @@ class TestDomainXML(DomainXMLTestCase):
 
 class TestBadValues(DomainXMLTestCase):
 
-    def test_bad_image_value_refused_at_spawn(self):
-        e = self.assertRaises(
-            exception.ImageUnacceptable, self.xml,
-            image_props={'vsmtio_context_retention': 'maybe'})
-        self.assertIn('vsmtio_context_retention', str(e))
-        self.assertIn(uuids.image, str(e))
+    """A value nova-api refuses is ignored with one warning, never read.
 
-    def test_bad_flavor_value_refused_at_spawn(self):
-        # Flavors made before the validator was installed, or through
-        # microversions older than 2.86, can still hold one.
-        e = self.assertRaises(
-            exception.InvalidInput, self.xml,
-            {'vsmtio:context_retention': 'sometimes'})
-        self.assertIn('vsmtio:context_retention', str(e))
+    Flavors made before the validator was installed, or through
+    microversions older than 2.86, can still hold one; nova does not
+    validate image properties at all.
+    """
 
-    def test_flavor_and_image_disagreeing_refused(self):
-        e = self.assertRaises(
-            exception.ImageUnacceptable, self.xml,
-            {'vsmtio:context_retention': 'false'},
-            {'vsmtio_context_retention': 'true'})
-        self.assertIn('conflicts', str(e))
+    def test_bad_image_value_ignored(self):
+        self.assertRetains(self.xml(
+            RETAINING, {'vsmtio_context_retention': 'maybe'}))
+        self.assertIn("Ignoring vsmtio_context_retention of instance",
+                      self.stdlog.logger.output)
+
+    def test_bad_flavor_value_ignored(self):
+        self.assertPlain(self.xml(
+            dict(DEDICATED, **{'vsmtio:context_retention': 'sometimes'})))
+        self.assertIn('Ignoring vsmtio:context_retention of flavor m1.small',
+                      self.stdlog.logger.output)
 
     def test_nova_api_validator_refuses_bad_flavor_value(self):
         validators.validate('vsmtio:context_retention', 'true')
@@ -321,7 +349,7 @@ class TestRealLibvirt(DomainXMLTestCase):
             conn.close()
 
     def test_libvirt_keeps_both_elements(self):
-        kept = self._define(self.xml({'vsmtio:context_retention': 'true'}))
+        kept = self._define(self.xml(RETAINING))
         root = etree.fromstring(kept)
         self.assertEqual(['-overcommit', 'cpu-pm=on'],
                          [a.get('value') for a in

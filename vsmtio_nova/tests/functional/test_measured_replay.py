@@ -1,0 +1,144 @@
+"""A replayed measured class is not trusted once superseded or expired.
+
+nova's functional harness (API, scheduler, placement, three computes with
+``MixStats``) and the agent's real :class:`~vsmtio_agent.publish.Publisher`
+writing through nova's own API: the instance's owner writes back an earlier
+value the agent signed. The agent's next round reads it back and puts its
+own value back (superseded); a value past its expiry counts for nothing
+whatever happens (expired). The computes' periodic recount shows what each
+host counts. Wall-clock time is nova's ``timeutils`` override for the
+computes and the same clock for the agent.
+"""
+
+import datetime
+import time
+
+from oslo_config import cfg
+from oslo_utils import timeutils
+
+from nova import context as nova_context
+from nova import objects
+
+from vsmtio_agent.conf import agent as conf_agent
+from vsmtio_agent.conf import publish as conf_publish
+from vsmtio_agent import publish
+from vsmtio_contract import workload
+from vsmtio_nova.compute import stats as mix_stats
+from vsmtio_nova.tests.functional import test_workload_mix
+
+SECRET = 'agents-and-computes-only'
+KEY = workload.MEASURED_CLASS_KEY
+
+
+def utc(seconds):
+    """nova's naive UTC datetime of a time stamp."""
+    return datetime.datetime.fromtimestamp(
+        seconds, datetime.timezone.utc).replace(tzinfo=None)
+
+
+class HarnessClient(object):
+    """The publisher's three compute API calls, through nova's harness."""
+
+    def __init__(self, api):
+        self.api = api
+
+    def metadata(self, server):
+        return self.api.api_get(
+            '/servers/%s/metadata' % server).body['metadata']
+
+    def update(self, server, items):
+        self.api.post_server_metadata(server, items)
+
+    def delete(self, server, key):
+        self.api.delete_server_metadata(server, key)
+
+
+class MeasuredReplayTest(test_workload_mix.WorkloadMixTest):
+
+    def setUp(self):
+        super().setUp()
+        self.flags(measured_class_secret=SECRET, group='vsmtio')
+        # From now on, so that the services still look alive to the
+        # scheduler at each boot (each test boots before time moves).
+        self.now = int(time.time())
+        timeutils.set_time_override(utc(self.now))
+        self.addCleanup(timeutils.clear_time_override)
+        conf = cfg.ConfigOpts()
+        conf_agent.register_opts(conf)
+        conf_publish.register_opts(conf)
+        conf([], default_config_files=[])
+        for name, value in (('measured_class_secret', SECRET),
+                            ('measured_class_lifetime', 600),
+                            ('interval', 60), ('host', 'host2')):
+            conf.set_override(name, value, group='vsmtio_publish')
+        self.agent = publish.Publisher(
+            conf, client=HarnessClient(self.admin_api),
+            clock=lambda: self.now, wallclock=lambda: self.now)
+
+    # The wiring of WorkloadMixTest's own scenarios is not this test's.
+    for _name in dir(test_workload_mix.WorkloadMixTest):
+        if _name.startswith('test_'):
+            locals()[_name] = None
+    del _name
+
+    def later(self, seconds):
+        self.now += seconds
+        timeutils.set_time_override(utc(self.now))
+
+    def agent_measures(self, server, cls):
+        self.agent.publish({server['id']: {KEY: cls}})
+
+    def host2_counts(self):
+        """(io, cpu) vCPUs host2's compute counts after its recount."""
+        self._run_periodics()
+        node = objects.ComputeNode.get_by_host_and_nodename(
+            nova_context.get_admin_context(), 'host2', 'host2')
+        return (int(node.stats.get(mix_stats.IO_VCPUS)),
+                int(node.stats.get(mix_stats.CPU_VCPUS)))
+
+    def test_replayed_value_superseded_then_expired(self):
+        server = self.boot('auto', host='host2')
+        self.agent_measures(server, 'io')
+        earlier = self.api.get_server(server['id'])['metadata'][KEY]
+        self.assertEqual((2, 0), self.host2_counts())
+
+        # A minute later the agent measures cpu and writes it.
+        self.later(60)
+        self.agent_measures(server, 'cpu')
+        self.assertEqual((0, 2), self.host2_counts())
+
+        # The owner writes the earlier io back (its own server: allowed).
+        self.api.post_server_metadata(server['id'], {KEY: earlier})
+        # Until the agent's next round it still verifies (same instance,
+        # host, unexpired): the window a replay has is one interval...
+        self.assertEqual((2, 0), self.host2_counts())
+        self.later(60)
+        self.agent_measures(server, 'cpu')
+        # ... then the agent has read it back and put its own value back.
+        self.assertNotEqual(
+            earlier, self.api.get_server(server['id'])['metadata'][KEY])
+        self.assertEqual((0, 2), self.host2_counts())
+
+        # Past the earlier value's expiry, with no agent to repair it (the
+        # agent is stopped; its own cpu value expires too): the replay
+        # counts for nothing, and the instance counts as declared (auto).
+        self.later(600)
+        self.api.post_server_metadata(server['id'], {KEY: earlier})
+        log = len(self.stdlog.logger.output)
+        self.assertEqual((0, 0), self.host2_counts())
+        self.assertIn('expired', self.stdlog.logger.output[log:])
+
+    def test_a_class_signed_for_another_host_is_not_counted(self):
+        server = self.boot('auto', host='host2')
+        self.api.post_server_metadata(server['id'], {
+            KEY: workload.sign_measured(SECRET, server['id'], 'io', 'host1',
+                                        self.now + 600)})
+        self.assertEqual((0, 0), self.host2_counts())
+        self.assertIn('measured on host1', self.stdlog.logger.output)
+
+    def test_the_agent_re_asserts_before_expiry(self):
+        server = self.boot('auto', host='host2')
+        for _ in range(12):   # twelve minutes of rounds, lifetime ten
+            self.agent_measures(server, 'io')
+            self.assertEqual((2, 0), self.host2_counts())
+            self.later(60)
