@@ -93,22 +93,52 @@ action_opts = [
                     'measures both).'),
     cfg.IntOpt('mist_rt_runtime_us',
                default=400000, min=1000, max=1000000,
-               help='On hosts with real-time group scheduling (the '
-                    'thread\'s cpu cgroup has ``cpu.rt_runtime_us``), the '
-                    'real-time runtime granted to each cpu cgroup of a '
-                    'protected domain (libvirt gives each vCPU and the '
-                    'emulator one) per real-time period '
-                    '(``sched_rt_period_us``, 1 s by default); their '
+               help='The most real-time runtime a protected domain gets '
+                    'per real-time period (``cpu.rt_period_us``, 1 s by '
+                    'default), on hosts with real-time group scheduling '
+                    '(the thread\'s cpu cgroup has ``cpu.rt_runtime_us``). '
+                    'Below this ceiling each domain gets what its '
+                    'reservation needs (``mist_rt_us_per_request`` and '
+                    '``mist_rt_us_per_mib``), at least 1 ms, split evenly '
+                    'over its cgroups that hold real-time threads; their '
                     'parents get the sum, which the host caps at '
                     '``kernel.sched_rt_runtime_us`` (a grant beyond it '
                     'fails and that domain gets the cpu shares fallback). '
-                    'A throttled real-time thread waits for the next '
-                    'period instead of falling back to CFS, so size it to '
-                    'what the reserved I/O needs (the MIST paper profiles '
-                    'IOPS against runtime). Without group scheduling the '
-                    'host-wide ``kernel.sched_rt_runtime_us`` bounds RT '
-                    'threads, and a host where that is -1 (unbounded) '
-                    'gets the fallback.'),
+                    'Never more than the period less '
+                    '``mist_rt_min_other_share``. A throttled real-time '
+                    'thread waits for the next period instead of falling '
+                    'back to CFS.'),
+    cfg.FloatOpt('mist_rt_us_per_request',
+                 default=100.0, min=1.0, max=100000.0,
+                 help='CPU time (µs) a protected domain\'s threads are '
+                      'granted at real-time priority for each reserved '
+                      'request per second (``vsmtio:io_reservation_iops``)'
+                      ': the guest\'s I/O path on its vCPU and QEMU\'s '
+                      'submission and completion, with headroom. Used only '
+                      'with real-time group scheduling. Size it from the '
+                      'host\'s own CPU time per request under load (the '
+                      'MIST paper profiles IOPS against runtime); too '
+                      'small a budget throttles the VM it protects.'),
+    cfg.FloatOpt('mist_rt_us_per_mib',
+                 default=1000.0, min=1.0, max=1000000.0,
+                 help='CPU time (µs) granted at real-time priority for '
+                      'each reserved MiB per second '
+                      '(``vsmtio:io_reservation_mib_per_s``), beside '
+                      '``mist_rt_us_per_request``. Used only with '
+                      'real-time group scheduling.'),
+    cfg.FloatOpt('mist_rt_min_other_share',
+                 default=0.05, min=0.01, max=0.9,
+                 help='The least share of each real-time period that '
+                      'real-time threads must leave to normal tasks on '
+                      'every CPU. A domain\'s grant never exceeds the '
+                      'period less this share; on hosts without real-time '
+                      'group scheduling (where only the host-wide '
+                      '``kernel.sched_rt_runtime_us`` bounds real-time '
+                      'threads) MIST uses real time only if that bound '
+                      'leaves at least this share (the kernel\'s default, '
+                      '950000 of 1000000 us, leaves 5%), and the cpu '
+                      'shares fallback otherwise: a runtime equal to the '
+                      'period, or -1, is never accepted.'),
     cfg.FloatOpt('mist_cpu_shares_factor',
                  default=4.0, min=1.0, max=64.0,
                  help='The fallback where the host grants no real-time '

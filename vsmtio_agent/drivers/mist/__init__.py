@@ -103,7 +103,8 @@ class MistHost(object):
         if entry.pid and entry.tids:
             try:
                 # every period: a vCPU thread may have been added
-                self.cpu.rt_threads(entry, log)
+                self.cpu.rt_threads(entry, self.meter.reserved(entry.uuid),
+                                    log)
                 held[CPU] = 'rt'
                 return
             except act_base.ActuatorError as exc:
@@ -234,7 +235,8 @@ class MistHost(object):
                              self.opts.mist_clear_periods)]
         # as for a guest's thread: libvirt puts them below the root group
         mode, why = rt.rt_mode(self.opts.procfs_root, self.cpu.cgroup_root,
-                               'machine' if self.cpu.runtime else None)
+                               'machine' if self.cpu.runtime else None,
+                               self.opts.mist_rt_min_other_share)
         (caps if mode else []).append('MIST cpu: %s' % why)
         missing = [] if mode else ['MIST real-time: %s (fallback: cpu '
                                    'shares x%.1f)'

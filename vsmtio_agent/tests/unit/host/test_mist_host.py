@@ -266,3 +266,68 @@ class TestUnadmittedReservation(testtools.TestCase):
         drv = libvirt_driver.LibvirtHostDriver(conf)
         self.addCleanup(drv.close)
         self.assertFalse(drv.sample().domains[uid].reservation.reserved)
+
+
+class TestRtBudgetPerReservation(testtools.TestCase):
+    """Each protected domain's cgroups get what its reservation needs.
+
+    On a copy of a cgroup v1 cpu tree with RT group scheduling (no kernel
+    here has it). The threads are named, not made real-time: raising
+    real threads to SCHED_RR is the functional test's, on a real guest.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.sysfs = self.useFixture(host_fixtures.FakeSysfs(cores=2))
+        self.cg = self.useFixture(acts.FakeCgroups())
+        os.makedirs(os.path.join(self.sysfs.root, 'fs'), exist_ok=True)
+        os.symlink(self.cg.root, os.path.join(self.sysfs.root, 'fs/cgroup'))
+        proc = self.useFixture(fixtures.TempDir()).path
+        host_fixtures.write(os.path.join(
+            proc, 'sys/kernel/sched_rt_period_us'), '1000000\n')
+        self.conf = host_fixtures.make_conf(
+            self, sysfs_root=self.sysfs.root, procfs_root=proc)
+        from vsmtio_agent.actuators import checkpoint
+        from vsmtio_agent.drivers.mist import cpu
+        self.record = checkpoint.Checkpoint(
+            self.conf.vsmtio_agent.checkpoint_path)
+        self.cpu = cpu.CpuProtection(self.conf.vsmtio_agent, self.record)
+
+    def protect(self, uuid, groups, reservation):
+        self.cpu._threads[uuid] = {'1/%d' % i: g for i, g in
+                                   enumerate(groups)}
+        self.cpu._reserved[uuid] = reservation
+
+    def test_runtime_follows_the_reservation(self):
+        # issue 31.2: every vCPU cgroup got mist_rt_runtime_us (400 ms of
+        # each second) whatever the domain had reserved
+        self.protect('a', ['machine/dom-a/vcpu0', 'machine/dom-a/vcpu1'],
+                     model.Reservation(iops=500))
+        self.protect('b', ['machine/dom-b/vcpu0'],
+                     model.Reservation(iops=2000))
+        self.cpu.grant()
+        # 500 IOPS x 100 us = 50 ms a second, split over two cgroups
+        self.assertEqual(25000, self.cg.value('machine/dom-a/vcpu0'))
+        self.assertEqual(25000, self.cg.value('machine/dom-a/vcpu1'))
+        self.assertEqual(50000, self.cg.value('machine/dom-a'))
+        self.assertEqual(200000, self.cg.value('machine/dom-b/vcpu0'))
+        self.assertEqual(250000, self.cg.value('machine'))
+        self.assertEqual({'a': (50000, 50000), 'b': (200000, 200000)},
+                         self.cpu.budgets)
+        # the ceiling per domain, never the whole period
+        self.conf.set_override('mist_rt_runtime_us', 1000000,
+                               group='vsmtio_agent')
+        self.protect('b', ['machine/dom-b/vcpu0'],
+                     model.Reservation(iops=20000))
+        self.cpu.grant()
+        self.assertEqual(950000, self.cg.value('machine/dom-b/vcpu0'))
+        # released: the groups go back, children first
+        self.cpu.release_threads('b', _Log())
+        self.cpu.release_threads('a', _Log())
+        self.assertEqual(0, self.cg.value('machine'))
+        self.assertEqual(0, self.cg.value('machine/dom-b/vcpu0'))
+
+
+class _Log:
+    def note(self, text):
+        pass
