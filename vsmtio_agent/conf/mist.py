@@ -1,6 +1,7 @@
 """Options of the ``[vsmtio_agent]`` group for MIST (I/O protection)."""
 
 from oslo_config import cfg
+from oslo_config import types as oslo_types
 
 from vsmtio_agent.conf import agent
 from vsmtio_agent.conf import types
@@ -15,6 +16,10 @@ BLOCK_IRQ_PATTERN = (r'^(virtio\d+-req(uests|\.\d+)|nvme\d+q\d+|ahci.*|'
 NET_IRQ_PATTERN = (r'^(virtio\d+-(input|output)\.\d+|'
                    r'(eth\d+|en[a-z0-9]+|mlx\d+|mlx5_comp\d+|i40e|ixgbe|'
                    r'ice|bnxt_en|igb|e1000e?)([-_@].*)?)$')
+
+# IRQ numbers are the kernel's descriptors (nr_irqs): far below this on any
+# host, so a larger number is a typo.
+MAX_IRQ = 1 << 20
 
 detection_opts = [
     cfg.BoolOpt('mist',
@@ -155,12 +160,31 @@ action_opts = [
                     'proportional I/O scheduler (BFQ).'),
     cfg.BoolOpt('mist_irq_separation',
                 default=True,
-                help='While a VM is protected, move block-device and '
-                     'network interrupts (those matching '
-                     '``mist_block_irq_pattern`` and '
-                     '``mist_net_irq_pattern``) to disjoint host CPUs. '
-                     'Only the IRQs moved are recorded and restored; no '
-                     'other IRQ is touched.'),
+                help='While a VM is protected, move the interrupts that '
+                     'serve its I/O (``mist_irq_scope``) so that block and '
+                     'network interrupts go to disjoint host CPUs. Only '
+                     'the IRQs moved are recorded and restored, each only '
+                     'while it still serves the device it served when '
+                     'moved; no other IRQ is touched. While irqbalance '
+                     'runs, only the IRQs its command line bans '
+                     '(``--banirq``) are moved: irqbalance would move any '
+                     'other back within seconds.'),
+    cfg.StrOpt('mist_irq_scope',
+               default='domain', choices=[
+                   ('domain', 'the host-side interrupts of the protected '
+                    'domains\' disks (the block device under a file or '
+                    'block source) and NICs (the physical ports under the '
+                    'bridge, bond or macvtap of their interfaces)'),
+                   ('pattern', 'every IRQ whose action names match '
+                    '``mist_block_irq_pattern`` or '
+                    '``mist_net_irq_pattern``: a configured set, host-wide '
+                    'as in the MIST paper\'s evaluation')],
+               help='Which interrupts MIST moves while a VM is protected.'),
+    cfg.ListOpt('mist_irq_ban',
+                item_type=oslo_types.Integer(min=0, max=MAX_IRQ),
+                default=[],
+                help='IRQ numbers MIST never moves, whatever '
+                     '``mist_irq_scope`` finds (e.g. ``24,26``).'),
     cfg.Opt('mist_block_irq_cpus',
             type=types.CpuList(),
             help='Host CPUs (e.g. ``0`` or ``0-1``) that block-device '

@@ -16,11 +16,13 @@ hysteresis, on real counters.
 
 Interrupt separation cannot be exercised on these machines: the host
 refuses IRQ affinity writes (EPERM, seen on every IRQ); the test checks
-that the agent reports it and records nothing for it.
+that the agent planned only the IRQs of the controller under the reader's
+disk image, and that it reports the refusal and records nothing.
 """
 
 import json
 import os
+import re
 
 import fixtures
 import testtools
@@ -95,6 +97,20 @@ class TestMistOnRealGuests(testtools.TestCase):
                 with open(path) as f:
                     out[group] = int(f.read())
         return out
+
+    def disk_controller_irqs(self):
+        """IRQs whose chip names the PCI device under the reader's disk."""
+        dev = os.stat(self.reader.dir).st_dev
+        node = os.path.realpath('/sys/dev/block/%d:%d'
+                                % (os.major(dev), os.minor(dev)))
+        pci = [p for p in node.split('/')
+               if re.match(r'^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$',
+                           p)]
+        if not pci:
+            return set()
+        with open('/proc/interrupts') as f:
+            return {int(line.split(':')[0]) for line in f
+                    if line.strip()[:1].isdigit() and pci[-1] in line}
 
     def tick_until(self, agent, what, predicate, limit=60):
         """Tick until ``predicate(decision)``; the periods it took."""
@@ -186,7 +202,13 @@ class TestMistOnRealGuests(testtools.TestCase):
                 '%d/%d' % (self.pid, t) for t in self.vcpus.values()})
         self.assertIn('weight', saved['domains'][self.reader.uuid][
             'blkio_weight'])
-        # interrupts: refused by this host, reported, nothing recorded
+        # interrupts: only those of the controller under the reader's
+        # disk image (its PCI address in /proc/interrupts' chip column),
+        # none of the spinner's or the host's other devices; the host
+        # refuses the move, which is reported and leaves nothing recorded
+        self.assertEqual(self.disk_controller_irqs(),
+                         set(agent.driver.mist.irq_plan))
+        self.assertIn(mist_host.IRQ, agent.driver.mist.unsupported)
         self.assertNotIn('mist_irq_affinity', kept)
 
         # held, then released once the calm lasts 4 periods

@@ -98,6 +98,69 @@ class TestIrq(testtools.TestCase):
         self.assertEqual([], self.act.restore_all())
         self.assertEqual([], self.record.keys(self.act.kind))
 
+    def test_the_original_carries_the_irqs_identity(self):
+        self.act.move(36, {0}, 'virtio1-req.0')
+        self.assertEqual({'cpus': '0-3', 'actions': 'virtio1-req.0'},
+                         self.record.original(self.act.kind, '36'))
+
+    def test_restore_after_hotplug_writes_no_other_devices_irq(self):
+        # issue 31.7: the disk is unplugged and IRQ 36 goes to a new NIC
+        self.act.move(36, {0}, 'virtio1-req.0')
+        write(os.path.join(self.fake.root, 'interrupts'), INTERRUPTS.replace(
+            'virtio1-req.0', 'virtio7-input.0'))
+        write(self.fake.affinity_file(36), '2\n')      # the NIC's own
+        with fixtures.FakeLogger() as logged:
+            self.assertEqual([], self.act.restore_all())
+        self.assertEqual('2', self.fake.affinity(36))
+        self.assertEqual([], self.record.keys(self.act.kind))
+        self.assertIn("IRQ 36 serves 'virtio7-input.0' now, not "
+                      "'virtio1-req.0'", logged.output)
+
+    def test_restore_of_an_irq_that_is_gone_from_the_list(self):
+        self.act.move(36, {0}, 'virtio1-req.0')
+        write(os.path.join(self.fake.root, 'interrupts'), '\n'.join(
+            line for line in INTERRUPTS.splitlines()
+            if not line.startswith(' 36:')))
+        self.assertEqual([], self.act.restore_all())
+        self.assertEqual('0', self.fake.affinity(36))
+        self.assertEqual([], self.record.keys(self.act.kind))
+
+    def test_an_irq_that_changed_hands_is_not_moved(self):
+        e = self.assertRaises(base.ActuatorError, self.act.move, 36, {0},
+                              'virtio9-req.0')
+        self.assertIn('not moved', str(e))
+        self.assertEqual('0-3', self.fake.affinity(36))
+        self.assertEqual([], self.record.keys(self.act.kind))
+
+    def test_an_earlier_agents_record_is_restored_as_kept(self):
+        self.record.record(self.act.kind, '36', '1')
+        self.assertEqual([], self.act.restore_all())
+        self.assertEqual('1', self.fake.affinity(36))
+
+
+class TestIrqbalance(testtools.TestCase):
+
+    def proc(self, pid, comm, argv):
+        write(os.path.join(self.root, str(pid), 'comm'), comm + '\n')
+        with open(os.path.join(self.root, str(pid), 'cmdline'), 'wb') as f:
+            f.write(b'\0'.join(a.encode() for a in argv) + b'\0')
+
+    def setUp(self):
+        super().setUp()
+        self.root = self.useFixture(fixtures.TempDir()).path
+        self.proc(1, 'systemd', ['/sbin/init'])
+        write(os.path.join(self.root, 'interrupts'), INTERRUPTS)
+
+    def test_none_running(self):
+        self.assertIsNone(irq.irqbalance(self.root))
+
+    def test_running_with_its_banned_irqs(self):
+        self.proc(812, 'irqbalance',
+                  ['/usr/sbin/irqbalance', '--foreground', '--banirq=36',
+                   '-i', '38', '-i39', '--banirq', '40', '--banirq=x'])
+        self.assertEqual((812, {36, 38, 39, 40}),
+                         irq.irqbalance(self.root))
+
 
 class TestThreadPolicy(testtools.TestCase):
 
@@ -346,7 +409,8 @@ class TestOneRecordForMist(testtools.TestCase):
         act.move(36, {0})
         again = checkpoint.Checkpoint(self.path, 'b1')
         self.assertTrue(again.load())
-        self.assertEqual('0-3', again.original(act.kind, '36'))
+        self.assertEqual({'cpus': '0-3', 'actions': 'virtio1-req.0'},
+                         again.original(act.kind, '36'))
         irq.IrqAffinity(again, fake.root).restore_all()
         again.save()
         self.assertEqual('0-3', fake.affinity(36))

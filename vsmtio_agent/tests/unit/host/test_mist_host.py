@@ -35,8 +35,66 @@ NOVA_XML = """<domain type='test'>
     </nova:instance>
   </metadata>
   <memory>65536</memory><vcpu>2</vcpu>
-  <os><type>hvm</type></os>
+  <os><type>hvm</type></os>%(devices)s
 </domain>"""
+
+DEVICES_XML = """
+  <devices>
+    <disk type='file' device='disk'>
+      <source file='%(disk)s'/><target dev='vda' bus='virtio'/>
+    </disk>
+    <interface type='bridge'>
+      <source bridge='br0'/><target dev='tap1'/>
+    </interface>
+  </devices>"""
+
+
+def link(path, target):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    os.symlink(target, path)
+
+
+class FakeDevices(fixtures.Fixture):
+    """A sysfs tree of a host's disk and NIC controllers (virtio, PCI).
+
+    Laid out as the kernel does (``/sys/dev/block/M:m`` and
+    ``/sys/class/net`` point into ``/sys/devices``): the disk controller
+    at 0000:00:02.0 raises IRQs 35 and 36, the NIC at 0000:00:03.0 IRQs
+    37-39; a device-mapper volume sits on the disk's partition, and bridge
+    br0 joins the physical eth0 with two VMs' taps.
+    """
+
+    def __init__(self, sysfs_root, disk_dev):
+        super().__init__()
+        self.root, self.disk_dev = sysfs_root, disk_dev
+
+    def _setUp(self):
+        pci = os.path.join(self.root, 'devices/pci0000:00')
+        for dev, irqs in (('0000:00:02.0', (35, 36)),
+                          ('0000:00:03.0', (37, 38, 39))):
+            for n in irqs:
+                host_fixtures.write(os.path.join(pci, dev, 'msi_irqs',
+                                                 str(n)), 'msix\n')
+            host_fixtures.write(os.path.join(pci, dev, 'irq'), '11\n')
+        vda = os.path.join(pci, '0000:00:02.0/virtio1/block/vda')
+        os.makedirs(os.path.join(vda, 'vda1'))
+        dm = os.path.join(self.root, 'devices/virtual/block/dm-0')
+        link(os.path.join(dm, 'slaves/vda1'), os.path.join(vda, 'vda1'))
+        major, minor = self.disk_dev
+        link(os.path.join(self.root, 'dev/block/%d:%d' % (major, minor)),
+             '../../devices/virtual/block/dm-0')
+        net = os.path.join(self.root, 'class/net')
+        link(os.path.join(net, 'eth0/device'),
+             '../../../devices/pci0000:00/0000:00:03.0')
+        for name in ('br0', 'tap1', 'tap2', 'lo'):
+            os.makedirs(os.path.join(net, name), exist_ok=True)
+        for a, b in (('br0', 'eth0'), ('br0', 'tap1'), ('br0', 'tap2')):
+            link(os.path.join(net, a, 'lower_' + b), '../' + b)
+            link(os.path.join(net, b, 'upper_' + a), '../' + a)
+
+
+NVME = (' 50:          0          0          0          0  '
+        'PCI-MSIX-0000:00:04.0   0-edge      nvme0q1\n')
 
 
 def spec(name, value):
@@ -47,6 +105,7 @@ class TestReservationFromNovaMetadata(testtools.TestCase):
 
     def test_honoured_reservation(self):
         xml = NOVA_XML % {'name': 'x', 'uuid': str(uuid.uuid4()),
+                          'devices': '',
                           'specs': spec('vsmtio:io_reservation_iops', '500')
                           + spec('resources:CUSTOM_VSMTIO_IO_IOPS', '400')
                           + spec('hw:cpu_policy', 'shared')}
@@ -83,11 +142,22 @@ class TestMistThroughTheDriver(testtools.TestCase):
         self.conf = host_fixtures.make_conf(
             self, sysfs_root=self.sysfs.root, procfs_root=self.irqs.root,
             guard=False)
+        # The guest's disk is this test module: its filesystem's device is
+        # the host's, and the fake tree says what controller lies under it.
+        disk = os.path.abspath(__file__)
+        dev = os.stat(disk).st_dev
+        self.disk_dev = (os.major(dev), os.minor(dev))
+        self.useFixture(FakeDevices(self.sysfs.root, self.disk_dev))
+        # an NVMe queue on the host serves no reserved domain
+        host_fixtures.write(os.path.join(self.irqs.root, 'interrupts'),
+                            acts.INTERRUPTS.replace('NMI:', NVME + 'NMI:'))
+        host_fixtures.write(self.irqs.affinity_file(50), '0-3\n')
         self.conn = libvirt.open('test:///default')
         self.addCleanup(self.conn.close)
         self.uuid = str(uuid.uuid4())
         self.dom = self.conn.createXML(NOVA_XML % {
             'name': 'r-' + self.uuid[:8], 'uuid': self.uuid,
+            'devices': DEVICES_XML % {'disk': disk},
             'specs': spec('vsmtio:io_reservation_iops', '500')
             + spec('resources:CUSTOM_VSMTIO_IO_IOPS', '500')})
         self.addCleanup(self._destroy)
@@ -117,6 +187,7 @@ class TestMistThroughTheDriver(testtools.TestCase):
                          snap.domains[self.uuid].reservation)
 
     def test_protect_release_and_restore(self):
+        self.requires_block_device()
         drv = self.driver()
         drv.recover()
         drv.sample()
@@ -138,6 +209,7 @@ class TestMistThroughTheDriver(testtools.TestCase):
         self.assertTrue(drv.checkpoint.empty)
 
     def test_stop_restores(self):
+        self.requires_block_device()
         drv = self.driver()
         drv.recover()
         drv.sample()
@@ -147,6 +219,7 @@ class TestMistThroughTheDriver(testtools.TestCase):
         self.assertEqual('0-3', self.irqs.affinity(36))
 
     def test_a_crashed_agent_is_undone_at_the_next_start(self):
+        self.requires_block_device()
         drv = self.driver()
         drv.recover()
         drv.sample()
@@ -244,6 +317,90 @@ class TestMistThroughTheDriver(testtools.TestCase):
         self.assertIsNone(drv.checkpoint.owners.holder(
             'cpu_shares', self.uuid, 'cpu_shares'))
 
+    def requires_block_device(self):
+        if self.disk_dev[0] == 0:
+            self.skipTest('this tree is on a filesystem without a block '
+                          'device: no disk controller to find under it')
+
+    def test_only_the_protected_domains_devices_irqs(self):
+        # issue 31.2: every matching IRQ on the host was moved (nvme0q1 to
+        # CPU 0 too); now only those of the reserved VM's disk and NIC
+        self.requires_block_device()
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        drv.apply(self.decision(True))
+        self.assertEqual({36: frozenset([0]), 38: frozenset([1, 2, 3]),
+                          39: frozenset([1, 2, 3])}, drv.mist.irq_plan)
+        self.assertEqual('0', self.irqs.affinity(36))
+        self.assertEqual('1-3', self.irqs.affinity(39))
+        for other in (24, 26, 28, 40, 44, 50):
+            self.assertEqual('0-3', self.irqs.affinity(other), other)
+        drv.restore()
+        self.assertEqual('0-3', self.irqs.affinity(36))
+
+    def test_the_configured_set_is_host_wide(self):
+        self.conf.set_override('mist_irq_scope', 'pattern',
+                               group='vsmtio_agent')
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        drv.apply(self.decision(True))
+        self.assertEqual('0', self.irqs.affinity(50))
+        self.assertEqual('0', self.irqs.affinity(36))
+        drv.restore()
+        self.assertEqual('0-3', self.irqs.affinity(50))
+
+    def test_the_ban_list_is_honoured(self):
+        # issue 31.7: nothing kept an IRQ from being moved
+        self.requires_block_device()
+        self.conf.set_override('mist_irq_ban', [36, 39],
+                               group='vsmtio_agent')
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        drv.apply(self.decision(True))
+        self.assertEqual('0-3', self.irqs.affinity(36))
+        self.assertEqual('0-3', self.irqs.affinity(39))
+        self.assertEqual('1-3', self.irqs.affinity(38))
+        drv.restore()
+
+    def test_irqbalance_keeps_what_it_is_not_told_to_leave(self):
+        # issue 31.7: MIST moved IRQs irqbalance moves back within seconds
+        self.requires_block_device()
+        logged = self.useFixture(fixtures.FakeLogger())
+        host_fixtures.write(os.path.join(self.irqs.root, '4242/comm'),
+                            'irqbalance\n')
+        with open(os.path.join(self.irqs.root, '4242/cmdline'), 'wb') as f:
+            f.write(b'/usr/sbin/irqbalance\0--foreground\0--banirq=38\0')
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        drv.apply(self.decision(True))
+        self.assertEqual('1-3', self.irqs.affinity(38))     # banned there
+        self.assertEqual('0-3', self.irqs.affinity(36))
+        self.assertEqual('0-3', self.irqs.affinity(39))
+        self.assertIn('irqbalance (pid 4242) runs and would move IRQs '
+                      '36,39 back', logged.output)
+        drv.restore()
+        self.assertEqual('0-3', self.irqs.affinity(38))
+
+    def test_an_irq_leaves_with_its_domains_protection(self):
+        self.requires_block_device()
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        drv.apply(self.decision(True))
+        self.assertEqual('0', self.irqs.affinity(36))
+        # the NIC's IRQ 39 is banned meanwhile: it goes back at once
+        self.conf.set_override('mist_irq_ban', [39], group='vsmtio_agent')
+        drv.apply(self.decision(True))
+        self.assertEqual('0-3', self.irqs.affinity(39))
+        self.assertEqual('0', self.irqs.affinity(36))
+        drv.apply(self.decision(False))
+        self.assertEqual('0-3', self.irqs.affinity(36))
+        self.assertTrue(drv.checkpoint.empty)
+
     def test_describe_says_why_no_real_time(self):
         mode = self.driver().describe()
         self.assertTrue(any('sched_rt_runtime_us is -1' in m
@@ -260,7 +417,7 @@ class TestUnadmittedReservation(testtools.TestCase):
         self.addCleanup(conn.close)
         uid = str(uuid.uuid4())
         dom = conn.createXML(NOVA_XML % {
-            'name': 'u-' + uid[:8], 'uuid': uid,
+            'name': 'u-' + uid[:8], 'uuid': uid, 'devices': '',
             'specs': spec('vsmtio:io_reservation_iops', '500')})
         self.addCleanup(dom.destroy)
         drv = libvirt_driver.LibvirtHostDriver(conf)
