@@ -105,7 +105,7 @@ class TestIrq(testtools.TestCase):
 
     def test_restore_after_hotplug_writes_no_other_devices_irq(self):
         # issue 31.7: the disk is unplugged and IRQ 36 goes to a new NIC
-        self.act.move(36, {0}, 'virtio1-req.0')
+        self.act.move(36, {0})
         write(os.path.join(self.fake.root, 'interrupts'), INTERRUPTS.replace(
             'virtio1-req.0', 'virtio7-input.0'))
         write(self.fake.affinity_file(36), '2\n')      # the NIC's own
@@ -300,6 +300,8 @@ class TestRtRuntime(testtools.TestCase):
               '1000000\n')
         os.unlink(os.path.join(self.fake.cpu, rt.RT_FILE))
         knob = os.path.join(proc, 'sys/kernel/sched_rt_runtime_us')
+        write(knob, '1000000\n')
+        self.assertIsNone(rt.rt_mode(proc, self.fake.root, None)[0])
         for value, share, mode in ((1000000, 0.05, None),
                                    (990000, 0.05, None),
                                    (950000, 0.05, 'global'),
