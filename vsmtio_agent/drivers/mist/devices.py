@@ -35,8 +35,14 @@ _MAX_DEPTH = 8
 
 
 def host_sources(xml_text):
-    """``(disk paths, network device names)`` a domain's XML names."""
-    root = ElementTree.fromstring(xml_text)
+    """``(disk paths, network device names)`` a domain's XML names.
+
+    ``ValueError`` if the XML does not parse.
+    """
+    try:
+        root = ElementTree.fromstring(xml_text)
+    except ElementTree.ParseError as exc:
+        raise ValueError('domain XML: %s' % exc)
     disks, nets = [], []
     for disk in root.findall('./devices/disk'):
         source = disk.find('source')
@@ -67,9 +73,12 @@ def device_irqs(sysfs_root, path):
     top = os.path.realpath(os.path.join(sysfs_root, 'devices'))
     node = os.path.realpath(path)
     while node.startswith(top + os.sep):
-        msi = os.path.join(node, 'msi_irqs')
-        if os.path.isdir(msi):
-            return {int(n) for n in os.listdir(msi) if n.isdigit()}
+        try:
+            vectors = os.listdir(os.path.join(node, 'msi_irqs'))
+        except OSError:
+            vectors = None      # no MSI: a legacy line, or further up
+        if vectors is not None:
+            return {int(n) for n in vectors if n.isdigit()}
         irq = _read_int(os.path.join(node, 'irq'))
         if irq:
             return {irq}

@@ -488,3 +488,42 @@ class TestRtBudgetPerReservation(testtools.TestCase):
 class _Log:
     def note(self, text):
         pass
+
+
+class TestDevices(testtools.TestCase):
+    """The walk from a domain's sources to its controllers' IRQs."""
+
+    def setUp(self):
+        super().setUp()
+        self.root = self.useFixture(fixtures.TempDir()).path
+        self.useFixture(FakeDevices(self.root, (254, 0)))
+
+    def test_through_device_mapper_and_a_bridge(self):
+        from vsmtio_agent.drivers.mist import devices
+        # a volume on a partition of the virtio disk
+        node = os.path.join(self.root, 'dev/block/254:0')
+        self.assertEqual({35, 36}, devices._block_node_irqs(
+            self.root, os.path.realpath(node), 0))
+        # a tap on br0 reaches eth0's controller, not another tap's
+        self.assertEqual({37, 38, 39}, devices.net_irqs(self.root,
+                                                        ['tap1']))
+        self.assertEqual({37, 38, 39}, devices.net_irqs(self.root,
+                                                        ['br0']))
+        self.assertEqual(set(), devices.net_irqs(self.root, ['lo', 'nope']))
+        # a legacy line where a device has no MSI vectors
+        host_fixtures.write(os.path.join(
+            self.root, 'devices/platform/ide0/irq'), '14\n')
+        self.assertEqual({14}, devices.device_irqs(
+            self.root, os.path.join(self.root, 'devices/platform/ide0')))
+
+    def test_what_a_domain_names(self):
+        from vsmtio_agent.drivers.mist import devices
+        xml = NOVA_XML % {'name': 'x', 'uuid': str(uuid.uuid4()),
+                          'specs': '', 'devices': DEVICES_XML % {
+                              'disk': '/no/such/image'}}
+        self.assertEqual((['/no/such/image'], ['tap1', 'br0']),
+                         devices.host_sources(xml))
+        block, net, problems = devices.domain_irqs(self.root, xml)
+        self.assertEqual((set(), {37, 38, 39}), (block, net))
+        self.assertIn('/no/such/image', problems[0])
+        self.assertRaises(ValueError, devices.host_sources, '<domain')
