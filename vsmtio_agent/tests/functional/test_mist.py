@@ -175,11 +175,11 @@ class TestMistOnRealGuests(testtools.TestCase):
         _, spin_vcpus = mist_guests.vcpu_threads(self.spinner.uuid)
         for tid in spin_vcpus.values():
             self.assertEqual(os.SCHED_OTHER, os.sched_getscheduler(tid))
-        # the budget, where the kernel has RT group scheduling (Debian's
-        # kernels, these machines', do not): the reservation asks for more
-        # than the ceiling, so the domain gets mist_rt_runtime_us, split
-        # over its cgroups; elsewhere the host-wide bound leaves others
-        # their share (rt_mode said so above)
+        # the budget, where the kernel has RT group scheduling (these
+        # machines' running kernel has; Debian's own do not): the
+        # reservation asks for more than the ceiling, so the domain gets
+        # mist_rt_runtime_us, split over its cgroups; elsewhere the
+        # host-wide bound leaves others their share (rt_mode said so)
         if mode == 'group':
             self.assertEqual((400000, RESERVED * 100),
                              agent.driver.mist.cpu.budgets[self.reader.uuid])
