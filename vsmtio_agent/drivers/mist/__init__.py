@@ -304,6 +304,19 @@ class MistHost(object):
         missing = [] if mode else ['MIST real-time: %s (fallback: cpu '
                                    'shares x%.1f)'
                                    % (why, self.opts.mist_cpu_shares_factor)]
+        if self.opts.mist_irq_separation:
+            caps.append('MIST interrupts: %s%s' % (
+                'the protected VMs\' devices'
+                if self.opts.mist_irq_scope == 'domain'
+                else 'every IRQ matching the patterns',
+                '; never IRQs %s' % ','.join(
+                    str(n) for n in sorted(self.opts.mist_irq_ban))
+                if self.opts.mist_irq_ban else ''))
+            balancer = irq_act.irqbalance(self.opts.procfs_root)
+            if balancer is not None:
+                missing.append('MIST interrupts: irqbalance (pid %d) runs: '
+                               'only the IRQs its --banirq names are moved'
+                               % balancer[0])
         missing += ['MIST %s: %s' % kv for kv in sorted(
             self.unsupported.items())]
         return caps, missing

@@ -406,6 +406,19 @@ class TestMistThroughTheDriver(testtools.TestCase):
         self.assertTrue(any('sched_rt_runtime_us is -1' in m
                             for m in mode.missing), mode.missing)
 
+    def test_describe_says_what_interrupts_and_irqbalance(self):
+        self.conf.set_override('mist_irq_ban', [24, 26],
+                               group='vsmtio_agent')
+        host_fixtures.write(os.path.join(self.irqs.root, '77/comm'),
+                            'irqbalance\n')
+        host_fixtures.write(os.path.join(self.irqs.root, '77/cmdline'),
+                            'irqbalance\0')
+        mode = self.driver().describe()
+        self.assertIn("MIST interrupts: the protected VMs' devices; never "
+                      "IRQs 24,26", mode.capabilities)
+        self.assertIn('MIST interrupts: irqbalance (pid 77) runs: only the '
+                      'IRQs its --banirq names are moved', mode.missing)
+
 
 class TestUnadmittedReservation(testtools.TestCase):
 
