@@ -249,23 +249,15 @@ class MistHost(object):
         would fight over, and what leaves the plan goes back (if it still
         serves the device it did when moved).
         """
-        if not self.opts.mist_irq_separation or IRQ in self.unsupported:
+        if not self.opts.mist_irq_separation:
             return
-        plan, irqs = self._plan(domains, log)
+        plan, irqs = ({}, {}) if IRQ in self.unsupported else self._plan(
+            domains, log)
         if plan is None:
             return
         self.irq_plan = plan
-        moved = set(self.record.keys(self.irq.kind))
-        back = sorted(moved - {str(n) for n in plan}, key=int)
-        if back and not plan:
-            LOG.info('MIST: interrupts back where they were')
-        for key in back:
-            try:
-                self.irq.restore(key)
-                self.owners.release(ledger.MIST, self.irq.kind, None, key)
-            except act_base.ActuatorError as exc:
-                log.fail()
-                log.note('MIST irq %s: %s' % (key, exc))
+        self._give_back(set(self.record.keys(self.irq.kind))
+                        - {str(n) for n in plan}, log)
         for number, want in sorted(plan.items()):
             self.owners.claim(ledger.MIST, self.irq.kind, None, str(number))
             try:
@@ -280,8 +272,23 @@ class MistHost(object):
                 log.fail()
                 log.note('MIST irq: %s' % exc)
                 if exc.denied:
+                    # half a separation is none: what was moved goes back
                     self._refuse(IRQ, str(exc), log)
+                    self._give_back(set(self.record.keys(self.irq.kind)),
+                                    log)
                     return
+
+    def _give_back(self, keys, log):
+        """The recorded IRQs ``keys`` to their originals (if still theirs)."""
+        if keys and not self.protected:
+            LOG.info('MIST: interrupts back where they were')
+        for key in sorted(keys, key=int):
+            try:
+                self.irq.restore(key)
+                self.owners.release(ledger.MIST, self.irq.kind, None, key)
+            except act_base.ActuatorError as exc:
+                log.fail()
+                log.note('MIST irq %s: %s' % (key, exc))
 
     # -- after a restore ---------------------------------------------------
 

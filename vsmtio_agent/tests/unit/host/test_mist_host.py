@@ -385,6 +385,33 @@ class TestMistThroughTheDriver(testtools.TestCase):
         drv.restore()
         self.assertEqual('0-3', self.irqs.affinity(38))
 
+    def test_a_refused_separation_gives_back_what_it_moved(self):
+        # The functional test's host moves a config vector and refuses the
+        # request queue's (EPERM); here a stand-in refuses IRQ 39 the same
+        # way, after 36 and 38 were moved.
+        self.requires_block_device()
+        from vsmtio_agent.actuators import base as act_base
+        from vsmtio_agent.actuators import irq as irq_act
+
+        class Refusing(irq_act.IrqAffinity):
+            def _set(self, key, value):
+                if key == '39':
+                    raise act_base.ActuatorError('EPERM', denied=True)
+                super()._set(key, value)
+
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        drv.mist.irq = Refusing(drv.checkpoint, self.irqs.root)
+        drv.apply(self.decision(True))
+        self.assertIn(mist_host.IRQ, drv.mist.unsupported)
+        for n in (36, 38, 39):
+            self.assertEqual('0-3', self.irqs.affinity(n), n)
+        self.assertEqual([], drv.checkpoint.keys(drv.mist.irq.kind))
+        drv.apply(self.decision(True))      # not tried again
+        self.assertEqual('0-3', self.irqs.affinity(36))
+        drv.restore()
+
     def test_an_irq_leaves_with_its_domains_protection(self):
         self.requires_block_device()
         drv = self.driver()
