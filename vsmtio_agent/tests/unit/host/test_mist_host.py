@@ -35,7 +35,7 @@ NOVA_XML = """<domain type='test'>
     </nova:instance>
   </metadata>
   <memory>65536</memory><vcpu>2</vcpu>
-  <os><type>hvm</type></os>%(devices)s
+  <os><type>hvm</type></os>
 </domain>"""
 
 DEVICES_XML = """
@@ -47,6 +47,11 @@ DEVICES_XML = """
       <source bridge='br0'/><target dev='tap1'/>
     </interface>
   </devices>"""
+
+
+def with_devices(disk, xml):
+    """``xml`` with a disk on ``disk`` and a NIC on bridge br0."""
+    return xml.replace('</os>', '</os>' + DEVICES_XML % {'disk': disk})
 
 
 def link(path, target):
@@ -105,7 +110,6 @@ class TestReservationFromNovaMetadata(testtools.TestCase):
 
     def test_honoured_reservation(self):
         xml = NOVA_XML % {'name': 'x', 'uuid': str(uuid.uuid4()),
-                          'devices': '',
                           'specs': spec('vsmtio:io_reservation_iops', '500')
                           + spec('resources:CUSTOM_VSMTIO_IO_IOPS', '400')
                           + spec('hw:cpu_policy', 'shared')}
@@ -155,11 +159,10 @@ class TestMistThroughTheDriver(testtools.TestCase):
         self.conn = libvirt.open('test:///default')
         self.addCleanup(self.conn.close)
         self.uuid = str(uuid.uuid4())
-        self.dom = self.conn.createXML(NOVA_XML % {
+        self.dom = self.conn.createXML(with_devices(disk, NOVA_XML % {
             'name': 'r-' + self.uuid[:8], 'uuid': self.uuid,
-            'devices': DEVICES_XML % {'disk': disk},
             'specs': spec('vsmtio:io_reservation_iops', '500')
-            + spec('resources:CUSTOM_VSMTIO_IO_IOPS', '500')})
+            + spec('resources:CUSTOM_VSMTIO_IO_IOPS', '500')}))
         self.addCleanup(self._destroy)
         self.weight = self.dom.blkioParameters(0)['weight']
 
@@ -457,7 +460,7 @@ class TestUnadmittedReservation(testtools.TestCase):
         self.addCleanup(conn.close)
         uid = str(uuid.uuid4())
         dom = conn.createXML(NOVA_XML % {
-            'name': 'u-' + uid[:8], 'uuid': uid, 'devices': '',
+            'name': 'u-' + uid[:8], 'uuid': uid,
             'specs': spec('vsmtio:io_reservation_iops', '500')})
         self.addCleanup(dom.destroy)
         drv = libvirt_driver.LibvirtHostDriver(conf)
@@ -558,9 +561,8 @@ class TestDevices(testtools.TestCase):
 
     def test_what_a_domain_names(self):
         from vsmtio_agent.drivers.mist import devices
-        xml = NOVA_XML % {'name': 'x', 'uuid': str(uuid.uuid4()),
-                          'specs': '', 'devices': DEVICES_XML % {
-                              'disk': '/no/such/image'}}
+        xml = with_devices('/no/such/image', NOVA_XML % {
+            'name': 'x', 'uuid': str(uuid.uuid4()), 'specs': ''})
         self.assertEqual((['/no/such/image'], ['tap1', 'br0']),
                          devices.host_sources(xml))
         block, net, problems = devices.domain_irqs(self.root, xml)
