@@ -139,8 +139,17 @@ SCHEMA = {
                 IRQ_AFFINITY: {
                     'type': 'object',
                     'propertyNames': {'pattern': _INDEX},
-                    'additionalProperties': {'type': 'string',
-                                             'pattern': _CPU_LIST},
+                    # the CPU list and the IRQ's action names then (its
+                    # identity); a bare CPU list from an earlier agent
+                    'additionalProperties': {'anyOf': [
+                        {'type': 'string', 'pattern': _CPU_LIST},
+                        {'type': 'object',
+                         'required': ['cpus', 'actions'],
+                         'additionalProperties': False,
+                         'properties': {
+                             'cpus': {'type': 'string',
+                                      'pattern': _CPU_LIST},
+                             'actions': {'type': 'string'}}}]},
                 },
             },
         },

@@ -1,19 +1,24 @@
-"""Real-time scheduling of vCPU threads, and the budget it runs on (MIST).
+"""Real-time scheduling of a reserved VM's threads, and its budget (MIST).
 
-MIST's CPU protection moves a reserved VM's vCPU threads from CFS to
+MIST's CPU protection moves a reserved VM's QEMU threads from CFS to
 SCHED_RR (paper §IV: proportional shares did not isolate under heavy load).
 An RT thread runs before every CFS thread, so the agent uses it only where
-the host bounds what RT threads may take:
+the host bounds what RT threads may take, and never so that they may take
+a whole period:
 
 * with RT group scheduling (``CONFIG_RT_GROUP_SCHED``: the thread's cpu
   cgroup has ``cpu.rt_runtime_us``) a thread may be RT only if its group
-  has runtime; the agent grants each protected vCPU's cgroup
-  ``mist_rt_runtime_us`` per period, and its ancestors what their
-  children need (:class:`CgroupRtRuntime`, :func:`grants`). That grant is
-  the budget, and the paper's own knob (§V);
-* without it the host-wide ``kernel.sched_rt_runtime_us`` (95% of each CPU
-  by default) bounds all RT threads; a host where it is -1 has no bound
-  and gets no RT from the agent (:func:`rt_mode`).
+  has runtime. Each protected domain gets a budget sized to its
+  reservation (:func:`budget_us`), split evenly over its cgroups that hold
+  RT threads, and their ancestors what their children need
+  (:class:`CgroupRtRuntime`, :func:`grants`): the paper's own knob (§V),
+  bounded per reservation;
+* without it (Debian's kernels) only the host-wide
+  ``kernel.sched_rt_runtime_us`` bounds RT threads, all of them together.
+  The agent uses RT there only if that bound leaves every CPU at least
+  ``min_other_share`` of each period for SCHED_OTHER; a host where it is
+  -1 (no bound), 0, or leaves less gets the cpu-shares fallback
+  (:func:`rt_mode`).
 
 Both knobs are actuators (read, record once, write, restore). Their
 originals carry an identity (the thread's start time; nothing for a
@@ -22,6 +27,7 @@ crash never touches a thread that merely reuses an id.
 """
 
 import errno
+import math
 import os
 
 from vsmtio_agent.actuators import base
@@ -29,6 +35,12 @@ from vsmtio_agent.actuators import checkpoint
 from vsmtio_agent.linux import kernel_knobs
 
 RT_FILE = 'cpu.rt_runtime_us'
+PERIOD_FILE = 'cpu.rt_period_us'
+MIB = 1 << 20
+# Below this a grant is a throttle, not a protection: an RT thread that
+# exhausts its group's runtime waits for the next period (it does not fall
+# back to CFS), so one millisecond per period is the least worth granting.
+MIN_GRANT_US = 1000
 _CPU_CONTROLLERS = ('cpu', 'cpu,cpuacct', 'cpuacct,cpu')
 
 
@@ -79,30 +91,78 @@ def cpu_controller_root(cgroup_root):
     return None
 
 
-def rt_mode(procfs_root, cgroup_root, cgroup_path):
+def rt_mode(procfs_root, cgroup_root, cgroup_path, min_other_share=0.05):
     """('group' | 'global' | None, why) for a thread in ``cgroup_path``.
 
     ``group``: RT group scheduling, the agent must grant runtime;
-    ``global``: RT bounded host-wide by ``kernel.sched_rt_runtime_us``;
-    None: the host gives RT threads no bound (or no runtime at all).
+    ``global``: RT bounded host-wide by ``kernel.sched_rt_runtime_us``,
+    which leaves at least ``min_other_share`` of each period to SCHED_OTHER;
+    None: the host gives RT threads no such bound (or no runtime at all).
     """
+    sysctl = os.path.join(procfs_root, 'sys/kernel')
     try:
-        runtime = _read_int(os.path.join(procfs_root,
-                                         'sys/kernel/sched_rt_runtime_us'))
+        runtime = _read_int(os.path.join(sysctl, 'sched_rt_runtime_us'))
+        if runtime < 0:
+            return None, ('kernel.sched_rt_runtime_us is -1: real-time '
+                          'threads are not bounded on this host')
+        if runtime == 0:
+            return None, ('kernel.sched_rt_runtime_us is 0: no real-time '
+                          'runtime')
+        period = _read_int(os.path.join(sysctl, 'sched_rt_period_us'))
     except (OSError, ValueError) as exc:
-        return None, 'kernel.sched_rt_runtime_us unreadable (%s)' % exc
-    if runtime < 0:
-        return None, ('kernel.sched_rt_runtime_us is -1: real-time threads '
-                      'are not bounded on this host')
-    if runtime == 0:
-        return None, 'kernel.sched_rt_runtime_us is 0: no real-time runtime'
+        return None, ('kernel.sched_rt_runtime_us or _period_us unreadable '
+                      '(%s)' % exc)
+    if period <= 0 or runtime > period * (1.0 - min_other_share):
+        return None, ('kernel.sched_rt_runtime_us %d of %d us per period '
+                      'leaves other tasks less than %.0f%% '
+                      '(mist_rt_min_other_share)'
+                      % (runtime, period, 100 * min_other_share))
     root = cpu_controller_root(cgroup_root)
     # a thread in the root group runs on the host-wide budget itself
     if root and cgroup_path and os.path.exists(os.path.join(root, RT_FILE)):
-        return 'group', ('real-time group scheduling: runtime granted per '
-                         'vCPU cgroup under %s' % root)
-    return 'global', ('real-time runtime bounded host-wide at %d us per '
-                      'period' % runtime)
+        return 'group', ('real-time group scheduling: a runtime sized to '
+                         'each reservation, granted to its cgroups under %s'
+                         % root)
+    return 'global', ('real-time runtime bounded host-wide at %d of %d us '
+                      'per period (no real-time group scheduling)'
+                      % (runtime, period))
+
+
+def period_us(procfs_root, group_dir=None):
+    """The RT period a group's runtime is counted in (µs).
+
+    The group's own ``cpu.rt_period_us`` where it has one, else the
+    host's ``kernel.sched_rt_period_us``; ``ValueError``/``OSError`` if
+    neither can be read.
+    """
+    if group_dir is not None:
+        try:
+            return _read_int(os.path.join(group_dir, PERIOD_FILE))
+        except (OSError, ValueError):
+            pass
+    return _read_int(os.path.join(procfs_root,
+                                  'sys/kernel/sched_rt_period_us'))
+
+
+def budget_us(reservation, period, us_per_request, us_per_mib, cap,
+              min_other_share):
+    """A protected domain's RT runtime per ``period`` µs, from its reservation.
+
+    The time its threads must run to serve what it reserved: every
+    request costs the VM's threads some CPU (the guest's I/O path on its
+    vCPU, QEMU's submission and completion on its emulator or I/O thread)
+    and every byte some more, so the need is ``iops * us_per_request +
+    MiB/s * us_per_mib`` µs a second, scaled to the period. Bounded by
+    ``cap`` (an operator's ceiling per domain) and by the period less
+    ``min_other_share`` (never the whole period), and at least
+    :data:`MIN_GRANT_US`. Returns ``(budget, need)``: what is granted and
+    what the reservation asked for, both µs per period.
+    """
+    per_s = ((reservation.iops or 0) * us_per_request
+             + (reservation.bytes_per_s or 0) / MIB * us_per_mib)
+    need = int(math.ceil(per_s * period / 1e6))
+    ceiling = min(cap, int(period * (1.0 - min_other_share)))
+    return max(MIN_GRANT_US, min(need, ceiling)), need
 
 
 class ThreadPolicy(base.Actuator):
@@ -176,6 +236,10 @@ class CgroupRtRuntime(base.Actuator):
     def _file(self, key):
         return os.path.join(self._dir(key), RT_FILE)
 
+    def path(self, key):
+        """The group's directory (``ActuatorError`` if it leaves the root)."""
+        return self._dir(key)
+
     def read(self, key):
         try:
             return _read_int(self._file(key))
@@ -230,15 +294,16 @@ def ancestors(path):
     return ['/'.join(parts[:i]) for i in range(1, len(parts))]
 
 
-def grants(actuator, leaves, runtime_us):
-    """Top-down ``[(group, runtime)]`` giving each leaf ``runtime_us``.
+def grants(actuator, want):
+    """Top-down ``[(group, runtime)]`` giving each leaf of ``want`` its own.
 
-    Every group above a leaf gets at least the sum of what its children
-    hold after the change, never less than its original (a group the
-    agent releases goes back to its original through restore, not here).
+    ``want`` maps leaf groups to the runtime each must hold. Every group
+    above a leaf gets at least the sum of what its children hold after the
+    change, never less than its original (a group the agent releases goes
+    back to its original through restore, not here).
     """
-    want = {leaf: runtime_us for leaf in leaves}
-    inner = {a for leaf in leaves for a in ancestors(leaf)}
+    want = dict(want)
+    inner = {a for leaf in want for a in ancestors(leaf)}
     for group in sorted(inner, key=lambda g: -g.count('/')):
         need = 0
         for child in actuator.children(group):

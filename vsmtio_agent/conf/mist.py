@@ -1,6 +1,7 @@
 """Options of the ``[vsmtio_agent]`` group for MIST (I/O protection)."""
 
 from oslo_config import cfg
+from oslo_config import types as oslo_types
 
 from vsmtio_agent.conf import agent
 from vsmtio_agent.conf import types
@@ -15,6 +16,10 @@ BLOCK_IRQ_PATTERN = (r'^(virtio\d+-req(uests|\.\d+)|nvme\d+q\d+|ahci.*|'
 NET_IRQ_PATTERN = (r'^(virtio\d+-(input|output)\.\d+|'
                    r'(eth\d+|en[a-z0-9]+|mlx\d+|mlx5_comp\d+|i40e|ixgbe|'
                    r'ice|bnxt_en|igb|e1000e?)([-_@].*)?)$')
+
+# IRQ numbers are the kernel's descriptors (nr_irqs): far below this on any
+# host, so a larger number is a typo.
+MAX_IRQ = 1 << 20
 
 detection_opts = [
     cfg.BoolOpt('mist',
@@ -93,22 +98,52 @@ action_opts = [
                     'measures both).'),
     cfg.IntOpt('mist_rt_runtime_us',
                default=400000, min=1000, max=1000000,
-               help='On hosts with real-time group scheduling (the '
-                    'thread\'s cpu cgroup has ``cpu.rt_runtime_us``), the '
-                    'real-time runtime granted to each cpu cgroup of a '
-                    'protected domain (libvirt gives each vCPU and the '
-                    'emulator one) per real-time period '
-                    '(``sched_rt_period_us``, 1 s by default); their '
+               help='The most real-time runtime a protected domain gets '
+                    'per real-time period (``cpu.rt_period_us``, 1 s by '
+                    'default), on hosts with real-time group scheduling '
+                    '(the thread\'s cpu cgroup has ``cpu.rt_runtime_us``). '
+                    'Below this ceiling each domain gets what its '
+                    'reservation needs (``mist_rt_us_per_request`` and '
+                    '``mist_rt_us_per_mib``), at least 1 ms, split evenly '
+                    'over its cgroups that hold real-time threads; their '
                     'parents get the sum, which the host caps at '
                     '``kernel.sched_rt_runtime_us`` (a grant beyond it '
                     'fails and that domain gets the cpu shares fallback). '
-                    'A throttled real-time thread waits for the next '
-                    'period instead of falling back to CFS, so size it to '
-                    'what the reserved I/O needs (the MIST paper profiles '
-                    'IOPS against runtime). Without group scheduling the '
-                    'host-wide ``kernel.sched_rt_runtime_us`` bounds RT '
-                    'threads, and a host where that is -1 (unbounded) '
-                    'gets the fallback.'),
+                    'Never more than the period less '
+                    '``mist_rt_min_other_share``. A throttled real-time '
+                    'thread waits for the next period instead of falling '
+                    'back to CFS.'),
+    cfg.FloatOpt('mist_rt_us_per_request',
+                 default=100.0, min=1.0, max=100000.0,
+                 help='CPU time (µs) a protected domain\'s threads are '
+                      'granted at real-time priority for each reserved '
+                      'request per second (``vsmtio:io_reservation_iops``)'
+                      ': the guest\'s I/O path on its vCPU and QEMU\'s '
+                      'submission and completion, with headroom. Used only '
+                      'with real-time group scheduling. Size it from the '
+                      'host\'s own CPU time per request under load (the '
+                      'MIST paper profiles IOPS against runtime); too '
+                      'small a budget throttles the VM it protects.'),
+    cfg.FloatOpt('mist_rt_us_per_mib',
+                 default=1000.0, min=1.0, max=1000000.0,
+                 help='CPU time (µs) granted at real-time priority for '
+                      'each reserved MiB per second '
+                      '(``vsmtio:io_reservation_mib_per_s``), beside '
+                      '``mist_rt_us_per_request``. Used only with '
+                      'real-time group scheduling.'),
+    cfg.FloatOpt('mist_rt_min_other_share',
+                 default=0.05, min=0.01, max=0.9,
+                 help='The least share of each real-time period that '
+                      'real-time threads must leave to normal tasks on '
+                      'every CPU. A domain\'s grant never exceeds the '
+                      'period less this share; on hosts without real-time '
+                      'group scheduling (where only the host-wide '
+                      '``kernel.sched_rt_runtime_us`` bounds real-time '
+                      'threads) MIST uses real time only if that bound '
+                      'leaves at least this share (the kernel\'s default, '
+                      '950000 of 1000000 us, leaves 5%), and the cpu '
+                      'shares fallback otherwise: a runtime equal to the '
+                      'period, or -1, is never accepted.'),
     cfg.FloatOpt('mist_cpu_shares_factor',
                  default=4.0, min=1.0, max=64.0,
                  help='The fallback where the host grants no real-time '
@@ -125,12 +160,31 @@ action_opts = [
                     'proportional I/O scheduler (BFQ).'),
     cfg.BoolOpt('mist_irq_separation',
                 default=True,
-                help='While a VM is protected, move block-device and '
-                     'network interrupts (those matching '
-                     '``mist_block_irq_pattern`` and '
-                     '``mist_net_irq_pattern``) to disjoint host CPUs. '
-                     'Only the IRQs moved are recorded and restored; no '
-                     'other IRQ is touched.'),
+                help='While a VM is protected, move the interrupts that '
+                     'serve its I/O (``mist_irq_scope``) so that block and '
+                     'network interrupts go to disjoint host CPUs. Only '
+                     'the IRQs moved are recorded and restored, each only '
+                     'while it still serves the device it served when '
+                     'moved; no other IRQ is touched. While irqbalance '
+                     'runs, only the IRQs its command line bans '
+                     '(``--banirq``) are moved: irqbalance would move any '
+                     'other back within seconds.'),
+    cfg.StrOpt('mist_irq_scope',
+               default='domain', choices=[
+                   ('domain', 'the host-side interrupts of the protected '
+                    'domains\' disks (the block device under a file or '
+                    'block source) and NICs (the physical ports under the '
+                    'bridge, bond or macvtap of their interfaces)'),
+                   ('pattern', 'every IRQ whose action names match '
+                    '``mist_block_irq_pattern`` or '
+                    '``mist_net_irq_pattern``: a configured set, host-wide '
+                    'as in the MIST paper\'s evaluation')],
+               help='Which interrupts MIST moves while a VM is protected.'),
+    cfg.ListOpt('mist_irq_ban',
+                item_type=oslo_types.Integer(min=0, max=MAX_IRQ),
+                default=[],
+                help='IRQ numbers MIST never moves, whatever '
+                     '``mist_irq_scope`` finds (e.g. ``24,26``).'),
     cfg.Opt('mist_block_irq_cpus',
             type=types.CpuList(),
             help='Host CPUs (e.g. ``0`` or ``0-1``) that block-device '

@@ -282,17 +282,34 @@ def protection_set(verdicts):
 
 # -- interrupt separation (paper §IV, "competing interrupts") --------------
 
-def irq_plan(irqs, block_pattern, net_pattern, cpus, block_cpus=None):
+def irq_classes(irqs, block_pattern, net_pattern):
+    """``(block, network)`` IRQ numbers by their action names.
+
+    The configured set (``mist_irq_scope = pattern``): ``irqs`` maps an
+    IRQ number to its action names (``/proc/interrupts``' last column); an
+    IRQ is a block IRQ when a name matches ``block_pattern``, a network
+    IRQ when one matches ``net_pattern``.
+    """
+    block_re, net_re = re.compile(block_pattern), re.compile(net_pattern)
+    block, net = set(), set()
+    for irq, names in irqs.items():
+        names = [n.strip() for n in names.split(',') if n.strip()]
+        if any(block_re.search(n) for n in names):
+            block.add(irq)
+        if any(net_re.search(n) for n in names):
+            net.add(irq)
+    return frozenset(block), frozenset(net)
+
+
+def irq_plan(block_irqs, net_irqs, cpus, block_cpus=None, banned=()):
     """Disjoint host CPUs for block and network interrupts.
 
-    ``irqs`` maps an IRQ number to its action names (``/proc/interrupts``'
-    last column); an IRQ is a block IRQ when a name matches
-    ``block_pattern``, a network IRQ when one matches ``net_pattern``, and
-    is left alone otherwise (and when it matches both). Block IRQs go to
-    ``block_cpus`` (default: the lowest of ``cpus``), network IRQs to the
-    rest, as MIST's evaluation put block I/O on CPU 0 and the network on
-    CPUs 1-7. Returns ``{irq: frozenset of CPUs}``; empty when ``cpus``
-    cannot be split (one CPU) or nothing matches.
+    Block IRQs go to ``block_cpus`` (default: the lowest of ``cpus``),
+    network IRQs to the rest, as MIST's evaluation put block I/O on CPU 0
+    and the network on CPUs 1-7. An IRQ in both sets (a device that is
+    both, or whose role cannot be told) is left alone, and so is every
+    IRQ in ``banned``. Returns ``{irq: frozenset of CPUs}``; empty when
+    ``cpus`` cannot be split (one CPU).
     """
     cpus = frozenset(cpus)
     block_cpus = (frozenset(block_cpus) & cpus if block_cpus
@@ -300,14 +317,9 @@ def irq_plan(irqs, block_pattern, net_pattern, cpus, block_cpus=None):
     net_cpus = cpus - block_cpus
     if not block_cpus or not net_cpus:
         return {}
-    block_re, net_re = re.compile(block_pattern), re.compile(net_pattern)
-    plan = {}
-    for irq, names in irqs.items():
-        names = [n.strip() for n in names.split(',') if n.strip()]
-        is_block = any(block_re.search(n) for n in names)
-        is_net = any(net_re.search(n) for n in names)
-        if is_block != is_net:
-            plan[irq] = block_cpus if is_block else net_cpus
+    block, net, banned = set(block_irqs), set(net_irqs), set(banned)
+    plan = {irq: block_cpus for irq in block - net - banned}
+    plan.update({irq: net_cpus for irq in net - block - banned})
     return plan
 
 

@@ -9,12 +9,16 @@ driver's checkpoint and its owners), never through callbacks:
   protection set, and release the others, through the actuators that
   record every original in the checkpoint before they change it:
 
-  - CPU (:mod:`.cpu`): the domain's vCPU threads to SCHED_RR, with the
-    real-time runtime of their cgroups granted and bounded where the host
-    has RT group scheduling; else, the cpu-shares fallback;
+  - CPU (:mod:`.cpu`): the domain's threads to SCHED_RR, with a runtime
+    sized to its reservation granted to its cgroups where the host has RT
+    group scheduling, and only where the host-wide bound leaves other
+    tasks their share without it; else, the cpu-shares fallback;
   - block I/O: the domain's ``blkiotune`` weight;
-  - interrupts: block-device and network IRQs on disjoint host CPUs while
-    any domain is protected (:func:`vsmtio_agent.policy.mist.irq_plan`).
+  - interrupts: the IRQs of the protected domains' devices
+    (:mod:`.devices`) or a configured set, less a ban list, block and
+    network ones on disjoint host CPUs
+    (:func:`vsmtio_agent.policy.mist.irq_plan`); while irqbalance runs,
+    only the IRQs it is told to leave alone.
 
 Every knob MIST writes it claims first in the ledger (MIST outranks the
 split and LTCR) and releases when it writes the original back. A
@@ -24,6 +28,7 @@ restore`` is the driver's, through the same actuators, whatever MIST's
 configuration is then.
 """
 
+import libvirt
 from oslo_log import log as logging
 
 from vsmtio_agent.actuators import attempt
@@ -33,6 +38,7 @@ from vsmtio_agent.actuators import irq as irq_act
 from vsmtio_agent.actuators import ledger
 from vsmtio_agent.actuators import rt
 from vsmtio_agent.drivers.mist import cpu as cpu_mod
+from vsmtio_agent.drivers.mist import devices
 from vsmtio_agent.drivers.mist import meter as meter_mod
 from vsmtio_agent.linux import topology
 from vsmtio_agent.policy import mist
@@ -56,6 +62,8 @@ class MistHost(object):
         self.protected = {}         # uuid -> {'cpu': 'rt'|'shares', ...}
         self.meter = meter_mod.Meter()
         self._irq_refused = set()
+        self._irq_said = set()      # reasons already logged
+        self.irq_plan = {}          # the IRQs planned last, and their CPUs
 
     def domain_counters(self, conn):
         """``{uuid: DomainCounters}`` of every running domain."""
@@ -85,7 +93,7 @@ class MistHost(object):
                 self.protected[uuid] = {}
             self._protect_cpu(entry, log)
             self._protect_blkio(entry, log)
-        self._interrupts(bool(self.protected), log)
+        self._interrupts(domains, log)
 
     def _refuse(self, mechanism, why, log):
         if mechanism not in self.unsupported:
@@ -103,7 +111,8 @@ class MistHost(object):
         if entry.pid and entry.tids:
             try:
                 # every period: a vCPU thread may have been added
-                self.cpu.rt_threads(entry, log)
+                self.cpu.rt_threads(entry, self.meter.reserved(entry.uuid),
+                                    log)
                 held[CPU] = 'rt'
                 return
             except act_base.ActuatorError as exc:
@@ -174,21 +183,37 @@ class MistHost(object):
                 return
         self.owners.release_all(ledger.MIST, uuid)
 
-    def _interrupts(self, active, log):
-        if not self.opts.mist_irq_separation or IRQ in self.unsupported:
-            return
-        if not active:
-            moved = self.record.keys(self.irq.kind)
-            if moved:
-                LOG.info('MIST: interrupts back where they were')
-                failed = self.irq.restore_all()
-                for key, exc in failed:
-                    log.fail()
-                    log.note('MIST irq %s: %s' % (key, exc))
-                for key in set(moved) - {key for key, _exc in failed}:
-                    self.owners.release(ledger.MIST, self.irq.kind, None,
-                                        key)
-            return
+    def _say_once(self, why):
+        if why not in self._irq_said:
+            self._irq_said.add(why)
+            LOG.warning('MIST interrupts: %s', why)
+
+    def _wanted_irqs(self, domains, irqs, log):
+        """``(block, network)`` IRQs to separate for the protected set."""
+        if self.opts.mist_irq_scope == 'pattern':
+            return mist.irq_classes(irqs, self.opts.mist_block_irq_pattern,
+                                    self.opts.mist_net_irq_pattern)
+        block, net = set(), set()
+        for uuid in sorted(self.protected):
+            entry = domains.get(uuid)
+            if entry is None:
+                continue
+            try:
+                found = devices.domain_irqs(self.opts.sysfs_root,
+                                            entry.dom.XMLDesc(0))
+            except (libvirt.libvirtError, ValueError) as exc:
+                log.note('MIST irq: devices of %s: %s' % (entry.name, exc))
+                continue
+            block |= found[0]
+            net |= found[1]
+            for problem in found[2]:
+                self._say_once('%s: %s' % (entry.name, problem))
+        return block, net
+
+    def _plan(self, domains, log):
+        """``({irq: CPUs}, {irq: action names})`` for this period."""
+        if not self.protected:
+            return {}, {}
         try:
             irqs = irq_act.read_interrupts(self.opts.procfs_root)
             cpus = topology.online_cpus(self.opts.sysfs_root)
@@ -198,26 +223,72 @@ class MistHost(object):
         except (OSError, ValueError) as exc:
             self._refuse(IRQ, 'cannot read interrupts or CPUs: %s' % exc,
                          log)
+            return None, None
+        block, net = self._wanted_irqs(domains, irqs, log)
+        banned = set(self.opts.mist_irq_ban) | self._irq_refused
+        plan = mist.irq_plan(block & set(irqs), net & set(irqs), cpus,
+                             block_cpus, banned)
+        balancer = irq_act.irqbalance(self.opts.procfs_root)
+        if balancer is not None and plan:
+            pid, left_alone = balancer
+            kept = {n: c for n, c in plan.items() if n in left_alone}
+            if len(kept) < len(plan):
+                self._say_once(
+                    'irqbalance (pid %d) runs and would move IRQs %s back '
+                    'within seconds: not moving them (ban them in its '
+                    'IRQBALANCE_ARGS with --banirq, or stop it)'
+                    % (pid, topology.format_cpu_list(set(plan) - set(kept))))
+            plan = kept
+        return plan, irqs
+
+    def _interrupts(self, domains, log):
+        """Move the planned IRQs; give back the recorded ones not planned.
+
+        The plan follows the protected set: a domain released takes its
+        devices' IRQs out of it, irqbalance starting takes out what it
+        would fight over, and what leaves the plan goes back (if it still
+        serves the device it did when moved).
+        """
+        if not self.opts.mist_irq_separation:
             return
-        plan = mist.irq_plan(irqs, self.opts.mist_block_irq_pattern,
-                             self.opts.mist_net_irq_pattern, cpus,
-                             block_cpus)
+        plan, irqs = ({}, {}) if IRQ in self.unsupported else self._plan(
+            domains, log)
+        if plan is None:
+            return
+        self.irq_plan = plan
+        self._give_back(set(self.record.keys(self.irq.kind))
+                        - {str(n) for n in plan}, log)
         for number, want in sorted(plan.items()):
-            if number in self._irq_refused:
-                continue
             self.owners.claim(ledger.MIST, self.irq.kind, None, str(number))
             try:
-                if self.irq.move(number, want):
+                if self.irq.move(number, want, irqs[number]):
                     log.done()
                     LOG.info('MIST: IRQ %d (%s) -> CPUs %s', number,
                              irqs[number], topology.format_cpu_list(want))
             except act_base.ActuatorError as exc:
                 self._irq_refused.add(number)
+                self.owners.release(ledger.MIST, self.irq.kind, None,
+                                    str(number))
                 log.fail()
                 log.note('MIST irq: %s' % exc)
                 if exc.denied:
+                    # half a separation is none: what was moved goes back
                     self._refuse(IRQ, str(exc), log)
+                    self._give_back(set(self.record.keys(self.irq.kind)),
+                                    log)
                     return
+
+    def _give_back(self, keys, log):
+        """The recorded IRQs ``keys`` to their originals (if still theirs)."""
+        if keys and not self.protected:
+            LOG.info('MIST: interrupts back where they were')
+        for key in sorted(keys, key=int):
+            try:
+                self.irq.restore(key)
+                self.owners.release(ledger.MIST, self.irq.kind, None, key)
+            except act_base.ActuatorError as exc:
+                log.fail()
+                log.note('MIST irq %s: %s' % (key, exc))
 
     # -- after a restore ---------------------------------------------------
 
@@ -234,11 +305,25 @@ class MistHost(object):
                              self.opts.mist_clear_periods)]
         # as for a guest's thread: libvirt puts them below the root group
         mode, why = rt.rt_mode(self.opts.procfs_root, self.cpu.cgroup_root,
-                               'machine' if self.cpu.runtime else None)
+                               'machine' if self.cpu.runtime else None,
+                               self.opts.mist_rt_min_other_share)
         (caps if mode else []).append('MIST cpu: %s' % why)
         missing = [] if mode else ['MIST real-time: %s (fallback: cpu '
                                    'shares x%.1f)'
                                    % (why, self.opts.mist_cpu_shares_factor)]
+        if self.opts.mist_irq_separation:
+            caps.append('MIST interrupts: %s%s' % (
+                'the protected VMs\' devices'
+                if self.opts.mist_irq_scope == 'domain'
+                else 'every IRQ matching the patterns',
+                '; never IRQs %s' % ','.join(
+                    str(n) for n in sorted(self.opts.mist_irq_ban))
+                if self.opts.mist_irq_ban else ''))
+            balancer = irq_act.irqbalance(self.opts.procfs_root)
+            if balancer is not None:
+                missing.append('MIST interrupts: irqbalance (pid %d) runs: '
+                               'only the IRQs its --banirq names are moved'
+                               % balancer[0])
         missing += ['MIST %s: %s' % kv for kv in sorted(
             self.unsupported.items())]
         return caps, missing

@@ -1,9 +1,14 @@
 """MIST's CPU protection of a reserved domain (paper §IV).
 
-The domain's vCPU threads move to SCHED_RR (:mod:`~vsmtio_agent.actuators.
-rt`), with the real-time runtime of their cgroups granted and bounded
-where the host has RT group scheduling. Where the host grants no bounded
-RT runtime, the fallback multiplies the domain's cpu shares: the knob
+The domain's threads move to SCHED_RR (:mod:`~vsmtio_agent.actuators.rt`).
+Where the host has RT group scheduling, the domain's cgroups are granted a
+runtime sized to its reservation (:func:`~vsmtio_agent.actuators.rt.
+budget_us`), split evenly over the cgroups that hold its RT threads: which
+thread serves its I/O (the vCPU that submits, the emulator or I/O thread
+that completes) is not known, and an even split keeps the domain's total
+at its budget. Where the host grants no bounded RT runtime, or leaves
+other tasks too little of it, the fallback multiplies the domain's cpu
+shares: the knob
 RASS's split also raises, so MIST claims it in the ledger first (MIST
 outranks the split) and computes its value from the recorded original,
 never from the split's.
@@ -11,11 +16,16 @@ never from the split's.
 
 import os
 
+from oslo_log import log as logging
+
 from vsmtio_agent.actuators import attempt
 from vsmtio_agent.actuators import base as act_base
 from vsmtio_agent.actuators import ledger
 from vsmtio_agent.actuators import rt
 from vsmtio_agent.actuators import shares as shares_act
+from vsmtio_agent import model
+
+LOG = logging.getLogger(__name__)
 
 MAX_SHARES = 10000
 
@@ -33,6 +43,8 @@ class CpuProtection:
         self.runtime = (rt.CgroupRtRuntime(record, controller)
                         if controller else None)
         self._threads = {}          # uuid -> {thread key: cgroup or None}
+        self._reserved = {}         # uuid -> its model.Reservation
+        self.budgets = {}           # uuid -> (granted, needed) µs/period
 
     def _write(self, actuator, key, value, scope=None):
         self.owners.claim(ledger.MIST, actuator.kind, scope, key)
@@ -54,8 +66,11 @@ class CpuProtection:
             raise act_base.ActuatorError('threads of %s: %s'
                                          % (entry.name, exc))
 
-    def rt_threads(self, entry, log):
+    def rt_threads(self, entry, reservation, log):
         """SCHED_RR for the domain's threads, granting runtime first.
+
+        ``reservation`` sizes the domain's RT budget where the host has
+        RT group scheduling.
 
         Threads get ``SCHED_RESET_ON_FORK``: a thread QEMU starts later
         (its I/O worker pool) begins in CFS and is raised at the next
@@ -68,10 +83,11 @@ class CpuProtection:
                 self.opts.procfs_root, entry.pid, tid)
         first = next(iter(keys.values()), None)
         mode, why = rt.rt_mode(self.opts.procfs_root, self.cgroup_root,
-                               first)
+                               first, self.opts.mist_rt_min_other_share)
         if mode is None:
             raise act_base.ActuatorError(why)
         threads.update(keys)
+        self._reserved[entry.uuid] = reservation
         if mode == 'group':
             self.grant()
         want = {'policy': os.SCHED_RR | os.SCHED_RESET_ON_FORK,
@@ -90,20 +106,41 @@ class CpuProtection:
                 log.done()
 
     def grant(self):
-        """RT runtime for every protected vCPU cgroup, top-down."""
+        """RT runtime for every protected domain's cgroups, top-down."""
         if self.runtime is None:
             raise act_base.ActuatorError('no cgroup v1 cpu controller under '
                                          '%s' % self.cgroup_root)
-        leaves = sorted({cg for threads in self._threads.values()
-                         for cg in threads.values() if cg})
+        want = {}
+        for uuid, threads in sorted(self._threads.items()):
+            leaves = sorted({cg for cg in threads.values() if cg})
+            if not leaves:
+                continue
+            try:
+                period = rt.period_us(self.opts.procfs_root,
+                                      self.runtime.path(leaves[0]))
+            except (OSError, ValueError) as exc:
+                raise act_base.ActuatorError('no real-time period: %s'
+                                             % exc)
+            budget, need = rt.budget_us(
+                self._reserved.get(uuid, model.Reservation()), period,
+                self.opts.mist_rt_us_per_request,
+                self.opts.mist_rt_us_per_mib, self.opts.mist_rt_runtime_us,
+                self.opts.mist_rt_min_other_share)
+            if self.budgets.get(uuid) != (budget, need):
+                LOG.info('MIST: real-time budget of %s: %d of every %d us '
+                         '(its reservation needs %d)', uuid, budget, period,
+                         need)
+                self.budgets[uuid] = (budget, need)
+            share = max(rt.MIN_GRANT_US, budget // len(leaves))
+            for leaf in leaves:
+                want[leaf] = want.get(leaf, 0) + share
         # groups no longer needed go back first, children before parents
-        needed = {a for leaf in leaves for a in rt.ancestors(leaf)}
-        needed.update(leaves)
+        needed = {a for leaf in want for a in rt.ancestors(leaf)}
+        needed.update(want)
         for key in sorted(set(self.record.keys(self.runtime.kind)) - needed,
                           key=lambda k: (-k.count('/'), k)):
             self._restore(self.runtime, key)
-        for group, value in rt.grants(self.runtime, leaves,
-                                      self.opts.mist_rt_runtime_us):
+        for group, value in rt.grants(self.runtime, want):
             if self.runtime.read(group) != value:
                 self._write(self.runtime, group, value)
 
@@ -112,6 +149,8 @@ class CpuProtection:
 
         What fails stays recorded for the next restore.
         """
+        self._reserved.pop(uuid, None)
+        self.budgets.pop(uuid, None)
         for key in sorted(self._threads.pop(uuid, {})):
             try:
                 self._restore(self.policy, key)
@@ -170,3 +209,5 @@ class CpuProtection:
 
     def reset(self):
         self._threads.clear()
+        self._reserved.clear()
+        self.budgets.clear()

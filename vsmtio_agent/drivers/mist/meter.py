@@ -84,6 +84,11 @@ class Meter(object):
         self._reservations[uuid] = (dom_id, res)
         return res
 
+    def reserved(self, uuid):
+        """The reservation last read for domain ``uuid`` (none if unread)."""
+        cached = self._reservations.get(uuid)
+        return cached[1] if cached else model.Reservation()
+
     def domain_counters(self, conn):
         """``{uuid: DomainCounters}`` of every running domain."""
         try:

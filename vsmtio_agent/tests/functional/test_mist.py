@@ -14,13 +14,16 @@ so with a short release time (4 periods) the agent releases it, sees the
 interference again and protects it again, holding twice as long: the
 hysteresis, on real counters.
 
-Interrupt separation cannot be exercised on these machines: the host
-refuses IRQ affinity writes (EPERM, seen on every IRQ); the test checks
-that the agent reports it and records nothing for it.
+Interrupt separation cannot be exercised whole on these machines: the host
+refuses the affinity of the disk's request queue (EPERM) though it lets its
+config vector move; the test checks that the agent planned only the IRQs
+of the controller under the reader's disk image, reports the refusal, and
+gives back what it had moved.
 """
 
 import json
 import os
+import re
 
 import fixtures
 import testtools
@@ -61,6 +64,8 @@ class TestMistOnRealGuests(testtools.TestCase):
         self.cgroups = sorted({rt.cpu_cgroup('/proc', self.pid, t)
                                for t in self.vcpus.values()} - {None})
         self.original_runtime = self.runtimes()
+        self.original_irqs = self.irq_affinities(
+            self.disk_controller_irqs())
 
     def agent(self, **overrides):
         settings = dict(mist_act_periods=3, mist_clear_periods=4,
@@ -94,6 +99,27 @@ class TestMistOnRealGuests(testtools.TestCase):
             if os.path.exists(path):
                 with open(path) as f:
                     out[group] = int(f.read())
+        return out
+
+    def disk_controller_irqs(self):
+        """IRQs whose chip names the PCI device under the reader's disk."""
+        dev = os.stat(self.reader.dir).st_dev
+        node = os.path.realpath('/sys/dev/block/%d:%d'
+                                % (os.major(dev), os.minor(dev)))
+        pci = [p for p in node.split('/')
+               if re.match(r'^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$',
+                           p)]
+        if not pci:
+            return set()
+        with open('/proc/interrupts') as f:
+            return {int(line.split(':')[0]) for line in f
+                    if line.strip()[:1].isdigit() and pci[-1] in line}
+
+    def irq_affinities(self, irqs):
+        out = {}
+        for n in irqs:
+            with open('/proc/irq/%d/smp_affinity_list' % n) as f:
+                out[n] = f.read().strip()
         return out
 
     def tick_until(self, agent, what, predicate, limit=60):
@@ -159,14 +185,22 @@ class TestMistOnRealGuests(testtools.TestCase):
         _, spin_vcpus = mist_guests.vcpu_threads(self.spinner.uuid)
         for tid in spin_vcpus.values():
             self.assertEqual(os.SCHED_OTHER, os.sched_getscheduler(tid))
-        # the budget: each vCPU cgroup granted its bounded runtime, where
-        # the kernel has RT group scheduling (these machines do)
+        # the budget, where the kernel has RT group scheduling (these
+        # machines' running kernel has; Debian's own do not): the
+        # reservation asks for more than the ceiling, so the domain gets
+        # mist_rt_runtime_us, split over its cgroups; elsewhere the
+        # host-wide bound leaves others their share (rt_mode said so)
         if mode == 'group':
+            self.assertEqual((400000, RESERVED * 100),
+                             agent.driver.mist.cpu.budgets[self.reader.uuid])
             granted = self.runtimes()
             self.assertEqual(len(self.cgroups), len(granted), why)
             for group, value in granted.items():
-                self.assertEqual(400000, value, group)
+                self.assertLessEqual(value, 400000, group)
                 self.assertEqual(0, self.original_runtime[group], group)
+        else:
+            self.assertEqual('global', mode, why)
+            self.assertEqual({}, agent.driver.mist.cpu.budgets)
         self.assertEqual(1000, self.weight())
         # originals on disk before the change, with their identities
         with open(record.path) as f:
@@ -178,8 +212,17 @@ class TestMistOnRealGuests(testtools.TestCase):
                 '%d/%d' % (self.pid, t) for t in self.vcpus.values()})
         self.assertIn('weight', saved['domains'][self.reader.uuid][
             'blkio_weight'])
-        # interrupts: refused by this host, reported, nothing recorded
+        # interrupts: only those of the controller under the reader's
+        # disk image (its PCI address in /proc/interrupts' chip column),
+        # none of the spinner's or the host's other devices. This host
+        # lets the controller's config vector move and refuses its request
+        # queue (EPERM): the refusal is reported, and what was moved went
+        # back at once, through the identity-checked restore
+        planned = self.disk_controller_irqs()
+        self.assertEqual(planned, set(agent.driver.mist.irq_plan))
+        self.assertIn(mist_host.IRQ, agent.driver.mist.unsupported)
         self.assertNotIn('mist_irq_affinity', kept)
+        self.assertEqual(self.original_irqs, self.irq_affinities(planned))
 
         # held, then released once the calm lasts 4 periods
         released = self.tick_until(agent, 'release',

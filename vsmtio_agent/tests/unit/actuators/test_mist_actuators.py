@@ -98,6 +98,69 @@ class TestIrq(testtools.TestCase):
         self.assertEqual([], self.act.restore_all())
         self.assertEqual([], self.record.keys(self.act.kind))
 
+    def test_the_original_carries_the_irqs_identity(self):
+        self.act.move(36, {0}, 'virtio1-req.0')
+        self.assertEqual({'cpus': '0-3', 'actions': 'virtio1-req.0'},
+                         self.record.original(self.act.kind, '36'))
+
+    def test_restore_after_hotplug_writes_no_other_devices_irq(self):
+        # issue 31.7: the disk is unplugged and IRQ 36 goes to a new NIC
+        self.act.move(36, {0})
+        write(os.path.join(self.fake.root, 'interrupts'), INTERRUPTS.replace(
+            'virtio1-req.0', 'virtio7-input.0'))
+        write(self.fake.affinity_file(36), '2\n')      # the NIC's own
+        with fixtures.FakeLogger() as logged:
+            self.assertEqual([], self.act.restore_all())
+        self.assertEqual('2', self.fake.affinity(36))
+        self.assertEqual([], self.record.keys(self.act.kind))
+        self.assertIn("IRQ 36 serves 'virtio7-input.0' now, not "
+                      "'virtio1-req.0'", logged.output)
+
+    def test_restore_of_an_irq_that_is_gone_from_the_list(self):
+        self.act.move(36, {0}, 'virtio1-req.0')
+        write(os.path.join(self.fake.root, 'interrupts'), '\n'.join(
+            line for line in INTERRUPTS.splitlines()
+            if not line.startswith(' 36:')))
+        self.assertEqual([], self.act.restore_all())
+        self.assertEqual('0', self.fake.affinity(36))
+        self.assertEqual([], self.record.keys(self.act.kind))
+
+    def test_an_irq_that_changed_hands_is_not_moved(self):
+        e = self.assertRaises(base.ActuatorError, self.act.move, 36, {0},
+                              'virtio9-req.0')
+        self.assertIn('not moved', str(e))
+        self.assertEqual('0-3', self.fake.affinity(36))
+        self.assertEqual([], self.record.keys(self.act.kind))
+
+    def test_an_earlier_agents_record_is_restored_as_kept(self):
+        self.record.record(self.act.kind, '36', '1')
+        self.assertEqual([], self.act.restore_all())
+        self.assertEqual('1', self.fake.affinity(36))
+
+
+class TestIrqbalance(testtools.TestCase):
+
+    def proc(self, pid, comm, argv):
+        write(os.path.join(self.root, str(pid), 'comm'), comm + '\n')
+        with open(os.path.join(self.root, str(pid), 'cmdline'), 'wb') as f:
+            f.write(b'\0'.join(a.encode() for a in argv) + b'\0')
+
+    def setUp(self):
+        super().setUp()
+        self.root = self.useFixture(fixtures.TempDir()).path
+        self.proc(1, 'systemd', ['/sbin/init'])
+        write(os.path.join(self.root, 'interrupts'), INTERRUPTS)
+
+    def test_none_running(self):
+        self.assertIsNone(irq.irqbalance(self.root))
+
+    def test_running_with_its_banned_irqs(self):
+        self.proc(812, 'irqbalance',
+                  ['/usr/sbin/irqbalance', '--foreground', '--banirq=36',
+                   '-i', '38', '-i39', '--banirq', '40', '--banirq=x'])
+        self.assertEqual((812, {36, 38, 39, 40}),
+                         irq.irqbalance(self.root))
+
 
 class TestThreadPolicy(testtools.TestCase):
 
@@ -183,19 +246,19 @@ class TestRtRuntime(testtools.TestCase):
         self.act = Logged(self.record, self.fake.cpu)
 
     def test_grants_cover_children_and_never_lower_a_parent(self):
-        plan = rt.grants(self.act, ['machine/dom-a/vcpu0',
-                                    'machine/dom-a/vcpu1'], 100000)
+        plan = rt.grants(self.act, {'machine/dom-a/vcpu0': 100000,
+                                    'machine/dom-a/vcpu1': 100000})
         self.assertEqual([('machine', 200000), ('machine/dom-a', 200000),
                           ('machine/dom-a/vcpu0', 100000),
                           ('machine/dom-a/vcpu1', 100000)], plan)
         write(os.path.join(self.fake.cpu, 'machine', rt.RT_FILE),
               '500000\n')
-        plan = dict(rt.grants(self.act, ['machine/dom-b/vcpu0'], 100000))
+        plan = dict(rt.grants(self.act, {'machine/dom-b/vcpu0': 100000}))
         self.assertEqual(500000, plan['machine'])
 
     def test_written_top_down_restored_bottom_up(self):
-        for group, value in rt.grants(self.act, ['machine/dom-b/vcpu0'],
-                                      100000):
+        for group, value in rt.grants(self.act,
+                                      {'machine/dom-b/vcpu0': 100000}):
             self.act.write(group, value)
         self.assertEqual(['machine', 'machine/dom-b', 'machine/dom-b/vcpu0'],
                          [k for k, _ in self.order])
@@ -216,6 +279,8 @@ class TestRtRuntime(testtools.TestCase):
     def test_rt_mode(self):
         proc = self.useFixture(fixtures.TempDir()).path
         knob = os.path.join(proc, 'sys/kernel/sched_rt_runtime_us')
+        write(os.path.join(proc, 'sys/kernel/sched_rt_period_us'),
+              '1000000\n')
         for value, mode in (('-1', None), ('0', None),
                             ('950000', 'group')):
             write(knob, value + '\n')
@@ -227,6 +292,69 @@ class TestRtRuntime(testtools.TestCase):
                          rt.rt_mode(proc, self.fake.root, 'machine/x')[0])
         # cgroup v2 (no v1 cpu path for the thread): the host-wide bound
         self.assertEqual('global', rt.rt_mode(proc, self.fake.root, None)[0])
+
+    def test_a_bound_that_leaves_others_nothing_is_no_bound(self):
+        # issue 31.2: a runtime equal to the period was accepted
+        proc = self.useFixture(fixtures.TempDir()).path
+        write(os.path.join(proc, 'sys/kernel/sched_rt_period_us'),
+              '1000000\n')
+        os.unlink(os.path.join(self.fake.cpu, rt.RT_FILE))
+        knob = os.path.join(proc, 'sys/kernel/sched_rt_runtime_us')
+        write(knob, '1000000\n')
+        self.assertIsNone(rt.rt_mode(proc, self.fake.root, None)[0])
+        for value, share, mode in ((1000000, 0.05, None),
+                                   (990000, 0.05, None),
+                                   (950000, 0.05, 'global'),
+                                   (950000, 0.1, None),
+                                   (900000, 0.1, 'global')):
+            write(knob, '%d\n' % value)
+            got, why = rt.rt_mode(proc, self.fake.root, None, share)
+            self.assertEqual(mode, got, (value, share, why))
+        write(knob, '1000000\n')
+        why = rt.rt_mode(proc, self.fake.root, None, 0.05)[1]
+        self.assertIn('leaves other tasks less than 5%', why)
+
+    def test_period_of_a_group_or_the_host(self):
+        proc = self.useFixture(fixtures.TempDir()).path
+        write(os.path.join(proc, 'sys/kernel/sched_rt_period_us'),
+              '1000000\n')
+        group = os.path.join(self.fake.cpu, 'machine')
+        self.assertEqual(1000000, rt.period_us(proc, group))
+        write(os.path.join(group, rt.PERIOD_FILE), '500000\n')
+        self.assertEqual(500000, rt.period_us(proc, group))
+
+
+class TestBudget(testtools.TestCase):
+    """A protected domain's RT runtime follows its reservation (31.2)."""
+
+    def budget(self, iops=None, bps=None, period=1000000, cap=400000,
+               share=0.05):
+        from vsmtio_agent import model
+        return rt.budget_us(model.Reservation(iops=iops, bytes_per_s=bps),
+                            period, 100.0, 1000.0, cap, share)
+
+    def test_proportional_to_the_reservation(self):
+        self.assertEqual((50000, 50000), self.budget(iops=500))
+        self.assertEqual((100000, 100000), self.budget(iops=1000))
+        # bandwidth: 40 MiB/s at 1000 us per MiB
+        self.assertEqual((40000, 40000), self.budget(bps=40 << 20))
+        # both: requests and their bytes
+        self.assertEqual((90000, 90000), self.budget(iops=500,
+                                                     bps=40 << 20))
+        # counted in the group's own period
+        self.assertEqual((25000, 25000), self.budget(iops=500,
+                                                     period=500000))
+
+    def test_bounded_by_the_option_and_never_the_whole_period(self):
+        self.assertEqual((400000, 2000000), self.budget(iops=20000))
+        self.assertEqual((950000, 2000000), self.budget(
+            iops=20000, cap=1000000))
+        self.assertEqual((900000, 2000000), self.budget(
+            iops=20000, cap=1000000, share=0.1))
+
+    def test_at_least_a_millisecond(self):
+        self.assertEqual((rt.MIN_GRANT_US, 100), self.budget(iops=1))
+        self.assertEqual((rt.MIN_GRANT_US, 0), self.budget())
 
     def test_cpu_cgroup_of_a_thread(self):
         proc = self.useFixture(fixtures.TempDir()).path
@@ -283,7 +411,8 @@ class TestOneRecordForMist(testtools.TestCase):
         act.move(36, {0})
         again = checkpoint.Checkpoint(self.path, 'b1')
         self.assertTrue(again.load())
-        self.assertEqual('0-3', again.original(act.kind, '36'))
+        self.assertEqual({'cpus': '0-3', 'actions': 'virtio1-req.0'},
+                         again.original(act.kind, '36'))
         irq.IrqAffinity(again, fake.root).restore_all()
         again.save()
         self.assertEqual('0-3', fake.affinity(36))

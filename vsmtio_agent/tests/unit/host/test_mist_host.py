@@ -38,6 +38,69 @@ NOVA_XML = """<domain type='test'>
   <os><type>hvm</type></os>
 </domain>"""
 
+DEVICES_XML = """
+  <devices>
+    <disk type='file' device='disk'>
+      <source file='%(disk)s'/><target dev='vda' bus='virtio'/>
+    </disk>
+    <interface type='bridge'>
+      <source bridge='br0'/><target dev='tap1'/>
+    </interface>
+  </devices>"""
+
+
+def with_devices(disk, xml):
+    """``xml`` with a disk on ``disk`` and a NIC on bridge br0."""
+    return xml.replace('</os>', '</os>' + DEVICES_XML % {'disk': disk})
+
+
+def link(path, target):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    os.symlink(target, path)
+
+
+class FakeDevices(fixtures.Fixture):
+    """A sysfs tree of a host's disk and NIC controllers (virtio, PCI).
+
+    Laid out as the kernel does (``/sys/dev/block/M:m`` and
+    ``/sys/class/net`` point into ``/sys/devices``): the disk controller
+    at 0000:00:02.0 raises IRQs 35 and 36, the NIC at 0000:00:03.0 IRQs
+    37-39; a device-mapper volume sits on the disk's partition, and bridge
+    br0 joins the physical eth0 with two VMs' taps.
+    """
+
+    def __init__(self, sysfs_root, disk_dev):
+        super().__init__()
+        self.root, self.disk_dev = sysfs_root, disk_dev
+
+    def _setUp(self):
+        pci = os.path.join(self.root, 'devices/pci0000:00')
+        for dev, irqs in (('0000:00:02.0', (35, 36)),
+                          ('0000:00:03.0', (37, 38, 39))):
+            for n in irqs:
+                host_fixtures.write(os.path.join(pci, dev, 'msi_irqs',
+                                                 str(n)), 'msix\n')
+            host_fixtures.write(os.path.join(pci, dev, 'irq'), '11\n')
+        vda = os.path.join(pci, '0000:00:02.0/virtio1/block/vda')
+        os.makedirs(os.path.join(vda, 'vda1'))
+        dm = os.path.join(self.root, 'devices/virtual/block/dm-0')
+        link(os.path.join(dm, 'slaves/vda1'), os.path.join(vda, 'vda1'))
+        major, minor = self.disk_dev
+        link(os.path.join(self.root, 'dev/block/%d:%d' % (major, minor)),
+             '../../devices/virtual/block/dm-0')
+        net = os.path.join(self.root, 'class/net')
+        link(os.path.join(net, 'eth0/device'),
+             '../../../devices/pci0000:00/0000:00:03.0')
+        for name in ('br0', 'tap1', 'tap2', 'lo'):
+            os.makedirs(os.path.join(net, name), exist_ok=True)
+        for a, b in (('br0', 'eth0'), ('br0', 'tap1'), ('br0', 'tap2')):
+            link(os.path.join(net, a, 'lower_' + b), '../' + b)
+            link(os.path.join(net, b, 'upper_' + a), '../' + a)
+
+
+NVME = (' 50:          0          0          0          0  '
+        'PCI-MSIX-0000:00:04.0   0-edge      nvme0q1\n')
+
 
 def spec(name, value):
     return '<nova:extraSpec name="%s">%s</nova:extraSpec>' % (name, value)
@@ -83,13 +146,23 @@ class TestMistThroughTheDriver(testtools.TestCase):
         self.conf = host_fixtures.make_conf(
             self, sysfs_root=self.sysfs.root, procfs_root=self.irqs.root,
             guard=False)
+        # The guest's disk is this test module: its filesystem's device is
+        # the host's, and the fake tree says what controller lies under it.
+        disk = os.path.abspath(__file__)
+        dev = os.stat(disk).st_dev
+        self.disk_dev = (os.major(dev), os.minor(dev))
+        self.useFixture(FakeDevices(self.sysfs.root, self.disk_dev))
+        # an NVMe queue on the host serves no reserved domain
+        host_fixtures.write(os.path.join(self.irqs.root, 'interrupts'),
+                            acts.INTERRUPTS.replace('NMI:', NVME + 'NMI:'))
+        host_fixtures.write(self.irqs.affinity_file(50), '0-3\n')
         self.conn = libvirt.open('test:///default')
         self.addCleanup(self.conn.close)
         self.uuid = str(uuid.uuid4())
-        self.dom = self.conn.createXML(NOVA_XML % {
+        self.dom = self.conn.createXML(with_devices(disk, NOVA_XML % {
             'name': 'r-' + self.uuid[:8], 'uuid': self.uuid,
             'specs': spec('vsmtio:io_reservation_iops', '500')
-            + spec('resources:CUSTOM_VSMTIO_IO_IOPS', '500')})
+            + spec('resources:CUSTOM_VSMTIO_IO_IOPS', '500')}))
         self.addCleanup(self._destroy)
         self.weight = self.dom.blkioParameters(0)['weight']
 
@@ -117,6 +190,7 @@ class TestMistThroughTheDriver(testtools.TestCase):
                          snap.domains[self.uuid].reservation)
 
     def test_protect_release_and_restore(self):
+        self.requires_block_device()
         drv = self.driver()
         drv.recover()
         drv.sample()
@@ -138,6 +212,7 @@ class TestMistThroughTheDriver(testtools.TestCase):
         self.assertTrue(drv.checkpoint.empty)
 
     def test_stop_restores(self):
+        self.requires_block_device()
         drv = self.driver()
         drv.recover()
         drv.sample()
@@ -147,6 +222,7 @@ class TestMistThroughTheDriver(testtools.TestCase):
         self.assertEqual('0-3', self.irqs.affinity(36))
 
     def test_a_crashed_agent_is_undone_at_the_next_start(self):
+        self.requires_block_device()
         drv = self.driver()
         drv.recover()
         drv.sample()
@@ -244,10 +320,134 @@ class TestMistThroughTheDriver(testtools.TestCase):
         self.assertIsNone(drv.checkpoint.owners.holder(
             'cpu_shares', self.uuid, 'cpu_shares'))
 
+    def requires_block_device(self):
+        if self.disk_dev[0] == 0:
+            self.skipTest('this tree is on a filesystem without a block '
+                          'device: no disk controller to find under it')
+
+    def test_only_the_protected_domains_devices_irqs(self):
+        # issue 31.2: every matching IRQ on the host was moved (nvme0q1 to
+        # CPU 0 too); now only those of the reserved VM's disk and NIC
+        self.requires_block_device()
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        drv.apply(self.decision(True))
+        self.assertEqual('0', self.irqs.affinity(36))
+        self.assertEqual('1-3', self.irqs.affinity(39))
+        for other in (24, 26, 28, 40, 44, 50):
+            self.assertEqual('0-3', self.irqs.affinity(other), other)
+        self.assertEqual({36: frozenset([0]), 38: frozenset([1, 2, 3]),
+                          39: frozenset([1, 2, 3])}, drv.mist.irq_plan)
+        drv.restore()
+        self.assertEqual('0-3', self.irqs.affinity(36))
+
+    def test_the_configured_set_is_host_wide(self):
+        self.conf.set_override('mist_irq_scope', 'pattern',
+                               group='vsmtio_agent')
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        drv.apply(self.decision(True))
+        self.assertEqual('0', self.irqs.affinity(50))
+        self.assertEqual('0', self.irqs.affinity(36))
+        drv.restore()
+        self.assertEqual('0-3', self.irqs.affinity(50))
+
+    def test_the_ban_list_is_honoured(self):
+        # issue 31.7: nothing kept an IRQ from being moved
+        self.requires_block_device()
+        self.conf.set_override('mist_irq_ban', [36, 39],
+                               group='vsmtio_agent')
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        drv.apply(self.decision(True))
+        self.assertEqual('0-3', self.irqs.affinity(36))
+        self.assertEqual('0-3', self.irqs.affinity(39))
+        self.assertEqual('1-3', self.irqs.affinity(38))
+        drv.restore()
+
+    def test_irqbalance_keeps_what_it_is_not_told_to_leave(self):
+        # issue 31.7: MIST moved IRQs irqbalance moves back within seconds
+        self.requires_block_device()
+        logged = self.useFixture(fixtures.FakeLogger())
+        host_fixtures.write(os.path.join(self.irqs.root, '4242/comm'),
+                            'irqbalance\n')
+        with open(os.path.join(self.irqs.root, '4242/cmdline'), 'wb') as f:
+            f.write(b'/usr/sbin/irqbalance\0--foreground\0--banirq=38\0')
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        drv.apply(self.decision(True))
+        self.assertEqual('1-3', self.irqs.affinity(38))     # banned there
+        self.assertEqual('0-3', self.irqs.affinity(36))
+        self.assertEqual('0-3', self.irqs.affinity(39))
+        self.assertIn('irqbalance (pid 4242) runs and would move IRQs '
+                      '36,39 back', logged.output)
+        drv.restore()
+        self.assertEqual('0-3', self.irqs.affinity(38))
+
+    def test_a_refused_separation_gives_back_what_it_moved(self):
+        # The functional test's host moves a config vector and refuses the
+        # request queue's (EPERM); here a stand-in refuses IRQ 39 the same
+        # way, after 36 and 38 were moved.
+        self.requires_block_device()
+        from vsmtio_agent.actuators import base as act_base
+        from vsmtio_agent.actuators import irq as irq_act
+
+        class Refusing(irq_act.IrqAffinity):
+            def _set(self, key, value):
+                if key == '39':
+                    raise act_base.ActuatorError('EPERM', denied=True)
+                super()._set(key, value)
+
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        drv.mist.irq = Refusing(drv.checkpoint, self.irqs.root)
+        drv.apply(self.decision(True))
+        self.assertIn(mist_host.IRQ, drv.mist.unsupported)
+        for n in (36, 38, 39):
+            self.assertEqual('0-3', self.irqs.affinity(n), n)
+        self.assertEqual([], drv.checkpoint.keys(drv.mist.irq.kind))
+        drv.apply(self.decision(True))      # not tried again
+        self.assertEqual('0-3', self.irqs.affinity(36))
+        drv.restore()
+
+    def test_an_irq_leaves_with_its_domains_protection(self):
+        self.requires_block_device()
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        drv.apply(self.decision(True))
+        self.assertEqual('0', self.irqs.affinity(36))
+        # the NIC's IRQ 39 is banned meanwhile: it goes back at once
+        self.conf.set_override('mist_irq_ban', [39], group='vsmtio_agent')
+        drv.apply(self.decision(True))
+        self.assertEqual('0-3', self.irqs.affinity(39))
+        self.assertEqual('0', self.irqs.affinity(36))
+        drv.apply(self.decision(False))
+        self.assertEqual('0-3', self.irqs.affinity(36))
+        self.assertTrue(drv.checkpoint.empty)
+
     def test_describe_says_why_no_real_time(self):
         mode = self.driver().describe()
         self.assertTrue(any('sched_rt_runtime_us is -1' in m
                             for m in mode.missing), mode.missing)
+
+    def test_describe_says_what_interrupts_and_irqbalance(self):
+        self.conf.set_override('mist_irq_ban', [24, 26],
+                               group='vsmtio_agent')
+        host_fixtures.write(os.path.join(self.irqs.root, '77/comm'),
+                            'irqbalance\n')
+        host_fixtures.write(os.path.join(self.irqs.root, '77/cmdline'),
+                            'irqbalance\0')
+        mode = self.driver().describe()
+        self.assertIn("MIST interrupts: the protected VMs' devices; never "
+                      "IRQs 24,26", mode.capabilities)
+        self.assertIn('MIST interrupts: irqbalance (pid 77) runs: only the '
+                      'IRQs its --banirq names are moved', mode.missing)
 
 
 class TestUnadmittedReservation(testtools.TestCase):
@@ -266,3 +466,106 @@ class TestUnadmittedReservation(testtools.TestCase):
         drv = libvirt_driver.LibvirtHostDriver(conf)
         self.addCleanup(drv.close)
         self.assertFalse(drv.sample().domains[uid].reservation.reserved)
+
+
+class TestRtBudgetPerReservation(testtools.TestCase):
+    """Each protected domain's cgroups get what its reservation needs.
+
+    On a copy of a cgroup v1 cpu tree with RT group scheduling (no kernel
+    here has it). The threads are named, not made real-time: raising
+    real threads to SCHED_RR is the functional test's, on a real guest.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.sysfs = self.useFixture(host_fixtures.FakeSysfs(cores=2))
+        self.cg = self.useFixture(acts.FakeCgroups())
+        os.makedirs(os.path.join(self.sysfs.root, 'fs'), exist_ok=True)
+        os.symlink(self.cg.root, os.path.join(self.sysfs.root, 'fs/cgroup'))
+        proc = self.useFixture(fixtures.TempDir()).path
+        host_fixtures.write(os.path.join(
+            proc, 'sys/kernel/sched_rt_period_us'), '1000000\n')
+        self.conf = host_fixtures.make_conf(
+            self, sysfs_root=self.sysfs.root, procfs_root=proc)
+        from vsmtio_agent.actuators import checkpoint
+        from vsmtio_agent.drivers.mist import cpu
+        self.record = checkpoint.Checkpoint(
+            self.conf.vsmtio_agent.checkpoint_path)
+        self.cpu = cpu.CpuProtection(self.conf.vsmtio_agent, self.record)
+
+    def protect(self, uuid, groups, reservation):
+        self.cpu._threads[uuid] = {'1/%d' % i: g for i, g in
+                                   enumerate(groups)}
+        self.cpu._reserved[uuid] = reservation
+
+    def test_runtime_follows_the_reservation(self):
+        # issue 31.2: every vCPU cgroup got mist_rt_runtime_us (400 ms of
+        # each second) whatever the domain had reserved
+        self.protect('a', ['machine/dom-a/vcpu0', 'machine/dom-a/vcpu1'],
+                     model.Reservation(iops=500))
+        self.protect('b', ['machine/dom-b/vcpu0'],
+                     model.Reservation(iops=2000))
+        self.cpu.grant()
+        # 500 IOPS x 100 us = 50 ms a second, split over two cgroups
+        self.assertEqual(25000, self.cg.value('machine/dom-a/vcpu0'))
+        self.assertEqual(25000, self.cg.value('machine/dom-a/vcpu1'))
+        self.assertEqual(50000, self.cg.value('machine/dom-a'))
+        self.assertEqual(200000, self.cg.value('machine/dom-b/vcpu0'))
+        self.assertEqual(250000, self.cg.value('machine'))
+        self.assertEqual({'a': (50000, 50000), 'b': (200000, 200000)},
+                         self.cpu.budgets)
+        # the ceiling per domain, never the whole period
+        self.conf.set_override('mist_rt_runtime_us', 1000000,
+                               group='vsmtio_agent')
+        self.protect('b', ['machine/dom-b/vcpu0'],
+                     model.Reservation(iops=20000))
+        self.cpu.grant()
+        self.assertEqual(950000, self.cg.value('machine/dom-b/vcpu0'))
+        # released: the groups go back, children first
+        self.cpu.release_threads('b', _Log())
+        self.cpu.release_threads('a', _Log())
+        self.assertEqual(0, self.cg.value('machine'))
+        self.assertEqual(0, self.cg.value('machine/dom-b/vcpu0'))
+
+
+class _Log:
+    def note(self, text):
+        pass
+
+
+class TestDevices(testtools.TestCase):
+    """The walk from a domain's sources to its controllers' IRQs."""
+
+    def setUp(self):
+        super().setUp()
+        self.root = self.useFixture(fixtures.TempDir()).path
+        self.useFixture(FakeDevices(self.root, (254, 0)))
+
+    def test_through_device_mapper_and_a_bridge(self):
+        from vsmtio_agent.drivers.mist import devices
+        # a volume on a partition of the virtio disk
+        node = os.path.join(self.root, 'dev/block/254:0')
+        self.assertEqual({35, 36}, devices._block_node_irqs(
+            self.root, os.path.realpath(node), 0))
+        # a tap on br0 reaches eth0's controller, not another tap's
+        self.assertEqual({37, 38, 39}, devices.net_irqs(self.root,
+                                                        ['tap1']))
+        self.assertEqual({37, 38, 39}, devices.net_irqs(self.root,
+                                                        ['br0']))
+        self.assertEqual(set(), devices.net_irqs(self.root, ['lo', 'nope']))
+        # a legacy line where a device has no MSI vectors
+        host_fixtures.write(os.path.join(
+            self.root, 'devices/platform/ide0/irq'), '14\n')
+        self.assertEqual({14}, devices.device_irqs(
+            self.root, os.path.join(self.root, 'devices/platform/ide0')))
+
+    def test_what_a_domain_names(self):
+        from vsmtio_agent.drivers.mist import devices
+        xml = with_devices('/no/such/image', NOVA_XML % {
+            'name': 'x', 'uuid': str(uuid.uuid4()), 'specs': ''})
+        self.assertEqual((['/no/such/image'], ['tap1', 'br0']),
+                         devices.host_sources(xml))
+        block, net, problems = devices.domain_irqs(self.root, xml)
+        self.assertEqual((set(), {37, 38, 39}), (block, net))
+        self.assertIn('/no/such/image', problems[0])
+        self.assertRaises(ValueError, devices.host_sources, '<domain')

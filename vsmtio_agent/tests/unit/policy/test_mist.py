@@ -261,10 +261,11 @@ class TestIrqPlan(testtools.TestCase):
             39: 'virtio2-output.0', 26: 'ttyS0', 50: 'nvme0q1',
             51: 'eth0-TxRx-0', 52: 'weird, virtio3-req.0, eth1-rx'}
 
-    def plan(self, cpus, block_cpus=None):
+    def plan(self, cpus, block_cpus=None, banned=()):
         from vsmtio_agent.conf import mist as mist_conf
-        return mist.irq_plan(self.IRQS, mist_conf.BLOCK_IRQ_PATTERN,
-                             mist_conf.NET_IRQ_PATTERN, cpus, block_cpus)
+        block, net = mist.irq_classes(self.IRQS, mist_conf.BLOCK_IRQ_PATTERN,
+                                      mist_conf.NET_IRQ_PATTERN)
+        return mist.irq_plan(block, net, cpus, block_cpus, banned)
 
     def test_disjoint_cpus_and_others_left_alone(self):
         plan = self.plan([0, 1, 2, 3])
@@ -282,6 +283,20 @@ class TestIrqPlan(testtools.TestCase):
     def test_one_cpu_cannot_be_split(self):
         self.assertEqual({}, self.plan([0]))
         self.assertEqual({}, self.plan([0, 1], block_cpus={0, 1}))
+
+    def test_a_banned_irq_is_never_planned(self):
+        # issue 31.7: the operator's ban list is honoured
+        plan = self.plan([0, 1, 2, 3], banned={36, 51})
+        self.assertEqual({38, 39, 50}, set(plan))
+
+    def test_only_the_given_devices_irqs(self):
+        # issue 31.2: a domain's devices, not every matching IRQ
+        plan = mist.irq_plan({36}, {38, 39}, [0, 1])
+        self.assertEqual({36: frozenset([0]), 38: frozenset([1]),
+                          39: frozenset([1])}, plan)
+        # a device whose role cannot be told (both) is left alone
+        self.assertEqual({38: frozenset([1])},
+                         mist.irq_plan({36}, {36, 38}, [0, 1]))
 
 
 class TestEngine(testtools.TestCase):
