@@ -506,9 +506,14 @@ def _file_setting(conf, group, name):
     return found
 
 
+# Every character str.splitlines() breaks a line at, written as an escape.
+_LINE_BREAKS = {ord(c): c.encode('unicode_escape').decode('ascii')
+                for c in '\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029'}
+
+
 def _error(exc):
     """One line on stderr, however many the message had."""
-    text = str(exc).replace('\r', '\\r').replace('\n', '\\n')
+    text = str(exc).translate(_LINE_BREAKS)
     print('vsmtio-agent: error: %s' % text, file=sys.stderr)
 
 
