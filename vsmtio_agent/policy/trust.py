@@ -1,0 +1,167 @@
+"""Trust domains: whose vCPUs the agent may put on one physical core.
+
+RASS gains by pairing an I/O-bound vCPU with a CPU-bound one on sibling
+hyperthreads, and the adjuster swaps vCPUs between cores to keep them
+mixed. Siblings share the L1 data cache and the core's fill and store
+buffers, which L1TF- and MDS-class flaws let one thread read from the
+other: two vCPUs the agent pins to one core are two guests that may read
+each other. This module decides which vCPUs may be siblings, as a key
+per vCPU (vCPUs may share a core only when their keys are equal, an
+equivalence, so a core either holds one key or is *mixed*), and checks
+and repairs assignments against it. Pure: no I/O.
+
+A key has two halves:
+
+* the operator's rule (``[vsmtio_agent] trust_domain``): ``any``,
+  ``project`` (the nova project that owns the VM; a VM whose project is
+  not known trusts no other) or ``vm``;
+* the host's core scheduling: a vCPU thread's cookie where the kernel
+  could be asked (threads of different cookies never run on one core at
+  once, so pairing them gains nothing and the agent never asks); where
+  the host uses core scheduling but no cookie could be read, one cookie
+  per VM (what libvirt's ``sched_core`` gives), so the agent is then at
+  least as strict as ``vm``.
+"""
+
+import collections
+
+ANY, PROJECT, VM = 'any', 'project', 'vm'
+RULES = (ANY, PROJECT, VM)
+
+
+def key(rule, ref, tenancy=None, core_scheduling=None):
+    """The trust key of vCPU ``ref`` (a ``(str, str)`` tuple).
+
+    ``tenancy`` is its domain's :class:`~vsmtio_agent.model.Tenancy` (or
+    None: nothing known), ``core_scheduling`` the snapshot's.
+    """
+    if rule not in RULES:
+        raise ValueError('unknown trust domain rule %r (one of %s)'
+                         % (rule, ', '.join(RULES)))
+    project = tenancy.project if tenancy is not None else None
+    if rule == ANY:
+        who = ''
+    elif rule == PROJECT and project:
+        who = 'project:' + project
+    else:
+        who = 'vm:' + ref.domain
+    cookie = (tenancy.cookies.get(ref.index) if tenancy is not None
+              else None)
+    if cookie is not None:
+        fence = 'cookie:%x' % cookie
+    elif core_scheduling:
+        fence = 'vm:' + ref.domain
+    else:
+        fence = ''
+    return (who, fence)
+
+
+def keys(rule, refs, tenancy, core_scheduling=None):
+    """``{ref: key}`` of ``refs``, or None where every vCPU may pair.
+
+    None (the ``any`` rule on a host without core scheduling or cookies)
+    lets callers skip every check: nothing is then fenced.
+    """
+    if rule == ANY and not core_scheduling and not any(
+            t.cookies for t in tenancy.values()):
+        return None
+    return {ref: key(rule, ref, tenancy.get(ref.domain), core_scheduling)
+            for ref in refs}
+
+
+def may_share(trust, a, b):
+    """Whether vCPUs ``a`` and ``b`` may be siblings under ``trust``."""
+    return trust is None or trust[a] == trust[b]
+
+
+def core_keys(assignment, trust):
+    """``{core: set of keys}`` of the vCPUs ``assignment`` puts there."""
+    found = collections.defaultdict(set)
+    for ref, core in assignment.items():
+        found[core].add(trust[ref])
+    return found
+
+
+def mixed(assignment, trust):
+    """The cores ``assignment`` gives vCPUs of two trust domains or more."""
+    if trust is None:
+        return frozenset()
+    return frozenset(core for core, ks in core_keys(assignment,
+                                                    trust).items()
+                     if len(ks) > 1)
+
+
+def swap_allowed(assignment, trust, swap):
+    """Whether ``swap`` puts neither vCPU beside another trust domain.
+
+    Each vCPU moves to the other's core: every vCPU left there (but the
+    one leaving) must share its key.
+    """
+    if trust is None:
+        return True
+    for ref, core, leaving in ((swap.a, swap.core_b, swap.b),
+                               (swap.b, swap.core_a, swap.a)):
+        mine = trust[ref]
+        if any(trust[other] != mine for other, c in assignment.items()
+               if c == core and other != leaving and other != ref):
+            return False
+    return True
+
+
+def separate(assignment, trust, cores, weights):
+    """``assignment`` with as few mixed cores as moves can make.
+
+    On a mixed core the trust domain of most weight stays (ties: the
+    smallest key); each other vCPU (by ref) moves to the least loaded
+    core holding only its own domain, else to the least loaded empty
+    core of ``cores`` (their order breaks ties). One that finds neither
+    stays, and its core stays mixed: :func:`mixed` names it, and the
+    engine leaves such a core out of the split, so the host's scheduler,
+    not the agent, decides where those vCPUs run. ``weights`` maps a
+    vCPU to its CFS weight. Returns ``assignment`` itself when no core is
+    mixed.
+    """
+    if trust is None:
+        return assignment
+    members = collections.defaultdict(list)
+    for ref, core in assignment.items():
+        members[core].append(ref)
+    if all(len({trust[r] for r in refs}) < 2 for refs in members.values()):
+        return assignment
+    order = {core: n for n, core in enumerate(cores)}
+    load = collections.Counter()
+    count = collections.Counter()
+    owner = {}      # a pure core's key
+    for core, refs in members.items():
+        load[core] = sum(weights[r] for r in refs)
+        count[core] = len(refs)
+        ks = {trust[r] for r in refs}
+        owner[core] = ks.pop() if len(ks) == 1 else None
+    result = dict(assignment)
+    for core in sorted(members, key=lambda c: order.get(c, len(order))):
+        refs = members[core]
+        by_key = collections.defaultdict(int)
+        for r in refs:
+            by_key[trust[r]] += weights[r]
+        if len(by_key) < 2:
+            continue
+        stay = min(by_key, key=lambda k: (-by_key[k], k))
+        owner[core] = stay
+        for ref in sorted(r for r in refs if trust[r] != stay):
+            mine = trust[ref]
+            # its own domain's cores first: an empty core is kept for a
+            # domain that has none
+            targets = ([c for c in cores if c != core and count[c]
+                        and owner.get(c) == mine]
+                       or [c for c in cores if c != core and not count[c]])
+            if not targets:
+                owner[core] = None      # stays mixed
+                continue
+            target = min(targets, key=lambda c: (load[c], order[c]))
+            result[ref] = target
+            load[target] += weights[ref]
+            load[core] -= weights[ref]
+            count[target] += 1
+            count[core] -= 1
+            owner[target] = mine
+    return result
