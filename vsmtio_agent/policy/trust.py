@@ -111,15 +111,17 @@ def swap_allowed(assignment, trust, swap):
 def separate(assignment, trust, cores, weights):
     """``assignment`` with as few mixed cores as moves can make.
 
-    On a mixed core the trust domain of most weight stays (ties: the
-    smallest key); each other vCPU (by ref) moves to the least loaded
-    core holding only its own domain, else to the least loaded empty
-    core of ``cores`` (their order breaks ties). One that finds neither
-    stays, and its core stays mixed: :func:`mixed` names it, and the
-    engine leaves such a core out of the split, so the host's scheduler,
-    not the agent, decides where those vCPUs run. ``weights`` maps a
-    vCPU to its CFS weight. Returns ``assignment`` itself when no core is
-    mixed.
+    First each mixed core (in ``cores``' order) gets an owner: of the
+    trust domains on it, the heaviest that owns no core yet (ties: the
+    smallest key), else the heaviest. Then each vCPU not of its core's
+    owner (by ref) moves to the least loaded core its domain owns, else
+    to the least loaded empty core: its own domain's cores first, so an
+    empty core is kept for a domain that has none. One that finds
+    neither stays, and its core stays mixed: :func:`mixed` names it, and
+    the engine leaves such a core out of the split, so the host's
+    scheduler, not the agent, decides where those vCPUs run. ``weights``
+    maps a vCPU to its CFS weight. Returns ``assignment`` itself when no
+    core is mixed.
     """
     if trust is None:
         return assignment
@@ -131,31 +133,32 @@ def separate(assignment, trust, cores, weights):
     order = {core: n for n, core in enumerate(cores)}
     load = collections.Counter()
     count = collections.Counter()
-    owner = {}      # a pure core's key
+    owner = {}      # each core's owner
+    mixed_cores = []
     for core, refs in members.items():
         load[core] = sum(weights[r] for r in refs)
         count[core] = len(refs)
         ks = {trust[r] for r in refs}
-        owner[core] = ks.pop() if len(ks) == 1 else None
-    result = dict(assignment)
-    for core in sorted(members, key=lambda c: order.get(c, len(order))):
-        refs = members[core]
+        if len(ks) == 1:
+            owner[core] = ks.pop()
+        else:
+            mixed_cores.append(core)
+    mixed_cores.sort(key=lambda c: order.get(c, len(order)))
+    for core in mixed_cores:
         by_key = collections.defaultdict(int)
-        for r in refs:
+        for r in members[core]:
             by_key[trust[r]] += weights[r]
-        if len(by_key) < 2:
-            continue
-        stay = min(by_key, key=lambda k: (-by_key[k], k))
-        owner[core] = stay
-        for ref in sorted(r for r in refs if trust[r] != stay):
+        owning = set(owner.values())
+        owner[core] = min(by_key, key=lambda k: (k in owning, -by_key[k], k))
+    result = dict(assignment)
+    for core in mixed_cores:
+        for ref in sorted(r for r in members[core]
+                          if trust[r] != owner[core]):
             mine = trust[ref]
-            # its own domain's cores first: an empty core is kept for a
-            # domain that has none
             targets = ([c for c in cores if c != core and count[c]
                         and owner.get(c) == mine]
                        or [c for c in cores if c != core and not count[c]])
             if not targets:
-                owner[core] = None      # stays mixed
                 continue
             target = min(targets, key=lambda c: (load[c], order[c]))
             result[ref] = target

@@ -212,3 +212,16 @@ class TestEngineNeverPairsDomains(testtools.TestCase):
         d = eng.step(stats, tenancy={'a': T('p'), 'b': T('q')})
         self.assertEqual(frozenset(), d.split_cores)
         self.assertFalse(any(d.applies(p) for p in d.placements.values()))
+
+
+class TestSeparateCrossed(testtools.TestCase):
+
+    def test_two_crossed_cores_are_untangled(self):
+        # a and b each on cores 0 and 1, the other cores taken by c: a
+        # owns core 0 and b core 1, each moving one vCPU
+        a0, a1, b0, b1, c0, c1 = (R(0, 'a'), R(1, 'a'), R(0, 'b'),
+                                  R(1, 'b'), R(0, 'c'), R(1, 'c'))
+        k = {r: r.domain for r in (a0, a1, b0, b1, c0, c1)}
+        out = trust.separate({a0: 0, b0: 0, a1: 1, b1: 1, c0: 2, c1: 3},
+                             k, (0, 1, 2, 3), dict.fromkeys(k, 1024))
+        self.assertEqual({a0: 0, a1: 0, b0: 1, b1: 1, c0: 2, c1: 3}, out)
