@@ -112,9 +112,12 @@ def separate(assignment, trust, cores, weights):
     """``assignment`` with as few mixed cores as moves can make.
 
     First each mixed core (in ``cores``' order) gets an owner: of the
-    trust domains on it, the heaviest that owns no core yet (ties: the
-    smallest key), else the heaviest. Then each vCPU not of its core's
-    owner (by ref) moves to the least loaded core its domain owns, else
+    trust domains on it, the one with the most weight on the host per
+    core it would then own (ties: the smallest key), so that cores are
+    shared out in proportion to weight, as seats by the D'Hondt rule, and
+    no tenant is crowded onto fewer cores than its weight. Then each
+    vCPU not of its core's owner (by ref) moves to the least loaded core
+    its domain owns (a core's load counting only what stays on it), else
     to the least loaded empty core: its own domain's cores first, so an
     empty core is kept for a domain that has none. One that finds
     neither stays, and its core stays mixed: :func:`mixed` names it, and
@@ -144,27 +147,37 @@ def separate(assignment, trust, cores, weights):
         else:
             mixed_cores.append(core)
     mixed_cores.sort(key=lambda c: order.get(c, len(order)))
+    total = collections.Counter()      # each domain's weight on the host
+    for ref, k in trust.items():
+        if ref in assignment:
+            total[k] += weights[ref]
+    owned = collections.Counter(owner.values())
     for core in mixed_cores:
-        by_key = collections.defaultdict(int)
-        for r in members[core]:
-            by_key[trust[r]] += weights[r]
-        owning = set(owner.values())
-        owner[core] = min(by_key, key=lambda k: (k in owning, -by_key[k], k))
+        ks = sorted({trust[r] for r in members[core]})
+        # the domain with the most weight per core it would own
+        best = max(ks, key=lambda k: (total[k] / (owned[k] + 1),
+                                      -ks.index(k)))
+        owner[core] = best
+        owned[best] += 1
     result = dict(assignment)
+    movers = {core: sorted(r for r in members[core]
+                           if trust[r] != owner[core])
+              for core in mixed_cores}
+    for core, refs in movers.items():
+        # a core's load is what stays on it
+        load[core] -= sum(weights[r] for r in refs)
+        count[core] -= len(refs)
     for core in mixed_cores:
-        for ref in sorted(r for r in members[core]
-                          if trust[r] != owner[core]):
+        for ref in movers[core]:
             mine = trust[ref]
             targets = ([c for c in cores if c != core and count[c]
                         and owner.get(c) == mine]
                        or [c for c in cores if c != core and not count[c]])
-            if not targets:
-                continue
-            target = min(targets, key=lambda c: (load[c], order[c]))
+            target = (core if not targets else
+                      min(targets, key=lambda c: (load[c], order[c])))
             result[ref] = target
             load[target] += weights[ref]
-            load[core] -= weights[ref]
             count[target] += 1
-            count[core] -= 1
-            owner[target] = mine
+            if target != core:
+                owner[target] = mine
     return result

@@ -225,3 +225,17 @@ class TestSeparateCrossed(testtools.TestCase):
         out = trust.separate({a0: 0, b0: 0, a1: 1, b1: 1, c0: 2, c1: 3},
                              k, (0, 1, 2, 3), dict.fromkeys(k, 1024))
         self.assertEqual({a0: 0, a1: 0, b0: 1, b1: 1, c0: 2, c1: 3}, out)
+
+    def test_cores_are_shared_out_by_weight(self):
+        # every core pairs a's vCPU with b's: each tenant ends with two
+        # cores of two vCPUs, none crowded onto one
+        refs = [R(i, d) for d in 'ab' for i in range(4)]
+        k = {r: r.domain for r in refs}
+        start = {R(0, 'a'): 0, R(0, 'b'): 0, R(1, 'a'): 1, R(1, 'b'): 1,
+                 R(2, 'a'): 2, R(2, 'b'): 2, R(3, 'a'): 3, R(3, 'b'): 3}
+        out = trust.separate(start, k, (0, 1, 2, 3), dict.fromkeys(k, 1024))
+        self.assertEqual(frozenset(), trust.mixed(out, k))
+        per_core = {}
+        for ref, core in out.items():
+            per_core.setdefault(core, []).append(ref)
+        self.assertEqual([2, 2, 2, 2], sorted(map(len, per_core.values())))
