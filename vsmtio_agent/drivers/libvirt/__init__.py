@@ -300,7 +300,11 @@ class LibvirtHostDriver(base.HostDriver):
         else:
             supported = self.domains.cookies_supported
             why = self.domains.cookies_why
-        if supported:
+        if supported and self.domains.cookie_failure:
+            missing.append('core-scheduling cookies of vCPU threads: %s; '
+                           'libvirt\'s sched_core setting stands in'
+                           % self.domains.cookie_failure)
+        elif supported:
             caps.append('core-scheduling cookies read per vCPU thread')
         else:
             missing.append('core-scheduling cookies: %s' % why)

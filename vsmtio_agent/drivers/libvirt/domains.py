@@ -106,6 +106,7 @@ class Domains:
         # whether the kernel answers PR_SCHED_CORE_GET (None: not asked)
         self.cookies_supported = None
         self.cookies_why = 'not asked yet'
+        self.cookie_failure = None  # why a vCPU's cookie was not read
 
     def get(self, uuid):
         return self.entries.get(uuid)
@@ -215,9 +216,13 @@ class Domains:
         cookies = {}
         if self.cookies_supported:
             for index, tid in entry.tids.items():
-                found, _why = sched_core.cookie(tid)
+                found, why = sched_core.cookie(tid)
                 if found is not None:
                     cookies[index] = found
+                else:
+                    # EPERM under the hardened unit, for QEMU's threads
+                    # of another user (the kernel asks CAP_SYS_PTRACE)
+                    self.cookie_failure = why
         if cookies != entry.cookies:
             entry.cookies = cookies
             entry._tenancy = None
