@@ -256,7 +256,8 @@ class PolicyEngine(object):
         if trust is not None:
             assignment = trust_mod.separate(
                 assignment, trust, self._core_order,
-                {ref: st.weight for ref, st in stats.items()})
+                {ref: st.weight for ref, st in stats.items()},
+                functools.partial(self._incumbents, trust))
         if not (p.adjuster_max_swaps and guard_mod.SPLIT in active
                 and retained):
             return assignment, ()
@@ -270,6 +271,15 @@ class PolicyEngine(object):
             movable, rates, p.adjuster_std_threshold,
             p.adjuster_min_mean_gap, p.adjuster_max_swaps, allowed)
         return adjuster.apply_swaps(assignment, swaps), swaps
+
+    def _incumbents(self, trust):
+        """``{core: key}`` of the split cores one trust domain held."""
+        split = set(self.split_cores)
+        found = {}
+        for ref, core in self.assignment.items():
+            if core in split and ref in trust:
+                found.setdefault(core, set()).add(trust[ref])
+        return {core: ks.pop() for core, ks in found.items() if len(ks) == 1}
 
     def _classify(self, by_core, retained):
         """RASS's role of every vCPU, core by core."""

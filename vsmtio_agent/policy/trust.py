@@ -108,7 +108,7 @@ def swap_allowed(assignment, trust, swap):
     return True
 
 
-def separate(assignment, trust, cores, weights):
+def separate(assignment, trust, cores, weights, incumbents=None):
     """``assignment`` with as few mixed cores as moves can make.
 
     First each mixed core (in ``cores``' order) gets an owner: of the
@@ -123,8 +123,12 @@ def separate(assignment, trust, cores, weights):
     neither stays, and its core stays mixed: :func:`mixed` names it, and
     the engine leaves such a core out of the split, so the host's
     scheduler, not the agent, decides where those vCPUs run. ``weights``
-    maps a vCPU to its CFS weight. Returns ``assignment`` itself when no
-    core is mixed.
+    maps a vCPU to its CFS weight. ``incumbents`` (a callable, asked
+    only when some core is mixed) gives ``{core: key}`` of the domains
+    that held cores before: such a core stays its incumbent's while the
+    incumbent is on it, so a newcomer (a new VM, a floating vCPU the host
+    moved there) is the one that moves, and pins already made stay.
+    Returns ``assignment`` itself when no core is mixed.
     """
     if trust is None:
         return assignment
@@ -152,8 +156,13 @@ def separate(assignment, trust, cores, weights):
         if ref in assignment:
             total[k] += weights[ref]
     owned = collections.Counter(owner.values())
+    held = incumbents() if incumbents is not None else {}
     for core in mixed_cores:
         ks = sorted({trust[r] for r in members[core]})
+        if held.get(core) in ks:
+            owner[core] = held[core]
+            owned[held[core]] += 1
+            continue
         # the domain with the most weight per core it would own
         best = max(ks, key=lambda k: (total[k] / (owned[k] + 1),
                                       -ks.index(k)))

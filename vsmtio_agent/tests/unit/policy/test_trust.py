@@ -239,3 +239,35 @@ class TestSeparateCrossed(testtools.TestCase):
         for ref, core in out.items():
             per_core.setdefault(core, []).append(ref)
         self.assertEqual([2, 2, 2, 2], sorted(map(len, per_core.values())))
+
+    def test_an_incumbent_keeps_its_core(self):
+        # b (heavier) arrives on a's core 0: b moves, a's pins stay
+        a0, b0, b1 = R(0, 'a'), R(0, 'b'), R(1, 'b')
+        k = {r: r.domain for r in (a0, b0, b1)}
+        start = {a0: 0, b0: 0, b1: 0}
+        out = trust.separate(start, k, (0, 1), dict.fromkeys(k, 1024),
+                             lambda: {0: 'a'})
+        self.assertEqual({a0: 0, b0: 1, b1: 1}, out)
+        # without the incumbent the heavier domain would take it
+        out = trust.separate(start, k, (0, 1), dict.fromkeys(k, 1024))
+        self.assertEqual({a0: 1, b0: 0, b1: 0}, out)
+
+    def test_the_engine_keeps_a_split_core_for_its_holder(self):
+        # a runs alone on core 0 and is split there; b's new vCPUs land
+        # on core 0 too: they move, a's placement stays
+        eng = engine.PolicyEngine(model.Topology.uniform(2),
+                                  params(trust_domain=trust.PROJECT))
+        a = {R(0, 'a'): helpers.stats(0.6, core_id=0, utilisation=0.7),
+             R(1, 'a'): helpers.stats(0.0, core_id=0, utilisation=1.0)}
+        tenancy = {'a': T('p'), 'b': T('q')}
+        first = eng.step(a, tenancy=tenancy)
+        self.assertEqual({0}, {p.core_id for p in first.placements.values()})
+        both = dict(a)
+        both.update({R(i, 'b'): helpers.stats(0.0, core_id=0,
+                                              utilisation=1.0)
+                     for i in range(3)})
+        second = eng.step(both, tenancy=tenancy)
+        self.assertEqual(first.placements[R(0, 'a')],
+                         second.placements[R(0, 'a')])
+        self.assertEqual({1}, {second.placements[R(i, 'b')].core_id
+                               for i in range(3)})
