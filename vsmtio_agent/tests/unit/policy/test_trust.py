@@ -152,18 +152,27 @@ def hosts(draw):
                 core_id=draw(st.integers(0, n_cores)),
                 utilisation=draw(st.sampled_from([0.2, 0.9])))
             for v in range(n_vms) for i in range(vcpus[v])})
-    tenancy = {'vm%d' % v: T(projects[v]) for v in range(n_vms)}
-    return n_cores, tenancy, periods
+    # some VMs' threads carry a core-scheduling cookie (two may share one)
+    cookies = [draw(st.sampled_from([None, 0, 1, 2])) for _ in range(n_vms)]
+    tenancy = {'vm%d' % v: T(projects[v], {} if cookies[v] is None else
+                             dict.fromkeys(range(vcpus[v]), cookies[v]))
+               for v in range(n_vms)}
+    return n_cores, tenancy, periods, draw(st.sampled_from([None, False,
+                                                            True]))
 
 
 class TestEngineNeverPairsDomains(testtools.TestCase):
 
-    def check(self, rule, n_cores, tenancy, periods, **kw):
+    def check(self, rule, n_cores, tenancy, periods, core_scheduling,
+              **kw):
         eng = engine.PolicyEngine(model.Topology.uniform(n_cores),
                                   params(trust_domain=rule, **kw))
         for stats in periods:
-            decision = eng.step(stats, tenancy=tenancy)
-            k = trust.keys(rule, stats, tenancy)
+            decision = eng.step(stats, tenancy=tenancy,
+                                core_scheduling=core_scheduling)
+            k = trust.keys(rule, stats, tenancy, core_scheduling)
+            if k is None:
+                continue        # any, and nothing fenced
             on_core = {}
             for ref, p in decision.placements.items():
                 if decision.applies(p):
@@ -180,13 +189,14 @@ class TestEngineNeverPairsDomains(testtools.TestCase):
                         if c == core})
 
     @settings(max_examples=150, deadline=None)
-    @given(hosts(), st.sampled_from([trust.PROJECT, trust.VM]),
+    @given(hosts(), st.sampled_from(trust.RULES),
            st.sampled_from([1.0, 0.5]))
     def test_no_split_core_holds_two_domains(self, host, rule, share):
+        # under every rule, with cookies and core scheduling drawn too
         self.check(rule, *host, split_share=share)
 
     @settings(max_examples=50, deadline=None)
-    @given(hosts(), st.sampled_from([trust.PROJECT, trust.VM]))
+    @given(hosts(), st.sampled_from(trust.RULES))
     def test_nor_with_the_guard(self, host, rule):
         self.check(rule, *host, guard=guard.Params(pairs=2))
 
