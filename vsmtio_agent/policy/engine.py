@@ -265,8 +265,7 @@ class PolicyEngine(object):
                    {ref: core for ref, core in assignment.items()
                     if core in split})
         rates = dict(zip(stats, map(_retention_rate, stats.values())))
-        allowed = (None if trust is None else functools.partial(
-            trust_mod.swap_allowed, assignment, trust))
+        allowed = trust_mod.swap_checker(assignment, trust)
         swaps = adjuster.plan_swaps(
             movable, rates, p.adjuster_std_threshold,
             p.adjuster_min_mean_gap, p.adjuster_max_swaps, allowed)

@@ -108,6 +108,32 @@ def swap_allowed(assignment, trust, swap):
     return True
 
 
+def swap_checker(assignment, trust):
+    """:func:`swap_allowed` over ``assignment``, as a one-argument check.
+
+    The adjuster may try many pairs in a period: each core's keys are
+    counted once here, so a check costs the keys on two cores, not a
+    pass over every vCPU.
+    """
+    if trust is None:
+        return None
+    counts = collections.defaultdict(collections.Counter)
+    for ref, core in assignment.items():
+        counts[core][trust[ref]] += 1
+
+    def others(core, leaving, mine):
+        """Whether every vCPU on ``core`` but ``leaving`` has ``mine``."""
+        found = counts[core]
+        gone = trust[leaving] if assignment.get(leaving) == core else None
+        return all(k == mine or (k == gone and n == 1)
+                   for k, n in found.items())
+
+    def allowed(swap):
+        return (others(swap.core_b, swap.b, trust[swap.a])
+                and others(swap.core_a, swap.a, trust[swap.b]))
+    return allowed
+
+
 def separate(assignment, trust, cores, weights, incumbents=None):
     """``assignment`` with as few mixed cores as moves can make.
 

@@ -119,6 +119,23 @@ class TestSwaps(testtools.TestCase):
         self.assertTrue(trust.swap_allowed(
             assignment, k, model.Swap(a0, 0, b0, 1)))
 
+    @settings(max_examples=300, deadline=None)
+    @given(st.dictionaries(
+        st.tuples(st.sampled_from('abc'), st.integers(0, 3)).map(
+            lambda t: R(t[1], t[0])),
+        st.integers(0, 3), min_size=2, max_size=12), st.randoms())
+    def test_the_checker_is_swap_allowed(self, assignment, rnd):
+        k = {ref: ref.domain for ref in assignment}
+        check = trust.swap_checker(assignment, k)
+        refs = sorted(assignment)
+        for _ in range(10):
+            a, b = rnd.sample(refs, 2)
+            if assignment[a] == assignment[b]:
+                continue
+            swap = model.Swap(a, assignment[a], b, assignment[b])
+            self.assertEqual(trust.swap_allowed(assignment, k, swap),
+                             check(swap), swap)
+
     def test_adjuster_picks_an_allowed_pair_off_the_middle(self):
         # core 0 all CPU-bound, core 1 all I/O-bound; only vm x's vCPUs
         # are on both, so the only allowed swap is x's pair
