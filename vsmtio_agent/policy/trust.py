@@ -202,17 +202,29 @@ def separate(assignment, trust, cores, weights, incumbents=None):
         # a core's load is what stays on it
         load[core] -= sum(weights[r] for r in refs)
         count[core] -= len(refs)
+    # each domain's cores, and the empty ones in ``cores``' order (all
+    # load 0, so the first is the least loaded): no pass over every core
+    # per vCPU that moves
+    owned_cores = collections.defaultdict(set)
+    for c, k in owner.items():
+        if count[c]:
+            owned_cores[k].add(c)
+    empty = collections.deque(c for c in cores if not count[c])
+    rank = len(order)
     for core in mixed_cores:
         for ref in movers[core]:
             mine = trust[ref]
-            targets = ([c for c in cores if c != core and count[c]
-                        and owner.get(c) == mine]
-                       or [c for c in cores if c != core and not count[c]])
-            target = (core if not targets else
-                      min(targets, key=lambda c: (load[c], order[c])))
+            own = owned_cores.get(mine)
+            if own:
+                target = min(own, key=lambda c: (load[c],
+                                                 order.get(c, rank)))
+            elif empty:
+                target = empty.popleft()
+                owner[target] = mine
+                owned_cores[mine].add(target)
+            else:
+                target = core
             result[ref] = target
             load[target] += weights[ref]
             count[target] += 1
-            if target != core:
-                owner[target] = mine
     return result
