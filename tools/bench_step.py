@@ -25,9 +25,11 @@ on the same recording (``--save`` then the pickle).
 
     python tools/bench_step.py [--source sim:fig5_rocksdb_nginx]
         [--periods 600] [--repeat 5] [--save FILE]
+        [--trust-domain any|project|vm]
 """
 
 import argparse
+import dataclasses
 import os
 import pickle
 import sys
@@ -47,11 +49,12 @@ def record_sim(scenario, periods):
     rec = {'calls': []}
     step = engine.PolicyEngine.step
 
-    def recording(self, stats, vms=None):
+    def recording(self, stats, vms=None, tenancy=None,
+                  core_scheduling=None):
         if 'topology' not in rec:
             rec.update(topology=self.topology, params=self.params)
-        rec['calls'].append((dict(stats), vms))
-        return step(self, stats, vms)
+        rec['calls'].append((dict(stats), vms, tenancy, core_scheduling))
+        return step(self, stats, vms, tenancy, core_scheduling)
 
     engine.PolicyEngine.step = recording
     try:
@@ -75,7 +78,9 @@ def record_host(periods):
     calls = []
     for _ in range(periods):
         time.sleep(0.1)
-        calls.append((dict(agent.tick().stats), None))
+        period = agent.tick()
+        calls.append((dict(period.stats), None, period.snapshot.tenancy,
+                      period.snapshot.core_scheduling))
     for proc in procs:      # their vCPU threads would share the replay's CPU
         proc.kill()
         proc.wait()
@@ -83,16 +88,24 @@ def record_host(periods):
             'calls': calls}
 
 
-def replay(rec, repeat):
-    """Each step's best time (s) over ``repeat`` replays."""
+def replay(rec, repeat, trust_domain=None):
+    """Each step's best time (s) over ``repeat`` replays.
+
+    ``trust_domain`` replaces the recorded rule (same inputs, so two
+    rules compare on one recording). A recording made before trust
+    domains has no tenancy: every domain is then its own tenant.
+    """
     clock = time.perf_counter
     best = None
+    params = rec['params']
+    if trust_domain is not None:
+        params = dataclasses.replace(params, trust_domain=trust_domain)
     for _ in range(repeat):
-        eng = engine.PolicyEngine(rec['topology'], rec['params'])
+        eng = engine.PolicyEngine(rec['topology'], params)
         times = []
-        for stats, vms in rec['calls']:
+        for stats, vms, *trust in rec['calls']:
             start = clock()
-            eng.step(stats, vms)
+            eng.step(stats, vms, *trust)
             times.append(clock() - start)
         best = times if best is None else list(map(min, best, times))
     return best
@@ -104,6 +117,9 @@ def main(argv=None):
     p.add_argument('--periods', type=int, default=600)
     p.add_argument('--repeat', type=int, default=5)
     p.add_argument('--save', help='write the recording to this file')
+    p.add_argument('--trust-domain', choices=('any', 'project', 'vm'),
+                   help='replay under this trust domain rule instead of '
+                        'the recorded one')
     args = p.parse_args(argv)
     if args.source.startswith('sim:'):
         rec = record_sim(args.source[4:], args.periods)
@@ -115,7 +131,7 @@ def main(argv=None):
     if args.save:
         with open(args.save, 'wb') as f:
             pickle.dump(rec, f)
-    times = sorted(replay(rec, args.repeat))
+    times = sorted(replay(rec, args.repeat, args.trust_domain))
     n = len(times)
     print('%s: %d steps, %d vCPUs, %d cores: step ms mean %.3f median '
           '%.3f p90 %.3f max %.3f'

@@ -162,7 +162,8 @@ class Agent(object):
                                self.topology, self.period.stats)
         vms = mist.observe(self.period.snapshot, snapshot, stats,
                            self._idle_switch_threshold)
-        decision = self.engine.step(stats, vms)
+        decision = self.engine.step(stats, vms, snapshot.tenancy,
+                                    snapshot.core_scheduling)
         result = self._apply(decision)
         self.ticks += 1
         period = self._record(self.ticks, snapshot, stats, decision, result)

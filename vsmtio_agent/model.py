@@ -183,16 +183,35 @@ class DomainCounters:
 
 
 @dataclasses.dataclass(frozen=True)
+class Tenancy:
+    """Whose a domain is, for trust domains on SMT siblings.
+
+    ``project`` is the owner nova wrote in the domain's metadata (None:
+    not known, so the domain trusts no other). ``cookies`` maps a vCPU
+    index to its thread's core-scheduling cookie where the kernel could
+    be asked (0: no cookie); a vCPU absent from it has none known.
+    """
+
+    project: Optional[str] = None
+    cookies: Mapping = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
 class Snapshot:
     """Every vCPU's cumulative counters at host time ``time_ns``.
 
     ``domains`` maps a domain to its :class:`DomainCounters`, for hosts
-    that measure block I/O (empty elsewhere).
+    that measure block I/O (empty elsewhere). ``tenancy`` maps a domain to
+    its :class:`Tenancy` where the host knows it; ``core_scheduling`` says
+    whether the host gives each VM its own core-scheduling cookie (True),
+    does not (False), or cannot tell (None).
     """
 
     time_ns: int
     vcpus: Mapping
     domains: Mapping = dataclasses.field(default_factory=dict)
+    tenancy: Mapping = dataclasses.field(default_factory=dict)
+    core_scheduling: Optional[bool] = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -145,6 +145,32 @@ rass_opts = [
                      'tenant gains CPU beyond its weight, or takes the I/O '
                      'sibling from honest I/O, by shaping its waits. Off '
                      'is the paper\'s RASS.'),
+    cfg.StrOpt('trust_domain',
+               default='project', choices=[
+                   ('any', 'any two vCPUs may be siblings: the paper\'s '
+                    'RASS, and what nova does without core scheduling; '
+                    'for hosts whose guests all trust each other, or '
+                    'CPUs not affected by L1TF/MDS-class flaws'),
+                   ('project', 'only vCPUs of VMs of one nova project (a '
+                    'VM whose project is not known shares with no other)'),
+                   ('vm', 'only vCPUs of one VM')],
+               help='Whose vCPUs the agent may put on the hyperthreads of '
+                    'one physical core (RASS\'s split and the Workload '
+                    'Adjuster\'s swaps). Siblings share the L1 data cache '
+                    'and the core\'s buffers, which L1TF- and MDS-class '
+                    'flaws let one guest read from the other; RASS pins '
+                    'its pairs for many periods, a steadier co-residency '
+                    'than the host scheduler\'s. The default, project, '
+                    'keeps each tenant\'s vCPUs among its own: the agent '
+                    'never makes a cross-tenant pairing nova would not, '
+                    'and a tenant with several VMs on a host still gets '
+                    'mixed cores. Where the host uses core scheduling '
+                    '(libvirt\'s sched_core), the agent never pairs vCPUs '
+                    'of different cookies, whatever this says. vCPUs the '
+                    'agent leaves to the host run where nova\'s pinning '
+                    'lets them: only core scheduling, dedicated CPUs '
+                    '(hw:cpu_thread_policy=isolate) or disabling SMT keep '
+                    'those apart (doc/source/security.rst).'),
 ]
 
 guard_opts = [

@@ -28,6 +28,11 @@ class SimulatedHostDriver(base.HostDriver):
         # The host's own timeout (the scenario's, as a kernel's default);
         # the agent's first decision puts LTCR's initial value in force.
         self._initial_timeout = simulation.timeout_ns
+        # whose each VM is (the scenario's projects): the simulated host
+        # has no core scheduling
+        self._tenancy = {name: model.Tenancy(project=project)
+                         for name, project in
+                         simulation.scenario.projects.items()}
 
     def describe(self):
         sim = self.simulation
@@ -49,7 +54,8 @@ class SimulatedHostDriver(base.HostDriver):
 
     def sample(self):
         sim = self.simulation
-        return model.Snapshot(int(sim.now), sim.counters())
+        return model.Snapshot(int(sim.now), sim.counters(),
+                              tenancy=self._tenancy, core_scheduling=False)
 
     def apply(self, decision):
         if not self.simulation.kernel.agent:

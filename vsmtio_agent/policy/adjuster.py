@@ -74,13 +74,42 @@ def middle(refs):
     return refs[len(refs) // 2]
 
 
-def plan_swaps(assignment, rates, std_threshold, min_mean_gap, max_swaps):
+def _pick(members, rates, core_a, core_b, allowed):
+    """The swap between ``core_a`` and ``core_b``: the middle vCPUs.
+
+    Where ``allowed`` (a predicate on a :class:`~vsmtio_agent.model.Swap`,
+    the trust domains') refuses the middle pair, the allowed pair nearest
+    the middles of both rankings; None if it allows none.
+    """
+    ranked_a = _ranked(members[core_a], rates)
+    ranked_b = _ranked(members[core_b], rates)
+    mid_a, mid_b = len(ranked_a) // 2, len(ranked_b) // 2
+    if allowed is None:
+        return model.Swap(a=ranked_a[mid_a], core_a=core_a,
+                          b=ranked_b[mid_b], core_b=core_b)
+    pairs = sorted(
+        (abs(i - mid_a) + abs(j - mid_b), i, j)
+        for i in range(len(ranked_a)) for j in range(len(ranked_b)))
+    for _distance, i, j in pairs:
+        swap = model.Swap(a=ranked_a[i], core_a=core_a, b=ranked_b[j],
+                          core_b=core_b)
+        if allowed(swap):
+            return swap
+    return None
+
+
+def plan_swaps(assignment, rates, std_threshold, min_mean_gap, max_swaps,
+               allowed=None):
     """Swaps that restore heterogeneity, at most ``max_swaps`` of them.
 
     ``assignment`` maps each vCPU to its core and ``rates`` each vCPU to
     its retention rate (None when unmeasured; such vCPUs never move). A
     core takes part in at most one swap per period. Returns a tuple of
     :class:`~vsmtio_agent.model.Swap`, each between two distinct cores.
+    ``allowed`` (a predicate on a swap, None: every swap) is the trust
+    domains' check (:func:`vsmtio_agent.policy.trust.swap_allowed`): a
+    pair it refuses is never planned, and a core with no allowed partner
+    gives way to the next most homogeneous one.
 
     Each period, so written for speed: a core's exact deviation
     (:func:`core_profiles`) is computed only where its bounds
@@ -130,11 +159,19 @@ def plan_swaps(assignment, rates, std_threshold, min_mean_gap, max_swaps):
             # The most homogeneous core has no partner different enough;
             # look no further this period.
             break
-        core_b = others[0][1]
-        a = middle(_ranked(members[core_a], rates))
-        b = middle(_ranked(members[core_b], rates))
-        swaps.append(model.Swap(a=a, core_a=core_a, b=b, core_b=core_b))
-        used.update((core_a, core_b))
+        swap = None
+        for neg_gap, core_b in others:
+            if -neg_gap < min_mean_gap:
+                break
+            swap = _pick(members, rates, core_a, core_b, allowed)
+            if swap is not None:
+                break
+        if swap is None:
+            # no pair the trust domains allow: the next homogeneous core
+            used.add(core_a)
+            continue
+        swaps.append(swap)
+        used.update((core_a, swap.core_b))
     return tuple(swaps)
 
 

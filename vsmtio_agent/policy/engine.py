@@ -13,6 +13,7 @@ state) and does no I/O.
 """
 
 import dataclasses
+import functools
 import operator
 
 from vsmtio_agent import model
@@ -21,6 +22,7 @@ from vsmtio_agent.policy import guard as guard_mod
 from vsmtio_agent.policy import ltcr
 from vsmtio_agent.policy import mist as mist_mod
 from vsmtio_agent.policy import rass
+from vsmtio_agent.policy import trust as trust_mod
 
 US = 1000
 _retention_rate = operator.attrgetter('retention_rate')
@@ -40,6 +42,8 @@ class Params:
     # (without the guard; the guard chooses its own, guard.SPLIT_SHARES)
     split_share: float = 1.0
     mist: mist_mod.Params = None
+    # whose vCPUs may share a core (trust.RULES); the paper's is any
+    trust_domain: str = trust_mod.ANY
 
     @classmethod
     def from_conf(cls, conf):
@@ -59,6 +63,7 @@ class Params:
                    else None),
             fair_share=opts.fair_share,
             split_share=opts.split_share,
+            trust_domain=opts.trust_domain,
             # MIST's options are the daemon's (absent from the simulator's
             # configuration): no option, no MIST.
             mist=(mist_mod.Params.from_conf(conf)
@@ -129,6 +134,8 @@ class PolicyEngine(object):
                 topology.core(core.core_id), role) for role in model.Role}
             for core in topology.cores}
         self._cores = frozenset(core.core_id for core in topology.cores)
+        self._core_order = tuple(dict.fromkeys(
+            core.core_id for core in topology.cores))
         # each core's hyperthread count, RASS's fair share (as
         # topology.core(core_id) finds it: the first core so numbered)
         self._threads = {core.core_id: len(topology.core(
@@ -178,12 +185,19 @@ class PolicyEngine(object):
             assignment[ref] = core
         return assignment
 
-    def step(self, stats, vms=None):
+    def step(self, stats, vms=None, tenancy=None, core_scheduling=None):
         """The :class:`~vsmtio_agent.model.Decision` for the next period.
 
         ``vms`` (``{domain: mist.VmPeriod}``, from :func:`mist.observe`)
-        feeds MIST's detector where it is configured.
+        feeds MIST's detector where it is configured. ``tenancy`` and
+        ``core_scheduling`` are the snapshot's (whose each domain is, and
+        whether the host fences VMs by core scheduling): with the
+        ``trust_domain`` rule they say which vCPUs may share a core
+        (:mod:`~vsmtio_agent.policy.trust`), and no core the split
+        covers, no swap, holds vCPUs of two trust domains.
         """
+        trust = trust_mod.keys(self.params.trust_domain, stats,
+                               tenancy or {}, core_scheduling)
         ltcr_owned = self._ltcr_period      # was the period just run LTCR's?
         # in a period run without retention (a probe's B arm, or retention
         # dropped) retention rates are zero: they say nothing of a vCPU's
@@ -193,14 +207,16 @@ class PolicyEngine(object):
         active = self.mechanisms
         share = (self.guard.split_share if self.guard is not None
                  else self.params.split_share)
-        assignment, swaps = self._assign(stats, share, active, retained)
+        assignment, swaps = self._assign(stats, share, active, retained,
+                                         trust)
         by_core = _group(assignment, stats)
         roles = self._classify(by_core, retained)
         # LTCR judges the period just run, if it was its own, under the
         # roles planned for it (a new vCPU: the role it has now)
         self._ltcr_step(stats, roles, ltcr_owned)
         placements = self._place(assignment, roles)
-        self._split(by_core, roles, share, active)
+        self._split(by_core, roles, share, active,
+                    trust_mod.mixed(assignment, trust))
         return model.Decision(timeout_ns=self.ltcr.effective_ns,
                               placements=placements, swaps=swaps,
                               retention=guard_mod.RETENTION in active,
@@ -222,18 +238,26 @@ class PolicyEngine(object):
             self.ltcr = (ltcr.verified(self.ltcr) if block.passed
                          else ltcr.rolled_back(self.ltcr))
 
-    def _assign(self, stats, share, active, retained):
+    def _assign(self, stats, share, active, retained, trust):
         """Each vCPU's core for the next period, and the adjuster's swaps.
 
         With a split over part of the cores, a vCPU outside it is where
         the host's scheduler put it, and the adjuster mixes the split
-        cores among themselves.
+        cores among themselves. Under trust domains (``trust``, the
+        vCPUs' keys) the vCPUs of a mixed core are separated where
+        another core can take them, and a swap that would put a vCPU
+        beside another domain's is never planned.
         """
         p = self.params
         assignment = self._reconcile(stats)
         split = set(self.split_cores)
         if share < 1.0:
             assignment = _follow_host(assignment, stats, split, self._cores)
+        if trust is not None:
+            assignment = trust_mod.separate(
+                assignment, trust, self._core_order,
+                {ref: st.weight for ref, st in stats.items()},
+                functools.partial(self._incumbents, trust))
         if not (p.adjuster_max_swaps and guard_mod.SPLIT in active
                 and retained):
             return assignment, ()
@@ -241,10 +265,20 @@ class PolicyEngine(object):
                    {ref: core for ref, core in assignment.items()
                     if core in split})
         rates = dict(zip(stats, map(_retention_rate, stats.values())))
+        allowed = trust_mod.swap_checker(assignment, trust)
         swaps = adjuster.plan_swaps(
             movable, rates, p.adjuster_std_threshold,
-            p.adjuster_min_mean_gap, p.adjuster_max_swaps)
+            p.adjuster_min_mean_gap, p.adjuster_max_swaps, allowed)
         return adjuster.apply_swaps(assignment, swaps), swaps
+
+    def _incumbents(self, trust):
+        """``{core: key}`` of the split cores one trust domain held."""
+        split = set(self.split_cores)
+        found = {}
+        for ref, core in self.assignment.items():
+            if core in split and ref in trust:
+                found.setdefault(core, set()).add(trust[ref])
+        return {core: ks.pop() for core, ks in found.items() if len(ks) == 1}
 
     def _classify(self, by_core, retained):
         """RASS's role of every vCPU, core by core."""
@@ -291,12 +325,18 @@ class PolicyEngine(object):
                                            self._placements)
         return self._last_placements
 
-    def _split(self, by_core, roles, share, active):
+    def _split(self, by_core, roles, share, active, mixed=frozenset()):
         """The cores split for the next period.
 
         The cores taken so far stay first while the split is kept, so a
         probe's arms and a wider level move only the cores at the edge.
+        A core holding vCPUs of two trust domains (``mixed``) is never
+        split: the agent pins no such pair, the host's scheduler places
+        them as it would without the agent.
         """
+        if mixed:
+            by_core = {core: found for core, found in by_core.items()
+                       if core not in mixed}
         if guard_mod.SPLIT not in self.kept:
             self._split_taken = ()
         n = rass.split_count(len(self.topology.cores),

@@ -123,6 +123,9 @@ _VM = {
         # a tenant shaping its behaviour to game the policy: reported
         # apart from the host's classes
         'adversary': {'type': 'boolean'},
+        # the tenant (nova project) that owns the VM, for trust domains;
+        # unset: the scenario's one tenant (its name)
+        'project': {'type': 'string', 'pattern': '^[A-Za-z0-9_.-]+$'},
         # the workload changes at these simulated times
         'phases': {
             'type': 'array', 'minItems': 1,
@@ -469,6 +472,12 @@ class Scenario:
         """Names of the VMs marked as gaming the policy."""
         return frozenset(vm['name'] for vm in self.vms
                          if vm.get('adversary'))
+
+    @property
+    def projects(self):
+        """``{vm name: project}``: unset, the scenario's one tenant."""
+        return {vm['name']: vm.get('project', self.name)
+                for vm in self.vms}
 
     @property
     def n_vcpus(self):

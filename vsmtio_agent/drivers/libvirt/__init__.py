@@ -41,6 +41,7 @@ from vsmtio_agent.drivers.libvirt import planning
 from vsmtio_agent.drivers.libvirt import recovery
 from vsmtio_agent.drivers.libvirt import sampling
 from vsmtio_agent.drivers import mist as mist_mod
+from vsmtio_agent.linux import sched_core
 from vsmtio_agent.linux import topology as topology_mod
 from vsmtio_contract import kernel_abi
 
@@ -76,6 +77,13 @@ class LibvirtHostDriver(base.HostDriver):
             self.connection, self.domains, opts.procfs_root,
             bool(self.abi_version), self.restorer.forget,
             opts.switch_read_periods, opts.vcpu_source)
+        # core scheduling: libvirt's setting, for its system daemon only
+        if self.uri.startswith('qemu:///system'):
+            fences, self._sched_core_why = sched_core.libvirt_fences()
+        else:
+            fences, self._sched_core_why = None, (
+                'qemu.conf not read for %s' % self.uri)
+        self.sampler.core_scheduling = fences
         # MIST: block I/O, reservations and its protection, over the same
         # checkpoint; the checkpoint's owners say who writes a knob
         self.mist = None
@@ -256,6 +264,7 @@ class LibvirtHostDriver(base.HostDriver):
                            'host (no cpu events in sysfs); the guard keeps '
                            'no mechanism it cannot judge')
         missing.extend(self.degradations.missing)
+        self._describe_trust(caps, missing)
         if self.mist is not None:
             mist_caps, mist_missing = self.mist.describe()
             caps.extend(mist_caps)
@@ -274,6 +283,31 @@ class LibvirtHostDriver(base.HostDriver):
         return base.HostMode(mode=mode, reason=reason,
                              capabilities=tuple(caps),
                              missing=tuple(missing))
+
+    def _describe_trust(self, caps, missing):
+        """Trust domains: the rule, and the host's core scheduling.
+
+        Core scheduling as libvirt's setting and the kernel's cookies say.
+        """
+        fences = self.sampler.core_scheduling
+        line = ('trust domains: %s; core scheduling: %s (%s)'
+                % (self.opts.trust_domain,
+                   {True: 'on', False: 'off', None: 'unknown'}[fences],
+                   self._sched_core_why))
+        (caps if fences is not None else missing).append(line)
+        if self.domains.cookies_supported is None:
+            supported, why = sched_core.supported()
+        else:
+            supported = self.domains.cookies_supported
+            why = self.domains.cookies_why
+        if supported and self.domains.cookie_failure:
+            missing.append('core-scheduling cookies of vCPU threads: %s; '
+                           'libvirt\'s sched_core setting stands in'
+                           % self.domains.cookie_failure)
+        elif supported:
+            caps.append('core-scheduling cookies read per vCPU thread')
+        else:
+            missing.append('core-scheduling cookies: %s' % why)
 
     def vcpu_threads(self):
         """{VcpuRef: tid} of the vCPU threads found (for status, tests)."""

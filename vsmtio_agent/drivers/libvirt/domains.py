@@ -17,6 +17,7 @@ from vsmtio_agent.actuators import libvirt_errors
 from vsmtio_agent.actuators import pinning
 from vsmtio_agent.actuators import shares as shares_mod
 from vsmtio_agent.linux import procfs
+from vsmtio_agent.linux import sched_core
 from vsmtio_agent import model
 
 LOG = logging.getLogger(__name__)
@@ -29,6 +30,29 @@ PID_RETRY_S = 30.0
 # lost) leaves a domain unseen this long, not for ever.
 RELIST_S = 10.0
 _NO_STATS = {}      # never modified
+# nova's libvirt metadata namespaces (1.0, 1.1, ...) begin with this
+NOVA_NS = 'http://openstack.org/xmlns/libvirt/nova/'
+
+
+def nova_project(xml):
+    """The project UUID nova wrote in a domain's XML, or None.
+
+    ``<metadata><nova:instance><nova:owner><nova:project uuid=...>``: nova
+    writes it from the instance's owner, and a tenant cannot change a
+    domain's XML, so it is what trust domains go by.
+    """
+    metadata = xml.find('metadata')
+    if metadata is None:
+        return None
+    for instance in metadata:
+        tag = instance.tag
+        if not (tag.startswith('{' + NOVA_NS) and tag.endswith('}instance')):
+            continue
+        ns = tag[:tag.index('}') + 1]
+        project = instance.find('%sowner/%sproject' % (ns, ns))
+        if project is not None and project.get('uuid'):
+            return project.get('uuid').strip() or None
+    return None
 
 
 class Domain:
@@ -48,6 +72,17 @@ class Domain:
         self.pins = {}       # vCPU index -> frozenset of host CPUs, as now
         self.shares = None   # (parameter, value) as now, or None
         self.rass = {}       # vCPU index -> the kernel RASS class, as now
+        self.project = None  # its nova project (nova's metadata), if any
+        self.cookies = {}    # vCPU index -> core-scheduling cookie, read
+        self._tenancy = None
+
+    @property
+    def tenancy(self):
+        """Whose it is: its :class:`~vsmtio_agent.model.Tenancy`."""
+        if self._tenancy is None:
+            self._tenancy = model.Tenancy(project=self.project,
+                                          cookies=dict(self.cookies))
+        return self._tenancy
 
     def record(self, checkpoint):
         """This incarnation's record of originals in ``checkpoint``."""
@@ -68,6 +103,10 @@ class Domains:
         self.entries = {}
         self._listed_on = None  # the connection they were listed on
         self._listed = (None, 0.0)  # its changes count then, and when
+        # whether the kernel answers PR_SCHED_CORE_GET (None: not asked)
+        self.cookies_supported = None
+        self.cookies_why = 'not asked yet'
+        self.cookie_failure = None  # why a vCPU's cookie was not read
 
     def get(self, uuid):
         return self.entries.get(uuid)
@@ -137,6 +176,7 @@ class Domains:
         entry = Domain(dom, uuid, dom_id, dom.name())
         xml = ElementTree.fromstring(dom.XMLDesc(0))
         entry.kvm = xml.get('type') == 'kvm'
+        entry.project = nova_project(xml)
         entry.pins = {i: pinning.cpus_of(m)
                       for i, m in enumerate(dom.vcpuPinInfo(0))}
         try:
@@ -161,7 +201,31 @@ class Domains:
                                              self.procfs_root)
             entry.tids = (procfs.vcpu_threads(entry.pid, self.procfs_root)
                           if entry.pid else {})
+            self._read_cookies(entry)
         return entry.tids
+
+    def _read_cookies(self, entry):
+        """Each vCPU thread's core-scheduling cookie, where there are any.
+
+        Read when the threads are found: libvirt sets a VM's cookie
+        before its vCPUs run. A kernel without core scheduling is asked
+        once.
+        """
+        if self.cookies_supported is None:
+            self.cookies_supported, self.cookies_why = sched_core.supported()
+        cookies = {}
+        if self.cookies_supported:
+            for index, tid in entry.tids.items():
+                found, why = sched_core.cookie(tid)
+                if found is not None:
+                    cookies[index] = found
+                else:
+                    # EPERM under the hardened unit, for QEMU's threads
+                    # of another user (the kernel asks CAP_SYS_PTRACE)
+                    self.cookie_failure = why
+        if cookies != entry.cookies:
+            entry.cookies = cookies
+            entry._tenancy = None
 
     def vcpu_threads(self):
         """{VcpuRef: tid} of the vCPU threads found."""

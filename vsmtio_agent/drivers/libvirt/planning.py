@@ -211,11 +211,12 @@ class Planner:
                 continue
             want = frozenset(placement.threads) & allowed
             if not want:
-                log.same()
                 log.note('%s: plan %s is outside the CPUs nova gave it (%s)'
                          % (ref, list(placement.threads),
                             topology_mod.format_cpu_list(allowed)))
-                continue
+                # where nova put it, not where the agent last did: that
+                # core may now be another trust domain's
+                want = self._allowed(entry, ref.index)
             if want == entry.pins[ref.index]:
                 log.same()
                 continue

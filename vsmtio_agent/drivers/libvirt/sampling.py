@@ -95,6 +95,8 @@ class Sampler:
         self.patched = patched
         self.forget = forget
         self.mist = None        # MIST's host part: block I/O per domain
+        # whether libvirt fences VMs by core scheduling (the driver's)
+        self.core_scheduling = None
         self.libvirt = vcpu_sources.LibvirtSource()
         if vcpu_source == 'procfs':
             self.source = vcpu_sources.ProcfsSource(
@@ -133,7 +135,10 @@ class Sampler:
         # their switch counts are read every period from the next one on
         self._reserved = frozenset(uuid for uuid, d in domains.items()
                                    if d.reservation.reserved)
-        return model.Snapshot(time_ns=now, vcpus=vcpus, domains=domains)
+        return model.Snapshot(
+            time_ns=now, vcpus=vcpus, domains=domains,
+            tenancy={entry.uuid: entry.tenancy for entry, _s in running},
+            core_scheduling=self.core_scheduling)
 
     def _retain(self, running):
         """Forget what is kept for domains no longer in ``running``."""

@@ -250,9 +250,11 @@ def wait_for_boot(console, timeout):
 class Guest(fixtures.Fixture):
     """A transient two-vCPU guest, booted until its workloads run."""
 
-    def __init__(self, boot_timeout=240):
+    def __init__(self, boot_timeout=240, metadata=''):
+        """``metadata``: a ``<metadata>`` element for the domain XML."""
         super().__init__()
         self.boot_timeout = boot_timeout
+        self.metadata = metadata
 
     def _setUp(self):
         self.dir = self.useFixture(fixtures.TempDir()).path
@@ -264,11 +266,13 @@ class Guest(fixtures.Fixture):
         self.name = 'vsmtio-ft-' + self.uuid[:8]
         conn = libvirt.open(URI)
         self.addCleanup(conn.close)
-        self.dom = conn.createXML(DOMAIN_XML % {
+        xml = DOMAIN_XML % {
             'type': os.environ.get('VSMTIO_GUEST_TYPE', 'qemu'),
             'name': self.name, 'uuid': self.uuid, 'kernel': kernel_image(),
             'initrd': initrd, 'console': self.console, 'vcpus': 2,
-            'cpuset': '', 'disk': ''})
+            'cpuset': '', 'disk': ''}
+        self.dom = conn.createXML(xml.replace(
+            '</uuid>', '</uuid>\n  ' + self.metadata, 1))
         self.addCleanup(self.destroy)
         wait_for_boot(self.console, self.boot_timeout)
 

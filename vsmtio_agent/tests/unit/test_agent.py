@@ -55,7 +55,8 @@ class ScriptedHost(base.HostDriver):
         self.calls.append(('close',))
 
 
-def snapshot(t_ms, io_retention_ms):
+def snapshot(t_ms, io_retention_ms, projects=('tenant', 'tenant')):
+    """Two VMs on core 0, of one tenant unless ``projects`` says."""
     io = model.VcpuRef('io-vm', 0)
     cpu = model.VcpuRef('cpu-vm', 0)
     return model.Snapshot(t_ms * MS, {
@@ -65,7 +66,8 @@ def snapshot(t_ms, io_retention_ms):
         cpu: model.VcpuCounters(cpu=2, run_ns=t_ms * MS, retention_ns=0,
                                 retentions=0, instructions=t_ms * 1000,
                                 cycles=t_ms * 1000),
-    })
+    }, tenancy={'io-vm': model.Tenancy(project=projects[0]),
+                'cpu-vm': model.Tenancy(project=projects[1])})
 
 
 class AgentTestCase(testtools.TestCase):
@@ -101,6 +103,28 @@ class TestAgentLoop(AgentTestCase):
         self.assertEqual((model.Role.CPU, 0), (cpu.role, cpu.home))
         self.assertAlmostEqual(
             0.6, a.last_stats[model.VcpuRef('io-vm', 0)].retention_rate)
+
+    def test_two_tenants_never_share_a_core(self):
+        # The default trust domain is the project: the agent moves one of
+        # two tenants' vCPUs off the core they shared.
+        host = ScriptedHost([snapshot(0, 0, ('a', 'b')),
+                             snapshot(100, 60, ('a', 'b')),
+                             snapshot(200, 120, ('a', 'b'))])
+        agent.Agent(conf.CONF, host).run(periods=2)
+        for decision in host.applied[1:]:
+            io = decision.placements[model.VcpuRef('io-vm', 0)]
+            cpu = decision.placements[model.VcpuRef('cpu-vm', 0)]
+            self.assertNotEqual(io.core_id, cpu.core_id)
+
+    def test_any_pairs_two_tenants_as_the_paper_does(self):
+        self.cfg.config(group='vsmtio_agent', trust_domain='any')
+        host = ScriptedHost([snapshot(0, 0, ('a', 'b')),
+                             snapshot(100, 60, ('a', 'b')),
+                             snapshot(200, 120, ('a', 'b'))])
+        agent.Agent(conf.CONF, host).run(periods=2)
+        io = host.applied[1].placements[model.VcpuRef('io-vm', 0)]
+        cpu = host.applied[1].placements[model.VcpuRef('cpu-vm', 0)]
+        self.assertEqual((0, 0), (io.core_id, cpu.core_id))
 
     def test_dry_run_applies_nothing_but_still_restores(self):
         self.cfg.config(group='vsmtio_agent', dry_run=True)
