@@ -405,7 +405,7 @@ class TestRunningDomainsListed(base.DriverTestCase):
         changes = drv.sampler.connection.changes
         one.dom.destroy()
         one.dom = one.conn.createXML(base.DOMAIN_XML % {
-            'name': one.name, 'uuid': one.uuid, 'cpuset': ''})
+            'name': one.name, 'uuid': one.uuid, 'cpuset': '', 'metadata': ''})
         domains, calls = self.sampled(drv, changes)
         self.assertEqual(both, calls)
         self.assertIn(one.uuid, domains)

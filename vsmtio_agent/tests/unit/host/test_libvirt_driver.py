@@ -23,17 +23,23 @@ from vsmtio_agent.tests.unit.host import fixtures as host_fixtures
 ALL = frozenset(range(8))
 DOMAIN_XML = """<domain type='test'>
   <name>%(name)s</name><uuid>%(uuid)s</uuid>
+  %(metadata)s
   <memory>65536</memory><vcpu%(cpuset)s>2</vcpu>
   <os><type>hvm</type></os>
 </domain>"""
 
 
 class TestDomain(fixtures.Fixture):
-    """A transient running domain of the shared test:///default host."""
+    """A transient running domain of the shared test:///default host.
 
-    def __init__(self, cpuset=None):
+    ``metadata`` is a function of the domain's name giving its
+    ``<metadata>`` element (nova's, in the trust-domain tests).
+    """
+
+    def __init__(self, cpuset=None, metadata=None):
         super().__init__()
         self.cpuset = cpuset
+        self.metadata = metadata
 
     def _setUp(self):
         self.conn = libvirt.open('test:///default')
@@ -42,7 +48,8 @@ class TestDomain(fixtures.Fixture):
         self.name = 'vsmtio-' + self.uuid[:8]
         cpuset = " cpuset='%s'" % self.cpuset if self.cpuset else ''
         self.dom = self.conn.createXML(DOMAIN_XML % {
-            'name': self.name, 'uuid': self.uuid, 'cpuset': cpuset})
+            'name': self.name, 'uuid': self.uuid, 'cpuset': cpuset,
+            'metadata': self.metadata(self.name) if self.metadata else ''})
         self.addCleanup(self._destroy)
 
     def _destroy(self):

@@ -13,7 +13,6 @@ import os
 import uuid
 
 import fixtures
-import libvirt
 import testtools
 
 from vsmtio_agent import agent as agent_mod
@@ -21,6 +20,7 @@ from vsmtio_agent.drivers import libvirt as libvirt_driver
 from vsmtio_agent.drivers.libvirt import domains as domains_mod
 from vsmtio_agent.linux import sched_core
 from vsmtio_agent.tests.unit.host import fixtures as host_fixtures
+from vsmtio_agent.tests.unit.host import test_libvirt_driver as tld
 
 # The metadata nova 34's libvirt driver writes (nova.virt.libvirt.config's
 # LibvirtConfigGuestMetaNovaInstance, printed by nova itself).
@@ -44,42 +44,11 @@ NOVA_METADATA = """<metadata>
   </nova:instance>
 </metadata>"""
 
-DOMAIN_XML = """<domain type='test'>
-  <name>%(name)s</name><uuid>%(uuid)s</uuid>
-  %(metadata)s
-  <memory>65536</memory><vcpu>2</vcpu>
-  <os><type>hvm</type></os>
-</domain>"""
 
-
-class NovaDomain(fixtures.Fixture):
+def NovaDomain(project=None):
     """A running test:///default domain, with nova's metadata if given."""
-
-    def __init__(self, project=None):
-        super().__init__()
-        self.project = project
-
-    def _setUp(self):
-        self.conn = libvirt.open('test:///default')
-        self.addCleanup(self.conn.close)
-        self.uuid = str(uuid.uuid4())
-        self.name = 'vsmtio-' + self.uuid[:8]
-        metadata = (NOVA_METADATA % {'name': self.name,
-                                     'project': self.project}
-                    if self.project else '')
-        self.dom = self.conn.createXML(DOMAIN_XML % {
-            'name': self.name, 'uuid': self.uuid, 'metadata': metadata})
-        self.addCleanup(self._destroy)
-
-    def _destroy(self):
-        try:
-            self.dom.destroy()
-        except libvirt.libvirtError:
-            pass
-
-    def pins(self):
-        return [frozenset(i for i, on in enumerate(m) if on)
-                for m in self.dom.vcpuPinInfo(0)]
+    return tld.TestDomain(metadata=None if project is None else (
+        lambda name: NOVA_METADATA % {'name': name, 'project': project}))
 
 
 class TestNovaProject(testtools.TestCase):
@@ -149,7 +118,8 @@ class TestNovaProjectParsing(testtools.TestCase):
     def parse(self, metadata):
         from xml.etree import ElementTree
         return domains_mod.nova_project(ElementTree.fromstring(
-            DOMAIN_XML % {'name': 'x', 'uuid': 'u', 'metadata': metadata}))
+            tld.DOMAIN_XML % {'name': 'x', 'uuid': 'u', 'cpuset': '',
+                              'metadata': metadata}))
 
     def test_other_namespaces_and_versions(self):
         self.assertEqual('p1', self.parse(NOVA_METADATA.replace(
