@@ -213,7 +213,8 @@ class TestDaemon(RealGuestTestCase):
         self.status = os.path.join(self.dir, 'status.json')
         with open(self.conf_file, 'w') as f:
             # the guard off: the daemon's pins are what this test follows
-            f.write('[vsmtio_agent]\nlibvirt_uri = %s\nperiod = 0.3\n'
+            f.write('[vsmtio_agent]\nhost_driver = libvirt\n'
+                    'libvirt_uri = %s\nperiod = 0.3\n'
                     'guard = false\n'
                     'checkpoint_path = %s\nstatus_path = %s\n'
                     'metrics_port = %d\nlibvirt_retry_initial = 0.2\n'
@@ -268,7 +269,7 @@ class TestDaemon(RealGuestTestCase):
         status = subprocess.run(
             [sys.executable, '-m', 'vsmtio_agent.cmd.agent', '--config-file',
              self.conf_file, 'status'], capture_output=True, text=True)
-        self.assertIn('retention timeout', status.stdout)
+        self.assertIn('retention timeout', status.stdout, status.stderr)
         self.assertIn(self.guest.uuid, status.stdout)
 
         # libvirtd stops mid-run: the agent waits, then reconnects.
