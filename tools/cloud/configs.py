@@ -239,6 +239,8 @@ def agent(nova_user_password=layout.PASSWORD):
         },
         'vsmtio_publish': {
             'enabled': 'true',
+            # the measured class is signed for nova's name of this host
+            'host': layout.HOSTNAME,
             'interval': 10,
             'measured_class_secret': layout.MEASURED_CLASS_SECRET,
         },
