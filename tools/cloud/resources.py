@@ -105,7 +105,21 @@ def enable_vsmtio(nova_conf):
     procs.run(tool, 'provider-config', nova_conf)
 
 
+def retention_trait(conn):
+    """Define the retention trait in placement, as install.rst says.
+
+    A flavor requiring a trait placement has never heard of gets a 400
+    from placement, and nova 34 turns that into a TypeError for a
+    dedicated-CPU flavor (its fallback PCPU query extends a list with the
+    None of the failed query) instead of NoValidHost. Defined, the trait
+    is simply on no host here, and such a flavor finds no valid host.
+    """
+    conn.placement.put('/traits/CUSTOM_VSMTIO_CONTEXT_RETENTION',
+                       microversion='1.6').raise_for_status()
+
+
 def images_and_flavors(conn):
+    retention_trait(conn)
     ids = image.upload(conn)
     flavors = {}
     for name, (vcpus, ram, specs) in FLAVORS.items():
