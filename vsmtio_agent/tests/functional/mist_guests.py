@@ -210,8 +210,8 @@ class MistOnlyEngine(engine_mod.PolicyEngine):
     the experiment. Only MIST's protection set goes through.
     """
 
-    def step(self, stats, vms=None):
-        decision = super().step(stats, vms)
+    def step(self, stats, vms=None, *args, **kwargs):
+        decision = super().step(stats, vms, *args, **kwargs)
         return dataclasses.replace(decision, placements={}, swaps=(),
                                    split=False, retention=False,
                                    borrow=False)
