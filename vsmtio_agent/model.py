@@ -168,18 +168,30 @@ class Reservation:
 
 @dataclasses.dataclass(frozen=True)
 class DomainCounters:
-    """One domain's cumulative block I/O and its reservation (MIST).
+    """One domain's cumulative I/O counters and its reservation (MIST).
 
     ``io_requests`` (reads plus writes) and ``io_bytes`` are summed over
     its disks; ``io_busy_ns`` is the summed time its requests spent in
     flight (reads, writes and flushes), from which the demand it shows
-    follows; ``None`` where the host has no block statistics.
+    follows; ``net_packets`` (received plus sent) is summed over its
+    interfaces; each ``None`` where the host has no such statistics.
+    What a domain serves is what these count, on any host: the guard
+    judges a serving VM by them, never by its vCPUs' idle exits (which
+    context retention removes while the requests go on).
     """
 
     io_requests: Optional[int] = None
     io_bytes: Optional[int] = None
     reservation: Reservation = Reservation()
     io_busy_ns: Optional[int] = None
+    net_packets: Optional[int] = None
+
+    @property
+    def served(self):
+        """Requests and packets served so far; None if neither is counted."""
+        if self.io_requests is None and self.net_packets is None:
+            return None
+        return (self.io_requests or 0) + (self.net_packets or 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,6 +317,13 @@ class Decision:
     I/O sibling. ``protect`` maps each reserved domain MIST protects in
     the next period to its :class:`~vsmtio_agent.policy.mist.Verdict`
     (empty: protect none).
+
+    ``timeouts`` is per-VM retention: None retains every VM's idle vCPUs
+    at ``timeout_ns`` (the paper's host-wide knob); a mapping
+    ``{domain: ns}`` lets only those domains retain, each at its own
+    timeout, and the others halt as on a stock host. ``weights`` maps a
+    domain to a factor on its cgroup's CPU weight (absent: unchanged),
+    a stock host's lever the guard may test like a mechanism.
     """
 
     timeout_ns: int
@@ -315,6 +334,16 @@ class Decision:
     borrow: bool = True
     split_cores: Optional[frozenset] = None
     protect: Mapping = dataclasses.field(default_factory=dict)
+    timeouts: Optional[Mapping] = None
+    weights: Mapping = dataclasses.field(default_factory=dict)
+
+    def retains(self, domain):
+        """The timeout ``domain``'s idle vCPUs retain for, 0 for none."""
+        if not self.retention:
+            return 0
+        if self.timeouts is None:
+            return self.timeout_ns
+        return self.timeouts.get(domain, 0)
 
     def applies(self, placement):
         """Whether the split puts ``placement`` in force (its core is split).

@@ -55,6 +55,7 @@ class SimulatedHostDriver(base.HostDriver):
     def sample(self):
         sim = self.simulation
         return model.Snapshot(int(sim.now), sim.counters(),
+                              domains=sim.domain_counters(),
                               tenancy=self._tenancy, core_scheduling=False)
 
     def apply(self, decision):
@@ -71,3 +72,4 @@ class SimulatedHostDriver(base.HostDriver):
         # Putting the host's own timeout back is all there is to restore
         # (placements die with the simulation).
         self.simulation.timeout_ns = self._initial_timeout
+        self.simulation.vm_timeouts = None

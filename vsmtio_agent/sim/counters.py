@@ -48,6 +48,17 @@ class Counters(object):
                 runqueue_delay_ns=int(ready), halts=v.halts)
         return out
 
+    def domain_counters(self):
+        """``{vm: DomainCounters}``: each VM's requests served so far.
+
+        As a host's block and interface statistics count them.
+        """
+        served = {}
+        for v in self.vcpus:
+            served[v.vm] = served.get(v.vm, 0) + v.requests
+        return {vm: model.DomainCounters(io_requests=n)
+                for vm, n in served.items()}
+
     def totals(self):
         """A copy of every cumulative figure the report differences."""
         return {

@@ -141,6 +141,9 @@ class Simulation(hyperthreads.Hyperthreads, vcpu_lifecycle.VcpuLifecycle,
         self.hp_grow, self.hp_shrink = hp['grow'], hp['shrink']
         self.hp_grow_start = hp['grow_start_ns']
         self.timeout_ns = float(scenario.initial_timeout_ns)
+        # per-VM retention ({vm: ns}, the agent's Decision.timeouts); None:
+        # every VM retains at timeout_ns
+        self.vm_timeouts = None
         self.ret_yields = scenario.vsmtio['retention_yields']
 
         pair = c['smt_pair_speedup']

@@ -126,8 +126,13 @@ class VcpuLifecycle(object):
             if self.ret_yields and self._io_waiting(th):
                 self._block(th)         # another I/O vCPU needs the thread
                 return
+            timeout = (self.timeout_ns if self.vm_timeouts is None
+                       else self.vm_timeouts.get(v.vm, 0.0))
+            if timeout <= 0.0:
+                self._block(th)         # this VM does not retain
+                return
             v.retentions += 1
-            self._set(th, RETAIN, v, until=now + self.timeout_ns)
+            self._set(th, RETAIN, v, until=now + timeout)
         else:
             window = v.halt_poll_ns
             if window > 0 and (self.poll_runnable

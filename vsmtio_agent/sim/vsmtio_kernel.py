@@ -1,6 +1,7 @@
 """The simulated vSMT-IO kernel's knobs: what an agent decision changes.
 
-The retention timeout, whether retention and borrowing are allowed, and
+The retention timeout (host-wide, or each VM's own), whether retention
+and borrowing are allowed, and
 RASS's placement (each vCPU's class and hyperthreads on the split cores,
 the Workload Adjuster's swaps); every vCPU off the split goes back where
 the host placed it. Switching a mechanism off ends what it started: the
@@ -63,6 +64,14 @@ class VsmtioKernel(object):
             changed += 1
         else:
             unchanged += 1
+        per_vm = decision.timeouts
+        if per_vm is not None:
+            per_vm = {vm: float(ns) for vm, ns in per_vm.items() if ns > 0}
+        if per_vm != self.vm_timeouts:
+            self.vm_timeouts = per_vm
+            changed += 1
+            if per_vm is not None:
+                self._end_retentions(per_vm)
         if self.retain_on != decision.retention:
             self.retain_on = decision.retention
             changed += 1
@@ -73,16 +82,18 @@ class VsmtioKernel(object):
             changed += 1
         return changed, unchanged
 
-    def _end_retentions(self):
+    def _end_retentions(self, allowed=None):
         """Retention switched off: every retention in progress ends now.
 
         The vCPU falls back to HLT and is descheduled, as at its timeout
         (paper §4.2); left to run on, a retention started under the old
         setting would hold its hyperthread for a timeout the agent no
-        longer wants.
+        longer wants. With ``allowed`` (``{vm: ns}``) only the retentions
+        of VMs no longer allowed to retain end.
         """
         for th in self.threads:
-            if th.state == RETAIN:
+            if th.state == RETAIN and (allowed is None
+                                       or th.curr.vm not in allowed):
                 self._block(th)
 
     def _planned_homes(self, decision, messages):

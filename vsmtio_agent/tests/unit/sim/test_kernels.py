@@ -169,6 +169,53 @@ class TestVsmtioRetention(testtools.TestCase):
         self.assertGreater(cpu.instructions, 0.99 * solo)
 
 
+class TestPerVmRetention(testtools.TestCase):
+    """Decision.timeouts: only the VMs named retain, each at its own."""
+
+    def run_with(self, timeouts):
+        sc = h.tiny([('a', 'io', [0]), ('b', 'io', [1])],
+                    workloads={'io': h.io_wl(wait_us=300)})
+        sim = engine.Simulation(sc, 'vsmtio', 1)
+        sim.apply(model.Decision(timeout_ns=1000000, placements={},
+                                 timeouts=timeouts))
+        sim.advance_to(1e9)
+        return h.vcpu(sim, 'a'), h.vcpu(sim, 'b'), sim
+
+    def test_a_vm_not_named_halts_and_blocks(self):
+        a, b, _sim = self.run_with({'a': 1000000})
+        self.assertGreater(a.retentions, 1000)
+        self.assertEqual(0, a.retention_timeouts)
+        self.assertEqual(0, b.retentions)
+        self.assertGreater(b.vol, 1000)
+
+    def test_each_vm_retains_for_its_own_timeout(self):
+        # 300 us waits: 100 us times out every time, 1 ms never
+        a, b, _sim = self.run_with({'a': 1000000, 'b': 100000})
+        self.assertEqual(0, a.retention_timeouts)
+        self.assertLessEqual(b.retentions - b.retention_timeouts, 1)
+        self.assertGreater(b.retentions, 1000)
+
+    def test_a_vm_dropped_ends_its_retention_at_once(self):
+        a, _b, sim = self.run_with({'a': 1000000})
+        sim.apply(model.Decision(timeout_ns=1000000, placements={},
+                                 timeouts={}))
+        for th in sim.threads:
+            self.assertNotEqual(engine.RETAIN, th.state)
+        before = a.retentions
+        sim.advance_to(1.2e9)
+        self.assertEqual(before, a.retentions)
+
+    def test_decision_says_what_each_domain_retains_for(self):
+        host_wide = model.Decision(timeout_ns=5, placements={})
+        self.assertEqual(5, host_wide.retains('x'))
+        per_vm = model.Decision(timeout_ns=5, placements={},
+                                timeouts={'x': 7})
+        self.assertEqual((7, 0), (per_vm.retains('x'), per_vm.retains('y')))
+        off = model.Decision(timeout_ns=5, placements={}, retention=False,
+                             timeouts={'x': 7})
+        self.assertEqual(0, off.retains('x'))
+
+
 class TestRass(testtools.TestCase):
 
     def setUp(self):
