@@ -38,7 +38,8 @@ class SimulatedHostDriver(base.HostDriver):
         sim = self.simulation
         caps = ('topology', 'counters')
         if sim.kernel.agent:
-            caps += ('retention_timeout', 'rass_placement')
+            caps += ('retention_timeout', 'per_vm_retention',
+                     'rass_placement')
         return base.HostMode(
             'simulated',
             'simulated SMT host: scenario %s, kernel model %s, %d cores'
