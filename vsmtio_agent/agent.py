@@ -160,8 +160,7 @@ class Agent(object):
         """Take the first snapshot and put the initial timeout in force."""
         self.driver.advance(0)
         snapshot = self.driver.sample()
-        first = model.Decision(timeout_ns=self.engine.timeout_ns,
-                               placements={})
+        first = self.engine.first_decision()
         period = self._record(0, snapshot, {}, first, self._apply(first))
         LOG.info('agent started on %s host: %d cores, initial retention '
                  'timeout %d us', self.driver.describe().mode,

@@ -114,12 +114,15 @@ def settled(history, window, tolerance=0.25):
 def steady_window(conf):
     """Seconds of simulated time every kernel is measured over.
 
-    At steady state: one whole cycle of the guard's probing (its retest
-    interval and one probe), so the product's figure includes what
-    probing costs.
+    At steady state: one whole cycle of the guard's probing (its longest
+    back-off, which its retries of what it dropped come at, and its
+    longest probe), so the product's figure includes what probing and
+    each VM's periodic exploration of its timeout cost.
     """
     o = conf.vsmtio_agent
-    return (o.guard_retest_periods + 2 * o.guard_probe_pairs) * o.period
+    longest = guard_mod.Params.max_backoff
+    return (longest * o.guard_retest_periods
+            + 2 * 3 * o.guard_probe_pairs) * o.period
 
 
 def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,

@@ -182,6 +182,17 @@ class PolicyEngine(object):
         found = [ns for _vm, ns in self.guard.in_force.timeouts]
         return max(found) if found else g.start_ns
 
+    def first_decision(self):
+        """The decision before any sample: the switches, no placement.
+
+        With the guard nothing is kept yet, so no VM retains; without
+        it, retention at Algorithm 1's initial timeout.
+        """
+        return model.Decision(
+            timeout_ns=self.timeout_ns, timeouts=self.timeouts,
+            placements={}, retention=guard_mod.RETENTION in self.mechanisms,
+            split=False, borrow=guard_mod.BORROW in self.mechanisms)
+
     def _least_loaded_core(self, assignment, stats):
         load = {core.core_id: 0 for core in self.topology.cores}
         for ref, core in assignment.items():

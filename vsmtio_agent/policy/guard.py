@@ -359,8 +359,8 @@ def step(state, params, stats, served=None):
         return _probe_step(state, params, stats, served)
     if state.phase == AFTER:
         return _after_step(state, params, stats, served)
-    state = _hold_account(state, params, stats, served)
-    if state.countdown > 0 or (not state.verdicts
+    state, blind = _hold_account(state, params, stats, served)
+    if state.countdown > 0 or (not state.verdicts and not blind
                                and state.watched < 2 * params.pairs):
         # (before its first probe the guard watches the host for a
         # block's length: the level an after-effect check compares with)
@@ -376,20 +376,20 @@ def _hold_account(state, params, stats, served):
 
     The reference an after-effect check compares with: what the host did
     under the configuration a failed trial returns to, measured before
-    the trial touched it.
+    the trial touched it. Also whether a computing VM is blind.
     """
     if not stats:
-        return state
+        return state, False
     values, blind = measure(stats, served, vm_kinds(stats, params))
     if blind:
-        return state
+        return state, True
     held = {vm: (s, n) for vm, s, n in state.held}
     for vm, value in values.items():
         if value is not None:
             s, n = held.get(vm, (0.0, 0))
             held[vm] = (s + value, n + 1)
-    return dataclasses.replace(
-        state, held=tuple((vm, s, n) for vm, (s, n) in sorted(held.items())))
+    return dataclasses.replace(state, held=tuple(
+        (vm, s, n) for vm, (s, n) in sorted(held.items()))), False
 
 
 def _serving(kinds, params):

@@ -92,9 +92,12 @@ class TestAgentLoop(AgentTestCase):
             ('advance', 0.1), ('sample',), ('apply',),
             ('restore',), ('close',)], host.calls)
         first, second, third = host.applied
-        # The first apply only puts the initial timeout in force.
+        # The first apply only puts the switches in force: with the guard
+        # (the default) nothing is kept yet, so no VM retains, and its
+        # timeout ladder starts at the cost of a deschedule
         self.assertEqual({}, first.placements)
-        self.assertEqual(200 * 1000, first.timeout_ns)
+        self.assertEqual((50 * 1000, 0), (first.timeout_ns,
+                                          first.retains('io-vm')))
         # Both vCPUs share core 0; the one that retains is I/O-bound and
         # gets the core's I/O sibling.
         io = second.placements[model.VcpuRef('io-vm', 0)]
