@@ -504,6 +504,10 @@ def _begin(state, params, stats):
     else:
         trial = _next_trial(state, params, kinds)
     explored = state.explored
+    blind = measure(stats, None, kinds)[1]
+    if trial is None and blind:
+        # nothing is due, but the operator is told why nothing ever is
+        trial = Trial(RETENTION)
     if trial is None:
         retests = _retests(state)
         if not retests:
@@ -522,7 +526,7 @@ def _begin(state, params, stats):
     probe = dataclasses.replace(
         state, phase=PROBE, trial=trial, position=0, samples=(),
         turn=turn, kinds=kinds, recheck=False, explored=explored)
-    if measure(stats, None, kinds)[1]:
+    if blind:
         # blind on a computing VM: no probe at all, for a probe's A arms
         # would move host knobs for a trial nothing can judge
         verdict = probe_stats.blind(trial.mechanism, trial.domain,
