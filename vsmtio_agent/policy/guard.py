@@ -497,6 +497,17 @@ def _reference(state):
 def _begin(state, params, stats):
     """Start the next probe block, or hold."""
     kinds = vm_kinds(stats, params)
+    present = {vm for vm, _kind in kinds}
+    gone = [vm for vm, _ns in state.kept.timeouts
+            if vm != ALL_VMS and vm not in present]
+    if gone:
+        # a VM that left the host retains nowhere: forget it, and what it
+        # held the split up with
+        kept = state.kept
+        for vm in gone:
+            kept = kept.without(vm)
+        state = dataclasses.replace(state, kept=kept, in_force=kept,
+                                    held=())
     turn = state.turn
     trial = None
     if state.recheck:

@@ -130,6 +130,14 @@ class TestPerVmFloors(testtools.TestCase):
         self.assertIsNotNone(state.kept.timeout('s1'))
         self.assertIsNone(state.kept.timeout('s2'))
 
+    def test_a_vm_that_leaves_is_forgotten(self):
+        host = Host(retention({'s1': lambda t: 1.3}))
+        state = run(host, 200)
+        self.assertIsNotNone(state.kept.timeout('s1'))
+        host.vms = ('c1',)
+        state = run(host, 2 * P.retest_periods, state=state)
+        self.assertEqual(guard.BARE, state.kept)
+
     def test_without_per_vm_timeouts_every_vm_is_tested_together(self):
         params = guard.Params(**{**P.__dict__, 'per_vm': False})
         host = Host(lambda c: {'s1': 1.3, 's2': 1.3} if c.retaining else {},
