@@ -74,3 +74,4 @@ class SimulatedHostDriver(base.HostDriver):
         # (placements die with the simulation).
         self.simulation.timeout_ns = self._initial_timeout
         self.simulation.vm_timeouts = None
+        self.simulation.set_vm_weights({})
