@@ -75,10 +75,12 @@ class Agent(object):
         self.driver = driver
         self.topology = driver.topology()
         # a host that sets a retention timeout per VM lets the guard keep
-        # retention, and search its timeout, for each VM on its own
-        per_vm = 'per_vm_retention' in driver.describe().capabilities
+        # retention, and search its timeout, for each VM on its own; one
+        # that sets VMs' CPU weights gives it the weight lever
+        caps = driver.describe().capabilities
         self.engine = engine or engine_mod.PolicyEngine(
-            self.topology, engine_mod.Params.from_conf(conf, per_vm))
+            self.topology, engine_mod.Params.from_conf(
+                conf, 'per_vm_retention' in caps, 'vm_weights' in caps))
         # The options every period reads, read once, as the engine's Params
         # are (an oslo.config look-up runs a few Python calls, cold in the
         # period: about 7 % of a period, profiled on the kvm bench host).

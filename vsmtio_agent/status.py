@@ -40,6 +40,7 @@ _GUARD_VERDICT = {
                    'reason': {'type': 'string'},
                    'domain': {'type': ['string', 'null']},
                    'timeout_ns': {'type': ['integer', 'null']},
+                   'factor': {'type': ['number', 'null']},
                    'after_effect': {'type': 'boolean'}}}
 _MIST_VERDICT = {
     'type': 'object', 'required': ['protect', 'reason'],
@@ -199,7 +200,8 @@ def format_table(doc):
                 v['mechanism'],
                 ' for %s' % v['domain'] if v.get('domain') else '',
                 ' at %d us' % (v['timeout_ns'] // 1000)
-                if v.get('timeout_ns') else '',
+                if v.get('timeout_ns') else
+                ' x%g' % v['factor'] if v.get('factor') else '',
                 'ALARM' if v.get('after_effect') else
                 'kept' if v['kept'] else 'dropped', v['reason']))
     mist = doc.get('mist')

@@ -219,6 +219,19 @@ guard_opts = [
                help='Periods between two probes: each kept mechanism is '
                     'retested in turn, and a dropped one is retried after '
                     'this many periods, doubling up to four times that.'),
+    cfg.ListOpt('guard_weight_factors',
+                item_type=types.FiniteFloat(min=1.01, max=100.0),
+                default=['2', '4'],
+                help='Factors the guard tries on a light serving VM\'s '
+                     'cgroup CPU weight (cpu.weight, what the flavor\'s '
+                     '``quota:cpu_shares`` sets), a stock host\'s lever: '
+                     'its wake-ups then take precedence over computing '
+                     'vCPUs. Kept per VM, like retention, only where every '
+                     'VM keeps its floor and the VMs gain; a VM is light '
+                     'while its vCPUs run at most half the period, so the '
+                     'weight buys precedence, not CPU time. Only on a host '
+                     'driver that sets VM weights (its ``vm_weights`` '
+                     'capability). Empty turns the lever off.'),
     cfg.FloatOpt('guard_io_halt_rate',
                  default=20.0, min=0.0, max=1000000.0,
                  help='Idle entries (or context retentions) per second, '

@@ -36,7 +36,8 @@ class SimulatedHostDriver(base.HostDriver):
 
     def describe(self):
         sim = self.simulation
-        caps = ('topology', 'counters')
+        # a VM's cgroup weight is a stock host's lever: every kernel model
+        caps = ('topology', 'counters', 'vm_weights')
         if sim.kernel.agent:
             caps += ('retention_timeout', 'per_vm_retention',
                      'rass_placement')
@@ -61,8 +62,10 @@ class SimulatedHostDriver(base.HostDriver):
 
     def apply(self, decision):
         if not self.simulation.kernel.agent:
+            # the VMs' weights are a stock host's lever; nothing else is
+            weighted = self.simulation.set_vm_weights(decision.weights)
             return base.ApplyResult(
-                unchanged=1 + len(decision.placements),
+                applied=weighted, unchanged=1 + len(decision.placements),
                 messages=('kernel model %s has no vSMT-IO knobs'
                           % self.simulation.kernel.name,))
         changed, unchanged, messages = self.simulation.apply(decision)

@@ -48,8 +48,12 @@ class Params:
     trust_domain: str = trust_mod.ANY
 
     @classmethod
-    def from_conf(cls, conf, per_vm=False):
-        """The engine's parameters; ``per_vm``: the host retains per VM."""
+    def from_conf(cls, conf, per_vm=False, weights=False):
+        """The engine's parameters.
+
+        ``per_vm``: the host sets a retention timeout per VM; ``weights``:
+        it sets VMs' CPU weights (the guard's weight lever).
+        """
         opts = conf.vsmtio_agent
         bounds = ltcr.Bounds(
             initial_ns=opts.initial_timeout_us * US,
@@ -63,7 +67,8 @@ class Params:
             adjuster_max_swaps=opts.adjuster_max_swaps,
             io_min_retention_rate=opts.io_min_retention_rate,
             ltcr_measure=opts.ltcr_measure,
-            guard=(guard_mod.Params.from_conf(conf, bounds, per_vm)
+            guard=(guard_mod.Params.from_conf(conf, bounds, per_vm,
+                                              weights=weights)
                    if opts.guard else None),
             fair_share=opts.fair_share,
             split_share=opts.split_share,
@@ -174,6 +179,13 @@ class PolicyEngine(object):
         return dict(self.guard.in_force.timeouts)
 
     @property
+    def weights(self):
+        """``{domain: factor}`` on the VMs' CPU weights in force now."""
+        if self.guard is None:
+            return {}
+        return dict(self.guard.in_force.weights)
+
+    @property
     def timeout_ns(self):
         """The retention timeout in force now (the longest, per VM)."""
         g = self.params.guard
@@ -190,6 +202,7 @@ class PolicyEngine(object):
         """
         return model.Decision(
             timeout_ns=self.timeout_ns, timeouts=self.timeouts,
+            weights=self.weights,
             placements={}, retention=guard_mod.RETENTION in self.mechanisms,
             split=False, borrow=guard_mod.BORROW in self.mechanisms)
 
@@ -252,7 +265,7 @@ class PolicyEngine(object):
         self._split(by_core, roles, share, active,
                     trust_mod.mixed(assignment, trust))
         return model.Decision(timeout_ns=self.timeout_ns,
-                              timeouts=self.timeouts,
+                              timeouts=self.timeouts, weights=self.weights,
                               placements=placements, swaps=swaps,
                               retention=guard_mod.RETENTION in active,
                               split=guard_mod.SPLIT in active,

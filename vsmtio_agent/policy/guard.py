@@ -64,6 +64,9 @@ from vsmtio_agent.policy import probe_stats
 
 
 RETENTION = 'retention'
+# a serving VM's cgroup CPU weight raised by a factor: a stock host's lever
+WEIGHT = 'weight'
+PER_VM = (RETENTION, WEIGHT)
 SPLIT = 'split'
 BORROW = 'borrow'
 # The split is graded: it starts on an eighth of the cores (those where
@@ -77,7 +80,7 @@ WIDER = (SPLIT_QUARTER, SPLIT_HALF, SPLIT_ALL)
 SHARES = {SPLIT: 0.125, SPLIT_QUARTER: 0.25, SPLIT_HALF: 0.5,
           SPLIT_ALL: 1.0}
 HOST_WIDE = (SPLIT, BORROW) + WIDER
-MECHANISMS = (RETENTION,) + HOST_WIDE
+MECHANISMS = PER_VM + HOST_WIDE
 REQUIRES = {BORROW: SPLIT, SPLIT_QUARTER: SPLIT, SPLIT_HALF: SPLIT_QUARTER,
             SPLIT_ALL: SPLIT_HALF}      # and the split needs a retention
 BUNDLE = {SPLIT: (BORROW,)}        # added together, retested apart
@@ -116,6 +119,12 @@ class Params:
     # the retention timeout ladder, ns, ascending, and the rung first tried
     rungs: tuple = (50000, 100000, 200000, 400000, 800000)
     start_ns: int = 50000
+    # the factors a light serving VM's CPU weight is tried at (none: off)
+    weight_factors: tuple = (2.0, 4.0)
+    # a serving VM is light (its weight may be raised) while its vCPUs
+    # run at most this share of the period on average: a raised weight
+    # then buys its wake-ups precedence, not CPU time it would compute
+    light_utilisation: float = 0.5
     per_vm: bool = True
     smt: bool = True
 
@@ -132,14 +141,21 @@ class Params:
         if not self.rungs or self.start_ns not in self.rungs:
             raise ValueError('the start timeout must be a rung of the '
                              'ladder')
+        if any(not 1.0 < f < 100.0 for f in self.weight_factors) or list(
+                self.weight_factors) != sorted(set(self.weight_factors)):
+            raise ValueError('weight factors must rise, each within '
+                             '(1, 100), got %r' % (self.weight_factors,))
 
     @classmethod
-    def from_conf(cls, conf, bounds=None, per_vm=True, smt=True):
+    def from_conf(cls, conf, bounds=None, per_vm=True, smt=True,
+                  weights=True):
         o = conf.vsmtio_agent
         extra = {}
         if bounds is not None:
             extra = dict(rungs=ladder(bounds), start_ns=start_rung(bounds))
         return cls(cpu_min=o.guard_cpu_min, io_min=o.guard_io_min,
+                   weight_factors=(tuple(sorted(set(o.guard_weight_factors)))
+                                   if weights else ()),
                    pairs=o.guard_probe_pairs,
                    max_pairs=3 * o.guard_probe_pairs,
                    confidence=o.guard_confidence,
@@ -172,11 +188,13 @@ def ladder(bounds):
 class Config:
     """What is in force: each retaining VM's timeout, host-wide mechanisms.
 
-    ``timeouts`` is ``((domain, ns), ...)`` sorted by domain.
+    ``timeouts`` is ``((domain, ns), ...)`` and ``weights`` ``((domain,
+    factor), ...)``, sorted by domain.
     """
 
     timeouts: tuple = ()
     mechanisms: frozenset = frozenset()
+    weights: tuple = ()
 
     @property
     def retaining(self):
@@ -197,9 +215,32 @@ class Config:
         return _closure(dataclasses.replace(
             self, timeouts=tuple(x for x in self.timeouts if x[0] != domain)))
 
+    def weight(self, domain):
+        return dict(self.weights).get(domain)
+
+    def value(self, mechanism, domain):
+        """A per-VM mechanism's setting for ``domain``, None if not kept."""
+        if mechanism == RETENTION:
+            return self.timeout(domain)
+        return self.weight(domain)
+
+    def with_value(self, mechanism, domain, value):
+        if mechanism == RETENTION:
+            return self.with_timeout(domain, value)
+        got = dict(self.weights)
+        got[domain] = value
+        return dataclasses.replace(self, weights=tuple(sorted(got.items())))
+
+    def without_value(self, mechanism, domain):
+        if mechanism == RETENTION:
+            return self.without(domain)
+        return dataclasses.replace(self, weights=tuple(
+            x for x in self.weights if x[0] != domain))
+
     def names(self):
-        """The mechanisms by name (retention if any VM retains)."""
-        return self.mechanisms | ({RETENTION} if self.timeouts else set())
+        """The mechanisms by name (retention if any VM retains...)."""
+        return (self.mechanisms | ({RETENTION} if self.timeouts else set())
+                | ({WEIGHT} if self.weights else set()))
 
     def __contains__(self, mechanism):
         return mechanism in self.names()
@@ -221,10 +262,21 @@ class Trial:
     domain: Optional[str] = None
     timeout_ns: Optional[int] = None
     adding: bool = True
+    factor: Optional[float] = None
 
     @property
     def key(self):
         return (self.mechanism, self.domain)
+
+    @property
+    def value(self):
+        return self.timeout_ns if self.mechanism == RETENTION else self.factor
+
+
+def _trial(mechanism, domain, value, adding=True):
+    if mechanism == RETENTION:
+        return Trial(mechanism, domain, value, adding)
+    return Trial(mechanism, domain, adding=adding, factor=value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,7 +295,8 @@ class State:
     verdicts: tuple = ()                # the last Verdict per key
     finished: Optional[Verdict] = None  # the verdict the last step reached
     recheck: bool = False               # the kept config against bare next
-    explored: frozenset = frozenset()   # (domain, direction) since retest
+    explored: frozenset = frozenset()   # (mechanism, domain, way) tried
+    light: frozenset = frozenset()      # serving VMs that may be weighted
     add_at: tuple = ()                  # ((domain, ns, way), ..): next try
     held: tuple = ()                    # ((vm, sum, n), ..) under kept
     after: Optional[tuple] = None       # (key, {vm: reference}, samples)
@@ -400,6 +453,17 @@ def _serving(kinds, params):
     return vms
 
 
+def _light(stats, params):
+    """The VMs whose vCPUs run at most ``light_utilisation`` on average."""
+    load = {}
+    for ref, st in stats.items():
+        got = load.setdefault(ref.domain, [0.0, 0])
+        got[0] += st.utilisation if st.utilisation is not None else 1.0
+        got[1] += 1
+    return frozenset(vm for vm, (u, n) in load.items()
+                     if u / n <= params.light_utilisation)
+
+
 def _waiting(state, key):
     for k, periods, waited in state.backoff:
         if k == key:
@@ -407,9 +471,9 @@ def _waiting(state, key):
     return False
 
 
-def _rung(params, ns, direction):
+def _rung(params, ns, direction, mechanism=RETENTION):
     """The rung one step ``direction`` of ``ns``, or None at the end."""
-    rungs = params.rungs
+    rungs = params.rungs if mechanism == RETENTION else params.weight_factors
     if ns not in rungs:
         return None
     i = rungs.index(ns) + (1 if direction == UP else -1)
@@ -420,19 +484,27 @@ def _next_trial(state, params, kinds):
     """The next addition or exploration due, or None."""
     kept = state.kept
     add_at = {d: ns for d, ns, _way in state.add_at}
-    for vm in _serving(kinds, params):
-        key = (RETENTION, vm)
-        now = kept.timeout(vm)
-        if now is None:
-            if not _waiting(state, key):
-                return Trial(RETENTION, vm, add_at.get(vm, params.start_ns))
-            continue
-        for direction in (DOWN, UP):
-            if (vm, direction) in state.explored:
+    for m in PER_VM:
+        vms = _serving(kinds, params)
+        if m == WEIGHT:
+            vms = [vm for vm in vms if vm in state.light
+                   or kept.weight(vm) is not None]
+            if not params.weight_factors:
+                vms = []
+        for vm in vms:
+            now = kept.value(m, vm)
+            if now is None:
+                if not _waiting(state, (m, vm)):
+                    first = (add_at.get(vm, params.start_ns)
+                             if m == RETENTION else params.weight_factors[0])
+                    return _trial(m, vm, first)
                 continue
-            to = _rung(params, now, direction)
-            if to is not None:
-                return Trial(RETENTION, vm, to)
+            for direction in (DOWN, UP):
+                if (m, vm, direction) in state.explored:
+                    continue
+                to = _rung(params, now, direction, m)
+                if to is not None:
+                    return _trial(m, vm, to)
     if not params.smt or not kept.retaining:
         return None
     for m in (SPLIT,) + WIDER:
@@ -449,6 +521,8 @@ def _retests(state):
     """What a retest may test, in turn: each retaining VM, the split."""
     out = [Trial(RETENTION, vm, ns, adding=False)
            for vm, ns in state.kept.timeouts]
+    out += [Trial(WEIGHT, vm, adding=False, factor=f)
+            for vm, f in state.kept.weights]
     top = _top_split(state.kept.mechanisms)
     if top is not None:
         out.append(Trial(top, adding=False))
@@ -463,9 +537,10 @@ def _arms(state):
     kept = state.kept
     if t.mechanism == BASELINE:
         return kept, BARE
-    if t.mechanism == RETENTION:
-        a = kept.with_timeout(t.domain, t.timeout_ns) if t.adding else kept
-        return a, kept.without(t.domain)
+    if t.mechanism in PER_VM:
+        a = (kept.with_value(t.mechanism, t.domain, t.value) if t.adding
+             else kept)
+        return a, kept.without_value(t.mechanism, t.domain)
     if t.mechanism == BORROW:
         return kept, _closure(dataclasses.replace(
             kept, mechanisms=kept.mechanisms - {BORROW}))
@@ -483,11 +558,11 @@ def _reference(state):
     t = state.trial
     if not t.adding:
         return None
-    if t.mechanism == RETENTION:
-        now = state.kept.timeout(t.domain)
+    if t.mechanism in PER_VM:
+        now = state.kept.value(t.mechanism, t.domain)
         if now is None:
             return None
-        v = state.verdict(RETENTION, t.domain)
+        v = state.verdict(t.mechanism, t.domain)
         return v if v is not None and v.kept else None
     if t.mechanism in WIDER:
         return state.verdict(_top_split(state.kept.mechanisms))
@@ -497,15 +572,16 @@ def _reference(state):
 def _begin(state, params, stats):
     """Start the next probe block, or hold."""
     kinds = vm_kinds(stats, params)
+    state = dataclasses.replace(state, light=_light(stats, params))
     present = {vm for vm, _kind in kinds}
-    gone = [vm for vm, _ns in state.kept.timeouts
+    gone = [vm for vm, _ns in state.kept.timeouts + state.kept.weights
             if vm != ALL_VMS and vm not in present]
     if gone:
         # a VM that left the host retains nowhere: forget it, and what it
         # held the split up with
         kept = state.kept
         for vm in gone:
-            kept = kept.without(vm)
+            kept = kept.without(vm).without_value(WEIGHT, vm)
         state = dataclasses.replace(state, kept=kept, in_force=kept,
                                     held=())
     turn = state.turn
@@ -528,11 +604,11 @@ def _begin(state, params, stats):
             trial = Trial(BASELINE, adding=False)
         else:
             trial = retests[turn % len(retests)]
-            if trial.mechanism == RETENTION:
+            if trial.mechanism in PER_VM:
                 # a VM explores its neighbouring rungs again after each
                 # retest: the search is periodic, not one climb
                 explored = frozenset(x for x in explored
-                                     if x[0] != trial.domain)
+                                     if x[:2] != trial.key)
         turn += 1
     probe = dataclasses.replace(
         state, phase=PROBE, trial=trial, position=0, samples=(),
@@ -541,7 +617,7 @@ def _begin(state, params, stats):
         # blind on a computing VM: no probe at all, for a probe's A arms
         # would move host knobs for a trial nothing can judge
         verdict = probe_stats.blind(trial.mechanism, trial.domain,
-                                    trial.timeout_ns)
+                                    trial.timeout_ns, trial.factor)
         return _settle(probe, params, verdict, stats)
     a, _b = _arms(probe)
     return dataclasses.replace(probe, in_force=a)
@@ -565,12 +641,14 @@ def _probe_step(state, params, stats, served):
             state, samples=samples, position=position,
             in_force=a if ABBA[position % 4] else b)
     last = state.verdict(*t.key)
-    retry = (t.adding and t.mechanism != RETENTION and last is not None
+    retry = (t.adding and t.mechanism not in PER_VM and last is not None
              and not last.kept)
+    tries = {RETENTION: len(params.rungs),
+             WEIGHT: len(params.weight_factors)}.get(t.mechanism, 1)
     verdict = probe_stats.judge(
         samples, state.kinds, params, t.adding, t.mechanism, t.domain,
-        t.timeout_ns, _reference(state), retry,
-        tries=len(params.rungs) if t.mechanism == RETENTION else 1)
+        t.timeout_ns, _reference(state), retry, tries=tries,
+        factor=t.factor)
     state = dataclasses.replace(state, samples=samples)
     return _settle(state, params, verdict, stats)
 
@@ -598,13 +676,17 @@ def _settle(state, params, verdict, stats):
     backoff = state.backoff
     dropped = False
     record = verdict
-    if t.mechanism == RETENTION and t.adding:
-        now = kept.timeout(t.domain)
+    if t.mechanism in PER_VM and t.adding:
+        now = kept.value(t.mechanism, t.domain)
         if now is None:
             if verdict.kept:
-                kept = kept.with_timeout(t.domain, t.timeout_ns)
-                add_at.pop(t.domain, None)
+                kept = kept.with_value(t.mechanism, t.domain, t.value)
+                if t.mechanism == RETENTION:
+                    add_at.pop(t.domain, None)
                 backoff = _cleared(backoff, key)
+            elif t.mechanism == WEIGHT:
+                backoff = _backed_off(backoff, key, params)
+                dropped = True
             else:
                 # a loss: shorter retentions cost the neighbours less; no
                 # gain: longer ones outlast more of the VM's waits. The
@@ -622,14 +704,16 @@ def _settle(state, params, verdict, stats):
                     backoff = _backed_off(backoff, key, params)
                 dropped = True
         else:
-            direction = UP if t.timeout_ns > now else DOWN
+            direction = UP if t.value > now else DOWN
+            m = t.mechanism
             if verdict.kept:
-                kept = kept.with_timeout(t.domain, t.timeout_ns)
+                kept = kept.with_value(m, t.domain, t.value)
                 # the rung it came from is known worse
-                explored.discard((t.domain, direction))
-                explored.add((t.domain, UP if direction == DOWN else DOWN))
+                explored.discard((m, t.domain, direction))
+                explored.add((m, t.domain, UP if direction == DOWN
+                              else DOWN))
             else:
-                explored.add((t.domain, direction))
+                explored.add((m, t.domain, direction))
                 # the rung in force keeps its own verdict
                 record = None
                 dropped = True
@@ -646,8 +730,8 @@ def _settle(state, params, verdict, stats):
         dropped = True
         if t.mechanism == BASELINE:
             kept = BARE
-        elif t.mechanism == RETENTION:
-            kept = kept.without(t.domain)
+        elif t.mechanism in PER_VM:
+            kept = kept.without_value(t.mechanism, t.domain)
             backoff = _backed_off(backoff, key, params)
         else:
             kept = _closure(dataclasses.replace(

@@ -51,7 +51,8 @@ class Verdict:
     judged; ``utility`` is their geometric mean and ``utility_logs`` its
     log per pair (a longer timeout or a wider split must beat them).
     ``after_effect`` marks the report of a drop the host did not recover
-    from (:mod:`vsmtio_agent.policy.guard`).
+    from (:mod:`vsmtio_agent.policy.guard`); ``factor`` is the weight
+    factor a weight trial tested.
     """
 
     mechanism: str
@@ -64,6 +65,7 @@ class Verdict:
     utility: Optional[float] = None
     utility_logs: tuple = ()
     after_effect: bool = False
+    factor: Optional[float] = None
 
     @property
     def key(self):
@@ -172,11 +174,12 @@ def _p_below(logs, bound, alternative, alpha):
     return _p(logs, bound, alternative) < alpha
 
 
-def blind(mechanism, domain=None, timeout_ns=None):
+def blind(mechanism, domain=None, timeout_ns=None, factor=None):
     return Verdict(mechanism, False,
                    'a computing VM\'s throughput cannot be measured here (no '
                    'instruction counter), so nothing shows it does not '
-                   'lose', domain=domain, timeout_ns=timeout_ns, loses=True)
+                   'lose', domain=domain, timeout_ns=timeout_ns, loses=True,
+                   factor=factor)
 
 
 def _gain_p(logs, reference):
@@ -271,7 +274,7 @@ def undecided(samples, kinds, params):
 
 def judge(samples, kinds, params, adding, mechanism='mechanism',
           domain=None, timeout_ns=None, reference=None, retry=False,
-          tries=1):
+          tries=1, factor=None):
     """The :class:`Verdict` of a finished probe block.
 
     ``kinds`` is ``((vm, kind), ...)``, fixed when the block began.
@@ -288,7 +291,7 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
     """
     if any(s[2] for s in samples):
         return blind(mechanism, domain, timeout_ns)
-    common = dict(domain=domain, timeout_ns=timeout_ns)
+    common = dict(domain=domain, timeout_ns=timeout_ns, factor=factor)
     logs_by_vm = _judged(samples, kinds)
     if not logs_by_vm:
         return Verdict(mechanism, False, 'no VM was measured in every '
@@ -353,4 +356,6 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
 def _describe(v):
     if v.timeout_ns is not None:
         return '%d us' % (v.timeout_ns // 1000)
+    if v.factor is not None:
+        return 'weight x%g' % v.factor
     return v.mechanism

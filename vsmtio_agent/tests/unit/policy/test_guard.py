@@ -203,6 +203,52 @@ class TestTimeoutSearch(testtools.TestCase):
                           400 * US, 800 * US), guard.ladder(b))
 
 
+class TestWeightLever(testtools.TestCase):
+    """A light serving VM's CPU weight, kept per VM like retention."""
+
+    def host(self, gain, cost, util=0.2):
+        def effect(config):
+            f = config.weight('s1')
+            if f is None:
+                return {}
+            return {'s1': gain(f), 'c1': cost(f)}
+        host = Host(effect)
+        period = host.period
+
+        def with_util(config):
+            stats, served = period(config)
+            for r in list(stats):
+                if r.domain == 's1':
+                    stats[r] = helpers.stats(halt_rate=500.0,
+                                             instruction_rate=1e8,
+                                             utilisation=util)
+            return stats, served
+        host.period = with_util
+        return host
+
+    def test_kept_at_the_factor_that_gains_within_the_floors(self):
+        # x2 gains, x4 gains more but costs c1 beyond its floor
+        host = self.host(lambda f: 1.1 if f == 2 else 1.3,
+                         lambda f: 0.99 if f == 2 else 0.9)
+        state = run(host, 800)
+        self.assertEqual(2.0, state.kept.weight('s1'))
+        self.assertIn(guard.WEIGHT, state.kept)
+
+    def test_a_busy_vm_is_never_weighted(self):
+        host = self.host(lambda f: 1.3, lambda f: 1.0, util=0.9)
+        state = guard.start()
+        for _ in range(600):
+            stats, served = host.period(state.in_force)
+            state = guard.step(state, P, stats, served)
+            self.assertEqual((), state.in_force.weights)
+
+    def test_no_factors_no_lever(self):
+        params = guard.Params(**{**P.__dict__, 'weight_factors': ()})
+        host = self.host(lambda f: 1.3, lambda f: 1.0)
+        state = run(host, 600, params)
+        self.assertEqual((), state.kept.weights)
+
+
 class TestKeptRetestedDropped(testtools.TestCase):
 
     def test_a_kept_mechanism_is_dropped_when_it_starts_to_hurt(self):
@@ -284,6 +330,8 @@ class TestKeptRetestedDropped(testtools.TestCase):
         self.assertRaises(ValueError, guard.Params, pairs=8, max_pairs=4)
         self.assertRaises(ValueError, guard.Params, confidence=1.0)
         self.assertRaises(ValueError, guard.Params, start_ns=7)
+        self.assertRaises(ValueError, guard.Params, weight_factors=(4, 2))
+        self.assertRaises(ValueError, guard.Params, weight_factors=(0.5,))
 
 
 class TestAfterEffects(testtools.TestCase):
