@@ -218,10 +218,17 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
                 'decisions': sim.decisions, 'swaps': sim.swaps,
                 'period_s': period_s,
                 'timeout_us': sim.timeout_ns / 1e3,
+                # per VM where the guard keeps retention VM by VM
+                'timeouts_us': ({vm: ns / 1e3 for vm, ns
+                                 in sorted(sim.vm_timeouts.items())}
+                                if sim.vm_timeouts is not None else None),
+                'weights': dict(sorted(sim.vm_weights.items())),
                 'settled_at_s': state['settled_at'],
                 'mechanisms': list(history[-1][1]) if history else [],
                 'trajectory': trajectory,
-                'verdicts': ([dataclasses.asdict(v) for v in verdicts]
+                'verdicts': ([dict(dataclasses.asdict(v),
+                                   cpu_ratio=v.cpu_ratio,
+                                   io_ratio=v.io_ratio) for v in verdicts]
                              if verdicts is not None else None)}
         finally:
             ag.stop()
