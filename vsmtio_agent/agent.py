@@ -77,10 +77,11 @@ class Agent(object):
         # a host that sets a retention timeout per VM lets the guard keep
         # retention, and search its timeout, for each VM on its own; one
         # that sets VMs' CPU weights gives it the weight lever
-        caps = driver.describe().capabilities
+        knobs = driver.describe().knobs
         self.engine = engine or engine_mod.PolicyEngine(
             self.topology, engine_mod.Params.from_conf(
-                conf, 'per_vm_retention' in caps, 'vm_weights' in caps))
+                conf, 'per_vm_retention' in knobs, 'vm_weights' in knobs,
+                'retention' in knobs))
         # The options every period reads, read once, as the engine's Params
         # are (an oslo.config look-up runs a few Python calls, cold in the
         # period: about 7 % of a period, profiled on the kvm bench host).

@@ -38,12 +38,17 @@ class HostMode:
     vSMT-IO patches: real retention timeout and RASS knobs) or ``stock``
     (LTCR tunes halt polling where writable; RASS becomes pinning).
     ``missing`` lists what would be needed for the fuller mode.
+    ``knobs`` names, for the policy engine, the levers the driver turns:
+    ``retention`` (a retention timeout), ``per_vm_retention`` (one per
+    VM: ``Decision.timeouts``), ``vm_weights`` (``Decision.weights``); a
+    mechanism whose lever is missing is never tried.
     """
 
     mode: str
     reason: str
     capabilities: tuple = ()
     missing: tuple = ()
+    knobs: frozenset = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)

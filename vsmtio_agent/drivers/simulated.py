@@ -36,16 +36,18 @@ class SimulatedHostDriver(base.HostDriver):
 
     def describe(self):
         sim = self.simulation
-        # a VM's cgroup weight is a stock host's lever: every kernel model
         caps = ('topology', 'counters', 'vm_weights')
+        # a VM's cgroup weight is a stock host's lever: every kernel model
+        knobs = {'vm_weights'}
         if sim.kernel.agent:
             caps += ('retention_timeout', 'per_vm_retention',
                      'rass_placement')
+            knobs |= {'retention', 'per_vm_retention'}
         return base.HostMode(
             'simulated',
             'simulated SMT host: scenario %s, kernel model %s, %d cores'
             % (sim.scenario.name, sim.kernel.name, sim.scenario.cores),
-            capabilities=caps)
+            capabilities=caps, knobs=frozenset(knobs))
 
     def topology(self):
         return self.simulation.topology

@@ -48,11 +48,12 @@ class Params:
     trust_domain: str = trust_mod.ANY
 
     @classmethod
-    def from_conf(cls, conf, per_vm=False, weights=False):
+    def from_conf(cls, conf, per_vm=False, weights=False, retention=True):
         """The engine's parameters.
 
         ``per_vm``: the host sets a retention timeout per VM; ``weights``:
-        it sets VMs' CPU weights (the guard's weight lever).
+        it sets VMs' CPU weights (the guard's weight lever);
+        ``retention``: it has a retention timeout at all.
         """
         opts = conf.vsmtio_agent
         bounds = ltcr.Bounds(
@@ -68,7 +69,8 @@ class Params:
             io_min_retention_rate=opts.io_min_retention_rate,
             ltcr_measure=opts.ltcr_measure,
             guard=(guard_mod.Params.from_conf(conf, bounds, per_vm,
-                                              weights=weights)
+                                              weights=weights,
+                                              retention=retention)
                    if opts.guard else None),
             fair_share=opts.fair_share,
             split_share=opts.split_share,

@@ -127,6 +127,8 @@ class Params:
     light_utilisation: float = 0.5
     per_vm: bool = True
     smt: bool = True
+    # the host has a retention timeout to turn (else only the weights)
+    retention: bool = True
 
     def __post_init__(self):
         if self.pairs < 2 or self.pairs % 2:
@@ -148,7 +150,7 @@ class Params:
 
     @classmethod
     def from_conf(cls, conf, bounds=None, per_vm=True, smt=True,
-                  weights=True):
+                  weights=True, retention=True):
         o = conf.vsmtio_agent
         extra = {}
         if bounds is not None:
@@ -161,7 +163,7 @@ class Params:
                    confidence=o.guard_confidence,
                    retest_periods=o.guard_retest_periods,
                    io_halt_rate=o.guard_io_halt_rate,
-                   per_vm=per_vm, smt=smt, **extra)
+                   per_vm=per_vm, smt=smt, retention=retention, **extra)
 
 
 def start_rung(bounds):
@@ -297,6 +299,7 @@ class State:
     recheck: bool = False               # the kept config against bare next
     explored: frozenset = frozenset()   # (mechanism, domain, way) tried
     light: frozenset = frozenset()      # serving VMs that may be weighted
+    by_run_time: bool = False           # computing VMs judged by CPU time
     add_at: tuple = ()                  # ((domain, ns, way), ..): next try
     held: tuple = ()                    # ((vm, sum, n), ..) under kept
     after: Optional[tuple] = None       # (key, {vm: reference}, samples)
@@ -368,32 +371,49 @@ def vm_kinds(stats, params):
 
 
 def measure(stats, served, kinds):
-    """One period's ``({vm: throughput}, blind)``.
+    """One period's ``({vm: throughput}, blind, by_run_time)``.
 
-    A computing VM's instructions per second, summed over its vCPUs
-    (None, and ``blind``, without an instruction counter); a serving
-    VM's requests and packets per second (``served``, the host's block
-    and interface statistics), or its vCPUs' idle entries where the host
-    counts nothing it serves.
+    A computing VM's instructions per second, summed over its vCPUs; a
+    serving VM's requests and packets per second (``served``, the host's
+    block and interface statistics), or its vCPUs' idle entries where the
+    host counts nothing it serves. Where a computing VM's vCPUs have no
+    instruction counter (no PMU), the CPU time they computed stands in
+    (``by_run_time``): what a VM computes is bounded by the CPU time it
+    gets, which is what retention and a raised weight take from it, though
+    not what a sibling's interference costs it. Without either it is
+    ``blind``.
     """
     kind_of = dict(kinds)
-    totals = {}
-    blind = False
+    per_vm = {}
     for ref, st in stats.items():
-        vm = ref.domain
-        kind = kind_of.get(vm)
-        if kind is None:
+        kind = kind_of.get(ref.domain)
+        if kind is not None:
+            per_vm.setdefault(ref.domain, []).append(st)
+    totals = {}
+    blind = by_run_time = False
+    for vm, kind in kinds:
+        found = per_vm.get(vm)
+        if not found:
             continue
-        if kind == SERVING and served and served.get(vm) is not None:
-            totals[vm] = served[vm]
+        if kind == SERVING:
+            if served and served.get(vm) is not None:
+                totals[vm] = served[vm]
+            else:
+                rates = [st.halt_rate for st in found]
+                totals[vm] = None if None in rates else sum(rates)
             continue
-        value = st.instruction_rate if kind == COMPUTING else st.halt_rate
-        if value is None:
-            blind = blind or kind == COMPUTING
+        rates = [st.instruction_rate for st in found]
+        if None not in rates:
+            totals[vm] = sum(rates)
+            continue
+        shares = [st.compute_share for st in found]
+        if None in shares:
             totals[vm] = None
-        elif totals.get(vm, 0.0) is not None:
-            totals[vm] = totals.get(vm, 0.0) + value
-    return totals, blind
+            blind = True
+        else:
+            totals[vm] = sum(shares)
+            by_run_time = True
+    return totals, blind, by_run_time
 
 
 # -- the state machine ---------------------------------------------------
@@ -433,7 +453,8 @@ def _hold_account(state, params, stats, served):
     """
     if not stats:
         return state, False
-    values, blind = measure(stats, served, vm_kinds(stats, params))
+    values, blind, _cpu_time = measure(stats, served,
+                                       vm_kinds(stats, params))
     if blind:
         return state, True
     held = {vm: (s, n) for vm, s, n in state.held}
@@ -486,9 +507,12 @@ def _next_trial(state, params, kinds):
     add_at = {d: ns for d, ns, _way in state.add_at}
     for m in PER_VM:
         vms = _serving(kinds, params)
+        if m == RETENTION and not params.retention:
+            vms = []
         if m == WEIGHT:
-            vms = [vm for vm in vms if vm in state.light
-                   or kept.weight(vm) is not None]
+            # a weight is every host's per VM, whatever its timeout is
+            vms = [vm for vm, kind in kinds if kind == SERVING
+                   and (vm in state.light or kept.weight(vm) is not None)]
             if not params.weight_factors:
                 vms = []
         for vm in vms:
@@ -505,7 +529,9 @@ def _next_trial(state, params, kinds):
                 to = _rung(params, now, direction, m)
                 if to is not None:
                     return _trial(m, vm, to)
-    if not params.smt or not kept.retaining:
+    if not params.smt or not kept.retaining or state.by_run_time:
+        # (the split's cost is a sibling's interference, which CPU time
+        # does not show: without instruction counters it is never tried)
         return None
     for m in (SPLIT,) + WIDER:
         need = REQUIRES.get(m)
@@ -591,7 +617,8 @@ def _begin(state, params, stats):
     else:
         trial = _next_trial(state, params, kinds)
     explored = state.explored
-    blind = measure(stats, None, kinds)[1]
+    _values, blind, by_run_time = measure(stats, None, kinds)
+    state = dataclasses.replace(state, by_run_time=by_run_time)
     if trial is None and blind:
         # nothing is due, but the operator is told why nothing ever is
         trial = Trial(RETENTION)
@@ -624,7 +651,7 @@ def _begin(state, params, stats):
 
 
 def _probe_step(state, params, stats, served):
-    values, blind = measure(stats, served, state.kinds)
+    values, blind, _cpu_time = measure(stats, served, state.kinds)
     sample = (ABBA[state.position % 4], values, blind)
     samples = state.samples + (sample,)
     position = state.position + 1
@@ -649,6 +676,10 @@ def _probe_step(state, params, stats, served):
         samples, state.kinds, params, t.adding, t.mechanism, t.domain,
         t.timeout_ns, _reference(state), retry, tries=tries,
         factor=t.factor)
+    if state.by_run_time:
+        verdict = dataclasses.replace(
+            verdict, reason=verdict.reason + ' (computing VMs judged by '
+            'CPU time: no instruction counter)')
     state = dataclasses.replace(state, samples=samples)
     return _settle(state, params, verdict, stats)
 
@@ -803,7 +834,7 @@ def _after_step(state, params, stats, served):
     ref = dict(reference)
     kinds = tuple((vm, kind) for vm, kind in vm_kinds(stats, params)
                   if vm in ref)
-    values, _blind = measure(stats, served, kinds)
+    values = measure(stats, served, kinds)[0]
     samples = samples + (tuple(sorted(
         (vm, v) for vm, v in values.items() if v is not None)),)
     if len(samples) < 2 * params.pairs:

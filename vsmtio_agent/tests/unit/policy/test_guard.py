@@ -145,6 +145,58 @@ class TestPerVmFloors(testtools.TestCase):
         state = run(host, 200, params)
         self.assertEqual(((guard.ALL_VMS, 50 * US),), state.kept.timeouts)
 
+    def test_idle_exits_that_vanish_while_serving_goes_on_are_no_loss(self):
+        # on a real host, retention with MWAIT exits off removes the halt
+        # exits the guard once counted as I/O; what the VM serves is what
+        # counts now
+        def period(config):
+            on = config.timeout('s1') is not None
+            served = 1000.0 * (1.2 if on else 1.0) * (
+                1 + host.rng.gauss(0, 0.02))
+            return ({ref('c1'): helpers.stats(instruction_rate=1e9
+                                              * (1 + host.rng.gauss(0, 0.02)),
+                                              halt_rate=0.0),
+                     ref('s1'): helpers.stats(
+                         halt_rate=0.0 if on else 500.0,
+                         retention_frequency=500.0 if on else 0.0,
+                         instruction_rate=1e8)},
+                    {'s1': served})
+        host = Host(None)
+        host.period = period
+        state = run(host, 200)
+        self.assertIsNotNone(state.kept.timeout('s1'))
+
+    def test_without_instruction_counters_cpu_time_stands_in(self):
+        # no PMU: a computing VM is judged by the CPU time it got; the
+        # split, whose cost CPU time does not show, is never tried
+        def period(config):
+            on = config.timeout('s1') is not None
+            util = (0.995 if on else 1.0) * (1 + host.rng.gauss(0, 0.01))
+            return ({ref('c1'): helpers.stats(utilisation=util,
+                                              halt_rate=0.0),
+                     ref('s1'): helpers.stats(halt_rate=500.0)},
+                    {'s1': 1000.0 * (1.3 if on else 1.0)
+                     * (1 + host.rng.gauss(0, 0.02))})
+        host = Host(None)
+        host.period = period
+        state = guard.start()
+        for _ in range(400):
+            stats, served = host.period(state.in_force)
+            state = guard.step(state, P, stats, served)
+            self.assertNotIn(guard.SPLIT, state.in_force)
+        self.assertIsNotNone(state.kept.timeout('s1'))
+        self.assertIn('CPU time', state.verdict(guard.RETENTION,
+                                                's1').reason)
+
+    def test_a_host_without_a_retention_knob_never_retains(self):
+        params = guard.Params(**{**P.__dict__, 'retention': False})
+        host = Host(retention({'s1': lambda t: 2.0}))
+        state = guard.start()
+        for _ in range(300):
+            stats, served = host.period(state.in_force)
+            state = guard.step(state, params, stats, served)
+            self.assertFalse(state.in_force.retaining)
+
     def test_blind_computing_vm_keeps_nothing_and_never_probes(self):
         host = Host(retention({'s1': lambda t: 2.0}), pmu=False)
         state = guard.start()
