@@ -773,10 +773,15 @@ def _settle(state, params, verdict, stats):
         verdicts = _with_verdict(verdicts, record)
     changed = kept != state.kept
     held = () if changed else state.held
+    # what stays kept was verified with what a retest just dropped: it is
+    # tested against the bare host next, not in its turn
+    recheck = (not verdict.kept and not t.adding and kept.retaining
+               and t.mechanism != BASELINE)
     settled = dataclasses.replace(
-        state, kept=kept, phase=HOLD, countdown=params.retest_periods,
+        state, kept=kept, phase=HOLD,
+        countdown=0 if recheck else params.retest_periods, recheck=recheck,
         trial=None, backoff=backoff, strikes=frozenset(
-            k for k in strikes if k[0] in kept), verdicts=verdicts,
+            k for k in strikes if _is_kept(kept, k)), verdicts=verdicts,
         in_force=kept, finished=verdict, explored=frozenset(explored),
         add_at=tuple(sorted((d, ns, w) for d, (ns, w) in add_at.items())),
         held=held, samples=())
@@ -789,12 +794,14 @@ def _settle(state, params, verdict, stats):
         # is quick
         if _next_trial(settled, params, state.kinds) is not None:
             return _begin(settled, params, stats)
-    if not verdict.kept and not t.adding and kept.retaining \
-            and t.mechanism != BASELINE:
-        # what stays kept was verified with what a retest just dropped:
-        # it is tested against the bare host at once, not in its turn
-        settled = dataclasses.replace(settled, recheck=True, countdown=0)
     return settled
+
+
+def _is_kept(config, key):
+    mechanism, domain = key
+    if mechanism in PER_VM:
+        return config.value(mechanism, domain) is not None
+    return mechanism in config.mechanisms
 
 
 def _after_start(settled, probe, verdict, params):
@@ -840,8 +847,9 @@ def _after_step(state, params, stats, served):
     if len(samples) < 2 * params.pairs:
         return dataclasses.replace(state, after=(key, reference, samples))
     alarm = _after_effect(key, ref, samples, params)
-    out = dataclasses.replace(state, phase=HOLD, after=None,
-                              countdown=params.retest_periods)
+    out = dataclasses.replace(
+        state, phase=HOLD, after=None,
+        countdown=0 if state.recheck else params.retest_periods)
     if alarm is None:
         return dataclasses.replace(out, alarms=tuple(
             a for a in state.alarms if a.key != key))
