@@ -715,7 +715,8 @@ def _settle(state, params, verdict, stats):
                 if t.mechanism == RETENTION:
                     add_at.pop(t.domain, None)
                 backoff = _cleared(backoff, key)
-            elif t.mechanism == WEIGHT:
+            elif t.mechanism == WEIGHT or t.domain is None:
+                # (no VM: the blind host's report that nothing is probed)
                 backoff = _backed_off(backoff, key, params)
                 dropped = True
             else:
@@ -731,7 +732,13 @@ def _settle(state, params, verdict, stats):
                     add_at[t.domain] = (nxt, way)
                     descend = True
                 else:
-                    add_at.pop(t.domain, None)
+                    # the walk ends; its retry starts where it ended (a
+                    # climb that lost, from the last rung that did not),
+                    # not from the start again
+                    resume = t.timeout_ns
+                    if came == UP and verdict.loses:
+                        resume = _rung(params, resume, DOWN) or resume
+                    add_at[t.domain] = (resume, came)
                     backoff = _backed_off(backoff, key, params)
                 dropped = True
         else:
