@@ -123,6 +123,10 @@ class AgentCollector:
             'i_cpu': g('vsmtio_vcpu_i_cpu',
                        'MIST interference ratio (involuntary / voluntary '
                        'switches).', labels=['domain', 'vcpu']),
+            'runqueue_delay_ratio': g(
+                'vsmtio_vcpu_runqueue_delay_ratio',
+                'Share of the period the vCPU waited on a run queue.',
+                labels=['domain', 'vcpu']),
         }
         for ref, placement in sorted(decision.placements.items()):
             labels = [ref.domain, str(ref.index)]

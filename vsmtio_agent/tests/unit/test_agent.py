@@ -192,7 +192,12 @@ class TestPeriodRecord(AgentTestCase):
 
     def test_metrics_render_one_period(self):
         from vsmtio_agent import metrics
-        host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
+        first, second = snapshot(0, 0), snapshot(100, 60)
+        for snap, delay_ns in ((first, 0), (second, 25 * MS)):
+            for ref, counters in list(snap.vcpus.items()):
+                snap.vcpus[ref] = counters._replace(
+                    runqueue_delay_ns=delay_ns)
+        host = ScriptedHost([first, second])
         a = agent.Agent(conf.CONF, host)
         a.tick()
         period = a.tick()
@@ -205,6 +210,14 @@ class TestPeriodRecord(AgentTestCase):
         rates = text['vsmtio_vcpu_retention_rate'].samples
         self.assertAlmostEqual(0.6, [s.value for s in rates
                                      if s.labels['domain'] == 'io-vm'][0])
+        # what server metadata no longer carries (publish.FORMER_KEYS)
+        delays = {(s.labels['domain'], s.labels['vcpu']): s.value
+                  for s in text['vsmtio_vcpu_runqueue_delay_ratio'].samples}
+        self.assertEqual(
+            {(ref.domain, str(ref.index)): st.runqueue_delay_ratio
+             for ref, st in period.stats.items()
+             if st.runqueue_delay_ratio is not None}, delays)
+        self.assertTrue(delays)
 
 
 class TestMistInTheRecord(AgentTestCase):
