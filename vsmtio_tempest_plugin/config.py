@@ -20,13 +20,15 @@ group = cfg.OptGroup(name='vsmtio', title='vsmtio tempest options')
 opts = [
     cfg.StrOpt('host_command',
                default='sh -c',
-               help='How tempest runs a shell command on a compute host, '
-                    'the way whitebox-tempest-plugin does (tempest imports '
-                    'nothing of the host): a command that runs its one '
-                    'argument as a shell command on compute host ``{host}`` '
-                    '(nova\'s name of it). ``sh -c`` (the default) where '
-                    'tempest runs on the compute host; ``ssh '
-                    'stack@{host}`` for a remote one.'),
+               help='How tempest runs a command on a compute host, the way '
+                    'whitebox-tempest-plugin does (tempest imports nothing '
+                    'of the host): a command given the command line '
+                    '(``virsh ...``, ``cat ...``) as its last argument, '
+                    'which it runs on compute host ``{host}`` (nova\'s name '
+                    'of it). ``sh -c`` (the default) where tempest runs on '
+                    'the compute host, ``sudo sh -c`` where the agent\'s '
+                    'files are root\'s, ``ssh stack@{host} sudo`` for a '
+                    'remote host.'),
     cfg.StrOpt('libvirt_uri',
                default='qemu:///system',
                help='libvirt URI that ``virsh`` uses on the compute host '

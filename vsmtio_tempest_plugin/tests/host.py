@@ -5,11 +5,12 @@ compute host, so it imports nothing of the host's (no ``libvirt``): like
 whitebox, it runs the host's own tools on the host and reads their output
 (``virsh dumpxml``, ``virsh vcpupin``, ``cat`` of the agent's checkpoint).
 How a command reaches the host is configuration, ``[vsmtio] host_command``:
-a command that runs its one argument as a shell command on compute host
-``{host}`` (``sh -c`` where tempest runs on the compute host, as in a
-single-node devstack and the one-machine cloud; ``ssh stack@{host}`` for
-others, since ssh hands its argument to the host's shell, the way whitebox
-runs its commands over SSH). The agent is stopped and started with the
+a command given the (simple) command line as its last argument, which it
+runs on compute host ``{host}``: ``sh -c`` where tempest runs on the
+compute host, as in a single-node devstack and the one-machine cloud
+(``sudo sh -c`` where the agent's files are root's); ``ssh stack@{host}
+sudo`` for others, since ssh hands its arguments to the host's shell, the
+way whitebox runs its commands over SSH. The agent is stopped and started with the
 configured commands.
 """
 
@@ -88,6 +89,11 @@ def run(command):
 
 def checkpoint(host):
     """The agent's checkpoint on ``host``; {} while there is none."""
-    path = shlex.quote(CONF.vsmtio.agent_checkpoint_path)
-    text = on_host(host, 'if [ -e %s ]; then cat %s; fi' % (path, path))
+    try:
+        text = on_host(host, 'cat %s' % shlex.quote(
+            CONF.vsmtio.agent_checkpoint_path))
+    except HostCommandFailed as exc:
+        if 'No such file' in str(exc):
+            return {}
+        raise
     return json.loads(text) if text.strip() else {}
