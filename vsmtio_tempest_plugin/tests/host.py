@@ -10,8 +10,8 @@ runs on compute host ``{host}``: ``sh -c`` where tempest runs on the
 compute host, as in a single-node devstack and the one-machine cloud
 (``sudo sh -c`` where the agent's files are root's); ``ssh stack@{host}
 sudo`` for others, since ssh hands its arguments to the host's shell, the
-way whitebox runs its commands over SSH. The agent is stopped and started with the
-configured commands.
+way whitebox runs its commands over SSH. The agent is stopped and started
+with the configured commands.
 """
 
 import json
