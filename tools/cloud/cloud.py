@@ -64,6 +64,7 @@ def up(args):
     timed('libvirtd', services.libvirtd)
     timed('nova-compute', services.nova_compute, nova_conf)
     timed('images and flavors', resources.images_and_flavors, conn)
+    timed('install.rst\'s trait check', resources.trait_check, conn)
     timed('vsmtio-agent', services.agent)
     if not args.no_horizon:
         timed('horizon', services.horizon)

@@ -236,6 +236,8 @@ def agent(nova_user_password=layout.PASSWORD):
             'status_path': layout.path('run', 'vsmtio-agent-status.json'),
             'metrics_bind_host': layout.HOST,
             'metrics_port': layout.PORTS['agent-metrics'],
+            # the metrics' fqdn is nova's [DEFAULT] host, read from it
+            'nova_config_file': layout.path('etc', 'nova', 'nova.conf'),
         },
         'vsmtio_publish': {
             'enabled': 'true',

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 
 import configs
+import doc_commands
 import layout
 import procs
 
@@ -164,10 +165,13 @@ def glance():
                              'glance-api-paste.ini'), etc)
     procs.run(bin_('glance-manage'), '--config-file', conf, 'db_sync',
               quiet=True)
-    # the project's metadefs (what Horizon's metadata dialogs offer)
-    procs.run(bin_('glance-manage'), '--config-file', conf,
-              'db_load_metadefs', os.path.join(layout.REPO, 'etc',
-                                               'metadefs'), quiet=True)
+    # the project's metadefs (what Horizon's metadata dialogs offer), by
+    # install.rst's own command, in the source tree as it says
+    line = doc_commands.one('install.rst', 'glance-manage')
+    procs.run('bash', '-c', line.replace('glance-manage', '%s --config-file '
+                                         '%s' % (bin_('glance-manage'), conf),
+                                         1),
+              cwd=layout.REPO, quiet=True)
     wsgi('glance-api', 'glance.wsgi.api:application',
          layout.PORTS['glance'], {'OS_GLANCE_CONFIG_DIR': etc})
 
