@@ -892,20 +892,35 @@ def _after_start(settled, probe, verdict, params):
         return settled
     return dataclasses.replace(
         settled, phase=AFTER, countdown=2 * params.pairs,
-        after=(verdict.key, tuple(sorted(reference.items())), ()))
+        after=(verdict.key, tuple(sorted(reference.items())), ()),
+        kinds=probe.kinds)
 
 
 def _after_step(state, params, stats, served):
+    """One period of the watch after a drop (:func:`_after_start`).
+
+    Each VM is measured as it was classed in the probe; a VM that changed
+    what it does (serves now, computed then) has changed its workload, not
+    been left changed by a mechanism, and the watch raises no alarm.
+    """
     key, reference, samples = state.after
     ref = dict(reference)
-    kinds = tuple((vm, kind) for vm, kind in vm_kinds(stats, params)
-                  if vm in ref)
-    values = measure(stats, served, kinds)[0]
-    samples = samples + (tuple(sorted(
-        (vm, v) for vm, v in values.items() if v is not None)),)
-    if len(samples) < 2 * params.pairs:
-        return dataclasses.replace(state, after=(key, reference, samples))
-    alarm = _after_effect(key, ref, samples, params)
+    changed = samples is None or any(
+        dict(state.kinds).get(vm, kind) != kind
+        for vm, kind in vm_kinds(stats, params) if vm in ref)
+    if not changed:
+        values = measure(stats, served, state.kinds)[0]
+        samples = samples + (tuple(sorted(
+            (vm, v) for vm, v in values.items()
+            if v is not None and vm in ref)),)
+    else:
+        samples = None
+    if samples is not None and len(samples) < 2 * params.pairs or (
+            samples is None and state.countdown > 1):
+        return dataclasses.replace(state, after=(key, reference, samples),
+                                   countdown=state.countdown - 1)
+    alarm = (_after_effect(key, ref, samples, params)
+             if samples is not None else None)
     out = dataclasses.replace(
         state, phase=HOLD, after=None,
         countdown=0 if state.recheck else params.retest_periods)
