@@ -862,9 +862,14 @@ def _after_start(settled, probe, verdict, params):
     """Watch the host after a drop: does it come back?
 
     The reference for each VM is what it did under the configuration now
-    in force before the probe began (``held``), where that was measured
-    for at least a block's length; otherwise the probe's B arms, which
-    ran under it.
+    in force just before the probe began (``held``). A VM is watched only
+    if the probe's B arms, which ran without the mechanism, already left
+    it below ``after_min`` of that: the mechanism changed the host for
+    both arms, and the watch tells whether the change outlasts it. A VM
+    whose B arms kept its level is not watched: were it lower afterwards,
+    its workload changed after the probe, which no mechanism caused (and
+    a phase change is the commoner cause). Without a held level there is
+    nothing to compare with.
     """
     reference = {}
     held = {}
@@ -881,12 +886,14 @@ def _after_start(settled, probe, verdict, params):
             if value is not None:
                 s, n = b_arm.get(vm, (0.0, 0))
                 b_arm[vm] = (s + value, n + 1)
-    same = settled.kept == probe.kept
+    if settled.kept != probe.kept:
+        return settled
     for vm, _kind in probe.kinds:
-        s, n = held.get(vm, (0.0, 0)) if same else (0.0, 0)
-        if n < 2 * params.pairs:
-            s, n = b_arm.get(vm, (0.0, 0))
-        if n and s > 0:
+        s, n = held.get(vm, (0.0, 0))
+        bs, bn = b_arm.get(vm, (0.0, 0))
+        if n < 2 * params.pairs or s <= 0 or not bn:
+            continue
+        if bs / bn < params.after_min * s / n:
             reference[vm] = s / n
     if not reference:
         return settled

@@ -414,32 +414,29 @@ class TestAfterEffects(testtools.TestCase):
         self.assertEqual(P.retest_periods * P.max_backoff,
                          waits[(guard.RETENTION, 's1')])
 
-    def test_a_vm_that_changes_what_it_does_raises_no_alarm(self):
-        # s1 starts computing right after its retention is dropped: its
-        # workload changed, the host was not left changed
-        phase = ['serve']
+    def test_a_workload_that_changes_after_the_probe_raises_no_alarm(self):
+        # c1 computes at 0.7 from the first hold after a verdict: its
+        # workload changed (the probe's B arms kept its level), no
+        # mechanism left it so
+        changed = [False]
 
-        def period(config):
-            if state.phase == guard.AFTER:
-                phase[0] = 'compute'
-            on = config.timeout('s1') is not None
-            s1 = (helpers.stats(halt_rate=500.0, instruction_rate=1e8)
-                  if phase[0] == 'serve' else
-                  helpers.stats(halt_rate=0.0, instruction_rate=2e9))
-            return ({ref('c1'): helpers.stats(
-                instruction_rate=1e9 * (0.8 if on else 1.0)
-                * (1 + host.rng.gauss(0, 0.01)), halt_rate=0.0),
-                ref('s1'): s1}, {'s1': 1000.0 if phase[0] == 'serve'
-                                 else 0.0})
-        host = Host(None)
-        host.period = period
+        def effect(config):
+            out = retention({'s1': lambda t: 1.0},
+                            {'c1': lambda t: 0.8})(config)
+            if changed[0]:
+                out['c1'] = out.get('c1', 1.0) * 0.7
+            return out
+        host = Host(effect)
         state = guard.start()
         for _ in range(300):
             stats, served = host.period(state.in_force)
             state = guard.step(state, P, stats, served)
-            self.assertFalse(state.finished is not None
-                             and state.finished.after_effect)
-        self.assertEqual('compute', phase[0])
+            if state.phase == guard.HOLD and state.verdicts:
+                changed[0] = True
+            if state.finished is not None:
+                self.assertFalse(state.finished.after_effect)
+        self.assertTrue(changed[0])
+        self.assertEqual((), state.alarms)
 
 
 class TestProperties(testtools.TestCase):
