@@ -13,7 +13,9 @@ import time
 from tempest.common import waiters
 from tempest import config
 from tempest.lib.common import rest_client
+from tempest.lib.common.utils import data_utils
 from tempest.lib import decorators
+from tempest.lib import exceptions as lib_exc
 
 from vsmtio_tempest_plugin.tests import base
 
@@ -136,8 +138,14 @@ class WatcherClient(rest_client.RestClient):
             headers={'Content-Type': 'application/json',
                      'Accept': 'application/json'},
             body=None if body is None else json.dumps(body))
-        self.expected_success([200, 201, 202], resp.status)
+        self.expected_success([200, 201, 202, 204], resp.status)
         return json.loads(text) if text else {}
+
+    def delete_quietly(self, url):
+        try:
+            self.call('DELETE', url)
+        except lib_exc.NotFound:
+            pass
 
 
 class FleetRepairTest(FleetBase):
@@ -170,30 +178,37 @@ class FleetRepairTest(FleetBase):
         waited for; an audit whose plan holds no action (the model had not
         yet seen the departures) is run again.
         """
+        # an audit's scope comes from its template
+        template = self.watcher.call('POST', 'v1/audit_templates', {
+            'name': data_utils.rand_name('vsmtio-fleet'),
+            'goal': 'vsmtio_workload_mix',
+            'strategy': 'vsmtio_mix_repair',
+            'scope': [{'compute': [
+                {'availability_zones': [{'name': self.zone}]}]}]})
+        self.addCleanup(self.watcher.delete_quietly,
+                        'v1/audit_templates/%s' % template['uuid'])
         deadline = time.monotonic() + CONF.vsmtio.watcher_audit_timeout
         while True:
             audit = self.watcher.call('POST', 'v1/audits', {
+                'audit_template_uuid': template['uuid'],
                 'audit_type': 'ONESHOT',
-                'goal': 'vsmtio_workload_mix',
-                'strategy': 'vsmtio_mix_repair',
                 'auto_trigger': True,
                 'parameters': {
                     'min_io_fraction': self.low,
                     'max_io_fraction': self.high,
                     'min_classified_vcpus':
-                        CONF.vsmtio.filter_min_classified_vcpus},
-                'scope': [{'compute': [
-                    {'availability_zones': [{'name': self.zone}]}]}]})
+                        CONF.vsmtio.filter_min_classified_vcpus}})
             state = self.wait('v1/audits/%s' % audit['uuid'], 'state',
                               ('SUCCEEDED', 'FAILED', 'CANCELLED'), 300)
             self.assertEqual('SUCCEEDED', state, 'audit %s' % audit['uuid'])
             plans = self.watcher.call(
-                'GET', 'v1/action_plans?audit_uuid=%s' % audit['uuid'])
-            plan = plans['action_plans'][0]
-            actions = self.watcher.call(
-                'GET', 'v1/actions?action_plan_uuid=%s' % plan['uuid'])[
+                'GET', 'v1/action_plans?audit_uuid=%s' % audit['uuid'])[
+                    'action_plans']
+            actions = plans and self.watcher.call(
+                'GET', 'v1/actions?action_plan_uuid=%s' % plans[0]['uuid'])[
                     'actions']
             if actions:
+                plan = plans[0]
                 break
             if time.monotonic() > deadline:
                 self.fail('no audit proposed an action within %d s'
