@@ -71,6 +71,30 @@ opts = [
     cfg.StrOpt('image_io',
                help='Image whose guest waits for I/O (wakes often, '
                     'computes little). Default: [compute] image_ref.'),
+    cfg.StrOpt('fleet_zone',
+               help='Availability zone of two or more compute hosts whose '
+                    'I/O : CPU mix the fleet tests check (hosts given to '
+                    'those tests only). Unset: the fleet tests skip.'),
+    cfg.FloatOpt('min_io_fraction',
+                 default=0.1, min=0.0, max=1.0,
+                 help='The cloud\'s nova.conf ``[vsmtio] min_io_fraction`` '
+                      '(the fleet zone\'s hosts have no aggregate '
+                      'override).'),
+    cfg.FloatOpt('max_io_fraction',
+                 default=0.9, min=0.0, max=1.0,
+                 help='The cloud\'s nova.conf ``[vsmtio] max_io_fraction``.'),
+    cfg.BoolOpt('watcher',
+                default=False,
+                help='Whether Watcher (API, decision engine, applier) runs '
+                     'with vsmtio\'s goal and strategy installed: the '
+                     'audit test repairs a stranded host in the fleet '
+                     'zone.'),
+    cfg.IntOpt('watcher_audit_timeout',
+               default=300,
+               help='Seconds to keep auditing until Watcher\'s compute '
+                    'model has seen the departures that stranded a host '
+                    '(its ``[watcher_cluster_data_model_collectors.'
+                    'compute] period`` without nova notifications).'),
     cfg.StrOpt('image_cpu',
                help='Image whose guest computes all the time. Default: '
                     '[compute] image_ref.'),

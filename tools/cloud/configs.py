@@ -162,6 +162,7 @@ def nova(compute_driver):
                         instances_path=os.path.join(state, 'instances'),
                         transport_url=layout.transport_url(),
                         compute_driver=compute_driver,
+                        default_schedule_zone=layout.DEFAULT_ZONE,
                         osapi_compute_listen=layout.HOST,
                         metadata_listen=layout.HOST,
                         # TCG guests are slow to boot: nova must not give up

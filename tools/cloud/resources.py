@@ -10,9 +10,11 @@ import time
 
 import configs
 import doc_commands
+import fleet
 import image
 import layout
 import procs
+import watcher
 
 SERVICE_USERS = ('glance', 'nova', 'placement', 'neutron', 'vsmtio')
 ENDPOINTS = (
@@ -243,7 +245,12 @@ def tempest_conf(conn):
                    'filter_min_classified_vcpus': 1,
                    'image_io': known['image_io'],
                    'image_cpu': known['image_cpu'],
-                   'publish_timeout': 180},
+                   'publish_timeout': 180,
+                   'fleet_zone': fleet.ZONE,
+                   'watcher': 'true',
+                   # the audit is retried until the model, rebuilt every
+                   # MODEL_PERIOD seconds, has seen the departures
+                   'watcher_audit_timeout': 20 * watcher.MODEL_PERIOD},
     })
     return workspace
 

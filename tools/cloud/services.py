@@ -121,11 +121,12 @@ def rabbitmq():
     procs.wait_port('rabbitmq', layout.PORTS['rabbit'], proc, timeout=180)
 
 
-def wsgi(name, app, port, env, threads=4):
+def wsgi(name, app, port, env, threads=4, argv=()):
     """A WSGI application under uWSGI (as devstack runs them).
 
     uWSGI, unlike gunicorn, leaves the application a ``sys.argv`` without
-    server options, which neutron's oslo.config parsing needs.
+    server options, which neutron's oslo.config parsing needs; ``argv``
+    is what the application finds after its name there.
     """
     proc = procs.start(name, [
         bin_('uwsgi'), '--http-socket', '%s:%d' % (layout.HOST, port),
@@ -133,7 +134,8 @@ def wsgi(name, app, port, env, threads=4):
         '--threads', str(threads), '--enable-threads', '--lazy-apps',
         '--die-on-term', '--need-app', '--buffer-size', '65535',
         '--http-timeout', '300', '--add-header', 'Connection: close',
-        '--procname-prefix', name + ' ', '--worker-reload-mercy', '5'],
+        '--procname-prefix', name + ' ', '--worker-reload-mercy', '5']
+        + (['--pyargv', ' '.join(argv)] if argv else []),
         env=env)
     procs.wait_http(name, port, proc, timeout=180)
     return proc
