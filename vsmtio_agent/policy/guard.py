@@ -871,36 +871,42 @@ def _after_start(settled, probe, verdict, params):
     a phase change is the commoner cause). Without a held level there is
     nothing to compare with.
     """
-    reference = {}
-    held = {}
-    for values in probe.held:
-        for vm, value in values.items():
-            if value is not None:
-                s, n = held.get(vm, (0.0, 0))
-                held[vm] = (s + value, n + 1)
-    b_arm = {}
-    for with_, values, _blind in probe.samples:
-        if with_:
-            continue
-        for vm, value in values.items():
-            if value is not None:
-                s, n = b_arm.get(vm, (0.0, 0))
-                b_arm[vm] = (s + value, n + 1)
     if settled.kept != probe.kept:
         return settled
+    b_arm = [values for with_, values, _blind in probe.samples
+             if not with_]
+    reference = {}
+    alpha = (1.0 - params.confidence) / max(1, len(probe.kinds))
     for vm, _kind in probe.kinds:
-        s, n = held.get(vm, (0.0, 0))
-        bs, bn = b_arm.get(vm, (0.0, 0))
-        if n < 2 * params.pairs or s <= 0 or not bn:
+        held = _logs(probe.held, vm)
+        if len(held) < 2 * params.pairs:
             continue
-        if bs / bn < params.after_min * s / n:
-            reference[vm] = s / n
+        if _below(_logs(b_arm, vm), held, params.after_min, alpha):
+            reference[vm] = tuple(held)
     if not reference:
         return settled
     return dataclasses.replace(
         settled, phase=AFTER, countdown=2 * params.pairs,
         after=(verdict.key, tuple(sorted(reference.items())), ()),
         kinds=probe.kinds)
+
+
+def _logs(periods, vm):
+    """The logs of ``vm``'s positive values in ``periods`` ({vm: value})."""
+    return [math.log(values[vm]) for values in periods
+            if (values.get(vm) or 0) > 0]
+
+
+def _below(logs, held_logs, share, alpha):
+    """Whether ``logs`` are shown below ``share`` of the held level.
+
+    Welch's one-sided t-test on the logs: the held level is itself a
+    sample of a few periods, with its own noise.
+    """
+    if len(logs) < 2 or len(held_logs) < 2:
+        return False
+    shifted = [x + math.log(share) for x in held_logs]
+    return probe_stats._gain_p(shifted, logs) < alpha
 
 
 def _after_step(state, params, stats, served):
@@ -941,16 +947,20 @@ def _after_step(state, params, stats, served):
 
 
 def _after_effect(key, reference, samples, params):
-    """The alarm verdict if a VM stayed below ``after_min`` of its level."""
+    """The alarm verdict if a VM stayed below ``after_min`` of its level.
+
+    ``reference`` maps each watched VM to the logs of its held periods;
+    ``samples`` are the watch's periods (``((vm, value), ...)``).
+    """
     low = []
-    for vm, level in sorted(reference.items()):
-        logs = [math.log(dict(s)[vm] / level) for s in samples
-                if dict(s).get(vm, 0) > 0]
+    alpha = (1.0 - params.confidence) / len(reference)
+    for vm, held in sorted(reference.items()):
+        logs = _logs([dict(s) for s in samples], vm)
         if len(logs) < len(samples) // 2:
-            logs = [-math.log(1e3)] * len(samples)
-        if probe_stats._p_below(logs, math.log(params.after_min), 'less',
-                                (1.0 - params.confidence) / len(reference)):
-            low.append('%s at %.2f' % (vm, math.exp(sum(logs) / len(logs))))
+            logs = [min(held) - math.log(1e3)] * len(samples)
+        if _below(logs, held, params.after_min, alpha):
+            level = math.exp(sum(logs) / len(logs) - sum(held) / len(held))
+            low.append('%s at %.2f' % (vm, level))
     if not low:
         return None
     mechanism, domain = key
