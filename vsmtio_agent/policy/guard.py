@@ -439,6 +439,13 @@ def step(state, params, stats, served=None):
     if state.phase == AFTER:
         return _after_step(state, params, stats, served)
     state, blind = _hold_account(state, params, stats, served)
+    if state.countdown > 0 and _keys(state.kept) and _turned(
+            state.kinds, vm_kinds(stats, params)):
+        # a VM changed what it does (a batch job turned server): what is
+        # kept was judged on the host as it was, so the whole of it is
+        # tested against the bare host now, not at its retests' turn
+        state = dataclasses.replace(state, countdown=0, recheck=True,
+                                    last_added=None)
     if state.countdown > 0 or (not state.verdicts and not blind
                                and state.watched < 2 * params.pairs):
         # (before its first probe the guard watches the host for a
@@ -448,6 +455,12 @@ def step(state, params, stats, served=None):
             in_force=state.kept, watched=state.watched + 1,
             backoff=tuple((k, p, w + 1) for k, p, w in state.backoff))
     return _begin(state, params, stats)
+
+
+def _turned(before, now):
+    """Whether a VM classed in both ``before`` and ``now`` changed class."""
+    was = dict(before)
+    return any(was.get(vm, kind) != kind for vm, kind in now)
 
 
 def _hold_account(state, params, stats, served):

@@ -490,3 +490,32 @@ class TestFloorsAgainstTheBareHost(testtools.TestCase):
             both += len(state.kept.timeouts) == 2
         self.assertEqual(1, len(state.kept.timeouts))
         self.assertLess(both, 150)
+
+
+class TestPhases(testtools.TestCase):
+
+    def test_a_vm_that_turns_has_what_is_kept_rechecked_at_once(self):
+        # s1's retention is harmless while s2 serves; once s2 computes,
+        # it costs s2 10%: dropped well before its retest's turn
+        turned = [False]
+
+        def period(config):
+            on = config.timeout('s1') is not None
+            noise = 1 + host.rng.gauss(0, 0.01)
+            s2 = (helpers.stats(halt_rate=0.0, instruction_rate=1e9 * (
+                0.9 if on else 1.0) * noise) if turned[0]
+                else helpers.stats(halt_rate=500.0, instruction_rate=1e8))
+            return ({ref('c1'): helpers.stats(instruction_rate=1e9 * noise,
+                                              halt_rate=0.0),
+                     ref('s1'): helpers.stats(halt_rate=500.0),
+                     ref('s2'): s2},
+                    {'s1': 1000.0 * (1.3 if on else 1.0) * noise,
+                     's2': 1000.0})
+        host = Host(None)
+        host.period = period
+        params = guard.Params(**{**P.__dict__, 'retest_periods': 400})
+        state = run(host, 200, params)
+        self.assertIsNotNone(state.kept.timeout('s1'))
+        turned[0] = True
+        state = run(host, 100, params, state=state)
+        self.assertIsNone(state.kept.timeout('s1'))
