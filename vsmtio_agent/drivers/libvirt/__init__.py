@@ -76,7 +76,7 @@ class LibvirtHostDriver(base.HostDriver):
         self.sampler = sampling.Sampler(
             self.connection, self.domains, opts.procfs_root,
             bool(self.abi_version), self.restorer.forget,
-            opts.switch_read_periods, opts.vcpu_source)
+            opts.switch_read_periods, opts.vcpu_source, opts.served_stats)
         # core scheduling: libvirt's setting, for its system daemon only
         if self.uri.startswith('qemu:///system'):
             fences, self._sched_core_why = sched_core.libvirt_fences()
