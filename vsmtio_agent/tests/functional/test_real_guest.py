@@ -39,13 +39,7 @@ class RealGuestTestCase(testtools.TestCase):
     def setUp(self):
         super().setUp()
         self.log = self.useFixture(fixtures.FakeLogger(level=20))
-        try:
-            guest_mod.ensure_packages()
-            self.libvirtd = guest_mod.LibvirtDaemon()
-            self.libvirtd.setUp()
-        except guest_mod.Unavailable as exc:
-            self.skipTest(str(exc))
-        self.addCleanup(self.libvirtd.cleanUp)
+        self.libvirtd = guest_mod.libvirtd_for(self)
         self.guest = self.useFixture(guest_mod.Guest())
         self.pid = procfs.find_qemu_pid(self.guest.uuid)
         self.tids = procfs.vcpu_threads(self.pid)
