@@ -38,12 +38,15 @@ class HostMode:
     vSMT-IO patches: real retention timeout and RASS knobs) or ``stock``
     (LTCR tunes halt polling where writable; RASS becomes pinning).
     ``missing`` lists what would be needed for the fuller mode.
+    ``benefits`` says, one line per mechanism or measure, whether this
+    host can benefit from it and why (empty: not said).
     """
 
     mode: str
     reason: str
     capabilities: tuple = ()
     missing: tuple = ()
+    benefits: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,6 +13,7 @@ import testtools
 
 from vsmtio_agent.drivers.libvirt import served
 from vsmtio_agent import model
+from vsmtio_agent.tests.unit.host import fixtures as host_fixtures
 from vsmtio_agent.tests.unit.host import test_libvirt_driver as base
 
 BLOCK = {'block.count': 2,
@@ -116,3 +117,49 @@ class TestEveryDomainServes(base.DriverTestCase):
         snap = drv.sample()
         self.assertEqual({}, snap.domains)
         self.assertFalse(any(groups & served.GROUPS for groups in self.calls))
+
+
+class TestWhatTheHostCanBenefitFrom(base.DriverTestCase):
+    """``vsmtio-agent check``'s lines, one per mechanism or measure."""
+
+    def benefits(self, **overrides):
+        drv = self.driver(**overrides)
+        return dict(line.split(': ', 1) for line in drv.describe().benefits)
+
+    def test_smt_host_with_halt_polling(self):
+        self.useFixture(base.TestDomain())
+        got = self.benefits()
+        self.assertEqual('yes: 4 cores with SMT siblings',
+                         got['RASS (sibling split, borrowing)'])
+        self.assertIn('yes: halt polling, through',
+                      got['context retention (LTCR)'])
+        # test:/// reports no block or interface statistics
+        self.assertRegex(
+            got['served I/O measure (block and interface statistics)'],
+            r'^no: 0 of \d+ running domain\(s\) report them$')
+
+    def test_host_without_siblings_or_a_writable_knob(self):
+        self.sysfs = self.useFixture(host_fixtures.FakeSysfs(
+            cores=2, threads=1, knob_writable=False))
+        got = self.benefits(served_stats=False, mist=False)
+        self.assertEqual('no: it needs SMT siblings, and each of the 2 '
+                         'cores has one thread',
+                         got['RASS (sibling split, borrowing)'])
+        self.assertTrue(got['context retention (LTCR)'].startswith(
+            'no: no patched kernel, and halt polling cannot be set'))
+        self.assertEqual(
+            'no: served_stats and mist are off',
+            got['served I/O measure (block and interface statistics)'])
+
+    def test_served_yes_where_libvirt_reports_them(self):
+        self.useFixture(base.TestDomain())
+        real = libvirt.virConnect.getAllDomainStats
+
+        def stats(conn, groups, flags=0):
+            return [(dom, dict(record, **BLOCK, **NET))
+                    for dom, record in real(conn, groups, flags)]
+        self.useFixture(fixtures.MonkeyPatch(
+            'libvirt.virConnect.getAllDomainStats', stats))
+        self.assertRegex(self.benefits()[
+            'served I/O measure (block and interface statistics)'],
+            r'^yes: (\d+) of \1 running domain\(s\) report them$')
