@@ -140,8 +140,51 @@ class AgentCollector:
         yield host
         yield klass
         yield from rates.values()
+        if period.verdicts is not None:
+            yield from _guard_families(g, period)
         if period.mist is not None:
             yield from _mist_families(g, period.mist)
+
+
+def _guard_families(g, period):
+    """What the guard keeps, per mechanism and VM, and why."""
+    kept = g('vsmtio_guard_kept',
+             'Whether the guard keeps the mechanism (1) or not (0); domain '
+             'is the VM of a per-VM mechanism, empty for a host-wide one.',
+             labels=['mechanism', 'domain'])
+    verdict = g('vsmtio_guard_verdict',
+                'The guard\'s last verdict on the mechanism (always 1): '
+                'kept or not, and why.',
+                labels=['mechanism', 'domain', 'kept', 'reason'])
+    alarm = g('vsmtio_guard_after_effect',
+              'Dropping the mechanism did not restore the host (1): it is '
+              'held off.', labels=['mechanism', 'domain'])
+    for v in period.verdicts:
+        domain = v.domain or ''
+        if v.after_effect:
+            alarm.add_metric([v.mechanism, domain], 1)
+            continue
+        kept.add_metric([v.mechanism, domain], 1 if v.kept else 0)
+        verdict.add_metric([v.mechanism, domain, str(v.kept).lower(),
+                            v.reason], 1)
+    yield kept
+    yield verdict
+    yield alarm
+    if period.retaining is not None:
+        timeout = g('vsmtio_vm_retention_timeout_seconds',
+                    'The retention timeout the guard keeps for the VM.',
+                    labels=['domain'])
+        for domain, ns in sorted(period.retaining.items()):
+            timeout.add_metric([domain], ns / 1e9)
+        yield timeout
+    if period.served is not None:
+        served = g('vsmtio_vm_served_rate',
+                   'Requests and packets the VM served per second (its '
+                   'block and interface statistics).', labels=['domain'])
+        for domain, rate in sorted(period.served.items()):
+            if rate is not None:
+                served.add_metric([domain], rate)
+        yield served
 
 
 def _mist_families(g, verdicts):

@@ -37,7 +37,11 @@ _GUARD_VERDICT = {
     'type': 'object', 'required': ['mechanism', 'kept', 'reason'],
     'properties': {'mechanism': {'type': 'string'},
                    'kept': {'type': 'boolean'},
-                   'reason': {'type': 'string'}}}
+                   'reason': {'type': 'string'},
+                   'domain': {'type': ['string', 'null']},
+                   'timeout_ns': {'type': ['integer', 'null']},
+                   'factor': {'type': ['number', 'null']},
+                   'after_effect': {'type': 'boolean'}}}
 _MIST_VERDICT = {
     'type': 'object', 'required': ['protect', 'reason'],
     'properties': {'protect': {'type': 'boolean'}, 'i_cpu': _NUMBER,
@@ -57,6 +61,8 @@ SCHEMA = {
         'mechanisms': {'type': ['array', 'null'],
                        'items': {'type': 'string'}},
         'verdicts': {'type': ['array', 'null'], 'items': _GUARD_VERDICT},
+        'retaining': {'type': ['object', 'null'],
+                      'additionalProperties': {'type': 'integer'}},
         'mist': {'type': ['object', 'null'],
                  'additionalProperties': _MIST_VERDICT}}}
 _VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
@@ -149,6 +155,9 @@ def document(period, driver, opts, mode):
             'verdicts': ([dataclasses.asdict(v) for v in period.verdicts]
                          if period and period.verdicts is not None
                          else None),
+            'retaining': (dict(period.retaining)
+                          if period and period.retaining is not None
+                          else None),
             'mist': ({d: dataclasses.asdict(v)
                       for d, v in sorted(period.mist.items())}
                      if period and period.mist is not None else None)}
@@ -181,10 +190,20 @@ def format_table(doc):
     else:
         lines.append('mechanisms kept: %s' % (
             ', '.join(doc.get('mechanisms') or ()) or 'none'))
+        retaining = doc.get('retaining')
+        if retaining is not None:
+            lines.append('retaining: %s' % (', '.join(
+                '%s at %d us' % (d, ns // 1000)
+                for d, ns in sorted(retaining.items())) or 'no VM'))
         for v in doc['verdicts']:
-            lines.append('  guard: %s %s (%s)' % (
-                v['mechanism'], 'kept' if v['kept'] else 'dropped',
-                v['reason']))
+            lines.append('  guard: %s%s%s %s (%s)' % (
+                v['mechanism'],
+                ' for %s' % v['domain'] if v.get('domain') else '',
+                ' at %d us' % (v['timeout_ns'] // 1000)
+                if v.get('timeout_ns') else
+                ' x%g' % v['factor'] if v.get('factor') else '',
+                'ALARM' if v.get('after_effect') else
+                'kept' if v['kept'] else 'dropped', v['reason']))
     mist = doc.get('mist')
     if mist is not None:
         lines.append('MIST: %d reserved VM(s), %d protected' % (

@@ -40,12 +40,17 @@ class HostMode:
     ``missing`` lists what would be needed for the fuller mode.
     ``benefits`` says, one line per mechanism or measure, whether this
     host can benefit from it and why (empty: not said).
+    ``knobs`` names, for the policy engine, the levers the driver turns:
+    ``retention`` (a retention timeout), ``per_vm_retention`` (one per
+    VM: ``Decision.timeouts``), ``vm_weights`` (``Decision.weights``); a
+    mechanism whose lever is missing is never tried.
     """
 
     mode: str
     reason: str
     capabilities: tuple = ()
     missing: tuple = ()
+    knobs: frozenset = frozenset()
     benefits: tuple = ()
 
 

@@ -256,15 +256,17 @@ class LibvirtHostDriver(base.HostDriver):
             self.opts.sysfs_root, 'bus/event_source/devices', dev,
             'events/instructions')) for dev in ('cpu', 'cpu_core'))
         if self.sampler.perf.unavailable:
-            missing.append('per-vCPU instructions: %s; the guard keeps no '
-                           'mechanism it cannot judge'
+            missing.append('per-vCPU instructions: %s; the guard judges '
+                           'computing VMs by CPU time, so it tries '
+                           'retention and VM weights, never the split'
                            % self.sampler.perf.unavailable)
         elif pmu:
             caps.append('per-vCPU instructions through perf_event_open')
         else:
             missing.append('per-vCPU instructions: no hardware PMU on this '
-                           'host (no cpu events in sysfs); the guard keeps '
-                           'no mechanism it cannot judge')
+                           'host (no cpu events in sysfs); the guard judges '
+                           'computing VMs by CPU time, so it tries '
+                           'retention and VM weights, never the split')
         missing.extend(self.degradations.missing)
         self._describe_trust(caps, missing)
         if self.mist is not None:
@@ -285,6 +287,8 @@ class LibvirtHostDriver(base.HostDriver):
         return base.HostMode(mode=mode, reason=reason,
                              capabilities=tuple(caps),
                              missing=tuple(missing),
+                             knobs=frozenset(('retention',) if knob
+                                             is not None else ()),
                              benefits=self._benefits(topo, knob, why))
 
     def _benefits(self, topo, knob, knob_why):

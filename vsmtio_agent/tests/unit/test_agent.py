@@ -9,6 +9,7 @@ tests run the same loop against the real simulator.
 import dataclasses
 import json
 
+import jsonschema
 from oslo_config import fixture as config_fixture
 import testtools
 
@@ -18,6 +19,7 @@ from vsmtio_agent.drivers import base
 from vsmtio_agent import metrics
 from vsmtio_agent import model
 from vsmtio_agent.policy import mist
+from vsmtio_agent.policy import probe_stats
 from vsmtio_agent import status
 
 MS = 10 ** 6
@@ -92,9 +94,12 @@ class TestAgentLoop(AgentTestCase):
             ('advance', 0.1), ('sample',), ('apply',),
             ('restore',), ('close',)], host.calls)
         first, second, third = host.applied
-        # The first apply only puts the initial timeout in force.
+        # The first apply only puts the switches in force: with the guard
+        # (the default) nothing is kept yet, so no VM retains, and its
+        # timeout ladder starts at the cost of a deschedule
         self.assertEqual({}, first.placements)
-        self.assertEqual(200 * 1000, first.timeout_ns)
+        self.assertEqual((50 * 1000, 0), (first.timeout_ns,
+                                          first.retains('io-vm')))
         # Both vCPUs share core 0; the one that retains is I/O-bound and
         # gets the core's I/O sibling.
         io = second.placements[model.VcpuRef('io-vm', 0)]
@@ -259,3 +264,68 @@ class TestMistInTheRecord(AgentTestCase):
         collector.observe(self.period(), 'scripted')
         self.assertNotIn('vsmtio_mist_protected',
                          {m.name for m in collector.collect()})
+
+
+class TestGuardInTheRecord(AgentTestCase):
+    """Per VM, what the guard keeps and why reaches status and metrics."""
+
+    def period(self):
+        host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
+        a = agent.Agent(conf.CONF, host)
+        a.tick()
+        return a.tick()
+
+    def judged(self):
+        kept = probe_stats.Verdict(
+            'retention', True, 'gains 1.200, every VM at its floor',
+            domain='io-vm', timeout_ns=50000,
+            ratios=(('cpu-vm', 'computing', 0.99),
+                    ('io-vm', 'serving', 1.45)))
+        split = probe_stats.Verdict(
+            'split', False, 'a VM loses: cpu-vm 0.900 < 0.97', loses=True)
+        alarm = probe_stats.Verdict(
+            'split', False, 'after-effect: dropping it did not restore the '
+            'host (cpu-vm at 0.80 of the level before); held off',
+            loses=True, after_effect=True)
+        return dataclasses.replace(
+            self.period(), verdicts=(kept, split, alarm),
+            retaining={'io-vm': 50000}, served={'io-vm': 1234.0})
+
+    def test_status_says_per_vm_what_is_kept_and_why(self):
+        doc = json.loads(json.dumps(status.document(
+            self.judged(), ScriptedHost([]), conf.CONF.vsmtio_agent,
+            'scripted')))
+        self.assertIsNone(jsonschema.exceptions.best_match(
+            status._VALIDATOR.iter_errors(doc)))
+        text = status.format_table(doc)
+        self.assertIn('retaining: io-vm at 50 us', text)
+        self.assertIn('guard: retention for io-vm at 50 us kept (gains',
+                      text)
+        self.assertIn('guard: split dropped (a VM loses: cpu-vm', text)
+        self.assertIn('guard: split ALARM (after-effect', text)
+
+    def test_metrics_per_vm(self):
+        collector = metrics.AgentCollector()
+        collector.observe(self.judged(), 'scripted')
+        families = {m.name: m for m in collector.collect()}
+        kept = {(s.labels['mechanism'], s.labels['domain']): s.value
+                for s in families['vsmtio_guard_kept'].samples}
+        self.assertEqual({('retention', 'io-vm'): 1, ('split', ''): 0},
+                         kept)
+        reasons = {s.labels['reason']
+                   for s in families['vsmtio_guard_verdict'].samples}
+        self.assertIn('a VM loses: cpu-vm 0.900 < 0.97', reasons)
+        alarm = families['vsmtio_guard_after_effect'].samples
+        self.assertEqual([('split', 1)],
+                         [(s.labels['mechanism'], s.value) for s in alarm])
+        timeout = families['vsmtio_vm_retention_timeout_seconds'].samples
+        self.assertEqual([('io-vm', 50e-6)],
+                         [(s.labels['domain'], s.value) for s in timeout])
+        served = families['vsmtio_vm_served_rate'].samples
+        self.assertEqual([1234.0], [s.value for s in served])
+
+    def test_the_first_period_retains_nothing_under_the_guard(self):
+        host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
+        a = agent.Agent(conf.CONF, host)
+        a.tick()
+        self.assertFalse(host.applied[0].retention)
