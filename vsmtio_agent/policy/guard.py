@@ -41,7 +41,11 @@ mechanism is retried after an exponential back-off from
 ``retest_periods`` up to ``max_backoff`` times that, and a retry's gain
 must clear the hysteresis. Every ``baseline_every`` retests the whole
 kept configuration is tested against the bare host, which catches what
-no single retest can (a mechanism kept when the host was another).
+no single retest can (a mechanism kept when the host was another); so is
+every per-VM addition that joins anything else kept, at once, since its
+own block only compared it with what was kept before it: the floors are
+each VM's against the bare host, and costs kept one at a time must not
+add up past them.
 
 **After-effects.** Every drop is followed by ``2 * pairs`` periods of
 the configuration now in force, compared VM by VM with what the host did
@@ -297,11 +301,13 @@ class State:
     verdicts: tuple = ()                # the last Verdict per key
     finished: Optional[Verdict] = None  # the verdict the last step reached
     recheck: bool = False               # the kept config against bare next
+    # the addition a recheck verifies: (key, the value it replaced or None)
+    last_added: Optional[tuple] = None
     explored: frozenset = frozenset()   # (mechanism, domain, way) tried
     light: frozenset = frozenset()      # serving VMs that may be weighted
     by_run_time: bool = False           # computing VMs judged by CPU time
     add_at: tuple = ()                  # ((domain, ns, way), ..): next try
-    held: tuple = ()                    # ((vm, sum, n), ..) under kept
+    held: tuple = ()                    # recent {vm: value}s under kept
     after: Optional[tuple] = None       # (key, {vm: reference}, samples)
     alarms: tuple = ()                  # after-effect verdicts, by key
     watched: int = 0                    # periods held, from the start
@@ -445,11 +451,13 @@ def step(state, params, stats, served=None):
 
 
 def _hold_account(state, params, stats, served):
-    """Each VM's throughput summed over the periods the kept config ran.
+    """Each VM's throughput in the last held periods of the kept config.
 
     The reference an after-effect check compares with: what the host did
-    under the configuration a failed trial returns to, measured before
-    the trial touched it. Also whether a computing VM is blind.
+    under the configuration a failed trial returns to, just before the
+    trial touched it (the last ``2 * pairs`` periods: a workload's own
+    drift over minutes is no after-effect). Also whether a computing VM
+    is blind.
     """
     if not stats:
         return state, False
@@ -457,13 +465,9 @@ def _hold_account(state, params, stats, served):
                                        vm_kinds(stats, params))
     if blind:
         return state, True
-    held = {vm: (s, n) for vm, s, n in state.held}
-    for vm, value in values.items():
-        if value is not None:
-            s, n = held.get(vm, (0.0, 0))
-            held[vm] = (s + value, n + 1)
-    return dataclasses.replace(state, held=tuple(
-        (vm, s, n) for vm, (s, n) in sorted(held.items()))), False
+    held = state.held + (values,)
+    return dataclasses.replace(
+        state, held=held[-2 * params.pairs:]), False
 
 
 def _serving(kinds, params):
@@ -613,7 +617,9 @@ def _begin(state, params, stats):
     turn = state.turn
     trial = None
     if state.recheck:
-        trial = Trial(BASELINE, adding=False)
+        # after an addition it is judged as one (its mean held to the
+        # floors themselves), else as a retest
+        trial = Trial(BASELINE, adding=state.last_added is not None)
     else:
         trial = _next_trial(state, params, kinds)
     explored = state.explored
@@ -707,15 +713,20 @@ def _settle(state, params, verdict, stats):
     backoff = state.backoff
     dropped = False
     record = verdict
-    if t.mechanism in PER_VM and t.adding:
+    if t.mechanism == BASELINE:
+        kept, backoff = _baseline_settled(state, params, verdict)
+        dropped = not verdict.kept
+    elif t.mechanism in PER_VM and t.adding:
         now = kept.value(t.mechanism, t.domain)
         if now is None:
             if verdict.kept:
                 kept = kept.with_value(t.mechanism, t.domain, t.value)
                 if t.mechanism == RETENTION:
                     add_at.pop(t.domain, None)
-                backoff = _cleared(backoff, key)
-            elif t.mechanism == WEIGHT:
+                if _keys(kept) == 1:
+                    backoff = _cleared(backoff, key)
+            elif t.mechanism == WEIGHT or t.domain is None:
+                # (no VM: the blind host's report that nothing is probed)
                 backoff = _backed_off(backoff, key, params)
                 dropped = True
             else:
@@ -731,7 +742,13 @@ def _settle(state, params, verdict, stats):
                     add_at[t.domain] = (nxt, way)
                     descend = True
                 else:
-                    add_at.pop(t.domain, None)
+                    # the walk ends; its retry starts where it ended (a
+                    # climb that lost, from the last rung that did not),
+                    # not from the start again
+                    resume = t.timeout_ns
+                    if came == UP and verdict.loses:
+                        resume = _rung(params, resume, DOWN) or resume
+                    add_at[t.domain] = (resume, came)
                     backoff = _backed_off(backoff, key, params)
                 dropped = True
         else:
@@ -759,9 +776,7 @@ def _settle(state, params, verdict, stats):
             dropped = True
     elif not verdict.kept:
         dropped = True
-        if t.mechanism == BASELINE:
-            kept = BARE
-        elif t.mechanism in PER_VM:
+        if t.mechanism in PER_VM:
             kept = kept.without_value(t.mechanism, t.domain)
             backoff = _backed_off(backoff, key, params)
         else:
@@ -773,10 +788,24 @@ def _settle(state, params, verdict, stats):
         verdicts = _with_verdict(verdicts, record)
     changed = kept != state.kept
     held = () if changed else state.held
+    # what stays kept was verified with what a retest just dropped, or
+    # against what was kept before an addition, not against the bare
+    # host: it is tested against the bare host next, not in its turn
+    last_added = None
+    if verdict.kept and t.adding and t.mechanism in PER_VM and _keys(
+            kept) > 1:
+        last_added = (key, state.kept.value(t.mechanism, t.domain))
+    recheck = _keys(kept) > 0 and (
+        last_added is not None
+        or (not verdict.kept and not t.adding and t.mechanism != BASELINE)
+        or (t.mechanism == BASELINE and not verdict.kept
+            and state.last_added is not None))
     settled = dataclasses.replace(
-        state, kept=kept, phase=HOLD, countdown=params.retest_periods,
+        state, kept=kept, phase=HOLD,
+        countdown=0 if recheck else params.retest_periods, recheck=recheck,
+        last_added=last_added,
         trial=None, backoff=backoff, strikes=frozenset(
-            k for k in strikes if k[0] in kept), verdicts=verdicts,
+            k for k in strikes if _is_kept(kept, k)), verdicts=verdicts,
         in_force=kept, finished=verdict, explored=frozenset(explored),
         add_at=tuple(sorted((d, ns, w) for d, (ns, w) in add_at.items())),
         held=held, samples=())
@@ -784,17 +813,49 @@ def _settle(state, params, verdict, stats):
         return _begin(settled, params, stats)
     if dropped and state.samples:
         return _after_start(settled, state, verdict, params)
-    if verdict.kept and t.adding:
-        # what it unlocks, or the next rung, is tested at once: the climb
-        # is quick
-        if _next_trial(settled, params, state.kinds) is not None:
-            return _begin(settled, params, stats)
-    if not verdict.kept and not t.adding and kept.retaining \
-            and t.mechanism != BASELINE:
-        # what stays kept was verified with what a retest just dropped:
-        # it is tested against the bare host at once, not in its turn
-        settled = dataclasses.replace(settled, recheck=True, countdown=0)
+    if verdict.kept and t.adding and (
+            recheck or _next_trial(settled, params, state.kinds) is not None):
+        # the recheck of what it joined, what it unlocks, or the next
+        # rung is tested at once: the climb is quick
+        return _begin(settled, params, stats)
     return settled
+
+
+def _baseline_settled(state, params, verdict):
+    """``(kept, backoff)`` after a test of the kept config against bare.
+
+    After an addition it verifies that addition: passed, its back-off is
+    over (kept until then, so a failed recheck doubles it); failed, the
+    addition broke a floor against the bare host though not against what
+    was kept before it, so it goes (a move goes back to the rung it left)
+    and the rest is rechecked. A periodic baseline that fails drops all.
+    """
+    kept, backoff = state.kept, state.backoff
+    if state.last_added is None:
+        return (kept if verdict.kept else BARE), backoff
+    (m, d), before = state.last_added
+    if verdict.kept:
+        return kept, _cleared(backoff, (m, d))
+    if m in PER_VM:
+        kept = (kept.with_value(m, d, before) if before is not None
+                else kept.without_value(m, d))
+    else:
+        kept = _closure(dataclasses.replace(
+            kept, mechanisms=kept.mechanisms - {m}))
+    return kept, _backed_off(backoff, (m, d), params)
+
+
+def _keys(config):
+    """How many mechanisms ``config`` keeps (per VM, and host-wide)."""
+    return (len(config.timeouts) + len(config.weights)
+            + len(config.mechanisms))
+
+
+def _is_kept(config, key):
+    mechanism, domain = key
+    if mechanism in PER_VM:
+        return config.value(mechanism, domain) is not None
+    return mechanism in config.mechanisms
 
 
 def _after_start(settled, probe, verdict, params):
@@ -806,7 +867,12 @@ def _after_start(settled, probe, verdict, params):
     ran under it.
     """
     reference = {}
-    held = {vm: (s, n) for vm, s, n in probe.held}
+    held = {}
+    for values in probe.held:
+        for vm, value in values.items():
+            if value is not None:
+                s, n = held.get(vm, (0.0, 0))
+                held[vm] = (s + value, n + 1)
     b_arm = {}
     for with_, values, _blind in probe.samples:
         if with_:
@@ -840,8 +906,9 @@ def _after_step(state, params, stats, served):
     if len(samples) < 2 * params.pairs:
         return dataclasses.replace(state, after=(key, reference, samples))
     alarm = _after_effect(key, ref, samples, params)
-    out = dataclasses.replace(state, phase=HOLD, after=None,
-                              countdown=params.retest_periods)
+    out = dataclasses.replace(
+        state, phase=HOLD, after=None,
+        countdown=0 if state.recheck else params.retest_periods)
     if alarm is None:
         return dataclasses.replace(out, alarms=tuple(
             a for a in state.alarms if a.key != key))

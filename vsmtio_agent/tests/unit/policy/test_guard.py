@@ -447,3 +447,22 @@ class TestProperties(testtools.TestCase):
             state = guard.step(state, P, stats, served)
             kept += state.kept.timeout('s1') is not None
         self.assertLess(kept, 80)
+
+
+class TestFloorsAgainstTheBareHost(testtools.TestCase):
+
+    def test_costs_kept_one_at_a_time_never_add_up_past_a_floor(self):
+        # each serving VM's retention costs c1 2%: either alone keeps its
+        # floor, both together (0.96) do not; the recheck against the
+        # bare host after the second addition takes it back out
+        host = Host(retention({'s1': lambda t: 1.3, 's2': lambda t: 1.3},
+                              {'c1': lambda t: 0.98}),
+                    vms=('c1', 's1', 's2'), noise=0.005)
+        state = guard.start()
+        both = 0
+        for _ in range(1500):
+            stats, served = host.period(state.in_force)
+            state = guard.step(state, P, stats, served)
+            both += len(state.kept.timeouts) == 2
+        self.assertEqual(1, len(state.kept.timeouts))
+        self.assertLess(both, 150)
