@@ -11,11 +11,14 @@ settled:
 
 * placement: the spinners' vCPU threads are never both confined to one
   and the same CPU (read with ``sched_getaffinity`` twice a second);
-* CPU: each spinner's share of a CPU (its vCPU thread's ``schedstat`` run
-  time over a window, against the window's wall time) is at least
-  ``MIN_SHARE``, or, on a machine other jobs load (it is shared), at
-  least ``BASELINE_FRACTION`` of what it got in the same run's window
-  just before the agent started.
+* CPU: the spinners' shares of a CPU (each vCPU thread's ``schedstat``
+  run time over a window, against the window's wall time) add up to at
+  least twice ``MIN_SHARE``, or, on a machine other jobs load (it is
+  shared), to at least ``BASELINE_FRACTION`` of what they got in the same
+  run's window just before the agent started. Added up, not each: with
+  load from other jobs, how the host's own scheduler shares the cores
+  between the two moves from window to window (seen: 0.79 and 0.24
+  without the agent, at a load average of 12).
 """
 
 import json
@@ -47,9 +50,10 @@ while :; do read -t 0.002 x <&3; done
 # Seconds the agent runs before the window (its probes and placements
 # settle), and the window itself.
 SETTLE_S, WINDOW_S = 20, 20
-# Each spinner's share of one CPU must reach this; the host alone gives
-# 0.84-0.90 with the light guests (issue 30, item 7), the stacking 0.45;
-# or this fraction of its share without the agent, where that is lower.
+# Each spinner's share of one CPU, on average, must reach this; the host
+# alone gives 0.84-0.90 with the light guests (issue 30, item 7), the
+# stacking 0.45; or this fraction of their shares without the agent,
+# where that is lower.
 MIN_SHARE, BASELINE_FRACTION = 0.8, 0.85
 
 
@@ -151,9 +155,8 @@ class TestBusyGuestsKeepTheirCpu(testtools.TestCase):
                     self.where()))
         print(seen.splitlines()[0])
         self.assertEqual(0, stacked, seen)
-        for share, alone in zip(shares, baseline):
-            self.assertGreaterEqual(
-                share, min(MIN_SHARE, BASELINE_FRACTION * alone), seen)
+        self.assertGreaterEqual(sum(shares), min(
+            2 * MIN_SHARE, BASELINE_FRACTION * sum(baseline)), seen)
 
     def test_with_the_defaults(self):
         self.check()
