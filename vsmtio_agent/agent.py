@@ -126,6 +126,8 @@ class Agent(object):
             for domain, verdict in sorted(decision.protect.items()):
                 LOG.info('dry run: would protect %s: %s', domain,
                          verdict.reason)
+            for change in self.driver.preview(decision):
+                LOG.info('dry run: would change %s', change)
             return None
         result = self.driver.apply(decision)
         if result is not None and result.failed:

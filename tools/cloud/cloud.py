@@ -7,7 +7,9 @@
     python tools/cloud/cloud.py run     # up, test, down; exit as tempest
 
 keystone, glance, placement, neutron (API only), nova (API, conductor,
-scheduler, compute on libvirt with ``virt_type=qemu``) and Horizon, all
+scheduler, compute on libvirt with ``virt_type=qemu``, and three more
+compute hosts on nova's fake driver: ``fleet.py``), Watcher (API,
+decision engine, applier: ``watcher.py``) and Horizon, all
 from PyPI in the Python environment this runs in (``tox -e cloud``);
 MariaDB, RabbitMQ, libvirt and qemu from Debian; everything on 127.0.0.1
 under ``$VSMTIO_CLOUD_DIR``. nova's vsmtio scheduler settings are written
@@ -25,10 +27,12 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import configs  # noqa: E402
+import fleet  # noqa: E402
 import layout  # noqa: E402
 import procs  # noqa: E402
 import resources  # noqa: E402
 import services  # noqa: E402
+import watcher  # noqa: E402
 
 
 def timed(label, func, *args):
@@ -63,8 +67,12 @@ def up(args):
     timed('nova controller', services.nova_controller, nova_conf)
     timed('libvirtd', services.libvirtd)
     timed('nova-compute', services.nova_compute, nova_conf)
+    timed('fleet nova-computes', fleet.computes, nova_conf)
+    timed('availability zones', fleet.zones, conn)
     timed('images and flavors', resources.images_and_flavors, conn)
+    timed('install.rst\'s trait check', resources.trait_check, conn)
     timed('vsmtio-agent', services.agent)
+    timed('watcher', watcher.up, conn)
     if not args.no_horizon:
         timed('horizon', services.horizon)
     timed('tempest.conf', resources.tempest_conf, conn)

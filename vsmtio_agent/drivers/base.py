@@ -139,6 +139,22 @@ class HostDriver(metaclass=abc.ABCMeta):
         """
         return {}
 
+    def preview(self, decision):
+        """What :meth:`apply` would change, one line each; writes nothing.
+
+        For ``--dry-run``, which lists the changes it does not make. The
+        default (a host that cannot say before it applies) lists none.
+        """
+        return ()
+
+    def domain_names(self):
+        """``{domain: name}`` the operator knows each domain by.
+
+        For ``status`` and the log: nova's server name where the host
+        knows it. The default knows none (the domain's id stands in).
+        """
+        return {}
+
     def vcpu_pins(self):
         """``{VcpuRef: frozenset of CPUs}`` as the host has them now.
 

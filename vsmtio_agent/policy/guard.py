@@ -862,9 +862,14 @@ def _after_start(settled, probe, verdict, params):
     """Watch the host after a drop: does it come back?
 
     The reference for each VM is what it did under the configuration now
-    in force before the probe began (``held``), where that was measured
-    for at least a block's length; otherwise the probe's B arms, which
-    ran under it.
+    in force just before the probe began (``held``). A VM is watched only
+    if the probe's B arms, which ran without the mechanism, already left
+    it below ``after_min`` of that: the mechanism changed the host for
+    both arms, and the watch tells whether the change outlasts it. A VM
+    whose B arms kept its level is not watched: were it lower afterwards,
+    its workload changed after the probe, which no mechanism caused (and
+    a phase change is the commoner cause). Without a held level there is
+    nothing to compare with.
     """
     reference = {}
     held = {}
@@ -881,31 +886,48 @@ def _after_start(settled, probe, verdict, params):
             if value is not None:
                 s, n = b_arm.get(vm, (0.0, 0))
                 b_arm[vm] = (s + value, n + 1)
-    same = settled.kept == probe.kept
+    if settled.kept != probe.kept:
+        return settled
     for vm, _kind in probe.kinds:
-        s, n = held.get(vm, (0.0, 0)) if same else (0.0, 0)
-        if n < 2 * params.pairs:
-            s, n = b_arm.get(vm, (0.0, 0))
-        if n and s > 0:
+        s, n = held.get(vm, (0.0, 0))
+        bs, bn = b_arm.get(vm, (0.0, 0))
+        if n < 2 * params.pairs or s <= 0 or not bn:
+            continue
+        if bs / bn < params.after_min * s / n:
             reference[vm] = s / n
     if not reference:
         return settled
     return dataclasses.replace(
         settled, phase=AFTER, countdown=2 * params.pairs,
-        after=(verdict.key, tuple(sorted(reference.items())), ()))
+        after=(verdict.key, tuple(sorted(reference.items())), ()),
+        kinds=probe.kinds)
 
 
 def _after_step(state, params, stats, served):
+    """One period of the watch after a drop (:func:`_after_start`).
+
+    Each VM is measured as it was classed in the probe; a VM that changed
+    what it does (serves now, computed then) has changed its workload, not
+    been left changed by a mechanism, and the watch raises no alarm.
+    """
     key, reference, samples = state.after
     ref = dict(reference)
-    kinds = tuple((vm, kind) for vm, kind in vm_kinds(stats, params)
-                  if vm in ref)
-    values = measure(stats, served, kinds)[0]
-    samples = samples + (tuple(sorted(
-        (vm, v) for vm, v in values.items() if v is not None)),)
-    if len(samples) < 2 * params.pairs:
-        return dataclasses.replace(state, after=(key, reference, samples))
-    alarm = _after_effect(key, ref, samples, params)
+    changed = samples is None or any(
+        dict(state.kinds).get(vm, kind) != kind
+        for vm, kind in vm_kinds(stats, params) if vm in ref)
+    if not changed:
+        values = measure(stats, served, state.kinds)[0]
+        samples = samples + (tuple(sorted(
+            (vm, v) for vm, v in values.items()
+            if v is not None and vm in ref)),)
+    else:
+        samples = None
+    if samples is not None and len(samples) < 2 * params.pairs or (
+            samples is None and state.countdown > 1):
+        return dataclasses.replace(state, after=(key, reference, samples),
+                                   countdown=state.countdown - 1)
+    alarm = (_after_effect(key, ref, samples, params)
+             if samples is not None else None)
     out = dataclasses.replace(
         state, phase=HOLD, after=None,
         countdown=0 if state.recheck else params.retest_periods)

@@ -29,6 +29,7 @@ import os
 import threading
 
 import libvirt
+from oslo_log import log as logging
 
 from vsmtio_agent.actuators import base as actuator_base
 from vsmtio_agent.actuators import checkpoint as checkpoint_mod
@@ -45,6 +46,8 @@ from vsmtio_agent.drivers import mist as mist_mod
 from vsmtio_agent.linux import sched_core
 from vsmtio_agent.linux import topology as topology_mod
 from vsmtio_contract import kernel_abi
+
+LOG = logging.getLogger(__name__)
 
 _PATCHED_STATS = sampling.PATCHED_STATS
 
@@ -169,6 +172,20 @@ class LibvirtHostDriver(base.HostDriver):
         self._flush(log)
         return log.result()
 
+    def preview(self, decision):
+        """The changes an apply of ``decision`` would make; writes nothing.
+
+        The plan of pins, shares, the timeout and RASS classes against the
+        host as last sampled (the timeout's knob looked at, not probed).
+        What the guard withdraws and MIST protects are not listed.
+        """
+        return [change.describe() for change in self.planner.plan(
+            decision, applylog.ApplyLog(), probe=False)]
+
+    def domain_names(self):
+        """``{uuid: label}``: nova's server name and the domain's."""
+        return {entry.uuid: entry.label for entry in self.domains.values()}
+
     def _flush(self, log):
         """Originals forgotten this apply leave the file too."""
         try:
@@ -195,6 +212,7 @@ class LibvirtHostDriver(base.HostDriver):
             self._failed(change, exc, log)
             return
         self.planner.written(change)
+        LOG.info('Changed %s', change.describe())
         log.done()
 
     def _failed(self, change, exc, log):
@@ -246,12 +264,19 @@ class LibvirtHostDriver(base.HostDriver):
         else:
             missing.append('retention timeout knob: %s' % why)
         caps.append(self.sampler.source.describe())
-        caps.append('KVM\'s vCPU halt statistics from libvirt\'s vCPU group')
-        kvm = [d.name for d in self.domains.values() if d.kvm]
-        tcg = [d.name for d in self.domains.values() if not d.kvm]
-        if tcg and not kvm:
-            missing.append('KVM halt statistics (domains are not type kvm: '
-                           '%s)' % ', '.join(sorted(tcg)))
+        kinds = self._domain_kinds()
+        kvm = sorted(name for name, is_kvm in kinds.items() if is_kvm)
+        other = sorted(name for name, is_kvm in kinds.items() if not is_kvm)
+        if kvm:
+            caps.append('KVM\'s vCPU halt statistics from libvirt\'s vCPU '
+                        'group (%d kvm domain(s))' % len(kvm))
+        elif other:
+            missing.append('KVM halt statistics: no running domain is type '
+                           'kvm (%s), and libvirt has them only for kvm '
+                           'domains' % ', '.join(other))
+        else:
+            caps.append('KVM\'s vCPU halt statistics from libvirt\'s vCPU '
+                        'group, for kvm domains (none running)')
         pmu = any(os.path.exists(os.path.join(
             self.opts.sysfs_root, 'bus/event_source/devices', dev,
             'events/instructions')) for dev in ('cpu', 'cpu_core'))
@@ -334,6 +359,22 @@ class LibvirtHostDriver(base.HostDriver):
         return '%s: %d of %d running domain(s) report them' % (
             'yes' if counted == len(records) else 'partly' if counted
             else 'no', counted, len(records))
+
+    def _domain_kinds(self):
+        """``{name: is kvm}`` of the running domains; writes nothing.
+
+        The domains sampled so far, or (``check``, before any sample)
+        those libvirt lists now; {} where libvirt cannot be asked.
+        """
+        if len(self.domains.entries):
+            return {d.label: d.kvm for d in self.domains.values()}
+        try:
+            conn = self.connection.get()
+            found = conn.listAllDomains(
+                libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
+            return {dom.name(): domains_mod.is_kvm(dom) for dom in found}
+        except (base.HostDriverError, libvirt.libvirtError):
+            return {}
 
     def _describe_trust(self, caps, missing):
         """Trust domains: the rule, and the host's core scheduling.

@@ -8,7 +8,9 @@ tests run the same loop against the real simulator.
 
 import dataclasses
 import json
+import socket
 
+import fixtures
 import jsonschema
 from oslo_config import fixture as config_fixture
 import testtools
@@ -55,6 +57,12 @@ class ScriptedHost(base.HostDriver):
 
     def close(self):
         self.calls.append(('close',))
+
+    def preview(self, decision):
+        self.calls.append(('preview',))
+        return ['vCPU %d pins of %s: 0-1 -> %d' % (
+            ref.index, ref.domain, p.core_id)
+            for ref, p in sorted(decision.placements.items())]
 
 
 def snapshot(t_ms, io_retention_ms, projects=('tenant', 'tenant')):
@@ -140,6 +148,17 @@ class TestAgentLoop(AgentTestCase):
         self.assertIsNotNone(a.last_decision)
         self.assertEqual(('restore',), host.calls[-2])
 
+    def test_dry_run_lists_the_changes_it_would_make(self):
+        self.cfg.config(group='vsmtio_agent', dry_run=True)
+        logger = self.useFixture(fixtures.FakeLogger(name='vsmtio_agent'))
+        host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
+        agent.Agent(conf.CONF, host).run(periods=1)
+        self.assertEqual([], host.applied)
+        self.assertIn('dry run: would change vCPU 0 pins of io-vm: 0-1 -> 0',
+                      logger.output)
+        self.assertIn('dry run: would change vCPU 0 pins of cpu-vm: 0-1 -> '
+                      '0', logger.output)
+
     def test_stop_restores_once(self):
         host = ScriptedHost([snapshot(0, 0)])
         a = agent.Agent(conf.CONF, host)
@@ -195,9 +214,80 @@ class TestPeriodRecord(AgentTestCase):
         self.assertRaises(base.HostDriverError,
                           agent.Agent(conf.CONF, host).loop, 2)
 
+    def test_status_names_each_vm_and_what_it_has(self):
+        host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
+        host.domain_names = lambda: {'io-vm': 'web-1 (instance-0001)'}
+        a = agent.Agent(conf.CONF, host)
+        a.tick()
+        period = a.tick()
+        doc = json.loads(json.dumps(status.document(
+            period, host, conf.CONF.vsmtio_agent, 'scripted')))
+        path = self.useFixture(fixtures.TempDir()).join('status.json')
+        with open(path, 'w') as f:
+            json.dump(doc, f)
+        text = status.format_table(status.load(path))   # the schema holds
+        self.assertIn('| web-1 (instance-0001) | 0    | io ', text)
+        self.assertIn('| cpu-vm ', text)   # no name known: the domain
+        self.assertIn('  web-1 (instance-0001) io-vm\n    1 io vCPU(s); ',
+                      text)
+        decision = period.decision
+        retains = ('retains up to %d us (the host-wide LTCR timeout)'
+                   % (decision.timeout_ns // 1000)
+                   if decision.retention
+                   else 'no retention: the guard does not keep it')
+        self.assertIn(retains, doc['vms']['io-vm']['has'])
+        self.assertIsNone(doc['vms']['cpu-vm']['name'])
+        # per-VM retention and weights (the decision's per-domain contract)
+        per_vm = dataclasses.replace(period, decision=dataclasses.replace(
+            decision, retention=True, timeouts={'io-vm': 30000},
+            weights={'cpu-vm': 2.0}))
+        lines = status.vm_lines(per_vm)
+        self.assertIn('retains up to 30 us (its own timeout)',
+                      lines['io-vm'])
+        self.assertEqual(['no retention: not kept for this VM',
+                          'CPU weight x2.00'], lines['cpu-vm'][1:])
+
+    def test_metrics_carry_nova_s_host_name(self):
+        nova_conf = self.useFixture(fixtures.TempDir()).join('nova.conf')
+        self.cfg.config(group='vsmtio_agent', nova_config_file=nova_conf)
+        opts = conf.CONF.vsmtio_agent
+        # no nova.conf: this machine's host name, nova's own default
+        self.assertEqual(socket.gethostname(), metrics.host_name(opts))
+        with open(nova_conf, 'w') as f:
+            f.write('[DEFAULT]\ndebug = true\nhost = compute-7\n'
+                    '[vsmtio]\nhost = not-this\n')
+        self.assertEqual('compute-7', metrics.host_name(opts))
+        self.cfg.config(group='vsmtio_agent', metrics_host='cmp7')
+        self.assertEqual('cmp7', metrics.host_name(opts))
+        collector = metrics.AgentCollector(metrics.host_name(opts))
+        host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
+        a = agent.Agent(conf.CONF, host)
+        a.tick()
+        collector.observe(a.tick(), 'scripted')
+        gauges = [s for m in collector.collect() if m.type == 'gauge'
+                  for s in m.samples]
+        self.assertTrue(gauges)
+        self.assertEqual({'cmp7'}, {s.labels['fqdn'] for s in gauges})
+
+    def test_an_unreadable_nova_conf_is_one_warning(self):
+        nova_conf = self.useFixture(fixtures.TempDir()).join('nova.conf')
+        with open(nova_conf, 'w') as f:
+            f.write('[DEFAULT\nhost = x\n')
+        self.cfg.config(group='vsmtio_agent', nova_config_file=nova_conf)
+        logger = self.useFixture(fixtures.FakeLogger(name='vsmtio_agent'))
+        self.assertEqual(socket.gethostname(),
+                         metrics.host_name(conf.CONF.vsmtio_agent))
+        self.assertIn('Cannot read [DEFAULT] host from %s' % nova_conf,
+                      logger.output)
+
     def test_metrics_render_one_period(self):
         from vsmtio_agent import metrics
-        host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
+        first, second = snapshot(0, 0), snapshot(100, 60)
+        for snap, delay_ns in ((first, 0), (second, 25 * MS)):
+            for ref, counters in list(snap.vcpus.items()):
+                snap.vcpus[ref] = counters._replace(
+                    runqueue_delay_ns=delay_ns)
+        host = ScriptedHost([first, second])
         a = agent.Agent(conf.CONF, host)
         a.tick()
         period = a.tick()
@@ -210,6 +300,14 @@ class TestPeriodRecord(AgentTestCase):
         rates = text['vsmtio_vcpu_retention_rate'].samples
         self.assertAlmostEqual(0.6, [s.value for s in rates
                                      if s.labels['domain'] == 'io-vm'][0])
+        # what server metadata no longer carries (publish.FORMER_KEYS)
+        delays = {(s.labels['domain'], s.labels['vcpu']): s.value
+                  for s in text['vsmtio_vcpu_runqueue_delay_ratio'].samples}
+        self.assertEqual(
+            {(ref.domain, str(ref.index)): st.runqueue_delay_ratio
+             for ref, st in period.stats.items()
+             if st.runqueue_delay_ratio is not None}, delays)
+        self.assertTrue(delays)
 
 
 class TestMistInTheRecord(AgentTestCase):

@@ -414,6 +414,30 @@ class TestAfterEffects(testtools.TestCase):
         self.assertEqual(P.retest_periods * P.max_backoff,
                          waits[(guard.RETENTION, 's1')])
 
+    def test_a_workload_that_changes_after_the_probe_raises_no_alarm(self):
+        # c1 computes at 0.7 from the first hold after a verdict: its
+        # workload changed (the probe's B arms kept its level), no
+        # mechanism left it so
+        changed = [False]
+
+        def effect(config):
+            out = retention({'s1': lambda t: 1.0},
+                            {'c1': lambda t: 0.8})(config)
+            if changed[0]:
+                out['c1'] = out.get('c1', 1.0) * 0.7
+            return out
+        host = Host(effect)
+        state = guard.start()
+        for _ in range(300):
+            stats, served = host.period(state.in_force)
+            state = guard.step(state, P, stats, served)
+            if state.phase == guard.HOLD and state.verdicts:
+                changed[0] = True
+            if state.finished is not None:
+                self.assertFalse(state.finished.after_effect)
+        self.assertTrue(changed[0])
+        self.assertEqual((), state.alarms)
+
 
 class TestProperties(testtools.TestCase):
 
