@@ -226,12 +226,8 @@ def agent(nova_user_password=layout.PASSWORD):
         'vsmtio_agent': {
             'host_driver': 'libvirt',
             'libvirt_uri': layout.LIBVIRT_URI,
-            'period': 1.0,
-            # The guard keeps no mechanism it cannot judge, and without a
-            # PMU it can judge none: off, the agent applies RASS's vCPU
-            # placement, which gives tempest's stop test a change to see
-            # restored.
-            'guard': 'false',
+            # The product's defaults for everything the agent decides (its
+            # period, the guard): the cloud shows what an operator gets.
             'checkpoint_path': layout.path('data', 'vsmtio',
                                            'agent-checkpoint.json'),
             'status_path': layout.path('run', 'vsmtio-agent-status.json'),

@@ -271,6 +271,10 @@ def _check(conf):
         print('missing:')
         for item in host.missing or ('nothing',):
             print('  - %s' % item)
+        if host.benefits:
+            print('can this host benefit:')
+            for item in host.benefits:
+                print('  %s' % item)
     finally:
         drv.close()
     return 0

@@ -67,6 +67,18 @@ host_opts = [
                     'scheduler counters (run time, run-queue delay, '
                     'context switches, last CPU). KVM\'s halt statistics '
                     'come from libvirt either way.'),
+    cfg.BoolOpt('served_stats',
+                default=True,
+                help='Whether the libvirt driver reads every running '
+                     'domain\'s block and interface statistics each period '
+                     '(in its one bulk libvirt call): the requests and '
+                     'packets a VM serves, what the guard judges a serving '
+                     'VM by (a VM\'s idle exits vanish under context '
+                     'retention while its I/O goes on). MIST (``mist``) '
+                     'needs them too: they are read while either wants '
+                     'them. With both off, libvirtd is asked nothing while '
+                     'no domain starts or stops, and the guard has no '
+                     'measure of served I/O.'),
     cfg.Opt('cpu_dedicated_set',
             type=types.CpuList(),
             help='The CPUs nova-compute\'s ``[compute] '

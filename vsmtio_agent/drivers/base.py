@@ -38,6 +38,8 @@ class HostMode:
     vSMT-IO patches: real retention timeout and RASS knobs) or ``stock``
     (LTCR tunes halt polling where writable; RASS becomes pinning).
     ``missing`` lists what would be needed for the fuller mode.
+    ``benefits`` says, one line per mechanism or measure, whether this
+    host can benefit from it and why (empty: not said).
     ``knobs`` names, for the policy engine, the levers the driver turns:
     ``retention`` (a retention timeout), ``per_vm_retention`` (one per
     VM: ``Decision.timeouts``), ``vm_weights`` (``Decision.weights``); a
@@ -49,6 +51,7 @@ class HostMode:
     capabilities: tuple = ()
     missing: tuple = ()
     knobs: frozenset = frozenset()
+    benefits: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)

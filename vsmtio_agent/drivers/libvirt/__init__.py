@@ -41,6 +41,7 @@ from vsmtio_agent.drivers.libvirt import domains as domains_mod
 from vsmtio_agent.drivers.libvirt import planning
 from vsmtio_agent.drivers.libvirt import recovery
 from vsmtio_agent.drivers.libvirt import sampling
+from vsmtio_agent.drivers.libvirt import served
 from vsmtio_agent.drivers import mist as mist_mod
 from vsmtio_agent.linux import sched_core
 from vsmtio_agent.linux import topology as topology_mod
@@ -79,7 +80,7 @@ class LibvirtHostDriver(base.HostDriver):
         self.sampler = sampling.Sampler(
             self.connection, self.domains, opts.procfs_root,
             bool(self.abi_version), self.restorer.forget,
-            opts.switch_read_periods, opts.vcpu_source)
+            opts.switch_read_periods, opts.vcpu_source, opts.served_stats)
         # core scheduling: libvirt's setting, for its system daemon only
         if self.uri.startswith('qemu:///system'):
             fences, self._sched_core_why = sched_core.libvirt_fences()
@@ -240,6 +241,7 @@ class LibvirtHostDriver(base.HostDriver):
 
     def describe(self):
         caps, missing = [], []
+        topo = None
         try:
             topo = self.topology()
             caps.append('topology: %d core(s), %s' % (
@@ -311,7 +313,52 @@ class LibvirtHostDriver(base.HostDriver):
                              capabilities=tuple(caps),
                              missing=tuple(missing),
                              knobs=frozenset(('retention',) if knob
-                                             is not None else ()))
+                                             is not None else ()),
+                             benefits=self._benefits(topo, knob, why))
+
+    def _benefits(self, topo, knob, knob_why):
+        """Per mechanism: whether this host can benefit, and why.
+
+        From what ``describe`` found: the topology, the retention knob,
+        and one bulk stats call for the served measure.
+        """
+        if topo is None:
+            rass = 'unknown: the topology could not be read'
+        elif topo.smt:
+            rass = 'yes: %d cores with SMT siblings' % len(topo.cores)
+        else:
+            rass = ('no: it needs SMT siblings, and each of the %d cores '
+                    'has one thread' % len(topo.cores))
+        if self.abi_version:
+            retention = 'yes: the patched kernel\'s retention timeout'
+        elif knob is not None:
+            retention = 'yes: halt polling, through %s' % knob.path
+        else:
+            retention = ('no: no patched kernel, and halt polling cannot be '
+                         'set (%s)' % knob_why)
+        return ('RASS (sibling split, borrowing): ' + rass,
+                'context retention (LTCR): ' + retention,
+                'served I/O measure (block and interface statistics): '
+                + self._served_benefit())
+
+    def _served_benefit(self):
+        if not (self.opts.served_stats or self.mist is not None):
+            return 'no: served_stats and mist are off'
+        try:
+            records = self.connection.call(
+                self.connection.get().getAllDomainStats,
+                'getAllDomainStats',
+                libvirt.VIR_DOMAIN_STATS_STATE | served.GROUPS,
+                libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE)
+        except (base.HostDriverError, libvirt.libvirtError) as exc:
+            return 'unknown: %s' % exc
+        if not records:
+            return 'unknown: no running domain to ask'
+        counted = sum(served.counters(stats).served is not None
+                      for _dom, stats in records)
+        return '%s: %d of %d running domain(s) report them' % (
+            'yes' if counted == len(records) else 'partly' if counted
+            else 'no', counted, len(records))
 
     def _domain_kinds(self):
         """``{name: is kvm}`` of the running domains; writes nothing.

@@ -163,7 +163,8 @@ class Domains:
         ``connection`` is the :class:`connection.Connection` whose open
         ``conn`` this asks.
 
-        Where no stats group beyond the state is wanted, the tracked
+        Where no stats group beyond the state is wanted (the served
+        statistics off: ``served_stats``), the tracked
         entries are the running domains, with no stats, while nothing
         says they changed: no lifecycle event since they were listed
         (:attr:`connection.Connection.changes`; at most ``RELIST_S``
@@ -178,7 +179,7 @@ class Domains:
         where nothing changed. A new connection lists them afresh.
         """
         changes = connection.changes   # before listing: no race
-        if not groups & libvirt.VIR_DOMAIN_STATS_VCPU:
+        if groups == libvirt.VIR_DOMAIN_STATS_STATE:
             if (conn is self._listed_on and connection.events
                     and changes == self._listed[0]
                     and time.monotonic() - self._listed[1] < RELIST_S):

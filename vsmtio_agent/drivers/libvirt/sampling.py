@@ -11,8 +11,10 @@ three procfs files per vCPU thread and asks each QEMU over QMP. The
 running domains are those tracked until libvirt's lifecycle events (or,
 without events, their ids listed each period) say they changed
 (:meth:`~vsmtio_agent.drivers.libvirt.domains.Domains.running`).
-Instructions come from perf where the host has a PMU. Sampling writes
-nothing to the host.
+Instructions come from perf where the host has a PMU. What each domain
+serves (block requests, network packets: :mod:`.served`) comes in the
+same call, for every running domain, with the reservation MIST honours
+for it. Sampling writes nothing to the host.
 """
 
 import time
@@ -22,6 +24,7 @@ from oslo_log import log as logging
 
 from vsmtio_agent.actuators import libvirt_errors
 from vsmtio_agent.drivers import base
+from vsmtio_agent.drivers.libvirt import served
 from vsmtio_agent.drivers.libvirt import vcpu_sources
 from vsmtio_agent.linux import perf
 from vsmtio_agent import model
@@ -83,18 +86,23 @@ class Sampler:
     """Builds one :class:`~vsmtio_agent.model.Snapshot` per period."""
 
     def __init__(self, connection, domains, procfs_root, patched, forget,
-                 switch_read_periods=1, vcpu_source='procfs'):
+                 switch_read_periods=1, vcpu_source='procfs',
+                 served_stats=True):
         """``forget(uuid, why)`` drops a domain that stopped running.
 
         ``vcpu_source``: ``procfs`` (its switch counts on a cadence of
         ``switch_read_periods``) or ``libvirt``
         (:mod:`~vsmtio_agent.drivers.libvirt.vcpu_sources`).
+        ``served_stats``: whether each period's call asks for every
+        domain's block and interface statistics (MIST's domains need them
+        whatever it says).
         """
         self.connection = connection
         self.domains = domains
         self.patched = patched
         self.forget = forget
-        self.mist = None        # MIST's host part: block I/O per domain
+        self.served_stats = served_stats
+        self.mist = None        # MIST's host part: reservations
         # whether libvirt fences VMs by core scheduling (the driver's)
         self.core_scheduling = None
         self.libvirt = vcpu_sources.LibvirtSource()
@@ -116,6 +124,8 @@ class Sampler:
         """The running domains' vCPU counters now, and MIST's domains'."""
         conn = self.connection.get()
         groups = libvirt.VIR_DOMAIN_STATS_STATE
+        if self.served_stats or self.mist is not None:
+            groups |= served.GROUPS
         if self.source.vcpu_group or any(
                 entry.kvm for entry in self.domains.values()):
             groups |= libvirt.VIR_DOMAIN_STATS_VCPU
@@ -131,7 +141,8 @@ class Sampler:
                     LOG.warning('Skipping a domain this period: %s',
                                 exc.get_error_message())
         self._retain({entry.uuid for entry, _stats in running})
-        domains = self.mist.domain_counters(conn) if self.mist else {}
+        domains = (self._served(running) if groups & served.GROUPS
+                   else {})
         # their switch counts are read every period from the next one on
         self._reserved = frozenset(uuid for uuid, d in domains.items()
                                    if d.reservation.reserved)
@@ -140,12 +151,26 @@ class Sampler:
             tenancy={entry.uuid: entry.tenancy for entry, _s in running},
             core_scheduling=self.core_scheduling)
 
+    def _served(self, running):
+        """``{uuid: DomainCounters}`` of every running domain.
+
+        A domain whose record lacks a group has ``None`` for its figures.
+        """
+        mist = self.mist
+        if mist is None:
+            return {entry.uuid: served.counters(stats)
+                    for entry, stats in running}
+        return {entry.uuid: served.counters(stats, mist.reservation(entry))
+                for entry, stats in running}
+
     def _retain(self, running):
         """Forget what is kept for domains no longer in ``running``."""
         for uuid in set(self.domains.entries) - running:
             self.forget(uuid, 'is no longer running')
         for uuid in set(self._refs) - running:
             del self._refs[uuid]
+        if self.mist is not None:
+            self.mist.retain(running)
         # files held open for a QEMU that exited or was replaced
         self.source.retain({e.pid for e in self.domains.values()})
         if self.perf.unavailable is None:   # else it holds no counter

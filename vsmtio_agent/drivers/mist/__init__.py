@@ -3,8 +3,8 @@
 Beside the libvirt driver, which composes it over the one ledger (the
 driver's checkpoint and its owners), never through callbacks:
 
-* **measure** (:mod:`.meter`): each running domain's block I/O and the
-  reservation its flavor holds;
+* **measure** (:mod:`.meter`): the reservation each running domain's
+  flavor holds (its block I/O is the sampler's, as every domain's);
 * **protect** (:meth:`MistHost.apply`) the domains in the policy's
   protection set, and release the others, through the actuators that
   record every original in the checkpoint before they change it:
@@ -65,9 +65,13 @@ class MistHost(object):
         self._irq_said = set()      # reasons already logged
         self.irq_plan = {}          # the IRQs planned last, and their CPUs
 
-    def domain_counters(self, conn):
-        """``{uuid: DomainCounters}`` of every running domain."""
-        return self.meter.domain_counters(conn)
+    def reservation(self, entry):
+        """The reservation MIST honours for a running domain's entry."""
+        return self.meter.reservation(entry)
+
+    def retain(self, uuids):
+        """Forget what was read of domains not in ``uuids``."""
+        self.meter.retain(uuids)
 
     # -- protecting --------------------------------------------------------
 

@@ -1,10 +1,11 @@
-"""What MIST measures on a libvirt host: block I/O and reservations.
+"""What MIST reads on a libvirt host: each domain's reservation.
 
-Each running domain's cumulative block I/O (libvirt block statistics,
-summed over its disks) and the reservation its flavor holds, read from the
-nova metadata nova writes into the domain XML (``<nova:extraSpecs>``) and
+The reservation a running domain's flavor holds, read from the nova
+metadata nova writes into the domain XML (``<nova:extraSpecs>``) and
 capped at what placement admitted
-(:func:`vsmtio_contract.io_reservation.honoured`).
+(:func:`vsmtio_contract.io_reservation.honoured`). Its block I/O is the
+sampler's, as every domain's
+(:mod:`vsmtio_agent.drivers.libvirt.served`).
 """
 
 from xml.etree import ElementTree
@@ -32,43 +33,19 @@ def flavor_extra_specs(xml_text):
             if e.get('name')}
 
 
-def block_totals(stats):
-    """(requests, bytes, busy ns) summed over a domain's disks.
-
-    Busy ns is the time its requests spent in flight (libvirt's
-    ``rd.times``, ``wr.times`` and ``fl.times``), the evidence of demand
-    MIST's detector needs; ``None`` where a disk lacks it. Everything is
-    ``None`` where the domain has no block statistics.
-    """
-    count = stats.get('block.count')
-    if count is None:
-        return None, None, None
-    reqs = nbytes = busy = 0
-    for i in range(count):
-        p = 'block.%d.' % i
-        try:
-            reqs += stats[p + 'rd.reqs'] + stats[p + 'wr.reqs']
-            nbytes += stats[p + 'rd.bytes'] + stats[p + 'wr.bytes']
-        except KeyError:
-            return None, None, None
-        if busy is not None:
-            try:
-                busy += (stats[p + 'rd.times'] + stats[p + 'wr.times']
-                         + stats.get(p + 'fl.times', 0))
-            except KeyError:
-                busy = None
-    return reqs, nbytes, busy
-
-
 class Meter(object):
-    """Block I/O and the admitted reservation of every running domain."""
+    """The admitted reservation of every running domain."""
 
     def __init__(self):
         self._reservations = {}     # uuid -> (domain id, Reservation)
 
-    def reservation(self, dom):
-        """The domain's honoured :class:`~vsmtio_agent.model.Reservation`."""
-        uuid, dom_id = dom.UUIDString(), dom.ID()
+    def reservation(self, entry):
+        """The honoured :class:`~vsmtio_agent.model.Reservation` of a domain.
+
+        ``entry`` is the driver's :class:`~vsmtio_agent.drivers.libvirt.
+        domains.Domain`; its flavor is read once per incarnation.
+        """
+        dom, uuid, dom_id = entry.dom, entry.uuid, entry.id
         cached = self._reservations.get(uuid)
         if cached is not None and cached[0] == dom_id:
             return cached[1]
@@ -79,7 +56,7 @@ class Meter(object):
             specs = {}
         iops, bps, problems = io_reservation.honoured(specs)
         for problem in problems:
-            LOG.warning('Domain %s (%s): %s', dom.name(), uuid, problem)
+            LOG.warning('Domain %s (%s): %s', entry.name, uuid, problem)
         res = model.Reservation(iops=iops, bytes_per_s=bps)
         self._reservations[uuid] = (dom_id, res)
         return res
@@ -89,29 +66,7 @@ class Meter(object):
         cached = self._reservations.get(uuid)
         return cached[1] if cached else model.Reservation()
 
-    def domain_counters(self, conn):
-        """``{uuid: DomainCounters}`` of every running domain."""
-        try:
-            records = conn.getAllDomainStats(
-                libvirt.VIR_DOMAIN_STATS_BLOCK,
-                libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE)
-        except libvirt.libvirtError as exc:
-            LOG.warning('No block statistics this period: %s',
-                        exc.get_error_message())
-            return {}
-        out = {}
-        for dom, stats in records:
-            try:
-                res = self.reservation(dom)
-                uuid = dom.UUIDString()
-            except libvirt.libvirtError:
-                continue
-            reqs, nbytes, busy = block_totals(stats)
-            out[uuid] = model.DomainCounters(io_requests=reqs,
-                                             io_bytes=nbytes,
-                                             reservation=res,
-                                             io_busy_ns=busy)
-        live = set(out)
-        for uuid in set(self._reservations) - live:
+    def retain(self, uuids):
+        """Forget the reservations of domains not in ``uuids``."""
+        for uuid in set(self._reservations) - set(uuids):
             del self._reservations[uuid]
-        return out

@@ -10,6 +10,7 @@ Downloads are cached under ``/var/tmp/vsmtio-host``.
 """
 
 import glob
+import lzma
 import os
 import shutil
 import stat
@@ -116,10 +117,11 @@ def _cpio_entry(name, mode, data=b'', rdev=(0, 0), ino=[0]):
     return out
 
 
-def build_initramfs(path, init=GUEST_INIT):
+def build_initramfs(path, init=GUEST_INIT, files=()):
     """A newc cpio archive: static busybox and ``init`` as /init.
 
-    ``init`` is by default the two-vCPU workload above.
+    ``init`` is by default the two-vCPU workload above; ``files`` are
+    more ``(name, bytes)`` at the root (kernel modules).
     """
     with open('/bin/busybox', 'rb') as f:
         busybox = f.read()
@@ -128,6 +130,8 @@ def build_initramfs(path, init=GUEST_INIT):
     parts.append(_cpio_entry('dev/console', stat.S_IFCHR | 0o600,
                              rdev=(5, 1)))
     parts.append(_cpio_entry('bin/busybox', stat.S_IFREG | 0o755, busybox))
+    for name, data in files:
+        parts.append(_cpio_entry(name, stat.S_IFREG | 0o644, data))
     parts.append(_cpio_entry('init', stat.S_IFREG | 0o755, init.encode()))
     parts.append(_cpio_entry('TRAILER!!!', 0))
     with open(path, 'wb') as f:
@@ -200,6 +204,42 @@ class LibvirtDaemon(fixtures.Fixture):
             return f.read()[-2000:]
 
 
+def libvirtd_for(test):
+    """A :class:`LibvirtDaemon` for ``test``, or skip it saying why.
+
+    The set-up every real-guest test shares: the Debian packages, a
+    system libvirtd this test starts, stopped at its clean-up.
+    """
+    try:
+        ensure_packages()
+        daemon = LibvirtDaemon()
+        daemon.setUp()
+    except Unavailable as exc:
+        test.skipTest(str(exc))
+    test.addCleanup(daemon.cleanUp)
+    return daemon
+
+
+def kernel_module(kernel, relpath):
+    """An uncompressed module of ``kernel`` (a vmlinuz path), as bytes.
+
+    ``relpath`` below the version's ``kernel/`` directory, without its
+    extension (``drivers/net/virtio_net``): Debian builds the virtio disk
+    and network drivers as modules, so an initramfs carries them.
+    """
+    version = os.path.basename(kernel)[len('vmlinuz-'):]
+    for root in (os.path.join(os.path.dirname(kernel), '..', 'lib',
+                              'modules'), '/lib/modules'):
+        for path in glob.glob(os.path.join(root, version, 'kernel',
+                                           relpath + '.ko*')):
+            if path.endswith('.xz'):
+                with lzma.open(path) as f:
+                    return f.read()
+            with open(path, 'rb') as f:
+                return f.read()
+    raise Unavailable('no module %s for kernel %s' % (relpath, version))
+
+
 # A direct-kernel-boot guest on a serial console; the MIST guests
 # (mist_guests.py) fill in more vCPUs, a cpuset and a disk
 DOMAIN_XML = """<domain type='%(type)s'>
@@ -248,19 +288,39 @@ def wait_for_boot(console, timeout):
 
 
 class Guest(fixtures.Fixture):
-    """A transient two-vCPU guest, booted until its workloads run."""
+    """A transient guest, booted until its workloads run.
 
-    def __init__(self, boot_timeout=240, metadata=''):
-        """``metadata``: a ``<metadata>`` element for the domain XML."""
+    By default two vCPUs running :data:`GUEST_INIT`'s workloads.
+    """
+
+    def __init__(self, boot_timeout=240, metadata='', init=GUEST_INIT,
+                 vcpus=2, modules=(), devices='', disk_mib=0):
+        """``metadata``: a ``<metadata>`` element for the domain XML.
+
+        ``init`` is the guest's /init; ``modules`` the kernel modules it
+        needs (:func:`kernel_module`'s ``relpath``; /init loads them from
+        its root); ``devices`` more device XML, in which ``%(disk)s`` is
+        the path of a sparse raw image of ``disk_mib`` MiB made for it.
+        """
         super().__init__()
         self.boot_timeout = boot_timeout
         self.metadata = metadata
+        self.init, self.vcpus = init, vcpus
+        self.modules, self.devices = modules, devices
+        self.disk_mib = disk_mib
 
     def _setUp(self):
         self.dir = self.useFixture(fixtures.TempDir()).path
         os.chmod(self.dir, 0o755)
+        kernel = kernel_image()
         initrd = os.path.join(self.dir, 'initramfs.cpio')
-        build_initramfs(initrd)
+        build_initramfs(initrd, self.init, [
+            (os.path.basename(m) + '.ko', kernel_module(kernel, m))
+            for m in self.modules])
+        disk = os.path.join(self.dir, 'disk.raw')
+        if self.disk_mib:
+            with open(disk, 'wb') as f:
+                f.truncate(self.disk_mib << 20)
         self.console = os.path.join(self.dir, 'console.log')
         self.uuid = str(uuid.uuid4())
         self.name = 'vsmtio-ft-' + self.uuid[:8]
@@ -268,9 +328,9 @@ class Guest(fixtures.Fixture):
         self.addCleanup(conn.close)
         xml = DOMAIN_XML % {
             'type': os.environ.get('VSMTIO_GUEST_TYPE', 'qemu'),
-            'name': self.name, 'uuid': self.uuid, 'kernel': kernel_image(),
-            'initrd': initrd, 'console': self.console, 'vcpus': 2,
-            'cpuset': '', 'disk': ''}
+            'name': self.name, 'uuid': self.uuid, 'kernel': kernel,
+            'initrd': initrd, 'console': self.console, 'vcpus': self.vcpus,
+            'cpuset': '', 'disk': self.devices % {'disk': disk}}
         self.dom = conn.createXML(xml.replace(
             '</uuid>', '</uuid>\n  ' + self.metadata, 1))
         self.addCleanup(self.destroy)

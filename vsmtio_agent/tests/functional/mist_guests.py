@@ -17,10 +17,7 @@ Shared by ``test_mist.py`` and ``tools/bench_mist.py``.
 """
 
 import dataclasses
-import glob
-import lzma
 import os
-import stat
 import time
 import uuid
 
@@ -78,42 +75,6 @@ NOVA_INSTANCE = """<instance>
 </instance>"""
 
 
-def virtio_blk_module(kernel):
-    """The uncompressed virtio_blk.ko for ``kernel`` (a vmlinuz path)."""
-    version = os.path.basename(kernel)[len('vmlinuz-'):]
-    roots = [os.path.join(os.path.dirname(kernel), '..', 'lib', 'modules'),
-             '/lib/modules']
-    for root in roots:
-        found = glob.glob(os.path.join(root, version, 'kernel', 'drivers',
-                                       'block', 'virtio_blk.ko*'))
-        if found:
-            path = found[0]
-            if path.endswith('.xz'):
-                with lzma.open(path) as f:
-                    return f.read()
-            with open(path, 'rb') as f:
-                return f.read()
-    raise guest_mod.Unavailable('no virtio_blk module for kernel %s'
-                                % version)
-
-
-def build_initramfs(path, init, files=()):
-    """A newc archive with static busybox, ``init`` and extra files."""
-    with open('/bin/busybox', 'rb') as f:
-        busybox = f.read()
-    entry = guest_mod._cpio_entry
-    parts = [entry(d, stat.S_IFDIR | 0o755)
-             for d in ('bin', 'dev', 'proc', 'sys')]
-    parts.append(entry('dev/console', stat.S_IFCHR | 0o600, rdev=(5, 1)))
-    parts.append(entry('bin/busybox', stat.S_IFREG | 0o755, busybox))
-    for name, data in files:
-        parts.append(entry(name, stat.S_IFREG | 0o644, data))
-    parts.append(entry('init', stat.S_IFREG | 0o755, init.encode()))
-    parts.append(entry('TRAILER!!!', 0))
-    with open(path, 'wb') as f:
-        f.write(b''.join(parts))
-
-
 class EmbeddedLibvirt(fixtures.Fixture):
     """A ``qemu:///embed`` root with the NOTES.md qemu.conf."""
 
@@ -152,14 +113,15 @@ class MistGuest(fixtures.Fixture):
         initrd = os.path.join(self.dir, 'initramfs.cpio')
         disk = ''
         if self.kind == 'reader':
-            build_initramfs(initrd, READER_INIT, [
-                ('virtio_blk.ko', virtio_blk_module(kernel))])
+            guest_mod.build_initramfs(initrd, READER_INIT, [
+                ('virtio_blk.ko', guest_mod.kernel_module(
+                    kernel, 'drivers/block/virtio_blk'))])
             image = os.path.join(self.dir, 'disk.raw')
             with open(image, 'wb') as f:
                 f.truncate(16 << 20)
             disk = DISK_XML % image
         else:
-            build_initramfs(initrd, SPINNER_INIT)
+            guest_mod.build_initramfs(initrd, SPINNER_INIT)
         self.console = os.path.join(self.dir, 'console.log')
         self.uuid = str(uuid.uuid4())
         self.name = 'vsmtio-mist-%s-%s' % (self.kind, self.uuid[:8])

@@ -39,22 +39,38 @@ class RealGuestTestCase(testtools.TestCase):
     def setUp(self):
         super().setUp()
         self.log = self.useFixture(fixtures.FakeLogger(level=20))
-        try:
-            guest_mod.ensure_packages()
-            self.libvirtd = guest_mod.LibvirtDaemon()
-            self.libvirtd.setUp()
-        except guest_mod.Unavailable as exc:
-            self.skipTest(str(exc))
-        self.addCleanup(self.libvirtd.cleanUp)
+        self.libvirtd = guest_mod.libvirtd_for(self)
         self.guest = self.useFixture(guest_mod.Guest())
         self.pid = procfs.find_qemu_pid(self.guest.uuid)
         self.tids = procfs.vcpu_threads(self.pid)
         self.assertEqual([0, 1], sorted(self.tids))
         self.original_affinity = self.affinity()
         self.original_shares = self.shares()
+        # The agent pins for RASS only on a host with SMT siblings, and
+        # this one has none: tests of the pinning and its restore give
+        # the agent a topology (``sysfs_root``) in which CPUs 0 and 1 are
+        # one core's siblings. Its kvm.halt_poll_ns is read-only, as the
+        # real one here is.
+        self.siblings = self.useFixture(host_fixtures.FakeSysfs(
+            cores=1, threads=2, knob_writable=False))
 
     def affinity(self):
         return {i: os.sched_getaffinity(t) for i, t in self.tids.items()}
+
+    def needs_a_change(self):
+        """Skip a test that follows what the agent changes, where none is.
+
+        RASS pins an I/O-bound vCPU to its core's I/O sibling, and a vCPU
+        is I/O-bound by the retention KVM's halt statistics show: a TCG
+        guest has none, so with siblings (:attr:`siblings`) or without,
+        the agent leaves its vCPUs where the host put them. (Until issue
+        30 it pinned every vCPU to a core of a host without siblings: the
+        stacking these tests used to follow.)
+        """
+        if os.environ.get('VSMTIO_GUEST_TYPE', 'qemu') != 'kvm':
+            self.skipTest('a TCG guest: the agent changes nothing of it '
+                          '(no KVM halt statistics, so no I/O-bound vCPU); '
+                          'VSMTIO_GUEST_TYPE=kvm where KVM boots a guest')
 
     def shares(self):
         return self.guest.lookup().schedulerParameters()['cpu_shares']
@@ -85,7 +101,7 @@ class TestAgentInProcess(RealGuestTestCase):
         # windows of the slow cadence that derive() would stitch together.
         conf = host_fixtures.make_conf(
             self, libvirt_uri=guest_mod.URI, period=0.5, guard=False,
-            switch_read_periods=1)
+            switch_read_periods=1, sysfs_root=self.siblings.root)
         driver = libvirt_driver.LibvirtHostDriver(conf)
         agent = agent_mod.Agent(conf, driver)
         agent.tick()
@@ -140,16 +156,14 @@ class TestAgentInProcess(RealGuestTestCase):
         self.assertEqual(self.original_affinity, self.affinity())
         self.assertEqual(self.original_shares, self.shares())
         self.assertFalse(os.path.exists(conf.vsmtio_agent.checkpoint_path))
-        knob = kernel_knobs.Knob('/sys', kernel_knobs.HALT_POLL_NS)
-        if not knob.probe()[0]:
-            # This host's kvm.halt_poll_ns is read-only (as on the
-            # development machines): said once, nothing else affected.
-            self.assertIn('Retention timeout not applicable',
-                          self.log.output)
+        # kvm.halt_poll_ns is read-only (the topology's, as on the
+        # development machines): said once, nothing else affected.
+        self.assertIn('Retention timeout not applicable', self.log.output)
 
-    def test_the_guard_keeps_nothing_it_cannot_judge(self):
-        # issue 11: no PMU here, so nothing shows the CPU-bound side does
-        # not lose: no pin, no share, no knob moves, and the verdict says so
+    def test_a_host_that_offers_nothing_is_left_alone(self):
+        # This host as it is, with the product's defaults: no SMT
+        # siblings (no split), a read-only kvm.halt_poll_ns (no
+        # retention): no pin, no share, no knob moves (issue 30, item 7)
         conf = host_fixtures.make_conf(
             self, libvirt_uri=guest_mod.URI, period=0.2,
             guard_probe_pairs=2, guard_retest_periods=10)
@@ -162,13 +176,11 @@ class TestAgentInProcess(RealGuestTestCase):
             self.assertEqual(self.original_affinity, self.affinity())
             self.assertEqual(self.original_shares, self.shares())
             self.assertEqual(before, knob.read())
-        verdict = agent.engine.guard.verdict('retention')
-        self.assertIsNotNone(verdict)
-        self.assertFalse(verdict.kept)
-        self.assertIn('cannot be measured', verdict.reason)
         self.assertEqual(frozenset(), agent.engine.kept)
-        self.assertIn('per-vCPU instructions', '\n'.join(
-            driver.describe().missing))
+        said = '\n'.join(driver.describe().benefits)
+        self.assertIn('RASS (sibling split, borrowing): no: it needs SMT '
+                      'siblings', said)
+        self.assertIn('context retention (LTCR): no:', said)
         agent.stop()
         self.assertFalse(os.path.exists(conf.vsmtio_agent.checkpoint_path))
 
@@ -182,8 +194,8 @@ class TestAgentInProcess(RealGuestTestCase):
         snapshot = driver.sample()
         self.assertIn(model.VcpuRef(self.guest.uuid, 0), snapshot.vcpus)
         plan = agent.last_decision
-        # libvirtd sends lifecycle events: a period where no domain
-        # started or stopped asks it nothing
+        # libvirtd sends lifecycle events (which a driver with the served
+        # statistics and MIST off lists the domains by)
         self.assertTrue(driver.connection.events)
         changes = driver.connection.changes
         self.guest.destroy()
@@ -215,12 +227,12 @@ class TestDaemon(RealGuestTestCase):
             # the guard off: the daemon's pins are what this test follows
             f.write('[vsmtio_agent]\nhost_driver = libvirt\n'
                     'libvirt_uri = %s\nperiod = 0.3\n'
-                    'guard = false\n'
+                    'guard = false\nsysfs_root = %s\n'
                     'checkpoint_path = %s\nstatus_path = %s\n'
                     'metrics_port = %d\nlibvirt_retry_initial = 0.2\n'
                     'libvirt_retry_max = 1\n'
-                    % (guest_mod.URI, self.checkpoint, self.status,
-                       self.port))
+                    % (guest_mod.URI, self.siblings.root, self.checkpoint,
+                       self.status, self.port))
 
     def start_agent(self, *args):
         log = open(os.path.join(self.dir, 'agent.log'), 'a')
@@ -257,6 +269,7 @@ class TestDaemon(RealGuestTestCase):
         return None
 
     def test_sigterm_restart_after_crash_and_libvirtd_restart(self):
+        self.needs_a_change()
         proc = self.start_agent()
         rows = self.wait_for('the agent to pin', self.pinned_status)
         for row in rows:

@@ -29,11 +29,14 @@ class TestRestoreCommand(real.RealGuestTestCase):
         self.status = os.path.join(self.dir, 'status.json')
         with open(self.conf_file, 'w') as f:
             # the guard off: the daemon's pins are what this test follows
+            # and CPUs 0 and 1 as siblings (RealGuestTestCase.siblings)
             f.write('[vsmtio_agent]\nhost_driver = libvirt\n'
                     'libvirt_uri = %s\nperiod = 0.3\nguard = false\n'
+                    'sysfs_root = %s\n'
                     'checkpoint_path = %s\nstatus_path = %s\n'
                     'metrics_port = 0\n'
-                    % (guest_mod.URI, self.checkpoint, self.status))
+                    % (guest_mod.URI, self.siblings.root, self.checkpoint,
+                       self.status))
 
     def agent(self, *args):
         log = open(os.path.join(self.dir, 'agent.log'), 'a')
@@ -75,6 +78,7 @@ class TestRestoreCommand(real.RealGuestTestCase):
         # A bounded run is one process (no oslo.service launcher whose
         # worker would outlive its killed parent and restore by itself):
         # SIGKILL kills the process that changed the host.
+        self.needs_a_change()
         proc = self.agent('run', '--periods', '100000')
         self.wait_for('the agent to pin', self.changed)
         # a running daemon holds the host: restore refuses, changes nothing

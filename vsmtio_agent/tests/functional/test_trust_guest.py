@@ -26,13 +26,7 @@ class TestTrustOnRealGuest(testtools.TestCase):
     def setUp(self):
         super().setUp()
         self.log = self.useFixture(fixtures.FakeLogger(level=20))
-        try:
-            guest_mod.ensure_packages()
-            self.libvirtd = guest_mod.LibvirtDaemon()
-            self.libvirtd.setUp()
-        except guest_mod.Unavailable as exc:
-            self.skipTest(str(exc))
-        self.addCleanup(self.libvirtd.cleanUp)
+        self.libvirtd = guest_mod.libvirtd_for(self)
         self.project = uuid.uuid4().hex
         self.guest = self.useFixture(guest_mod.Guest(
             metadata=test_trust_libvirt.NOVA_METADATA % {

