@@ -153,9 +153,12 @@ class PolicyEngine(object):
 
     @property
     def _possible(self):
-        """Every mechanism this host can have (no split without SMT)."""
+        """Without the guard: the paper's mechanisms this host can have.
+
+        No split without SMT; no VM weight (a lever only the guard tries).
+        """
         if self.smt:
-            return frozenset(guard_mod.MECHANISMS)
+            return frozenset(guard_mod.MECHANISMS) - {guard_mod.WEIGHT}
         return frozenset((guard_mod.RETENTION,))
 
     @property
