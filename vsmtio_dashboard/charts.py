@@ -47,7 +47,8 @@ def svg(lines, unit):
         return TOP + (top - v) / (top - bottom) * plot_h
 
     out = ['<svg class="vsmtio-chart" xmlns="http://www.w3.org/2000/svg" '
-           'width="%d" height="%d" role="img">' % (WIDTH, HEIGHT),
+           'viewBox="0 0 %d %d" width="100%%" style="max-width: %dpx" '
+           'role="img">' % (WIDTH, HEIGHT, WIDTH),
            '<rect x="%d" y="%d" width="%d" height="%d" fill="none" '
            'stroke="#ccc"/>' % (LEFT, TOP, plot_w, plot_h),
            '<text x="%d" y="%d" font-size="10" text-anchor="end">%s</text>'

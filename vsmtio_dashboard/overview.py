@@ -51,7 +51,7 @@ INSTANCE_QUERIES = {
 
 #: The window and resolution of a host page's charts (a subquery: Aetos
 #: has no range endpoint).
-WINDOW, STEP = '30m', '30s'
+WINDOW, STEP = '30m', '15s'
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Aetos (OpenStack's keystone-aware proxy in front of Prometheus) answers
 ``GET <endpoint>/api/v1/query`` only; it has no range endpoint, so a series
-over time is asked for as a subquery (``expr[30m:30s]``), which Prometheus
+over time is asked for as a subquery (``expr[30m:15s]``), which Prometheus
 answers from the same endpoint with a matrix. The endpoint is the catalogue's
 ``metric-storage`` service (the type Aetos registers and
 python-observabilityclient looks up) unless ``VSMTIO_METRICS_ENDPOINT`` names

@@ -90,7 +90,7 @@ class QueriesTest(unittest.TestCase):
     def test_chart_is_a_subquery(self):
         q = overview.chart_query(overview.CHARTS[0], 'h:1')
         self.assertEqual('(sum by (class) (vsmtio_host_vcpus{instance='
-                         '"h:1"}))[30m:30s]', q)
+                         '"h:1"}))[30m:15s]', q)
 
 
 class ChartTest(unittest.TestCase):
