@@ -34,6 +34,8 @@ PORTS = {
     'nova-api': 8774,
     'horizon': 8080,
     'agent-metrics': 9729,
+    'prometheus': 9090,
+    'aetos': 9095,
 }
 
 
