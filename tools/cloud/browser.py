@@ -69,12 +69,27 @@ def open_page(driver, path, ready_css):
             (By.CSS_SELECTOR, ready_css)))
 
 
+FULL_HEIGHT_JS = """
+return Math.max(...[...document.querySelectorAll('*')]
+    .map(e => e.getBoundingClientRect().bottom + window.scrollY));
+"""
+
+
 def full_page_png(driver, out):
-    """Save the whole page (the window grown to its height, capped)."""
-    height = driver.execute_script(
-        'return Math.max(document.body.scrollHeight, '
-        'document.documentElement.scrollHeight)')
-    driver.set_window_size(1280, max(1000, min(height + 40, 3000)))
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    driver.save_screenshot(out)
+    """Save the whole page: the viewport set to the content's height.
+
+    Horizon's layout does not grow ``body`` with its content, so the
+    height is the lowest bottom edge of any element; Chromium's device
+    metrics set the viewport exactly (a window size includes chrome that
+    varies by page).
+    """
+    height = int(driver.execute_script(FULL_HEIGHT_JS)) + 20
+    driver.execute_cdp_cmd('Emulation.setDeviceMetricsOverride', {
+        'width': 1280, 'height': max(600, min(height, 4000)),
+        'deviceScaleFactor': 1, 'mobile': False})
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        driver.save_screenshot(out)
+    finally:
+        driver.execute_cdp_cmd('Emulation.clearDeviceMetricsOverride', {})
     return out
