@@ -1,12 +1,17 @@
 #!/bin/bash
 # vsmtio devstack plugin: run as "plugin.sh <mode> [<phase>]" by devstack.
 #
-# stack install      install vsmtio into nova's environment
-# stack post-config  add the vsmtio filter and weigher to $NOVA_CONF
-# stack extra        load the metadefs into glance; on compute nodes switch
-#                    nova-compute to the vsmtio driver (VSMTIO_RETENTION)
-#                    and start vsmtio-agent
-# stack test-config  tell tempest the vsmtio service is there
+# stack install      install vsmtio into nova's environment (and
+#                    osc-placement where placement runs)
+# stack post-config  add the vsmtio filter and weigher to $NOVA_CONF, and the
+#                    measured class's secret
+# stack extra        load the metadefs into glance; define the retention
+#                    trait in placement; create the agent's keystone user;
+#                    on compute nodes switch nova-compute to the vsmtio
+#                    driver (VSMTIO_RETENTION) and start vsmtio-agent,
+#                    publishing (VSMTIO_PUBLISH)
+# stack test-config  tell tempest the vsmtio service is there, and how to
+#                    reach the compute host and the agent
 # unstack            stop the agent, take back the nova.conf edits, the
 #                    provider config and the metadefs
 # clean              remove the agent's config and state
@@ -33,16 +38,39 @@ function install_vsmtio {
         die $LINENO "VSMTIO_RETENTION=True needs VIRT_DRIVER=libvirt"
     fi
     setup_develop "$VSMTIO_DIR"
+    if is_service_enabled placement-api; then
+        # "openstack trait create" (install.rst's command) is osc-placement's
+        pip_install_gr osc-placement
+    fi
 }
 
 function configure_vsmtio_nova {
     vsmtio_nova_conf enable "$NOVA_CONF"
+    # nova-compute trusts a measured class signed with this secret only;
+    # devstack copies $NOVA_CONF to nova-compute's $NOVA_CPU_CONF.
+    iniset "$NOVA_CONF" vsmtio measured_class_secret \
+        "$VSMTIO_MEASURED_CLASS_SECRET"
 }
 
+# install.rst's command (glance-manage db load_metadefs --path etc/metadefs),
+# with devstack's glance configuration.
 function load_vsmtio_metadefs {
     "$GLANCE_BIN_DIR/glance-manage" \
         --config-file "$GLANCE_CONF_DIR/glance-api.conf" \
-        db_load_metadefs "$VSMTIO_DIR/etc/metadefs"
+        db load_metadefs --path "$VSMTIO_DIR/etc/metadefs"
+}
+
+# Before any flavor requires it (tempest's do): placement answers a request
+# for a trait it has never heard of with an error, not NoValidHost.
+function define_vsmtio_trait {
+    openstack --os-cloud devstack-admin --os-placement-api-version 1.6 \
+        trait create CUSTOM_VSMTIO_CONTEXT_RETENTION
+}
+
+# The user the agents publish the measured class as: it updates any
+# server's metadata, so admin in the service project.
+function create_vsmtio_user {
+    create_service_user "$VSMTIO_SERVICE_USER" admin
 }
 
 function unload_vsmtio_metadefs {
@@ -85,6 +113,7 @@ dry_run = $VSMTIO_AGENT_DRY_RUN
 checkpoint_path = $VSMTIO_STATE_DIR/agent-checkpoint.json
 status_path = $VSMTIO_STATE_DIR/agent-status.json
 metrics_port = $VSMTIO_METRICS_PORT
+nova_config_file = $NOVA_CPU_CONF
 EOC
     # The agent moves vCPUs only inside the CPUs nova gives guests.
     if [[ -n "$dedicated" ]]; then
@@ -93,6 +122,31 @@ EOC
     if [[ -n "$shared" ]]; then
         echo "cpu_shared_set = $shared" >> "$VSMTIO_AGENT_CONF"
     fi
+    configure_vsmtio_publish
+}
+
+# The signed class for nova's name of this host, as the vsmtio user.
+function configure_vsmtio_publish {
+    local host
+    host=$(iniget "$NOVA_CPU_CONF" DEFAULT host)
+    cat >> "$VSMTIO_AGENT_CONF" <<EOC
+
+[vsmtio_publish]
+enabled = $VSMTIO_PUBLISH
+interval = $VSMTIO_PUBLISH_INTERVAL
+measured_class_secret = $VSMTIO_MEASURED_CLASS_SECRET
+host = ${host:-$(hostname)}
+
+[vsmtio_publish_auth]
+auth_type = password
+auth_url = $KEYSTONE_SERVICE_URI
+username = $VSMTIO_SERVICE_USER
+password = $SERVICE_PASSWORD
+user_domain_name = $SERVICE_DOMAIN_NAME
+project_name = $SERVICE_PROJECT_NAME
+project_domain_name = $SERVICE_DOMAIN_NAME
+region_name = $REGION_NAME
+EOC
 }
 
 function start_vsmtio_agent {
@@ -103,7 +157,26 @@ function start_vsmtio_agent {
 }
 
 function configure_vsmtio_tempest {
+    local min_classified
     iniset "$TEMPEST_CONFIG" service_available vsmtio True
+    iniset "$TEMPEST_CONFIG" vsmtio host_command "$VSMTIO_TEMPEST_HOST_COMMAND"
+    iniset "$TEMPEST_CONFIG" vsmtio libvirt_uri qemu:///system
+    iniset "$TEMPEST_CONFIG" vsmtio retention_capable \
+        "$VSMTIO_RETENTION_CAPABLE"
+    iniset "$TEMPEST_CONFIG" vsmtio measured_class_secret \
+        "$VSMTIO_MEASURED_CLASS_SECRET"
+    # three rounds of the agent's publishing and a minute
+    iniset "$TEMPEST_CONFIG" vsmtio publish_timeout \
+        $((3 * ${VSMTIO_PUBLISH_INTERVAL%.*} + 60))
+    iniset "$TEMPEST_CONFIG" vsmtio agent_stop_command \
+        "sudo systemctl stop devstack@vsmtio-agent"
+    iniset "$TEMPEST_CONFIG" vsmtio agent_start_command \
+        "sudo systemctl start devstack@vsmtio-agent"
+    iniset "$TEMPEST_CONFIG" vsmtio agent_checkpoint_path \
+        "$VSMTIO_STATE_DIR/agent-checkpoint.json"
+    min_classified=$(iniget "$NOVA_CONF" vsmtio filter_min_classified_vcpus)
+    iniset "$TEMPEST_CONFIG" vsmtio filter_min_classified_vcpus \
+        "${min_classified:-16}"
 }
 
 function unstack_vsmtio {
@@ -134,6 +207,12 @@ elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
 elif [[ "$1" == "stack" && "$2" == "extra" ]]; then
     if is_service_enabled g-api; then
         load_vsmtio_metadefs
+    fi
+    if is_service_enabled placement-api; then
+        define_vsmtio_trait
+    fi
+    if is_service_enabled key && [[ "$VSMTIO_PUBLISH" == "True" ]]; then
+        create_vsmtio_user
     fi
     if is_service_enabled n-cpu; then
         if [[ "$VSMTIO_RETENTION" == "True" ]]; then

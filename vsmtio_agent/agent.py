@@ -37,9 +37,13 @@ class Period:
     timeout, no stats yet) and counts periods from 1. ``result`` is None
     when nothing was applied (a dry run). ``timeout_ns``, ``mechanisms``
     (in force this period), ``kept`` (what the guard keeps) and
-    ``verdicts`` (the guard's last verdict per mechanism, None with the
-    guard off) and ``mist`` (MIST's verdict per reserved domain, None with
-    MIST off) are the engine's state once the decision was taken.
+    ``verdicts`` (the guard's last verdict per mechanism and VM, then its
+    standing after-effect alarms; None with the guard off), ``retaining``
+    (``{domain: timeout ns}`` the guard keeps, None where the host's
+    timeout is host-wide or the guard is off), ``served`` (each domain's
+    requests and packets per second, None where the host counts none)
+    and ``mist`` (MIST's verdict per reserved domain, None with MIST off)
+    are the engine's state once the decision was taken.
     """
 
     number: int
@@ -52,6 +56,8 @@ class Period:
     kept: frozenset
     verdicts: Optional[tuple]
     mist: Optional[Mapping] = None
+    retaining: Optional[Mapping] = None
+    served: Optional[Mapping] = None
 
     @property
     def start(self):
@@ -68,8 +74,14 @@ class Agent(object):
         self.conf = conf
         self.driver = driver
         self.topology = driver.topology()
+        # a host that sets a retention timeout per VM lets the guard keep
+        # retention, and search its timeout, for each VM on its own; one
+        # that sets VMs' CPU weights gives it the weight lever
+        knobs = driver.describe().knobs
         self.engine = engine or engine_mod.PolicyEngine(
-            self.topology, engine_mod.Params.from_conf(conf))
+            self.topology, engine_mod.Params.from_conf(
+                conf, 'per_vm_retention' in knobs, 'vm_weights' in knobs,
+                'retention' in knobs))
         # The options every period reads, read once, as the engine's Params
         # are (an oslo.config look-up runs a few Python calls, cold in the
         # period: about 7 % of a period, profiled on the kvm bench host).
@@ -78,6 +90,7 @@ class Agent(object):
         self._period_s = opts.period
         self._idle_switch_threshold = opts.idle_switch_threshold
         self._dry_run = opts.dry_run
+        self._kept_before = frozenset()
         self.period = None          # the last Period
         self.ticks = 0
         self._halt = threading.Event()
@@ -113,6 +126,8 @@ class Agent(object):
             for domain, verdict in sorted(decision.protect.items()):
                 LOG.info('dry run: would protect %s: %s', domain,
                          verdict.reason)
+            for change in self.driver.preview(decision):
+                LOG.info('dry run: would change %s', change)
             return None
         result = self.driver.apply(decision)
         if result is not None and result.failed:
@@ -121,7 +136,8 @@ class Agent(object):
                         '; '.join(result.messages))
         return result
 
-    def _record(self, number, snapshot, stats, decision, result):
+    def _record(self, number, snapshot, stats, decision, result,
+                served=None):
         """The period's :class:`Period`, kept as the last one.
 
         ``stats`` is the period's own dict (derive's, which nothing else
@@ -134,7 +150,13 @@ class Agent(object):
             result=result, timeout_ns=self.engine.timeout_ns,
             mechanisms=frozenset(self.engine.mechanisms),
             kept=frozenset(self.engine.kept),
-            verdicts=tuple(guard.verdicts) if guard is not None else None,
+            verdicts=(tuple(guard.verdicts) + tuple(guard.alarms)
+                      if guard is not None else None),
+            retaining=(types.MappingProxyType(dict(guard.kept.timeouts))
+                       if guard is not None
+                       and self.engine.params.guard.per_vm else None),
+            served=(types.MappingProxyType(served)
+                    if served is not None else None),
             mist=(types.MappingProxyType(dict(self.engine.mist_verdicts))
                   if self.engine.params.mist is not None else None))
         return self.period
@@ -143,8 +165,7 @@ class Agent(object):
         """Take the first snapshot and put the initial timeout in force."""
         self.driver.advance(0)
         snapshot = self.driver.sample()
-        first = model.Decision(timeout_ns=self.engine.timeout_ns,
-                               placements={})
+        first = self.engine.first_decision()
         period = self._record(0, snapshot, {}, first, self._apply(first))
         LOG.info('agent started on %s host: %d cores, initial retention '
                  'timeout %d us', self.driver.describe().mode,
@@ -162,19 +183,48 @@ class Agent(object):
                                self.topology, self.period.stats)
         vms = mist.observe(self.period.snapshot, snapshot, stats,
                            self._idle_switch_threshold)
+        served = (monitor.served_rates(self.period.snapshot, snapshot)
+                  if snapshot.domains else None)
         decision = self.engine.step(stats, vms, snapshot.tenancy,
-                                    snapshot.core_scheduling)
+                                    snapshot.core_scheduling, served)
         result = self._apply(decision)
         self.ticks += 1
-        period = self._record(self.ticks, snapshot, stats, decision, result)
+        period = self._record(self.ticks, snapshot, stats, decision, result,
+                              served)
+        self._log_verdict()
         for swap in decision.swaps:
             LOG.info('adjuster: swapped %s (core %d) with %s (core %d)',
                      swap.a, swap.core_a, swap.b, swap.core_b)
         if LOG.isEnabledFor(logging.DEBUG):    # (its arguments cost)
-            LOG.debug('period %d: timeout %d ns (%s), %d vCPUs', self.ticks,
-                      decision.timeout_ns, self.engine.ltcr.phase.value,
-                      len(stats))
+            LOG.debug('period %d: timeout %d ns, %d vCPUs', self.ticks,
+                      decision.timeout_ns, len(stats))
         return period
+
+    def _log_verdict(self):
+        """Log the guard's verdict of a block that just ended.
+
+        At INFO when it changed what is kept, at WARNING for an
+        after-effect (dropping a mechanism did not restore the host), at
+        DEBUG otherwise: a block ends every few seconds.
+        """
+        guard = self.engine.guard
+        v = guard.finished if guard is not None else None
+        if v is None:
+            return
+        what = v.mechanism + ('' if v.domain is None else
+                              ' for %s' % v.domain)
+        if v.timeout_ns is not None:
+            what += ' at %d us' % (v.timeout_ns // 1000)
+        if v.after_effect:
+            LOG.warning('guard: %s: %s', what, v.reason)
+        elif self.period.kept != self._kept_before:
+            LOG.info('guard: %s %s (%s); kept now: %s', what,
+                     'kept' if v.kept else 'dropped', v.reason,
+                     ', '.join(sorted(self.period.kept)) or 'nothing')
+        else:
+            LOG.debug('guard: %s %s (%s)', what,
+                      'kept' if v.kept else 'not kept', v.reason)
+        self._kept_before = self.period.kept
 
     def loop(self, periods=None, before=None, after=None, on_error=None):
         """The one loop: tick until halted or ``periods`` have run.

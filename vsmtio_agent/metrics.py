@@ -8,25 +8,55 @@ nothing for metrics between scrapes. Served by ``prometheus_client`` on
 localhost unless configured otherwise.
 
 Gauges carry the labels OpenStack Watcher's Prometheus datasource reads
-by default: ``fqdn`` (this host, matched against the compute node's
-hostname) and, per vCPU, ``resource`` (the instance UUID, which is the
-libvirt domain UUID nova gives its guests).
+by default: ``fqdn`` (this host as nova names it, :func:`host_name`,
+matched against the compute node's host) and, per vCPU, ``resource`` (the
+instance UUID, which is the libvirt domain UUID nova gives its guests).
 """
 
 import socket
 import threading
 
+from oslo_config import cfg
+from oslo_log import log as logging
 import prometheus_client
 from prometheus_client import core as prom_core
 
 from vsmtio_agent import model
+
+LOG = logging.getLogger(__name__)
+
+
+def host_name(opts):
+    """The name the metrics carry: nova's name of this compute host.
+
+    ``[vsmtio_agent] metrics_host``; unset, nova-compute's ``[DEFAULT]
+    host`` from ``nova_config_file`` (read with oslo.config's own parser,
+    as nova reads it), else this machine's host name, which is what nova
+    uses when ``host`` is unset. Never ``socket.getfqdn()``: on a host
+    whose name does not resolve that is ``localhost``.
+    """
+    if opts.metrics_host:
+        return opts.metrics_host
+    sections = {}
+    try:
+        cfg.ConfigParser(opts.nova_config_file, sections).parse()
+    except FileNotFoundError:
+        pass
+    except (OSError, cfg.ParseError) as exc:
+        LOG.warning('Cannot read [DEFAULT] host from %s (%s): the metrics '
+                    'carry this machine\'s host name; set [vsmtio_agent] '
+                    'metrics_host', opts.nova_config_file, exc)
+    values = sections.get('DEFAULT', {}).get('host')
+    if values and values[-1].strip():
+        return values[-1].strip()
+    return socket.gethostname()
 
 
 class AgentCollector:
     """Per-vCPU class and rates, host mix, timeout, apply counts."""
 
     def __init__(self, fqdn=None):
-        self.fqdn = fqdn or socket.getfqdn()
+        self.fqdn = fqdn or socket.gethostname()
         self._lock = threading.Lock()
         self._period = None
         self._mode = None
@@ -123,6 +153,10 @@ class AgentCollector:
             'i_cpu': g('vsmtio_vcpu_i_cpu',
                        'MIST interference ratio (involuntary / voluntary '
                        'switches).', labels=['domain', 'vcpu']),
+            'runqueue_delay_ratio': g(
+                'vsmtio_vcpu_runqueue_delay_ratio',
+                'Share of the period the vCPU waited on a run queue.',
+                labels=['domain', 'vcpu']),
         }
         for ref, placement in sorted(decision.placements.items()):
             labels = [ref.domain, str(ref.index)]
@@ -140,8 +174,51 @@ class AgentCollector:
         yield host
         yield klass
         yield from rates.values()
+        if period.verdicts is not None:
+            yield from _guard_families(g, period)
         if period.mist is not None:
             yield from _mist_families(g, period.mist)
+
+
+def _guard_families(g, period):
+    """What the guard keeps, per mechanism and VM, and why."""
+    kept = g('vsmtio_guard_kept',
+             'Whether the guard keeps the mechanism (1) or not (0); domain '
+             'is the VM of a per-VM mechanism, empty for a host-wide one.',
+             labels=['mechanism', 'domain'])
+    verdict = g('vsmtio_guard_verdict',
+                'The guard\'s last verdict on the mechanism (always 1): '
+                'kept or not, and why.',
+                labels=['mechanism', 'domain', 'kept', 'reason'])
+    alarm = g('vsmtio_guard_after_effect',
+              'Dropping the mechanism did not restore the host (1): it is '
+              'held off.', labels=['mechanism', 'domain'])
+    for v in period.verdicts:
+        domain = v.domain or ''
+        if v.after_effect:
+            alarm.add_metric([v.mechanism, domain], 1)
+            continue
+        kept.add_metric([v.mechanism, domain], 1 if v.kept else 0)
+        verdict.add_metric([v.mechanism, domain, str(v.kept).lower(),
+                            v.reason], 1)
+    yield kept
+    yield verdict
+    yield alarm
+    if period.retaining is not None:
+        timeout = g('vsmtio_vm_retention_timeout_seconds',
+                    'The retention timeout the guard keeps for the VM.',
+                    labels=['domain'])
+        for domain, ns in sorted(period.retaining.items()):
+            timeout.add_metric([domain], ns / 1e9)
+        yield timeout
+    if period.served is not None:
+        served = g('vsmtio_vm_served_rate',
+                   'Requests and packets the VM served per second (its '
+                   'block and interface statistics).', labels=['domain'])
+        for domain, rate in sorted(period.served.items()):
+            if rate is not None:
+                served.add_metric([domain], rate)
+        yield served
 
 
 def _mist_families(g, verdicts):

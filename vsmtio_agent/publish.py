@@ -1,9 +1,9 @@
-"""Publish each instance's measured state as namespaced server metadata.
+"""Publish each instance's signed measured class as server metadata.
 
-Operators see what the agent measured where they look at an instance (the
-API, the CLI, Horizon's instance overview), and the scheduler counts an
-``auto`` instance with the class the agent measured. Per instance the
-agent writes at most :data:`KEYS`:
+The scheduler counts an ``auto`` instance with the class the agent
+measured, and the one channel nova's scheduler and computes read per
+instance is the instance itself: so the class, and only the class, is
+server metadata. Per instance the agent writes at most :data:`KEYS`:
 
 ``vsmtio:measured_class``
     ``io`` or ``cpu`` with an HMAC signature that binds the instance, the
@@ -13,20 +13,21 @@ agent writes at most :data:`KEYS`:
     signed with the secret it shares with the agents, for the instance's
     host, not expired. Published only when ``measured_class_secret`` is
     set; signed afresh once half its lifetime has passed.
-``vsmtio:retention_rate``, ``vsmtio:i_cpu``, ``vsmtio:runqueue_delay``
-    the instance's vCPUs' mean context retention rate, MIST interference
-    ratio and run-queue delay share over the last period, rounded so that
-    noise does not rewrite them. A rate the host cannot measure is absent.
-``vsmtio:measured_at``
-    when these values were measured (UTC), rewritten with them.
+
+Everything else the agent measures (retention rate, MIST's I_cpu,
+run-queue delay, per vCPU) is in its OpenMetrics export
+(:mod:`vsmtio_agent.metrics`), where operators read it: server metadata is
+the tenant's (they see it, may edit or delete it, and it counts against
+their quota), and a measurement there would be neither private nor
+trustworthy. Earlier releases wrote those rates as metadata too
+(:data:`FORMER_KEYS`): the agent deletes them where it finds them.
 
 Once per ``interval`` seconds per instance it reads back the instance's
-metadata and writes only the keys whose value differs from what it
-measured, from a worker thread so that a slow API never delays the agent's
-period. Reading back is what repairs a value someone else wrote: the
-instance's owner can write any of these keys (server metadata is theirs),
-and the agent puts its own value back, or deletes a key it does not
-publish, at its next round. What it reads is never input to the agent nor
+metadata and writes only what differs from what it measured, from a worker
+thread so that a slow API never delays the agent's period. Reading back is
+what repairs a value someone else wrote: the instance's owner can write
+the key (server metadata is theirs), and the agent puts its own value
+back at its next round. What it reads is never input to the agent nor
 trusted by it. Other ``vsmtio:`` keys are not the agent's and are left
 alone. The per-host summary (instances per measured class) is in the
 agent's status document (``vsmtio-agent status``).
@@ -35,8 +36,6 @@ The hook into the agent loop is one call per finished period,
 :meth:`Publisher.observe` with the period's stats and decision.
 """
 
-import datetime
-import statistics
 import threading
 import time
 
@@ -53,78 +52,54 @@ LOG = logging.getLogger(__name__)
 GROUP = conf_publish.GROUP
 AUTH_GROUP = conf_publish.AUTH_GROUP
 CLASS_KEY = workload.MEASURED_CLASS_KEY
-RATE_KEYS = {
-    # key: (VcpuStats attribute, decimals)
-    'vsmtio:retention_rate': ('retention_rate', 3),
-    'vsmtio:i_cpu': ('i_cpu', 2),
-    'vsmtio:runqueue_delay': ('runqueue_delay_ratio', 3),
-}
-TIME_KEY = 'vsmtio:measured_at'
-#: Every key the agent may write: nothing else is ever set or deleted.
-KEYS = (CLASS_KEY,) + tuple(RATE_KEYS) + (TIME_KEY,)
+#: Every key the agent may write: nothing else is ever set.
+KEYS = (CLASS_KEY,)
+#: Keys earlier releases wrote (measurements, now metrics only): deleted
+#: where found, so that an upgrade leaves no stale measurement behind.
+FORMER_KEYS = ('vsmtio:retention_rate', 'vsmtio:i_cpu',
+               'vsmtio:runqueue_delay', 'vsmtio:measured_at')
 #: Microversion of the compute API calls (metadata is unchanged since 2.1).
 COMPUTE_MICROVERSION = '2.1'
 
 
-def _mean(values):
-    values = [v for v in values if v is not None]
-    return statistics.fmean(values) if values else None
-
-
-def instance_values(stats, decision, classify=True, now=None):
-    """``{uuid: {key: value}}`` of one period: pure, bounded, rounded.
+def instance_values(stats, decision, classify=True):
+    """``{uuid: {key: value}}`` of one period: pure.
 
     The class (unsigned: :class:`Publisher` signs it when it writes) is the
     one RASS gave most of the instance's vCPUs (``io`` on a tie: an
     instance with an I/O-bound vCPU gains from retention); absent unless
-    ``classify``.
+    ``classify``. Every domain with a sampled vCPU has an entry, empty
+    when there is nothing to publish, so that its former keys are deleted.
     """
     by_domain = {}
-    for ref, st in stats.items():
-        by_domain.setdefault(ref.domain, []).append((ref, st))
+    for ref in stats:
+        by_domain.setdefault(ref.domain, []).append(ref)
     placements = decision.placements if decision is not None else {}
-    stamp = (now or datetime.datetime.now(datetime.timezone.utc)).strftime(
-        '%Y-%m-%dT%H:%M:%SZ')
     out = {}
-    for domain, vcpus in by_domain.items():
+    for domain, refs in by_domain.items():
         values = {}
-        roles = [placements[ref].role for ref, _st in vcpus
-                 if ref in placements]
+        roles = [placements[ref].role for ref in refs if ref in placements]
         if roles and classify:
             io = sum(1 for r in roles if r is model.Role.IO)
             values[CLASS_KEY] = (workload.WorkloadClass.IO.value
                                  if io * 2 >= len(roles)
                                  else workload.WorkloadClass.CPU.value)
-        for key, (attr, decimals) in RATE_KEYS.items():
-            mean = _mean(getattr(st, attr) for _ref, st in vcpus)
-            if mean is not None:
-                values[key] = '%.*f' % (decimals, mean)
-        if values:
-            values[TIME_KEY] = stamp
         out[domain] = values
     return out
 
 
-def changes(old, new, stamp=None):
+def changes(old, new):
     """``(to_set, to_delete)`` turning ``old`` (what is there) into ``new``.
 
-    Only :data:`KEYS` are considered. A new time stamp alone is no change:
-    when nothing else changes, the time stamp is put back to ``stamp`` (the
-    one last written) if someone changed it.
+    Only :data:`KEYS` are set; a key of :data:`KEYS` that ``new`` lacks
+    and every one of :data:`FORMER_KEYS` are deleted where present.
     """
     new = {k: v for k, v in new.items() if k in KEYS}
-    old = {k: v for k, v in (old or {}).items() if k in KEYS}
-    changed = {k: v for k, v in new.items()
-               if k != TIME_KEY and old.get(k) != v}
-    gone = sorted(k for k in old if k not in new)
-    if not changed and not gone:
-        if (TIME_KEY in new and stamp is not None
-                and old.get(TIME_KEY) != stamp):
-            return {TIME_KEY: stamp}, []
-        return {}, []
-    if TIME_KEY in new:
-        changed[TIME_KEY] = new[TIME_KEY]
-    return changed, gone
+    old = old or {}
+    to_set = {k: v for k, v in new.items() if old.get(k) != v}
+    to_delete = sorted(k for k in KEYS + FORMER_KEYS
+                       if k in old and k not in new)
+    return to_set, to_delete
 
 
 class ComputeClient(object):
@@ -177,7 +152,9 @@ class Publisher(object):
         self.failures = 0
         if not self.opts.measured_class_secret:
             LOG.warning('[%s] measured_class_secret is unset: the measured '
-                        'class is not published, only the rates', GROUP)
+                        'class is not published (the agent only deletes '
+                        'the measurements earlier releases published)',
+                        GROUP)
         elif self.opts.interval * 2 > self.opts.measured_class_lifetime:
             LOG.warning('[%s] interval (%s s) is more than half of '
                         'measured_class_lifetime (%s s): a measured class '
@@ -238,6 +215,8 @@ class Publisher(object):
                 continue
             if now - self.last_write.get(uuid, -1e18) < self.opts.interval:
                 continue
+            if not values[uuid] and self.published.get(uuid) == {}:
+                continue   # nothing to publish, former keys deleted once
             self._round(uuid, self._signed(uuid, values[uuid]), now)
 
     def _signed(self, uuid, values):
@@ -280,7 +259,7 @@ class Publisher(object):
                 self.client = ComputeClient(self._conf)
             there = self.client.metadata(uuid)
             ours = self.published.get(uuid) or {}
-            to_set, to_delete = changes(there, values, ours.get(TIME_KEY))
+            to_set, to_delete = changes(there, values)
             if to_set:
                 self.client.update(uuid, to_set)
             for key in to_delete:
@@ -299,12 +278,7 @@ class Publisher(object):
                         uuid, exc)
             self.last_write[uuid] = now   # retry after an interval
             return
-        published = dict(values)
-        if TIME_KEY in values and TIME_KEY in to_set:
-            published[TIME_KEY] = to_set[TIME_KEY]
-        elif TIME_KEY in there:
-            published[TIME_KEY] = there[TIME_KEY]
-        self.published[uuid] = published
+        self.published[uuid] = dict(values)
         self.last_write[uuid] = now
         if to_set or to_delete:
             self.writes += 1
@@ -313,7 +287,21 @@ class Publisher(object):
             if repaired:
                 LOG.info('server %s: repaired %s, which someone else wrote',
                          uuid, repaired)
-            LOG.debug('published %s on server %s', sorted(to_set), uuid)
+            self._log_change(uuid, ours, to_set, to_delete)
+
+    @staticmethod
+    def _log_change(uuid, ours, to_set, to_delete):
+        """INFO once per change of what is published; DEBUG a re-signing."""
+        cls = to_set.get(CLASS_KEY)
+        before = (ours.get(CLASS_KEY) or '').partition(':')[0] or None
+        if cls is not None and cls.partition(':')[0] != before:
+            LOG.info('server %s: published measured class %s (was %s)',
+                     uuid, cls.partition(':')[0], before or 'none')
+        elif cls is not None:
+            LOG.debug('server %s: signed measured class %s afresh',
+                      uuid, before)
+        if to_delete:
+            LOG.info('server %s: deleted %s', uuid, ', '.join(to_delete))
 
 
 def from_conf(conf):

@@ -114,12 +114,15 @@ def settled(history, window, tolerance=0.25):
 def steady_window(conf):
     """Seconds of simulated time every kernel is measured over.
 
-    At steady state: one whole cycle of the guard's probing (its retest
-    interval and one probe), so the product's figure includes what
-    probing costs.
+    At steady state: one whole cycle of the guard's probing (its longest
+    back-off, which its retries of what it dropped come at, and its
+    longest probe), so the product's figure includes what probing and
+    each VM's periodic exploration of its timeout cost.
     """
     o = conf.vsmtio_agent
-    return (o.guard_retest_periods + 2 * o.guard_probe_pairs) * o.period
+    longest = guard_mod.Params.max_backoff
+    return (longest * o.guard_retest_periods
+            + 2 * 3 * o.guard_probe_pairs) * o.period
 
 
 def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
@@ -177,7 +180,7 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
                 now_s = sim.now / 1e9
                 g = ag.engine.guard
                 done = settled(history, window) and (
-                    g is None or (guard_mod.climbed(g)
+                    g is None or (guard_mod.climbed(g, ag.engine.params.guard)
                                   and guard_mod.retries_periodic(
                                       g, ag.engine.params.guard)))
                 if done or now_s >= max_settle_s:
@@ -215,10 +218,17 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
                 'decisions': sim.decisions, 'swaps': sim.swaps,
                 'period_s': period_s,
                 'timeout_us': sim.timeout_ns / 1e3,
+                # per VM where the guard keeps retention VM by VM
+                'timeouts_us': ({vm: ns / 1e3 for vm, ns
+                                 in sorted(sim.vm_timeouts.items())}
+                                if sim.vm_timeouts is not None else None),
+                'weights': dict(sorted(sim.vm_weights.items())),
                 'settled_at_s': state['settled_at'],
                 'mechanisms': list(history[-1][1]) if history else [],
                 'trajectory': trajectory,
-                'verdicts': ([dataclasses.asdict(v) for v in verdicts]
+                'verdicts': ([dict(dataclasses.asdict(v),
+                                   cpu_ratio=v.cpu_ratio,
+                                   io_ratio=v.io_ratio) for v in verdicts]
                              if verdicts is not None else None)}
         finally:
             ag.stop()

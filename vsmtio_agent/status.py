@@ -31,13 +31,21 @@ _ROW = {
         'core': {'type': 'integer'}, 'domain': {'type': 'string'},
         'vcpu': {'type': 'integer'}, 'class': {'type': 'string'},
         'retention_rate': _NUMBER, 'utilisation': _NUMBER, 'ipc': _NUMBER,
-        'i_cpu': _NUMBER,
+        'i_cpu': _NUMBER, 'server': {'type': ['string', 'null']},
         'pinned': {'type': 'array', 'items': {'type': 'integer'}}}}
+_VM = {
+    'type': 'object', 'required': ['name', 'has'],
+    'properties': {'name': {'type': ['string', 'null']},
+                   'has': {'type': 'array', 'items': {'type': 'string'}}}}
 _GUARD_VERDICT = {
     'type': 'object', 'required': ['mechanism', 'kept', 'reason'],
     'properties': {'mechanism': {'type': 'string'},
                    'kept': {'type': 'boolean'},
-                   'reason': {'type': 'string'}}}
+                   'reason': {'type': 'string'},
+                   'domain': {'type': ['string', 'null']},
+                   'timeout_ns': {'type': ['integer', 'null']},
+                   'factor': {'type': ['number', 'null']},
+                   'after_effect': {'type': 'boolean'}}}
 _MIST_VERDICT = {
     'type': 'object', 'required': ['protect', 'reason'],
     'properties': {'protect': {'type': 'boolean'}, 'i_cpu': _NUMBER,
@@ -57,8 +65,11 @@ SCHEMA = {
         'mechanisms': {'type': ['array', 'null'],
                        'items': {'type': 'string'}},
         'verdicts': {'type': ['array', 'null'], 'items': _GUARD_VERDICT},
+        'retaining': {'type': ['object', 'null'],
+                      'additionalProperties': {'type': 'integer'}},
         'mist': {'type': ['object', 'null'],
-                 'additionalProperties': _MIST_VERDICT}}}
+                 'additionalProperties': _MIST_VERDICT},
+        'vms': {'type': 'object', 'additionalProperties': _VM}}}
 _VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 
 
@@ -112,11 +123,13 @@ def load(path):
     return doc
 
 
-def rows(period, pins):
+def rows(period, pins, names=None):
     """The per-vCPU rows ``status`` prints, from one :class:`Period`.
 
-    ``pins`` is the driver's ``vcpu_pins()``: what the host has.
+    ``pins`` is the driver's ``vcpu_pins()``: what the host has;
+    ``names`` its ``domain_names()``.
     """
+    names = names or {}
     if period is None or period.start:
         return []
     decision = period.decision
@@ -128,7 +141,8 @@ def rows(period, pins):
                           if decision.applies(placement) else ())
         rows.append({
             'core': placement.core_id, 'domain': ref.domain,
-            'vcpu': ref.index, 'class': placement.role.value,
+            'server': names.get(ref.domain), 'vcpu': ref.index,
+            'class': placement.role.value,
             'retention_rate': getattr(st, 'retention_rate', None),
             'utilisation': getattr(st, 'utilisation', None),
             'ipc': getattr(st, 'ipc', None),
@@ -137,18 +151,71 @@ def rows(period, pins):
     return rows
 
 
+def _us(ns):
+    return '%d us' % (ns // 1000)
+
+
+def vm_lines(period):
+    """``{domain: [what it has this period, and why]}`` of one period.
+
+    Read from the period's decision and verdicts (what the agent asked of
+    the host), one short line each: its vCPUs' classes and whether the
+    split places them, its retention and its timeout, its CPU weight
+    (MIST's verdicts have their own lines).
+    """
+    if period is None or period.start:
+        return {}
+    decision = period.decision
+    by_domain = {}
+    for ref, placement in sorted(decision.placements.items()):
+        by_domain.setdefault(ref.domain, []).append(placement)
+    out = {}
+    for domain, placements in sorted(by_domain.items()):
+        classes = {}
+        for p in placements:
+            classes[p.role.value] = classes.get(p.role.value, 0) + 1
+        placed = sum(1 for p in placements if decision.applies(p))
+        has = ['%s vCPU(s); %s' % (
+            ', '.join('%d %s' % (n, c) for c, n in sorted(classes.items())),
+            'RASS places %d of them' % placed if placed else
+            'where nova put them (%s)' % (
+                'the split is off' if not decision.split
+                else 'their cores are not split'))]
+        retains = decision.retains(domain)
+        if not decision.retention:
+            has.append('no retention: the guard does not keep it')
+        elif decision.timeouts is None:
+            has.append('retains up to %s (the host-wide LTCR timeout)'
+                       % _us(retains))
+        elif retains:
+            has.append('retains up to %s (its own timeout)' % _us(retains))
+        else:
+            has.append('no retention: not kept for this VM')
+        factor = decision.weights.get(domain)
+        if factor is not None and factor != 1:
+            has.append('CPU weight x%.2f' % factor)
+        out[domain] = has
+    return out
+
+
 def document(period, driver, opts, mode):
     """The status file's document of one :class:`Period`."""
     ran = period is not None and not period.start
+    names = driver.domain_names()
     return {'time': time.time(), 'pid': os.getpid(), 'mode': mode,
             'period': opts.period, 'ticks': period.number if period else 0,
             'timeout_ns': period.decision.timeout_ns if ran else None,
             'dry_run': opts.dry_run,
-            'vcpus': rows(period, driver.vcpu_pins()),
+            'vcpus': rows(period, driver.vcpu_pins(), names),
+            'vms': {domain: {'name': names.get(domain), 'has': has}
+                    for domain, has in vm_lines(period).items()},
             'mechanisms': sorted(period.kept) if period else [],
             'verdicts': ([dataclasses.asdict(v) for v in period.verdicts]
                          if period and period.verdicts is not None
                          else None),
+            'retaining': (dict(period.retaining)
+                          if period and period.retaining is not None
+                          else None),
             'mist': ({d: dataclasses.asdict(v)
                       for d, v in sorted(period.mist.items())}
                      if period and period.mist is not None else None)}
@@ -165,7 +232,8 @@ def format_table(doc):
     table.align = 'l'
     for row in sorted(doc['vcpus'], key=lambda r: (r['core'], r['domain'],
                                                    r['vcpu'])):
-        table.add_row([row['core'], row['domain'], row['vcpu'], row['class'],
+        table.add_row([row['core'], row.get('server') or row['domain'],
+                       row['vcpu'], row['class'],
                        num(row['retention_rate'], '%.3f'),
                        num(row.get('utilisation')), num(row['ipc']),
                        num(row['i_cpu']),
@@ -181,10 +249,20 @@ def format_table(doc):
     else:
         lines.append('mechanisms kept: %s' % (
             ', '.join(doc.get('mechanisms') or ()) or 'none'))
+        retaining = doc.get('retaining')
+        if retaining is not None:
+            lines.append('retaining: %s' % (', '.join(
+                '%s at %d us' % (d, ns // 1000)
+                for d, ns in sorted(retaining.items())) or 'no VM'))
         for v in doc['verdicts']:
-            lines.append('  guard: %s %s (%s)' % (
-                v['mechanism'], 'kept' if v['kept'] else 'dropped',
-                v['reason']))
+            lines.append('  guard: %s%s%s %s (%s)' % (
+                v['mechanism'],
+                ' for %s' % v['domain'] if v.get('domain') else '',
+                ' at %d us' % (v['timeout_ns'] // 1000)
+                if v.get('timeout_ns') else
+                ' x%g' % v['factor'] if v.get('factor') else '',
+                'ALARM' if v.get('after_effect') else
+                'kept' if v['kept'] else 'dropped', v['reason']))
     mist = doc.get('mist')
     if mist is not None:
         lines.append('MIST: %d reserved VM(s), %d protected' % (
@@ -193,4 +271,14 @@ def format_table(doc):
             lines.append('  %s: %s, I_cpu %s (%s)' % (
                 domain, 'protected' if v['protect'] else 'not protected',
                 num(v.get('i_cpu')), v['reason']))
+    vms = doc.get('vms') or {}
+    if vms:
+        lines.append('VMs:')
+    for domain, vm in sorted(vms.items(),
+                             key=lambda item: (item[1]['name'] or '',
+                                               item[0])):
+        lines.append('  %s %s' % (vm['name'] or domain, domain)
+                     if vm['name'] else '  %s' % domain)
+        for line in vm['has']:
+            lines.append('    %s' % line)
     return '\n'.join(lines) + '\n' + table.get_string()

@@ -2,9 +2,10 @@
 
 ``[service_available] vsmtio`` says the cloud runs vsmtio (the devstack
 plugin sets it). ``[vsmtio]`` says how tempest reaches the compute host
-the way whitebox-tempest-plugin does: its libvirt (to read domain XML) and
-commands that stop and start the agent; tests that need one of them skip,
-saying which option is unset.
+the way whitebox-tempest-plugin does: a command that runs shell commands
+there (``virsh`` for domain XML and pins, ``cat`` for the agent's
+checkpoint) and commands that stop and start the agent; tests that need
+one of them skip, saying which option is unset.
 """
 
 from oslo_config import cfg
@@ -17,11 +18,23 @@ service_option = cfg.BoolOpt('vsmtio',
 group = cfg.OptGroup(name='vsmtio', title='vsmtio tempest options')
 
 opts = [
+    cfg.StrOpt('host_command',
+               default='sh -c',
+               help='How tempest runs a command on a compute host, the way '
+                    'whitebox-tempest-plugin does (tempest imports nothing '
+                    'of the host): a command given the command line '
+                    '(``virsh ...``, ``cat ...``) as its last argument, '
+                    'which it runs on compute host ``{host}`` (nova\'s name '
+                    'of it). ``sh -c`` (the default) where tempest runs on '
+                    'the compute host, ``sudo sh -c`` where the agent\'s '
+                    'files are root\'s, ``ssh stack@{host} sudo`` for a '
+                    'remote host.'),
     cfg.StrOpt('libvirt_uri',
                default='qemu:///system',
-               help='libvirt URI of the compute host, as seen from where '
-                    'tempest runs (qemu+ssh://root@HOST/system for a '
-                    'remote host): domain XML is read through it.'),
+               help='libvirt URI that ``virsh`` uses on the compute host '
+                    '(through ``host_command``): domain XML and live vCPU '
+                    'pins are read with ``virsh dumpxml`` and ``virsh '
+                    'vcpupin``.'),
     cfg.BoolOpt('retention_capable',
                 default=False,
                 help='Whether a compute host advertises '
@@ -36,8 +49,9 @@ opts = [
                help='Shell command that starts the vsmtio agent again.'),
     cfg.StrOpt('agent_checkpoint_path',
                help='The agent\'s ``[vsmtio_agent] checkpoint_path`` on '
-                    'the compute host, readable from where tempest runs; '
-                    'the stop test reads what the agent changed from it.'),
+                    'the compute host, read there through '
+                    '``host_command``; the stop test reads what the agent '
+                    'changed from it.'),
     cfg.IntOpt('filter_min_classified_vcpus',
                default=16,
                help='The cloud\'s nova.conf ``[vsmtio] '
@@ -57,6 +71,30 @@ opts = [
     cfg.StrOpt('image_io',
                help='Image whose guest waits for I/O (wakes often, '
                     'computes little). Default: [compute] image_ref.'),
+    cfg.StrOpt('fleet_zone',
+               help='Availability zone of two or more compute hosts whose '
+                    'I/O : CPU mix the fleet tests check (hosts given to '
+                    'those tests only). Unset: the fleet tests skip.'),
+    cfg.FloatOpt('min_io_fraction',
+                 default=0.1, min=0.0, max=1.0,
+                 help='The cloud\'s nova.conf ``[vsmtio] min_io_fraction`` '
+                      '(the fleet zone\'s hosts have no aggregate '
+                      'override).'),
+    cfg.FloatOpt('max_io_fraction',
+                 default=0.9, min=0.0, max=1.0,
+                 help='The cloud\'s nova.conf ``[vsmtio] max_io_fraction``.'),
+    cfg.BoolOpt('watcher',
+                default=False,
+                help='Whether Watcher (API, decision engine, applier) runs '
+                     'with vsmtio\'s goal and strategy installed: the '
+                     'audit test repairs a stranded host in the fleet '
+                     'zone.'),
+    cfg.IntOpt('watcher_audit_timeout',
+               default=300,
+               help='Seconds to keep auditing until Watcher\'s compute '
+                    'model has seen the departures that stranded a host '
+                    '(its ``[watcher_cluster_data_model_collectors.'
+                    'compute] period`` without nova notifications).'),
     cfg.StrOpt('image_cpu',
                help='Image whose guest computes all the time. Default: '
                     '[compute] image_ref.'),

@@ -8,7 +8,9 @@
     python tools/cloud/cloud.py run     # up, test, observe, down
 
 keystone, glance, placement, neutron (API only), nova (API, conductor,
-scheduler, compute on libvirt with ``virt_type=qemu``) and Horizon, all
+scheduler, compute on libvirt with ``virt_type=qemu``, and three more
+compute hosts on nova's fake driver: ``fleet.py``), Watcher (API,
+decision engine, applier: ``watcher.py``) and Horizon, all
 from PyPI in the Python environment this runs in (``tox -e cloud``);
 MariaDB, RabbitMQ, libvirt and qemu from Debian; everything on 127.0.0.1
 under ``$VSMTIO_CLOUD_DIR``. nova's vsmtio scheduler settings are written
@@ -27,6 +29,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import configs  # noqa: E402
+import fleet  # noqa: E402
 import grafana_check  # noqa: E402
 import horizon_panel  # noqa: E402
 import layout  # noqa: E402
@@ -34,6 +37,7 @@ import observability  # noqa: E402
 import procs  # noqa: E402
 import resources  # noqa: E402
 import services  # noqa: E402
+import watcher  # noqa: E402
 
 
 def timed(label, func, *args):
@@ -68,8 +72,12 @@ def up(args):
     timed('nova controller', services.nova_controller, nova_conf)
     timed('libvirtd', services.libvirtd)
     timed('nova-compute', services.nova_compute, nova_conf)
+    timed('fleet nova-computes', fleet.computes, nova_conf)
+    timed('availability zones', fleet.zones, conn)
     timed('images and flavors', resources.images_and_flavors, conn)
+    timed('install.rst\'s trait check', resources.trait_check, conn)
     timed('vsmtio-agent', services.agent)
+    timed('watcher', watcher.up, conn)
     timed('prometheus and aetos', observability.up, conn)
     if not args.no_horizon:
         horizon_panel.install()

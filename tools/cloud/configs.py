@@ -162,6 +162,7 @@ def nova(compute_driver):
                         instances_path=os.path.join(state, 'instances'),
                         transport_url=layout.transport_url(),
                         compute_driver=compute_driver,
+                        default_schedule_zone=layout.DEFAULT_ZONE,
                         osapi_compute_listen=layout.HOST,
                         metadata_listen=layout.HOST,
                         # TCG guests are slow to boot: nova must not give up
@@ -236,6 +237,8 @@ def agent(nova_user_password=layout.PASSWORD):
             'status_path': layout.path('run', 'vsmtio-agent-status.json'),
             'metrics_bind_host': layout.HOST,
             'metrics_port': layout.PORTS['agent-metrics'],
+            # the metrics' fqdn is nova's [DEFAULT] host, read from it
+            'nova_config_file': layout.path('etc', 'nova', 'nova.conf'),
         },
         'vsmtio_publish': {
             'enabled': 'true',

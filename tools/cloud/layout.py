@@ -17,6 +17,9 @@ BIN = os.path.dirname(sys.executable)
 HOST = '127.0.0.1'
 HOSTNAME = 'vsmtio-cloud'
 REGION = 'RegionOne'
+#: The libvirt host's availability zone: nova-api gives it to every
+#: request that names none (the fake fleet is another zone, fleet.py).
+DEFAULT_ZONE = 'vsmtio'
 #: Local-only secrets: every service listens on the loopback address and
 #: the whole cloud is removed by ``down``.
 PASSWORD = 'vsmtio-cloud'
@@ -34,6 +37,7 @@ PORTS = {
     'nova-api': 8774,
     'horizon': 8080,
     'agent-metrics': 9729,
+    'watcher-api': 9322,
     'prometheus': 9090,
     'aetos': 9095,
 }
@@ -55,7 +59,7 @@ LIBVIRT_SOCK_DIR = path('run', 'libvirt')
 LIBVIRT_URI = 'qemu:///system?socket=%s/libvirt-sock' % LIBVIRT_SOCK_DIR
 DB_SOCKET = path('run', 'mysqld.sock')
 DATABASES = ('keystone', 'glance', 'placement', 'neutron', 'nova_api',
-             'nova_cell0', 'nova')
+             'nova_cell0', 'nova', 'watcher')
 
 
 def db_url(name):

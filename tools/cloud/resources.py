@@ -9,9 +9,12 @@ import subprocess
 import time
 
 import configs
+import doc_commands
+import fleet
 import image
 import layout
 import procs
+import watcher
 
 SERVICE_USERS = ('glance', 'nova', 'placement', 'neutron', 'vsmtio')
 ENDPOINTS = (
@@ -27,11 +30,12 @@ FLAVORS = {
     'vsmtio.cpu': (1, 128, {'vsmtio:workload': 'cpu'}),
     # Retention is given only to dedicated CPUs, and only where placement
     # finds the trait (this cloud runs TCG: it has none, and tempest checks
-    # that such a flavor finds no host).
-    'vsmtio.retention': (1, 128, {
-        'vsmtio:context_retention': 'true', 'hw:cpu_policy': 'dedicated',
-        'trait:CUSTOM_VSMTIO_CONTEXT_RETENTION': 'required'}),
+    # that such a flavor finds no host). Its extra specs are set by
+    # install.rst's own command (RETENTION_FLAVOR).
+    'vsmtio.retention': (1, 128, {}),
 }
+#: The flavor install.rst's ``flavor set`` command is run on, for its name.
+RETENTION_FLAVOR = ('vsmtio.retention', 'm1.retaining')
 CLOUD = 'vsmtio-cloud'
 
 
@@ -105,8 +109,28 @@ def enable_vsmtio(nova_conf):
     procs.run(tool, 'provider-config', nova_conf)
 
 
+def doc_command(doc, *leading, **names):
+    """Run the docs' own command, as an admin of this cloud; its output.
+
+    The one command of ``doc`` starting with ``leading``
+    (:mod:`doc_commands`), with each of the docs' placeholders in
+    ``names`` (``NODE='...'``, ``{'m1.retaining': ...}``) put in, run by
+    bash in the source tree, with this cloud's credentials
+    (``clouds.yaml``) and tools first on the path.
+    """
+    line = doc_commands.one(doc, *leading)
+    for placeholder, value in names.items():
+        line = line.replace(placeholder, value)
+    env = {'PATH': layout.BIN + os.pathsep + os.environ.get('PATH', ''),
+           'OS_CLOUD': CLOUD,
+           'OS_CLIENT_CONFIG_FILE': layout.path('etc', 'clouds.yaml')}
+    print('[cloud] %s: %s' % (doc, line))
+    return procs.run('bash', '-c', line, env=env, cwd=layout.REPO,
+                     quiet=True)
+
+
 def retention_trait(conn):
-    """Define the retention trait in placement, as install.rst says.
+    """Define the retention trait in placement, with install.rst's command.
 
     A flavor requiring a trait placement has never heard of gets a 400
     from placement, and nova 34 turns that into a TypeError for a
@@ -114,8 +138,28 @@ def retention_trait(conn):
     None of the failed query) instead of NoValidHost. Defined, the trait
     is simply on no host here, and such a flavor finds no valid host.
     """
-    conn.placement.put('/traits/CUSTOM_VSMTIO_CONTEXT_RETENTION',
-                       microversion='1.6').raise_for_status()
+    doc_command('install.rst', 'openstack', 'trait', 'create')
+
+
+def trait_check(conn):
+    """install.rst's check of a host's traits, on this cloud's node.
+
+    Its placeholder NODE is the compute node's name; the node is nova's
+    (``COMPUTE_NODE``) and, under TCG, has no retention trait.
+    """
+    every = list(conn.compute.hypervisors(details=True))
+    nodes = [h.name for h in every
+             if (getattr(h, 'service_details', None) or {}).get(
+                 'host') == layout.HOSTNAME] or [h.name for h in every]
+    out = doc_command('install.rst', 'openstack', 'resource', 'provider',
+                      'trait', 'list', NODE=nodes[0])
+    if 'COMPUTE_NODE' not in out:
+        raise procs.CloudError('install.rst\'s trait check shows no '
+                               'COMPUTE_NODE trait on %s: %s'
+                               % (nodes[0], out[-500:]))
+    print('[cloud] %s: retention trait %s' % (
+        nodes[0], 'present' if 'CUSTOM_VSMTIO_CONTEXT_RETENTION' in out
+        else 'absent (TCG)'))
 
 
 def images_and_flavors(conn):
@@ -128,6 +172,9 @@ def images_and_flavors(conn):
         if specs:
             conn.compute.create_flavor_extra_specs(flavor, specs)
         flavors[name] = flavor.id
+    name, doc_name = RETENTION_FLAVOR
+    doc_command('install.rst', 'openstack', 'flavor', 'set',
+                **{doc_name: name})
     with open(layout.path('etc', 'ids'), 'w') as f:
         for work, image_id in sorted(ids.items()):
             f.write('image_%s=%s\n' % (work, image_id))
@@ -198,7 +245,12 @@ def tempest_conf(conn):
                    'filter_min_classified_vcpus': 1,
                    'image_io': known['image_io'],
                    'image_cpu': known['image_cpu'],
-                   'publish_timeout': 180},
+                   'publish_timeout': 180,
+                   'fleet_zone': fleet.ZONE,
+                   'watcher': 'true',
+                   # the audit is retried until the model, rebuilt every
+                   # MODEL_PERIOD seconds, has seen the departures
+                   'watcher_audit_timeout': 20 * watcher.MODEL_PERIOD},
     })
     return workspace
 

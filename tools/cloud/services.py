@@ -11,6 +11,7 @@ import shutil
 import subprocess
 
 import configs
+import doc_commands
 import layout
 import procs
 
@@ -122,11 +123,12 @@ def rabbitmq():
     procs.wait_port('rabbitmq', layout.PORTS['rabbit'], proc, timeout=180)
 
 
-def wsgi(name, app, port, env, threads=4):
+def wsgi(name, app, port, env, threads=4, argv=()):
     """A WSGI application under uWSGI (as devstack runs them).
 
     uWSGI, unlike gunicorn, leaves the application a ``sys.argv`` without
-    server options, which neutron's oslo.config parsing needs.
+    server options, which neutron's oslo.config parsing needs; ``argv``
+    is what the application finds after its name there.
     """
     proc = procs.start(name, [
         bin_('uwsgi'), '--http-socket', '%s:%d' % (layout.HOST, port),
@@ -134,7 +136,8 @@ def wsgi(name, app, port, env, threads=4):
         '--threads', str(threads), '--enable-threads', '--lazy-apps',
         '--die-on-term', '--need-app', '--buffer-size', '65535',
         '--http-timeout', '300', '--add-header', 'Connection: close',
-        '--procname-prefix', name + ' ', '--worker-reload-mercy', '5'],
+        '--procname-prefix', name + ' ', '--worker-reload-mercy', '5']
+        + (['--pyargv', ' '.join(argv)] if argv else []),
         env=env)
     procs.wait_http(name, port, proc, timeout=180)
     return proc
@@ -166,10 +169,13 @@ def glance():
                              'glance-api-paste.ini'), etc)
     procs.run(bin_('glance-manage'), '--config-file', conf, 'db_sync',
               quiet=True)
-    # the project's metadefs (what Horizon's metadata dialogs offer)
-    procs.run(bin_('glance-manage'), '--config-file', conf,
-              'db_load_metadefs', os.path.join(layout.REPO, 'etc',
-                                               'metadefs'), quiet=True)
+    # the project's metadefs (what Horizon's metadata dialogs offer), by
+    # install.rst's own command, in the source tree as it says
+    line = doc_commands.one('install.rst', 'glance-manage')
+    procs.run('bash', '-c', line.replace('glance-manage', '%s --config-file '
+                                         '%s' % (bin_('glance-manage'), conf),
+                                         1),
+              cwd=layout.REPO, quiet=True)
     wsgi('glance-api', 'glance.wsgi.api:application',
          layout.PORTS['glance'], {'OS_GLANCE_CONFIG_DIR': etc})
 

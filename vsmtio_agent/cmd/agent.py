@@ -152,7 +152,7 @@ class AgentService(_service_base().ServiceBase):
         for item in host.missing:
             LOG.info('host lacks: %s', item)
         self.agent = agent_mod.Agent(self.conf, self.driver)
-        self.collector = metrics.AgentCollector()
+        self.collector = metrics.AgentCollector(metrics.host_name(opts))
         if opts.metrics_port:
             try:
                 _reg, self.metrics_server = metrics.serve(

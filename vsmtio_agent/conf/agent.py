@@ -44,7 +44,7 @@ driver_opts = [
                       'timeout, ``max_timeout_us``, and two idle entries '
                       'at ``guard_io_halt_rate``), and the agent\'s own CPU '
                       'time grows with the rate of periods. Not longer: '
-                      'the guard\'s probe and each LTCR trial last '
+                      'the guard\'s probe lasts at least '
                       '2 x ``guard_probe_pairs`` periods (1.6 s at 0.1 s) '
                       'and MIST acts after ``mist_act_periods`` (0.3 s), '
                       'so longer periods judge across more changes of '
@@ -61,16 +61,20 @@ ltcr_opts = [
                     'reschedule a vCPU on this host (VM exit, context '
                     'switch, L1D flush, IPI). The retention timeout never '
                     'starts below it: a retention that short is always '
-                    'cheaper than the switch it avoids (paper §4.2).'),
+                    'cheaper than the switch it avoids (paper §4.2). With '
+                    'the guard it is where each VM\'s timeout search '
+                    'starts, on a ladder of doubling steps between '
+                    '``min_timeout_us`` and ``max_timeout_us``.'),
     cfg.IntOpt('initial_timeout_us',
                default=200, min=1, max=1000000,
-               help='Initial context-retention timeout in microseconds. '
-                    'The effective initial value is the larger of this and '
+               help='Initial context-retention timeout in microseconds '
+                    'of LTCR\'s Algorithm 1 (the guard off). The effective '
+                    'initial value is the larger of this and '
                     '``reschedule_cost_us``.'),
     cfg.IntOpt('min_timeout_us',
                default=10, min=1, max=1000000,
-               help='Lower bound of the retention timeout LTCR may choose, '
-                    'in microseconds.'),
+               help='Lower bound of the retention timeout LTCR or the '
+                    'guard\'s search may choose, in microseconds.'),
     cfg.StrOpt('ltcr_measure',
                default='throughput', choices=[
                    ('throughput', 'judge CPU-bound vCPUs by instructions '
@@ -82,13 +86,13 @@ ltcr_opts = [
                     'baseline. IPC cannot see the hyperthread time a '
                     'retention takes from CPU-bound vCPUs, so the paper\'s '
                     'measure can accept longer timeouts while CPU-bound '
-                    'throughput falls (doc/source/policy.rst). With the '
-                    'guard and this measure, a trial is a probe of '
-                    'guard_probe_pairs pairs of periods, kept only when '
-                    'no class is slower and one is significantly faster.'),
+                    'throughput falls (doc/source/policy.rst). LTCR runs '
+                    'only with the guard off; the guard searches each '
+                    'VM\'s timeout itself.'),
     cfg.IntOpt('max_timeout_us',
                default=5000, min=1, max=10000000,
-               help='Upper bound of the retention timeout LTCR may choose, '
+               help='Upper bound of the retention timeout LTCR or the '
+                    'guard\'s search may choose, '
                     'in microseconds. Retentions longer than a few '
                     'milliseconds cost their vCPU more timeslice than they '
                     'save (paper §3).'),
@@ -176,45 +180,65 @@ rass_opts = [
 guard_opts = [
     cfg.BoolOpt('guard',
                 default=True,
-                help='Keep each mechanism (context retention, the RASS '
-                     'sibling split, borrowing) only where probe periods '
-                     'show it leaves neither class worse than the '
-                     'objective (guard_cpu_min, guard_io_min) and one '
-                     'class better. Off applies every mechanism always, as '
-                     'the paper does.'),
+                help='Keep each mechanism (context retention for each '
+                     'VM, at the timeout the guard searches for it; the '
+                     'RASS sibling split; borrowing) only where probe '
+                     'periods show that every VM keeps its floor '
+                     '(guard_cpu_min for a VM that computes, guard_io_min '
+                     'for one that serves) and the VMs gain. Off applies '
+                     'every mechanism always, with one timeout tuned by '
+                     'LTCR\'s Algorithm 1, as the paper does.'),
     cfg.FloatOpt('guard_cpu_min',
                  default=0.97, min=0.5, max=1.5,
-                 help='The objective for CPU-bound vCPUs: a mechanism is '
-                      'kept only if their instructions per second with it '
-                      'are at least this share of those without it.'),
+                 help='The floor of each VM that computes: a mechanism is '
+                      'kept only if the instructions its vCPUs retire per '
+                      'second with it are at least this share of those '
+                      'without it (its mean, and not shown below).'),
     cfg.FloatOpt('guard_io_min',
                  default=1.0, min=0.5, max=1.5,
-                 help='The objective for I/O-bound vCPUs: a mechanism is '
-                      'kept only if the requests they serve per second '
-                      'with it are at least this share of those without '
+                 help='The floor of each VM that serves: a mechanism is '
+                      'kept only if what the VM serves per second with it '
+                      '(its block requests and network packets) is not '
+                      'shown below this share of what it serves without '
                       'it.'),
     cfg.IntOpt('guard_probe_pairs',
                default=8, min=2, max=64,
                help='Periods with and without a mechanism compared in one '
                     'probe (even: they run in ABBA order). More pairs '
                     'detect smaller effects and cost more periods run '
-                    'without the mechanism. LTCR\'s trials of a timeout '
-                    '(ltcr_measure = throughput) are as long.'),
+                    'without the mechanism. A probe whose result for a '
+                    'computing VM is undecided runs on, up to three times '
+                    'as long.'),
     cfg.FloatOpt('guard_confidence',
                  default=0.9, min=0.6, max=0.999,
                  help='Confidence of the one-sided t-tests that decide '
-                      'whether a class gained or lost in a probe.'),
+                      'whether a VM lost and the VMs gained in a probe '
+                      '(shared among the VMs the probe judges).'),
     cfg.IntOpt('guard_retest_periods',
                default=150, min=10, max=100000,
                help='Periods between two probes: each kept mechanism is '
                     'retested in turn, and a dropped one is retried after '
-                    'this many periods, doubling up to eight times.'),
+                    'this many periods, doubling up to four times that.'),
+    cfg.ListOpt('guard_weight_factors',
+                item_type=types.FiniteFloat(min=1.01, max=100.0),
+                default=['2', '4'],
+                help='Factors the guard tries on a light serving VM\'s '
+                     'cgroup CPU weight (cpu.weight, what the flavor\'s '
+                     '``quota:cpu_shares`` sets), a stock host\'s lever: '
+                     'its wake-ups then take precedence over computing '
+                     'vCPUs. Kept per VM, like retention, only where every '
+                     'VM keeps its floor and the VMs gain; a VM is light '
+                     'while its vCPUs run at most half the period, so the '
+                     'weight buys precedence, not CPU time. Only on a host '
+                     'driver that sets VM weights (its ``vm_weights`` '
+                     'capability). Empty turns the lever off.'),
     cfg.FloatOpt('guard_io_halt_rate',
                  default=20.0, min=0.0, max=1000000.0,
-                 help='Idle entries per second from which a vCPU counts '
-                      'as I/O-bound when the guard measures the classes '
-                      '(a request loop idles once per request; a CPU-bound '
-                      'vCPU never does).'),
+                 help='Idle entries (or context retentions) per second, '
+                      'on average over its vCPUs, from which a VM counts '
+                      'as serving when the guard judges it (a request loop '
+                      'idles once per request; a computing vCPU never '
+                      'does).'),
 ]
 
 

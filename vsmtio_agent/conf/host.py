@@ -101,6 +101,21 @@ metrics_opts = [
     cfg.PortOpt('metrics_port',
                 default=9729,
                 help='TCP port of the OpenMetrics endpoint; 0 disables it.'),
+    cfg.HostDomainOpt('metrics_host',
+                      sample_default='<nova-compute\'s [DEFAULT] host>',
+                      help='This compute host\'s name as nova knows it, '
+                           'which the metrics carry in their ``fqdn`` '
+                           'label: OpenStack Watcher and the dashboard '
+                           'join them with nova\'s hosts by it. Unset: '
+                           '``[DEFAULT] host`` of ``nova_config_file`` '
+                           'where it is readable and set there, else this '
+                           'machine\'s host name (nova\'s own default for '
+                           'it).'),
+    cfg.StrOpt('nova_config_file',
+               default='/etc/nova/nova.conf',
+               help='nova-compute\'s configuration file on this host, read '
+                    '(only its ``[DEFAULT] host``) when ``metrics_host`` '
+                    'is unset.'),
 ]
 
 ALL_OPTS = types.finite(libvirt_opts + host_opts + metrics_opts)

@@ -19,15 +19,17 @@ AUTH_GROUP = 'vsmtio_publish_auth'
 opts = types.finite([
     cfg.BoolOpt('enabled',
                 default=False,
-                help='Publish each instance\'s measured class and headline '
-                     'rates as server metadata (``vsmtio:*`` keys) through '
+                help='Publish each instance\'s signed measured class as '
+                     'server metadata (``vsmtio:measured_class``) through '
                      'the compute API, with the credentials of the '
-                     '``[vsmtio_publish_auth]`` group.'),
+                     '``[vsmtio_publish_auth]`` group, for the scheduler '
+                     'to count. The agent\'s other measurements are in '
+                     'its metrics only.'),
     cfg.FloatOpt('interval',
                  default=60.0, min=5.0, max=86400.0,
                  help='Seconds between two rounds for one instance: the '
-                      'agent reads back the instance\'s ``vsmtio:*`` '
-                      'metadata (one compute API call) and writes what '
+                      'agent reads back the instance\'s metadata (one '
+                      'compute API call) and writes what '
                       'differs from what it measured (a second call), '
                       'repairing a value someone else wrote. Keep it below '
                       'half of ``measured_class_lifetime``.'),
@@ -36,8 +38,8 @@ opts = types.finite([
                help='The secret the measured class is signed with: the '
                     'value of nova-compute\'s ``[vsmtio] '
                     'measured_class_secret``. Unset: the class is not '
-                    'published (the rates still are), since nova-compute '
-                    'would ignore an unsigned class.'),
+                    'published, since nova-compute would ignore an '
+                    'unsigned class.'),
     cfg.IntOpt('measured_class_lifetime',
                default=3600, min=300, max=workload.MAX_LIFETIME,
                help='Seconds a signed measured class stays valid. The '
@@ -74,8 +76,8 @@ def _groups():
     return (
         cfg.OptGroup(
             GROUP, title='vsmtio agent: measured state publishing',
-            help='The agent publishes each instance\'s measured class '
-                 'and headline rates as ``vsmtio:*`` server metadata.'),
+            help='The agent publishes each instance\'s signed measured '
+                 'class as server metadata, for the scheduler.'),
         cfg.OptGroup(
             AUTH_GROUP, title='vsmtio agent: compute API credentials',
             help='keystoneauth1 options of the user the agent publishes '

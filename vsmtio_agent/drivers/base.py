@@ -38,12 +38,17 @@ class HostMode:
     vSMT-IO patches: real retention timeout and RASS knobs) or ``stock``
     (LTCR tunes halt polling where writable; RASS becomes pinning).
     ``missing`` lists what would be needed for the fuller mode.
+    ``knobs`` names, for the policy engine, the levers the driver turns:
+    ``retention`` (a retention timeout), ``per_vm_retention`` (one per
+    VM: ``Decision.timeouts``), ``vm_weights`` (``Decision.weights``); a
+    mechanism whose lever is missing is never tried.
     """
 
     mode: str
     reason: str
     capabilities: tuple = ()
     missing: tuple = ()
+    knobs: frozenset = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,6 +133,22 @@ class HostDriver(metaclass=abc.ABCMeta):
 
         The default (a host without threads of its own, the simulated
         one) knows none.
+        """
+        return {}
+
+    def preview(self, decision):
+        """What :meth:`apply` would change, one line each; writes nothing.
+
+        For ``--dry-run``, which lists the changes it does not make. The
+        default (a host that cannot say before it applies) lists none.
+        """
+        return ()
+
+    def domain_names(self):
+        """``{domain: name}`` the operator knows each domain by.
+
+        For ``status`` and the log: nova's server name where the host
+        knows it. The default knows none (the domain's id stands in).
         """
         return {}
 

@@ -36,14 +36,18 @@ class SimulatedHostDriver(base.HostDriver):
 
     def describe(self):
         sim = self.simulation
-        caps = ('topology', 'counters')
+        caps = ('topology', 'counters', 'vm_weights')
+        # a VM's cgroup weight is a stock host's lever: every kernel model
+        knobs = {'vm_weights'}
         if sim.kernel.agent:
-            caps += ('retention_timeout', 'rass_placement')
+            caps += ('retention_timeout', 'per_vm_retention',
+                     'rass_placement')
+            knobs |= {'retention', 'per_vm_retention'}
         return base.HostMode(
             'simulated',
             'simulated SMT host: scenario %s, kernel model %s, %d cores'
             % (sim.scenario.name, sim.kernel.name, sim.scenario.cores),
-            capabilities=caps)
+            capabilities=caps, knobs=frozenset(knobs))
 
     def topology(self):
         return self.simulation.topology
@@ -60,8 +64,10 @@ class SimulatedHostDriver(base.HostDriver):
 
     def apply(self, decision):
         if not self.simulation.kernel.agent:
+            # the VMs' weights are a stock host's lever; nothing else is
+            weighted = self.simulation.set_vm_weights(decision.weights)
             return base.ApplyResult(
-                unchanged=1 + len(decision.placements),
+                applied=weighted, unchanged=1 + len(decision.placements),
                 messages=('kernel model %s has no vSMT-IO knobs'
                           % self.simulation.kernel.name,))
         changed, unchanged, messages = self.simulation.apply(decision)
@@ -73,3 +79,4 @@ class SimulatedHostDriver(base.HostDriver):
         # (placements die with the simulation).
         self.simulation.timeout_ns = self._initial_timeout
         self.simulation.vm_timeouts = None
+        self.simulation.set_vm_weights({})

@@ -4,12 +4,14 @@ Each period: the Workload Adjuster may swap vCPUs between cores (§4.4);
 RASS classifies every core's vCPUs and plans their hyperthreads (§4.3);
 LTCR judges the period it just saw and picks the next retention timeout
 (§4.2). The guard (:mod:`vsmtio_agent.policy.guard`) decides which of the
-mechanisms (retention, the sibling split, borrowing) are in force: LTCR
-tunes the timeout only in periods the guard is not probing, and only while
-retention is kept. Without the guard (the paper-literal configuration)
-every mechanism is always on. The engine keeps only what the next step
-needs (each vCPU's core, the roles in force, Algorithm 1's and the guard's
-state) and does no I/O.
+mechanisms (retention per VM and its timeout, the sibling split,
+borrowing) are in force, and searches each VM's timeout itself; without
+it (the paper-literal configuration) every mechanism is always on and
+LTCR's Algorithm 1 tunes one host-wide timeout. A mechanism whose
+precondition the host lacks is never in force, guard or not: the split
+and borrowing need SMT siblings. The engine keeps only what the next
+step needs (each vCPU's core, the roles in force, Algorithm 1's or the
+guard's state) and does no I/O.
 """
 
 import dataclasses
@@ -46,21 +48,30 @@ class Params:
     trust_domain: str = trust_mod.ANY
 
     @classmethod
-    def from_conf(cls, conf):
+    def from_conf(cls, conf, per_vm=False, weights=False, retention=True):
+        """The engine's parameters.
+
+        ``per_vm``: the host sets a retention timeout per VM; ``weights``:
+        it sets VMs' CPU weights (the guard's weight lever);
+        ``retention``: it has a retention timeout at all.
+        """
         opts = conf.vsmtio_agent
+        bounds = ltcr.Bounds(
+            initial_ns=opts.initial_timeout_us * US,
+            min_ns=opts.min_timeout_us * US,
+            max_ns=opts.max_timeout_us * US,
+            reschedule_cost_ns=opts.reschedule_cost_us * US)
         return cls(
-            bounds=ltcr.Bounds(
-                initial_ns=opts.initial_timeout_us * US,
-                min_ns=opts.min_timeout_us * US,
-                max_ns=opts.max_timeout_us * US,
-                reschedule_cost_ns=opts.reschedule_cost_us * US),
+            bounds=bounds,
             adjuster_std_threshold=opts.adjuster_std_threshold,
             adjuster_min_mean_gap=opts.adjuster_min_mean_gap,
             adjuster_max_swaps=opts.adjuster_max_swaps,
             io_min_retention_rate=opts.io_min_retention_rate,
             ltcr_measure=opts.ltcr_measure,
-            guard=(guard_mod.Params.from_conf(conf) if opts.guard
-                   else None),
+            guard=(guard_mod.Params.from_conf(conf, bounds, per_vm,
+                                              weights=weights,
+                                              retention=retention)
+                   if opts.guard else None),
             fair_share=opts.fair_share,
             split_share=opts.split_share,
             trust_domain=opts.trust_domain,
@@ -107,22 +118,20 @@ class PolicyEngine(object):
     def __init__(self, topology, params):
         if not topology.cores:
             raise ValueError('the topology has no cores')
+        # RASS's split and borrowing need SMT siblings: on a host without
+        # them, a "split" would stack vCPUs on one CPU while another idles
+        self.smt = any(len(core.threads) > 1 for core in topology.cores)
+        if params.guard is not None and params.guard.smt != self.smt:
+            params = dataclasses.replace(params, guard=dataclasses.replace(
+                params.guard, smt=self.smt))
         self.topology = topology
         self.params = params
-        self.ltcr = ltcr.start(params.bounds,
-                               anchored=params.guard is not None)
+        self.ltcr = ltcr.start(params.bounds)
         self.guard = guard_mod.start() if params.guard else None
-        # with the guard, the product's LTCR judges a trial by a probe block
-        self._ltcr_test = (ltcr.step_test(params.guard)
-                           if params.guard is not None
-                           and params.ltcr_measure == ltcr.THROUGHPUT
-                           else None)
         self.assignment = {}
         self.roles = {}
         self.split_cores = ()       # the cores split for the next period
         self._split_taken = ()      # every core taken while the split is kept
-        # whether the period being run is LTCR's own (its data counts)
-        self._ltcr_period = self.guard is None
         self.mist_states = {}     # MIST's detector memory, per domain
         self.mist_verdicts = {}   # its last verdict per reserved domain
         # {core id: {role: rass.placement}}, every one a vCPU can have
@@ -143,23 +152,61 @@ class PolicyEngine(object):
         self._last_placements = {}    # the last decision's, by ref
 
     @property
+    def _possible(self):
+        """Every mechanism this host can have (no split without SMT)."""
+        if self.smt:
+            return frozenset(guard_mod.MECHANISMS)
+        return frozenset((guard_mod.RETENTION,))
+
+    @property
     def kept(self):
         """The mechanisms the guard keeps (in force outside its probes)."""
         if self.guard is None:
-            return frozenset(guard_mod.MECHANISMS)
-        return self.guard.kept
+            return self._possible
+        return frozenset(self.guard.kept.names())
 
     @property
     def mechanisms(self):
         """The mechanisms in force for the period being run."""
         if self.guard is None:
-            return frozenset(guard_mod.MECHANISMS)
-        return self.guard.in_force
+            return self._possible
+        return frozenset(self.guard.in_force.names())
+
+    @property
+    def timeouts(self):
+        """``{domain: ns}`` of the VMs retaining now, None: host-wide."""
+        g = self.params.guard
+        if g is None or not g.per_vm:
+            return None
+        return dict(self.guard.in_force.timeouts)
+
+    @property
+    def weights(self):
+        """``{domain: factor}`` on the VMs' CPU weights in force now."""
+        if self.guard is None:
+            return {}
+        return dict(self.guard.in_force.weights)
 
     @property
     def timeout_ns(self):
-        """The retention timeout in force now."""
-        return self.ltcr.effective_ns
+        """The retention timeout in force now (the longest, per VM)."""
+        g = self.params.guard
+        if g is None:
+            return self.ltcr.effective_ns
+        found = [ns for _vm, ns in self.guard.in_force.timeouts]
+        return max(found) if found else g.start_ns
+
+    def first_decision(self):
+        """The decision before any sample: the switches, no placement.
+
+        With the guard nothing is kept yet, so no VM retains; without
+        it, retention at Algorithm 1's initial timeout.
+        """
+        return model.Decision(
+            timeout_ns=self.timeout_ns, timeouts=self.timeouts,
+            weights=self.weights,
+            placements={}, retention=guard_mod.RETENTION in self.mechanisms,
+            split=False, borrow=guard_mod.BORROW in self.mechanisms)
 
     def _least_loaded_core(self, assignment, stats):
         load = {core.core_id: 0 for core in self.topology.cores}
@@ -185,7 +232,8 @@ class PolicyEngine(object):
             assignment[ref] = core
         return assignment
 
-    def step(self, stats, vms=None, tenancy=None, core_scheduling=None):
+    def step(self, stats, vms=None, tenancy=None, core_scheduling=None,
+             served=None):
         """The :class:`~vsmtio_agent.model.Decision` for the next period.
 
         ``vms`` (``{domain: mist.VmPeriod}``, from :func:`mist.observe`)
@@ -194,16 +242,17 @@ class PolicyEngine(object):
         whether the host fences VMs by core scheduling): with the
         ``trust_domain`` rule they say which vCPUs may share a core
         (:mod:`~vsmtio_agent.policy.trust`), and no core the split
-        covers, no swap, holds vCPUs of two trust domains.
+        covers, no swap, holds vCPUs of two trust domains. ``served``
+        (``{domain: requests and packets per second}``) is what the guard
+        judges a serving VM by.
         """
         trust = trust_mod.keys(self.params.trust_domain, stats,
                                tenancy or {}, core_scheduling)
-        ltcr_owned = self._ltcr_period      # was the period just run LTCR's?
         # in a period run without retention (a probe's B arm, or retention
         # dropped) retention rates are zero: they say nothing of a vCPU's
         # class, so RASS holds the roles it planned before
         retained = guard_mod.RETENTION in self.mechanisms
-        self._guard_step(stats)
+        self._guard_step(stats, served)
         active = self.mechanisms
         share = (self.guard.split_share if self.guard is not None
                  else self.params.split_share)
@@ -211,13 +260,14 @@ class PolicyEngine(object):
                                          trust)
         by_core = _group(assignment, stats)
         roles = self._classify(by_core, retained)
-        # LTCR judges the period just run, if it was its own, under the
+        # without the guard, LTCR judges the period just run under the
         # roles planned for it (a new vCPU: the role it has now)
-        self._ltcr_step(stats, roles, ltcr_owned)
+        self._ltcr_step(stats, roles)
         placements = self._place(assignment, roles)
         self._split(by_core, roles, share, active,
                     trust_mod.mixed(assignment, trust))
-        return model.Decision(timeout_ns=self.ltcr.effective_ns,
+        return model.Decision(timeout_ns=self.timeout_ns,
+                              timeouts=self.timeouts, weights=self.weights,
                               placements=placements, swaps=swaps,
                               retention=guard_mod.RETENTION in active,
                               split=guard_mod.SPLIT in active,
@@ -225,18 +275,11 @@ class PolicyEngine(object):
                               split_cores=frozenset(self.split_cores),
                               protect=self._mist_step(vms))
 
-    def _guard_step(self, stats):
-        """The guard's step; LTCR verified or rolled back by its block."""
-        if self.guard is None:
-            return
-        self.guard = guard_mod.step(self.guard, self.params.guard, stats)
-        block = self.guard.finished
-        if block is not None and block.tests_retention:
-            # the guard judged retention at the timeout LTCR left it at:
-            # that timeout is verified, or LTCR goes back to the last one
-            # that was (ltcr.LtcrState.anchor_ns)
-            self.ltcr = (ltcr.verified(self.ltcr) if block.passed
-                         else ltcr.rolled_back(self.ltcr))
+    def _guard_step(self, stats, served):
+        """The guard's step (it chooses every timeout itself)."""
+        if self.guard is not None:
+            self.guard = guard_mod.step(self.guard, self.params.guard, stats,
+                                        served)
 
     def _assign(self, stats, share, active, retained, trust):
         """Each vCPU's core for the next period, and the adjuster's swaps.
@@ -291,22 +334,16 @@ class PolicyEngine(object):
                 self._threads[core_id] if p.fair_share else None, held))
         return roles
 
-    def _ltcr_step(self, stats, roles, ltcr_owned):
-        """LTCR's judgement of the period just run, if it was its own."""
+    def _ltcr_step(self, stats, roles):
+        """LTCR's judgement of the period just run (without the guard)."""
         p = self.params
-        if ltcr_owned:
+        if self.guard is None:
             # a ref only in the planned roles is gone, so never looked up
             measured_roles = {**roles, **self.roles}
             self.ltcr = ltcr.step(
                 self.ltcr, p.bounds,
                 ltcr.performance(stats, measured_roles, p.ltcr_measure),
-                p.ltcr_measure, self._ltcr_test)
-        if self.guard is not None:
-            self._ltcr_period = (not self.guard.probing
-                                 and guard_mod.RETENTION
-                                 in self.guard.in_force)
-            if not self._ltcr_period:
-                self.ltcr = ltcr.hold(self.ltcr)
+                p.ltcr_measure)
 
     def _place(self, assignment, roles):
         """``{ref: placement}``, by ref; remembers the assignment and roles.
@@ -341,6 +378,8 @@ class PolicyEngine(object):
             self._split_taken = ()
         n = rass.split_count(len(self.topology.cores),
                              share if guard_mod.SPLIT in active else 0.0)
+        if not self.smt:
+            n = 0
         if n:
             order = rass.split_order(by_core, roles, self._split_taken)
             self._split_taken = tuple(order[:max(n, len(self._split_taken))])

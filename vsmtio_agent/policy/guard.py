@@ -1,137 +1,316 @@
 """The guard: a mechanism stays on only where measurement shows it helps.
 
-The product's promise is that it never leaves a host worse. vSMT-IO's
-mechanisms can: a retention holds a hyperthread a CPU-bound vCPU could have
-used, the sibling split halves the threads CPU-bound vCPUs get when I/O is
-light, borrowing puts a CPU-bound vCPU where an I/O-bound one is about to
-wake. So the guard tests each mechanism against what the host does without
-it, on this host's own workloads, and keeps it only if neither class loses
-beyond the operator's objective and at least one gains.
+The product's promise is that it never leaves a host or a tenant worse.
+vSMT-IO's mechanisms can: a retention holds a hyperthread a computing
+vCPU could have used, the sibling split halves the threads computing
+vCPUs get when I/O is light, borrowing puts a computing vCPU where a
+serving one is about to wake. So the guard tests each mechanism against
+what the host does without it, on this host's own workloads, and keeps it
+only where every VM keeps its floor and the tenants gain
+(:mod:`vsmtio_agent.policy.probe_stats` holds the tests).
 
-A test is a *probe block*: ``2 * pairs`` periods that alternate the
-candidate configuration (A) and the same without the mechanism (B) in
-ABBA order, so a drift in load weighs on both arms alike. Each period gives
-the CPU-bound class's instructions per second and the I/O-bound class's
-requests per second (idle entries, see :class:`~vsmtio_agent.model.
-VcpuCounters`). The log-ratios of the adjacent A/B periods are tested with
-a one-sided t-test (each class at half the significance level: two are
-tested):
+A test is a *probe block*: ``2 * pairs`` periods (up to ``2 * max_pairs``
+while a computing VM's result is undecided) that alternate the candidate
+configuration (A) and the same without the mechanism (B) in ABBA order,
+so a drift in load weighs on both arms alike. Each VM is classed at the
+block's start, from what does not depend on the mechanisms (a VM whose
+vCPUs idle at least ``io_halt_rate`` times a second serves; the others
+compute), and measured by its own throughput.
 
-- a mechanism is *added* when the CPU-bound class is shown (the lower
-  confidence bound of its ratio) to keep at least ``cpu_min``, the
-  I/O-bound class's mean ratio meets ``io_min`` and is not significantly
-  below it, and one class is significantly faster: the burden of proof is
-  on the mechanism;
-- a kept mechanism is *retested* every ``retest_periods`` by the same
-  test, the objective relaxed by ``hysteresis`` for the test of a loss
-  (and when a retest drops one, what stays kept is retested against the
-  bare host at once: it was verified with what just went);
-  it is dropped at once when a class loses beyond that, and after two
-  failed retests in a row when it only stopped showing a gain or a class's
-  mean fell short of the objective itself (a noisy period does not flip
-  it, and nothing stays kept below the objective);
-- a dropped mechanism is retried after an exponential back-off (one that
-  made a class lose waits the longest back-off at once), and a
-  retry must clear the I/O objective by the ``hysteresis``: the band works
-  both ways, so a mechanism whose true effect sits just below the
-  objective is not re-added by every noisy probe that lands above it
-  (and kept, costing its class, until the next retest drops it again).
+**Mechanisms are per VM where the host allows it.** Retention is kept or
+dropped, and its timeout chosen, for each serving VM on its own (the
+simulated kernel; a host whose kernel has one timeout for every guest
+tests them all together, as the VM ``*``). A VM's timeout is *searched*
+on a ladder of doubling rungs from the cost of a deschedule
+(``reschedule_cost_us``): retention is first tried there, a refusal tries
+the next rung down (shorter retentions cost the neighbours less), and a
+kept VM explores one rung down, then one up, each judged against the same
+bare arm (the VM not retaining) and kept only if it beats its current
+rung's gain. A VM explores again after each retest: exploration is
+periodic, its cost the A arms of a probe that does not pay. The sibling
+split (graded by the share of cores it covers) and borrowing are
+host-wide and judged against the bare host, so the computing VMs' losses
+never add up step by step.
 
-The classes are fixed for the whole block from what does not depend on
-the mechanisms (a vCPU that idles at least ``io_halt_rate`` times a second
-is I/O-bound), so both arms are measured on the same vCPUs. A class that
-cannot be measured (no instruction counter: no PMU) cannot be shown not to
-lose, so no mechanism is kept while CPU-bound vCPUs are present.
+**Kept, retested, dropped.** A kept mechanism is retested every
+``retest_periods`` by the same test with the floors relaxed by
+``hysteresis`` for the test of a loss; it is dropped at once when a VM
+loses, and after two failed retests in a row when it only stopped
+showing a gain or a VM's mean fell short of its floor. A dropped
+mechanism is retried after an exponential back-off from
+``retest_periods`` up to ``max_backoff`` times that, and a retry's gain
+must clear the hysteresis. Every ``baseline_every`` retests the whole
+kept configuration is tested against the bare host, which catches what
+no single retest can (a mechanism kept when the host was another); so is
+every per-VM addition that joins anything else kept, at once, since its
+own block only compared it with what was kept before it: the floors are
+each VM's against the bare host, and costs kept one at a time must not
+add up past them.
 
-Mechanisms depend on each other: RASS's split classifies by retention rate
-and borrowing needs the split. A mechanism is tested only when what it
-needs is kept, and dropping one drops what needs it. The guard is pure:
-samples in, state out. This module is its state machine (what to probe,
-when, what is kept); the tests of a block are
-:mod:`vsmtio_agent.policy.probe_stats`.
+**After-effects.** Every drop is followed by ``2 * pairs`` periods of
+the configuration now in force, compared VM by VM with what the host did
+under it before the probe (or, for a retest, with the probe's B arms):
+a VM still below ``after_min`` of that, beyond doubt, means removing the
+mechanism did not restore the host. That is reported loudly (the verdict
+is an ``after_effect`` the status, metrics and log show) and the
+mechanism is held off for the longest back-off.
+
+A VM that cannot be measured (no instruction counter: no PMU) cannot be
+shown not to lose, so no mechanism is probed while a computing VM is
+blind. The guard is pure: samples in, state out.
 """
 
 import dataclasses
+import math
 from typing import Optional
 
 from vsmtio_agent.policy import probe_stats
 
 
 RETENTION = 'retention'
+# a serving VM's cgroup CPU weight raised by a factor: a stock host's lever
+WEIGHT = 'weight'
+PER_VM = (RETENTION, WEIGHT)
 SPLIT = 'split'
 BORROW = 'borrow'
 # The split is graded: it starts on an eighth of the cores (those where
-# I/O-bound vCPUs wait longest, rass.split_order) and widens a step at a
-# time while the wider split still meets the objective against no split
-# at all, so the CPU side's losses never add up step by step.
+# serving vCPUs wait longest, rass.split_order) and widens a step at a
+# time while the wider split still keeps every floor against the bare host
+# and gains over the narrower one.
 SPLIT_QUARTER = 'split-1/4'
 SPLIT_HALF = 'split-1/2'
 SPLIT_ALL = 'split-all'
 WIDER = (SPLIT_QUARTER, SPLIT_HALF, SPLIT_ALL)
 SHARES = {SPLIT: 0.125, SPLIT_QUARTER: 0.25, SPLIT_HALF: 0.5,
           SPLIT_ALL: 1.0}
-MECHANISMS = (RETENTION, SPLIT, BORROW) + WIDER
-REQUIRES = {SPLIT: RETENTION, BORROW: SPLIT, SPLIT_QUARTER: SPLIT,
-            SPLIT_HALF: SPLIT_QUARTER, SPLIT_ALL: SPLIT_HALF}
+HOST_WIDE = (SPLIT, BORROW) + WIDER
+MECHANISMS = PER_VM + HOST_WIDE
+REQUIRES = {BORROW: SPLIT, SPLIT_QUARTER: SPLIT, SPLIT_HALF: SPLIT_QUARTER,
+            SPLIT_ALL: SPLIT_HALF}      # and the split needs a retention
 BUNDLE = {SPLIT: (BORROW,)}        # added together, retested apart
+# the whole kept configuration against the bare host
+BASELINE = 'baseline'
+# the retention key of a host whose kernel has one timeout for all guests
+ALL_VMS = '*'
 
 HOLD = 'hold'
 PROBE = 'probe'
+AFTER = 'after'
 ABBA = (True, False, False, True)       # A = with the mechanism
+DOWN = 'down'
+UP = 'up'
 
-# the verdict of a probe block and how it is reached
+SERVING = probe_stats.SERVING
+COMPUTING = probe_stats.COMPUTING
 Verdict = probe_stats.Verdict
-judge = probe_stats.judge
 
 
 @dataclasses.dataclass(frozen=True)
 class Params:
-    """The operator's objective and the probing schedule."""
+    """The operator's floors and the probing schedule."""
 
     cpu_min: float = 0.97
     io_min: float = 1.0
     pairs: int = 8
+    max_pairs: int = 24
     confidence: float = 0.9
     hysteresis: float = 0.01
     retest_periods: int = 150
-    max_backoff: int = 8
+    max_backoff: int = 4
     io_halt_rate: float = 20.0
+    after_min: float = 0.95
+    baseline_every: int = 4
+    # the retention timeout ladder, ns, ascending, and the rung first tried
+    rungs: tuple = (50000, 100000, 200000, 400000, 800000)
+    start_ns: int = 50000
+    # the factors a light serving VM's CPU weight is tried at (none: off)
+    weight_factors: tuple = (2.0, 4.0)
+    # a serving VM is light (its weight may be raised) while its vCPUs
+    # run at most this share of the period on average: a raised weight
+    # then buys its wake-ups precedence, not CPU time it would compute
+    light_utilisation: float = 0.5
+    per_vm: bool = True
+    smt: bool = True
+    # the host has a retention timeout to turn (else only the weights)
+    retention: bool = True
 
     def __post_init__(self):
         if self.pairs < 2 or self.pairs % 2:
             raise ValueError('probe pairs must be an even number >= 2, got '
                              '%r' % (self.pairs,))
+        if self.max_pairs < self.pairs:
+            raise ValueError('max_pairs (%r) must be at least pairs (%r)'
+                             % (self.max_pairs, self.pairs))
         if not 0.5 < self.confidence < 1.0:
             raise ValueError('confidence must be within (0.5, 1), got %r'
                              % (self.confidence,))
+        if not self.rungs or self.start_ns not in self.rungs:
+            raise ValueError('the start timeout must be a rung of the '
+                             'ladder')
+        if any(not 1.0 < f < 100.0 for f in self.weight_factors) or list(
+                self.weight_factors) != sorted(set(self.weight_factors)):
+            raise ValueError('weight factors must rise, each within '
+                             '(1, 100), got %r' % (self.weight_factors,))
 
     @classmethod
-    def from_conf(cls, conf):
+    def from_conf(cls, conf, bounds=None, per_vm=True, smt=True,
+                  weights=True, retention=True):
         o = conf.vsmtio_agent
+        extra = {}
+        if bounds is not None:
+            extra = dict(rungs=ladder(bounds), start_ns=start_rung(bounds))
         return cls(cpu_min=o.guard_cpu_min, io_min=o.guard_io_min,
+                   weight_factors=(tuple(sorted(set(o.guard_weight_factors)))
+                                   if weights else ()),
                    pairs=o.guard_probe_pairs,
+                   max_pairs=3 * o.guard_probe_pairs,
                    confidence=o.guard_confidence,
                    retest_periods=o.guard_retest_periods,
-                   io_halt_rate=o.guard_io_halt_rate)
+                   io_halt_rate=o.guard_io_halt_rate,
+                   per_vm=per_vm, smt=smt, retention=retention, **extra)
+
+
+def start_rung(bounds):
+    """The first timeout tried: the cost of a deschedule (§4.2)."""
+    return bounds.clamp(bounds.reschedule_cost_ns)
+
+
+def ladder(bounds):
+    """The timeouts searched: doubling steps either side of the start."""
+    start = start_rung(bounds)
+    rungs = {start}
+    t = start
+    while t // 2 >= bounds.min_ns:
+        t //= 2
+        rungs.add(t)
+    t = start
+    while t * 2 <= bounds.max_ns:
+        t *= 2
+        rungs.add(t)
+    return tuple(sorted(rungs))
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """What is in force: each retaining VM's timeout, host-wide mechanisms.
+
+    ``timeouts`` is ``((domain, ns), ...)`` and ``weights`` ``((domain,
+    factor), ...)``, sorted by domain.
+    """
+
+    timeouts: tuple = ()
+    mechanisms: frozenset = frozenset()
+    weights: tuple = ()
+
+    @property
+    def retaining(self):
+        return bool(self.timeouts)
+
+    def timeout(self, domain):
+        for d, ns in self.timeouts:
+            if d == domain:
+                return ns
+        return None
+
+    def with_timeout(self, domain, ns):
+        got = dict(self.timeouts)
+        got[domain] = ns
+        return dataclasses.replace(self, timeouts=tuple(sorted(got.items())))
+
+    def without(self, domain):
+        return _closure(dataclasses.replace(
+            self, timeouts=tuple(x for x in self.timeouts if x[0] != domain)))
+
+    def weight(self, domain):
+        return dict(self.weights).get(domain)
+
+    def value(self, mechanism, domain):
+        """A per-VM mechanism's setting for ``domain``, None if not kept."""
+        if mechanism == RETENTION:
+            return self.timeout(domain)
+        return self.weight(domain)
+
+    def with_value(self, mechanism, domain, value):
+        if mechanism == RETENTION:
+            return self.with_timeout(domain, value)
+        got = dict(self.weights)
+        got[domain] = value
+        return dataclasses.replace(self, weights=tuple(sorted(got.items())))
+
+    def without_value(self, mechanism, domain):
+        if mechanism == RETENTION:
+            return self.without(domain)
+        return dataclasses.replace(self, weights=tuple(
+            x for x in self.weights if x[0] != domain))
+
+    def names(self):
+        """The mechanisms by name (retention if any VM retains...)."""
+        return (self.mechanisms | ({RETENTION} if self.timeouts else set())
+                | ({WEIGHT} if self.weights else set()))
+
+    def __contains__(self, mechanism):
+        return mechanism in self.names()
+
+
+BARE = Config()
+
+
+@dataclasses.dataclass(frozen=True)
+class Trial:
+    """What a probe block tests.
+
+    ``mechanism`` with, for retention, the VM (``domain``) and the
+    ``timeout_ns`` tried; ``adding`` is False for a retest of what is
+    kept.
+    """
+
+    mechanism: str
+    domain: Optional[str] = None
+    timeout_ns: Optional[int] = None
+    adding: bool = True
+    factor: Optional[float] = None
+
+    @property
+    def key(self):
+        return (self.mechanism, self.domain)
+
+    @property
+    def value(self):
+        return self.timeout_ns if self.mechanism == RETENTION else self.factor
+
+
+def _trial(mechanism, domain, value, adding=True):
+    if mechanism == RETENTION:
+        return Trial(mechanism, domain, value, adding)
+    return Trial(mechanism, domain, adding=adding, factor=value)
 
 
 @dataclasses.dataclass(frozen=True)
 class State:
-    kept: frozenset = frozenset()
+    kept: Config = BARE
     phase: str = HOLD
     countdown: int = 0
-    candidate: Optional[str] = None
-    adding: bool = True
+    trial: Optional[Trial] = None
     position: int = 0
-    io_class: frozenset = frozenset()
-    samples: tuple = ()                 # (with, cpu, io, blind) a period
-    in_force: frozenset = frozenset()   # what the period being run has
-    backoff: tuple = ()                 # ((mechanism, periods, waited), ..)
+    kinds: tuple = ()                   # ((vm, kind), ...) of the block
+    samples: tuple = ()                 # (with, {vm: value}, blind)
+    in_force: Config = BARE             # what the period being run has
+    backoff: tuple = ()                 # ((key, periods, waited), ..)
     turn: int = 0                       # round robin of the retests
-    strikes: frozenset = frozenset()    # kept, one failed retest behind
-    verdicts: tuple = ()                # the last Verdict per mechanism
-    finished: Optional['Block'] = None  # the block the last step ended
-    recheck: bool = False               # what is kept, against none, next
+    strikes: frozenset = frozenset()    # keys one failed retest behind
+    verdicts: tuple = ()                # the last Verdict per key
+    finished: Optional[Verdict] = None  # the verdict the last step reached
+    recheck: bool = False               # the kept config against bare next
+    # the addition a recheck verifies: (key, the value it replaced or None)
+    last_added: Optional[tuple] = None
+    explored: frozenset = frozenset()   # (mechanism, domain, way) tried
+    light: frozenset = frozenset()      # serving VMs that may be weighted
+    by_run_time: bool = False           # computing VMs judged by CPU time
+    add_at: tuple = ()                  # ((domain, ns, way), ..): next try
+    held: tuple = ()                    # recent {vm: value}s under kept
+    after: Optional[tuple] = None       # (key, {vm: reference}, samples)
+    alarms: tuple = ()                  # after-effect verdicts, by key
+    watched: int = 0                    # periods held, from the start
 
     @property
     def probing(self):
@@ -140,33 +319,13 @@ class State:
     @property
     def split_share(self):
         """The share of cores the split covers in the period being run."""
-        return split_share(self.in_force)
+        return split_share(self.in_force.mechanisms)
 
-    def verdict(self, mechanism):
+    def verdict(self, mechanism, domain=None):
         for v in self.verdicts:
-            if v.mechanism == mechanism:
+            if v.key == (mechanism, domain):
                 return v
         return None
-
-
-@dataclasses.dataclass(frozen=True)
-class Block:
-    """A probe block as it ended: its two arms and whether it passed.
-
-    ``passed`` is the test's verdict before the hysteresis keeps a
-    mechanism for one more retest: the engine reads it to anchor the
-    retention timeout (:func:`vsmtio_agent.policy.ltcr.verified`) or roll
-    it back, and a strike is a failed test of the timeout it ran at.
-    """
-
-    a: frozenset
-    b: frozenset
-    passed: bool
-
-    @property
-    def tests_retention(self):
-        """Whether the block judged retention against none at all."""
-        return RETENTION in self.a and RETENTION not in self.b
 
 
 def start():
@@ -174,265 +333,687 @@ def start():
     return State()
 
 
-def io_class(stats, params):
-    """The vCPUs measured as I/O-bound: they idle often enough."""
-    return frozenset(ref for ref, st in stats.items()
-                     if st.halt_rate is not None
-                     and st.halt_rate >= params.io_halt_rate)
-
-
-def measure(stats, io_refs):
-    """One period's ``(cpu, io, blind)``.
-
-    ``cpu`` is the CPU-bound class's instructions per second and ``io``
-    the I/O-bound class's requests per second, None for an empty class;
-    ``blind`` says the CPU-bound class exists but has no instruction
-    counter.
-    """
-    cpu = io = 0.0
-    n_cpu = n_io = 0
-    blind = False
-    for ref, st in stats.items():
-        if ref in io_refs:
-            if st.halt_rate is not None:
-                io += st.halt_rate
-                n_io += 1
-        else:
-            n_cpu += 1
-            if st.instruction_rate is None:
-                blind = True
-            else:
-                cpu += st.instruction_rate
-    return (cpu if n_cpu and not blind else None, io if n_io else None,
-            blind)
-
-
-def climbed(state):
-    """Whether every mechanism that may be tried has been judged once.
-
-    Until then the guard is still on its first climb (retention, the
-    split, each wider split in turn) and what it keeps is not yet what it
-    will keep; later changes come from retests and retries only.
-    """
-    for m in MECHANISMS:
-        need = REQUIRES.get(m)
-        if need is not None and need not in state.kept:
-            continue
-        if state.verdict(m) is None:
-            return False
-    return True
-
-
-def retries_periodic(state, params):
-    """Whether every dropped mechanism waits the longest back-off.
-
-    Until then its retries come every 15, 30, 60 s... (a transient of
-    the guard's own schedule, each retry costing what the mechanism costs
-    for the A periods of a probe); from then on every ``retest_periods *
-    max_backoff`` periods, and the guard's probing is periodic. Only the
-    mechanisms that may be tried now count (those whose requirement is
-    kept).
-    """
-    cap = params.retest_periods * params.max_backoff
-    waits = {m: p for m, p, _ in state.backoff}
-    for m in MECHANISMS:
-        need = REQUIRES.get(m)
-        if m in state.kept or (need is not None and need not in state.kept):
-            continue
-        if m in waits and waits[m] < cap:
-            return False
-    return True
-
-
 def split_share(mechanisms):
     """The widest split level among ``mechanisms`` (0 without a split)."""
     return max((SHARES[m] for m in mechanisms if m in SHARES), default=0.0)
 
 
-def _top_split(kept):
-    """The widest split level kept, the one a retest of the split tests."""
-    levels = [m for m in (SPLIT,) + WIDER if m in kept]
-    return levels[-1] if levels else None
-
-
-def _closure(kept):
-    """``kept`` less every mechanism whose requirement is not in it."""
-    out = set(kept)
-    for m in MECHANISMS:                # requirements come first
+def _closure(config):
+    """``config`` less every mechanism whose requirement is not in it."""
+    out = set(config.mechanisms)
+    if not config.timeouts:
+        out.discard(SPLIT)
+    for m in HOST_WIDE:                 # requirements come first
         need = REQUIRES.get(m)
         if m in out and need is not None and need not in out:
             out.discard(m)
-    return frozenset(out)
+    return dataclasses.replace(config, mechanisms=frozenset(out))
 
 
-def _needing(m):
-    """``m`` and what is tried with it: the split with borrowing."""
-    return {m} | set(BUNDLE.get(m, ()))
+def _top_split(mechanisms):
+    """The widest split level kept, the one a retest of the split tests."""
+    levels = [m for m in (SPLIT,) + WIDER if m in mechanisms]
+    return levels[-1] if levels else None
 
 
-def _arms(state):
-    """The A (with) and B (without) configurations of the block.
+# -- what each VM is and does ------------------------------------------
 
-    An addition brings what needs it along (the split is tried with
-    borrowing, as the paper runs it: borrowing is what gives CPU-bound
-    vCPUs the I/O sibling back); each is later retested on its own.
+def vm_kinds(stats, params):
+    """``((vm, kind), ...)``: whether each VM serves or computes.
+
+    A VM serves when its vCPUs idle at least ``io_halt_rate`` times a
+    second on average, counting idle exits and context retentions alike
+    (a retention replaces the halt exit it saves).
     """
-    m = state.candidate
-    if m in SHARES:
-        # the split, at any width, is judged against the bare host: the
-        # CPU side's objective holds for everything the agent does
-        # together, and losses never add up from step to step
-        without = _closure(state.kept - {RETENTION})
-    else:
-        without = _closure(state.kept - {m})
-    if state.adding:
-        return state.kept | _needing(m), (without if m in SHARES
-                                          else state.kept)
-    return state.kept, without
+    idles = {}
+    for ref, st in stats.items():
+        rate = max(st.halt_rate or 0.0, st.retention_frequency or 0.0)
+        got = idles.setdefault(ref.domain, [0.0, 0])
+        got[0] += rate
+        got[1] += 1
+    return tuple((vm, SERVING if total / n >= params.io_halt_rate
+                  else COMPUTING)
+                 for vm, (total, n) in sorted(idles.items()))
 
 
-def _addable(state):
-    """The first mechanism that may be added now, or None."""
-    waits = {m: (p, w) for m, p, w in state.backoff}
-    for m in MECHANISMS:
-        need = REQUIRES.get(m)
-        if m in state.kept or (need is not None and need not in state.kept):
+def measure(stats, served, kinds):
+    """One period's ``({vm: throughput}, blind, by_run_time)``.
+
+    A computing VM's instructions per second, summed over its vCPUs; a
+    serving VM's requests and packets per second (``served``, the host's
+    block and interface statistics), or its vCPUs' idle entries where the
+    host counts nothing it serves. Where a computing VM's vCPUs have no
+    instruction counter (no PMU), the CPU time they computed stands in
+    (``by_run_time``): what a VM computes is bounded by the CPU time it
+    gets, which is what retention and a raised weight take from it, though
+    not what a sibling's interference costs it. Without either it is
+    ``blind``.
+    """
+    kind_of = dict(kinds)
+    per_vm = {}
+    for ref, st in stats.items():
+        kind = kind_of.get(ref.domain)
+        if kind is not None:
+            per_vm.setdefault(ref.domain, []).append(st)
+    totals = {}
+    blind = by_run_time = False
+    for vm, kind in kinds:
+        found = per_vm.get(vm)
+        if not found:
             continue
-        periods, waited = waits.get(m, (0, 0))
-        if waited >= periods:
-            return m
-    return None
+        if kind == SERVING:
+            if served and served.get(vm) is not None:
+                totals[vm] = served[vm]
+            else:
+                rates = [st.halt_rate for st in found]
+                totals[vm] = None if None in rates else sum(rates)
+            continue
+        rates = [st.instruction_rate for st in found]
+        if None not in rates:
+            totals[vm] = sum(rates)
+            continue
+        shares = [st.compute_share for st in found]
+        if None in shares:
+            totals[vm] = None
+            blind = True
+        else:
+            totals[vm] = sum(shares)
+            by_run_time = True
+    return totals, blind, by_run_time
 
 
-def _with_verdict(verdicts, verdict):
-    kept = tuple(v for v in verdicts if v.mechanism != verdict.mechanism)
-    return kept + (verdict,)
+# -- the state machine ---------------------------------------------------
 
-
-def _backed_off(backoff, m, params, lost=False):
-    """``backoff`` with ``m`` dropped now: its wait doubled, capped.
-
-    A mechanism shown to cost a class (``lost``: its mean below the
-    objective, not merely its keeping it unproven) waits the longest
-    back-off at once: a loss shown beyond the test's doubt is no fluke to
-    re-check in a few seconds, and each retry costs that class again for
-    the probe's A periods. Only a workload that changes makes it worth
-    retrying, and that is no likelier soon after than later.
-    """
-    cap = params.retest_periods * params.max_backoff
-    waits = {x: (p, w) for x, p, w in backoff}
-    last = waits.get(m, (0, 0))[0]
-    waits[m] = (cap if lost else min(max(2 * last, params.retest_periods),
-                                     cap), 0)
-    return tuple((x, p, w) for x, (p, w) in sorted(waits.items()))
-
-
-def step(state, params, stats):
+def step(state, params, stats, served=None):
     """Account the period just run; return the state for the next one.
 
     ``stats`` are the period's :class:`~vsmtio_agent.model.VcpuStats`,
-    measured under ``state.in_force``. The returned state's ``in_force``
-    is what the next period runs with.
+    ``served`` each domain's requests and packets per second (None where
+    the host counts none), both measured under ``state.in_force``. The
+    returned state's ``in_force`` is what the next period runs with.
     """
     if state.finished is not None:
         state = dataclasses.replace(state, finished=None)
     if state.phase == PROBE:
-        return _probe_step(state, params, stats)
-    if state.countdown > 0:
+        return _probe_step(state, params, stats, served)
+    if state.phase == AFTER:
+        return _after_step(state, params, stats, served)
+    state, blind = _hold_account(state, params, stats, served)
+    if state.countdown > 0 or (not state.verdicts and not blind
+                               and state.watched < 2 * params.pairs):
+        # (before its first probe the guard watches the host for a
+        # block's length: the level an after-effect check compares with)
         return dataclasses.replace(
-            state, countdown=state.countdown - 1, in_force=state.kept,
-            backoff=tuple((m, p, w + 1) for m, p, w in state.backoff))
+            state, countdown=max(0, state.countdown - 1),
+            in_force=state.kept, watched=state.watched + 1,
+            backoff=tuple((k, p, w + 1) for k, p, w in state.backoff))
     return _begin(state, params, stats)
 
 
-def _probe_step(state, params, stats):
-    sample = (ABBA[state.position % 4],) + measure(stats, state.io_class)
+def _hold_account(state, params, stats, served):
+    """Each VM's throughput in the last held periods of the kept config.
+
+    The reference an after-effect check compares with: what the host did
+    under the configuration a failed trial returns to, just before the
+    trial touched it (the last ``2 * pairs`` periods: a workload's own
+    drift over minutes is no after-effect). Also whether a computing VM
+    is blind.
+    """
+    if not stats:
+        return state, False
+    values, blind, _cpu_time = measure(stats, served,
+                                       vm_kinds(stats, params))
+    if blind:
+        return state, True
+    held = state.held + (values,)
+    return dataclasses.replace(
+        state, held=held[-2 * params.pairs:]), False
+
+
+def _serving(kinds, params):
+    """The retention keys: each serving VM, or ``*`` for them all."""
+    vms = [vm for vm, kind in kinds if kind == SERVING]
+    if not params.per_vm:
+        return [ALL_VMS] if vms else []
+    return vms
+
+
+def _light(stats, params):
+    """The VMs whose vCPUs run at most ``light_utilisation`` on average."""
+    load = {}
+    for ref, st in stats.items():
+        got = load.setdefault(ref.domain, [0.0, 0])
+        got[0] += st.utilisation if st.utilisation is not None else 1.0
+        got[1] += 1
+    return frozenset(vm for vm, (u, n) in load.items()
+                     if u / n <= params.light_utilisation)
+
+
+def _waiting(state, key):
+    for k, periods, waited in state.backoff:
+        if k == key:
+            return waited < periods
+    return False
+
+
+def _rung(params, ns, direction, mechanism=RETENTION):
+    """The rung one step ``direction`` of ``ns``, or None at the end."""
+    rungs = params.rungs if mechanism == RETENTION else params.weight_factors
+    if ns not in rungs:
+        return None
+    i = rungs.index(ns) + (1 if direction == UP else -1)
+    return rungs[i] if 0 <= i < len(rungs) else None
+
+
+def _next_trial(state, params, kinds):
+    """The next addition or exploration due, or None."""
+    kept = state.kept
+    add_at = {d: ns for d, ns, _way in state.add_at}
+    for m in PER_VM:
+        vms = _serving(kinds, params)
+        if m == RETENTION and not params.retention:
+            vms = []
+        if m == WEIGHT:
+            # a weight is every host's per VM, whatever its timeout is
+            vms = [vm for vm, kind in kinds if kind == SERVING
+                   and (vm in state.light or kept.weight(vm) is not None)]
+            if not params.weight_factors:
+                vms = []
+        for vm in vms:
+            now = kept.value(m, vm)
+            if now is None:
+                if not _waiting(state, (m, vm)):
+                    first = (add_at.get(vm, params.start_ns)
+                             if m == RETENTION else params.weight_factors[0])
+                    return _trial(m, vm, first)
+                continue
+            for direction in (DOWN, UP):
+                if (m, vm, direction) in state.explored:
+                    continue
+                to = _rung(params, now, direction, m)
+                if to is not None:
+                    return _trial(m, vm, to)
+    if not params.smt or not kept.retaining or state.by_run_time:
+        # (the split's cost is a sibling's interference, which CPU time
+        # does not show: without instruction counters it is never tried)
+        return None
+    for m in (SPLIT,) + WIDER:
+        need = REQUIRES.get(m)
+        if m in kept.mechanisms or (need is not None
+                                    and need not in kept.mechanisms):
+            continue
+        if not _waiting(state, (m, None)):
+            return Trial(m)
+    return None
+
+
+def _retests(state):
+    """What a retest may test, in turn: each retaining VM, the split."""
+    out = [Trial(RETENTION, vm, ns, adding=False)
+           for vm, ns in state.kept.timeouts]
+    out += [Trial(WEIGHT, vm, adding=False, factor=f)
+            for vm, f in state.kept.weights]
+    top = _top_split(state.kept.mechanisms)
+    if top is not None:
+        out.append(Trial(top, adding=False))
+    if BORROW in state.kept.mechanisms:
+        out.append(Trial(BORROW, adding=False))
+    return out
+
+
+def _arms(state):
+    """The A (with) and B (without) configurations of the block."""
+    t = state.trial
+    kept = state.kept
+    if t.mechanism == BASELINE:
+        return kept, BARE
+    if t.mechanism in PER_VM:
+        a = (kept.with_value(t.mechanism, t.domain, t.value) if t.adding
+             else kept)
+        return a, kept.without_value(t.mechanism, t.domain)
+    if t.mechanism == BORROW:
+        return kept, _closure(dataclasses.replace(
+            kept, mechanisms=kept.mechanisms - {BORROW}))
+    # the split, at any width, is judged against the bare host: the
+    # floors hold for everything the agent does together
+    if t.adding:
+        add = {t.mechanism} | set(BUNDLE.get(t.mechanism, ()))
+        return dataclasses.replace(
+            kept, mechanisms=kept.mechanisms | add), BARE
+    return kept, BARE
+
+
+def _reference(state):
+    """The verdict a trial's gain must beat, or None (no change)."""
+    t = state.trial
+    if not t.adding:
+        return None
+    if t.mechanism in PER_VM:
+        now = state.kept.value(t.mechanism, t.domain)
+        if now is None:
+            return None
+        v = state.verdict(t.mechanism, t.domain)
+        return v if v is not None and v.kept else None
+    if t.mechanism in WIDER:
+        return state.verdict(_top_split(state.kept.mechanisms))
+    return None
+
+
+def _begin(state, params, stats):
+    """Start the next probe block, or hold."""
+    kinds = vm_kinds(stats, params)
+    state = dataclasses.replace(state, light=_light(stats, params))
+    present = {vm for vm, _kind in kinds}
+    gone = [vm for vm, _ns in state.kept.timeouts + state.kept.weights
+            if vm != ALL_VMS and vm not in present]
+    if gone:
+        # a VM that left the host retains nowhere: forget it, and what it
+        # held the split up with
+        kept = state.kept
+        for vm in gone:
+            kept = kept.without(vm).without_value(WEIGHT, vm)
+        state = dataclasses.replace(state, kept=kept, in_force=kept,
+                                    held=())
+    turn = state.turn
+    trial = None
+    if state.recheck:
+        # after an addition it is judged as one (its mean held to the
+        # floors themselves), else as a retest
+        trial = Trial(BASELINE, adding=state.last_added is not None)
+    else:
+        trial = _next_trial(state, params, kinds)
+    explored = state.explored
+    _values, blind, by_run_time = measure(stats, None, kinds)
+    state = dataclasses.replace(state, by_run_time=by_run_time)
+    if trial is None and blind:
+        # nothing is due, but the operator is told why nothing ever is
+        trial = Trial(RETENTION)
+    if trial is None:
+        retests = _retests(state)
+        if not retests:
+            return dataclasses.replace(state, countdown=params.retest_periods,
+                                       in_force=state.kept)
+        if turn and turn % (params.baseline_every * len(retests)) == 0:
+            trial = Trial(BASELINE, adding=False)
+        else:
+            trial = retests[turn % len(retests)]
+            if trial.mechanism in PER_VM:
+                # a VM explores its neighbouring rungs again after each
+                # retest: the search is periodic, not one climb
+                explored = frozenset(x for x in explored
+                                     if x[:2] != trial.key)
+        turn += 1
+    probe = dataclasses.replace(
+        state, phase=PROBE, trial=trial, position=0, samples=(),
+        turn=turn, kinds=kinds, recheck=False, explored=explored)
+    if blind:
+        # blind on a computing VM: no probe at all, for a probe's A arms
+        # would move host knobs for a trial nothing can judge
+        verdict = probe_stats.blind(trial.mechanism, trial.domain,
+                                    trial.timeout_ns, trial.factor)
+        return _settle(probe, params, verdict, stats)
+    a, _b = _arms(probe)
+    return dataclasses.replace(probe, in_force=a)
+
+
+def _probe_step(state, params, stats, served):
+    values, blind, _cpu_time = measure(stats, served, state.kinds)
+    sample = (ABBA[state.position % 4], values, blind)
     samples = state.samples + (sample,)
     position = state.position + 1
-    if (position < 2 * params.pairs
-            and not probe_stats.harm_shown(samples, params, state.adding)):
+    t = state.trial
+    more = position < 2 * params.pairs or (
+        t.adding and position < 2 * params.max_pairs and position % 4 == 0
+        and probe_stats.undecided(samples, state.kinds, params))
+    if position % 4 and position >= 2 * params.pairs:
+        more = True         # finish the ABBA quadruple under way
+    if more and not probe_stats.harm_shown(samples, state.kinds, params,
+                                           t.adding):
         a, b = _arms(state)
         return dataclasses.replace(
             state, samples=samples, position=position,
             in_force=a if ABBA[position % 4] else b)
-    m = state.candidate
-    reference = None
-    if state.adding and m in WIDER:
-        reference = state.verdict(_top_split(state.kept))
-    last = state.verdict(m)
-    retry = state.adding and last is not None and not last.kept
-    verdict = judge(samples, params, state.adding, m, reference, retry)
-    finished = Block(*_arms(state), passed=verdict.kept)
+    last = state.verdict(*t.key)
+    retry = (t.adding and t.mechanism not in PER_VM and last is not None
+             and not last.kept)
+    tries = {RETENTION: len(params.rungs),
+             WEIGHT: len(params.weight_factors)}.get(t.mechanism, 1)
+    verdict = probe_stats.judge(
+        samples, state.kinds, params, t.adding, t.mechanism, t.domain,
+        t.timeout_ns, _reference(state), retry, tries=tries,
+        factor=t.factor)
+    if state.by_run_time:
+        verdict = dataclasses.replace(
+            verdict, reason=verdict.reason + ' (computing VMs judged by '
+            'CPU time: no instruction counter)')
+    state = dataclasses.replace(state, samples=samples)
+    return _settle(state, params, verdict, stats)
+
+
+def _settle(state, params, verdict, stats):
+    """The state after ``verdict`` on the block of ``state.trial``."""
+    t = state.trial
+    key = t.key
     strikes = set(state.strikes)
+    kept = state.kept
     if verdict.kept:
-        strikes.discard(m)
-    elif not state.adding and m not in strikes and not verdict.loses:
+        strikes.discard(key)
+    elif not t.adding and key not in strikes and not verdict.loses:
         # hysteresis: a kept mechanism that only stopped showing a gain
         # stays for one more retest
-        strikes.add(m)
+        strikes.add(key)
         verdict = dataclasses.replace(
             verdict, kept=True,
             reason=verdict.reason + ' (once: kept until the next retest)')
     else:
-        strikes.discard(m)
-    if verdict.kept:
-        added = _arms(state)[0] - state.kept
-        kept = _closure(state.kept | added)
-        backoff = tuple(b for b in state.backoff if b[0] not in added)
-    else:
-        kept = _closure(state.kept - {m})
-        backoff = _backed_off(state.backoff, m, params, verdict.loses)
-    # what stays kept was verified with what a retest just dropped (the
-    # quarter split with borrowing giving the CPU side back): it is
-    # retested against the bare host at once, not in its turn
-    recheck = not state.adding and not verdict.kept and bool(kept)
-    held = State(kept=kept, phase=HOLD,
-                 countdown=0 if recheck else params.retest_periods,
-                 backoff=backoff,
-                 turn=state.turn, strikes=frozenset(strikes & kept),
-                 verdicts=_with_verdict(state.verdicts, verdict),
-                 in_force=kept, finished=finished, recheck=recheck)
-    if verdict.kept and state.adding and _addable(held) is not None:
-        # what it unlocks is tested at once: the initial climb is quick
-        return _begin(held, params, stats)
-    return held
+        strikes.discard(key)
+    explored = set(state.explored)
+    add_at = {d: (ns, w) for d, ns, w in state.add_at}
+    descend = False
+    backoff = state.backoff
+    dropped = False
+    record = verdict
+    if t.mechanism == BASELINE:
+        kept, backoff = _baseline_settled(state, params, verdict)
+        dropped = not verdict.kept
+    elif t.mechanism in PER_VM and t.adding:
+        now = kept.value(t.mechanism, t.domain)
+        if now is None:
+            if verdict.kept:
+                kept = kept.with_value(t.mechanism, t.domain, t.value)
+                if t.mechanism == RETENTION:
+                    add_at.pop(t.domain, None)
+                if _keys(kept) == 1:
+                    backoff = _cleared(backoff, key)
+            elif t.mechanism == WEIGHT or t.domain is None:
+                # (no VM: the blind host's report that nothing is probed)
+                backoff = _backed_off(backoff, key, params)
+                dropped = True
+            else:
+                # a loss: shorter retentions cost the neighbours less; no
+                # gain: longer ones outlast more of the VM's waits. The
+                # next rung that way is tried at once, before the VM backs
+                # off, and the search never turns back
+                way = DOWN if verdict.loses else UP
+                came = dict((d, w) for d, _ns, w in state.add_at).get(
+                    t.domain, way)
+                nxt = _rung(params, t.timeout_ns, way)
+                if nxt is not None and way == came:
+                    add_at[t.domain] = (nxt, way)
+                    descend = True
+                else:
+                    # the walk ends; its retry starts where it ended (a
+                    # climb that lost, from the last rung that did not),
+                    # not from the start again
+                    resume = t.timeout_ns
+                    if came == UP and verdict.loses:
+                        resume = _rung(params, resume, DOWN) or resume
+                    add_at[t.domain] = (resume, came)
+                    backoff = _backed_off(backoff, key, params)
+                dropped = True
+        else:
+            direction = UP if t.value > now else DOWN
+            m = t.mechanism
+            if verdict.kept:
+                kept = kept.with_value(m, t.domain, t.value)
+                # the rung it came from is known worse
+                explored.discard((m, t.domain, direction))
+                explored.add((m, t.domain, UP if direction == DOWN
+                              else DOWN))
+            else:
+                explored.add((m, t.domain, direction))
+                # the rung in force keeps its own verdict
+                record = None
+                dropped = True
+    elif t.adding:
+        if verdict.kept:
+            add = {t.mechanism} | set(BUNDLE.get(t.mechanism, ()))
+            kept = _closure(dataclasses.replace(
+                kept, mechanisms=kept.mechanisms | add))
+            backoff = _cleared(backoff, key)
+        else:
+            backoff = _backed_off(backoff, key, params)
+            dropped = True
+    elif not verdict.kept:
+        dropped = True
+        if t.mechanism in PER_VM:
+            kept = kept.without_value(t.mechanism, t.domain)
+            backoff = _backed_off(backoff, key, params)
+        else:
+            kept = _closure(dataclasses.replace(
+                kept, mechanisms=kept.mechanisms - {t.mechanism}))
+            backoff = _backed_off(backoff, key, params)
+    verdicts = state.verdicts
+    if record is not None:
+        verdicts = _with_verdict(verdicts, record)
+    changed = kept != state.kept
+    held = () if changed else state.held
+    # what stays kept was verified with what a retest just dropped, or
+    # against what was kept before an addition, not against the bare
+    # host: it is tested against the bare host next, not in its turn
+    last_added = None
+    if verdict.kept and t.adding and t.mechanism in PER_VM and _keys(
+            kept) > 1:
+        last_added = (key, state.kept.value(t.mechanism, t.domain))
+    recheck = _keys(kept) > 0 and (
+        last_added is not None
+        or (not verdict.kept and not t.adding and t.mechanism != BASELINE)
+        or (t.mechanism == BASELINE and not verdict.kept
+            and state.last_added is not None))
+    settled = dataclasses.replace(
+        state, kept=kept, phase=HOLD,
+        countdown=0 if recheck else params.retest_periods, recheck=recheck,
+        last_added=last_added,
+        trial=None, backoff=backoff, strikes=frozenset(
+            k for k in strikes if _is_kept(kept, k)), verdicts=verdicts,
+        in_force=kept, finished=verdict, explored=frozenset(explored),
+        add_at=tuple(sorted((d, ns, w) for d, (ns, w) in add_at.items())),
+        held=held, samples=())
+    if descend:
+        return _begin(settled, params, stats)
+    if dropped and state.samples:
+        return _after_start(settled, state, verdict, params)
+    if verdict.kept and t.adding and (
+            recheck or _next_trial(settled, params, state.kinds) is not None):
+        # the recheck of what it joined, what it unlocks, or the next
+        # rung is tested at once: the climb is quick
+        return _begin(settled, params, stats)
+    return settled
 
 
-def _begin(state, params, stats):
-    """Start the next probe block, or hold.
+def _baseline_settled(state, params, verdict):
+    """``(kept, backoff)`` after a test of the kept config against bare.
 
-    An addition if one is due, else the next kept mechanism's retest.
+    After an addition it verifies that addition: passed, its back-off is
+    over (kept until then, so a failed recheck doubles it); failed, the
+    addition broke a floor against the bare host though not against what
+    was kept before it, so it goes (a move goes back to the rung it left)
+    and the rest is rechecked. A periodic baseline that fails drops all.
     """
-    m = None if state.recheck else _addable(state)
-    adding = m is not None
-    turn = state.turn
-    if state.recheck:
-        m = _top_split(state.kept) or RETENTION
-    elif not adding:
-        # the split is retested once, at its widest level, against the
-        # bare host (which also retests retention): a failure narrows it
-        # by one step
-        top = _top_split(state.kept)
-        kept = [x for x in MECHANISMS if x in state.kept
-                and (x not in SHARES or x == top)
-                and not (x == RETENTION and top is not None)]
-        if not kept:
-            return dataclasses.replace(state, countdown=params.retest_periods,
-                                       in_force=state.kept)
-        m = kept[turn % len(kept)]
-        turn += 1
-    io_refs = io_class(stats, params)
-    if measure(stats, io_refs)[2]:
-        # blind on the CPU side: no probe at all, for a probe's A arms
-        # would move host knobs for a trial nothing can judge
-        kept = _closure(state.kept - {m})
-        return dataclasses.replace(
-            state, kept=kept, in_force=kept, turn=turn, recheck=False,
-            countdown=params.retest_periods,
-            backoff=_backed_off(state.backoff, m, params),
-            verdicts=_with_verdict(state.verdicts, probe_stats.blind(m)))
-    probe = dataclasses.replace(
-        state, phase=PROBE, candidate=m, adding=adding, position=0,
-        samples=(), turn=turn, io_class=io_refs, recheck=False)
-    a, _b = _arms(probe)
-    return dataclasses.replace(probe, in_force=a)
+    kept, backoff = state.kept, state.backoff
+    if state.last_added is None:
+        return (kept if verdict.kept else BARE), backoff
+    (m, d), before = state.last_added
+    if verdict.kept:
+        return kept, _cleared(backoff, (m, d))
+    if m in PER_VM:
+        kept = (kept.with_value(m, d, before) if before is not None
+                else kept.without_value(m, d))
+    else:
+        kept = _closure(dataclasses.replace(
+            kept, mechanisms=kept.mechanisms - {m}))
+    return kept, _backed_off(backoff, (m, d), params)
+
+
+def _keys(config):
+    """How many mechanisms ``config`` keeps (per VM, and host-wide)."""
+    return (len(config.timeouts) + len(config.weights)
+            + len(config.mechanisms))
+
+
+def _is_kept(config, key):
+    mechanism, domain = key
+    if mechanism in PER_VM:
+        return config.value(mechanism, domain) is not None
+    return mechanism in config.mechanisms
+
+
+def _after_start(settled, probe, verdict, params):
+    """Watch the host after a drop: does it come back?
+
+    The reference for each VM is what it did under the configuration now
+    in force just before the probe began (``held``). A VM is watched only
+    if the probe's B arms, which ran without the mechanism, already left
+    it below ``after_min`` of that: the mechanism changed the host for
+    both arms, and the watch tells whether the change outlasts it. A VM
+    whose B arms kept its level is not watched: were it lower afterwards,
+    its workload changed after the probe, which no mechanism caused (and
+    a phase change is the commoner cause). Without a held level there is
+    nothing to compare with.
+    """
+    if settled.kept != probe.kept:
+        return settled
+    b_arm = [values for with_, values, _blind in probe.samples
+             if not with_]
+    reference = {}
+    alpha = (1.0 - params.confidence) / max(1, len(probe.kinds))
+    for vm, _kind in probe.kinds:
+        held = _logs(probe.held, vm)
+        if len(held) < 2 * params.pairs:
+            continue
+        if _below(_logs(b_arm, vm), held, params.after_min, alpha):
+            reference[vm] = tuple(held)
+    if not reference:
+        return settled
+    return dataclasses.replace(
+        settled, phase=AFTER, countdown=2 * params.pairs,
+        after=(verdict.key, tuple(sorted(reference.items())), ()),
+        kinds=probe.kinds)
+
+
+def _logs(periods, vm):
+    """The logs of ``vm``'s positive values in ``periods`` ({vm: value})."""
+    return [math.log(values[vm]) for values in periods
+            if (values.get(vm) or 0) > 0]
+
+
+def _below(logs, held_logs, share, alpha):
+    """Whether ``logs`` are shown below ``share`` of the held level.
+
+    Welch's one-sided t-test on the logs: the held level is itself a
+    sample of a few periods, with its own noise.
+    """
+    if len(logs) < 2 or len(held_logs) < 2:
+        return False
+    shifted = [x + math.log(share) for x in held_logs]
+    return probe_stats._gain_p(shifted, logs) < alpha
+
+
+def _after_step(state, params, stats, served):
+    """One period of the watch after a drop (:func:`_after_start`).
+
+    Each VM is measured as it was classed in the probe; a VM that changed
+    what it does (serves now, computed then) has changed its workload, not
+    been left changed by a mechanism, and the watch raises no alarm.
+    """
+    key, reference, samples = state.after
+    ref = dict(reference)
+    changed = samples is None or any(
+        dict(state.kinds).get(vm, kind) != kind
+        for vm, kind in vm_kinds(stats, params) if vm in ref)
+    if not changed:
+        values = measure(stats, served, state.kinds)[0]
+        samples = samples + (tuple(sorted(
+            (vm, v) for vm, v in values.items()
+            if v is not None and vm in ref)),)
+    else:
+        samples = None
+    if samples is not None and len(samples) < 2 * params.pairs or (
+            samples is None and state.countdown > 1):
+        return dataclasses.replace(state, after=(key, reference, samples),
+                                   countdown=state.countdown - 1)
+    alarm = (_after_effect(key, ref, samples, params)
+             if samples is not None else None)
+    out = dataclasses.replace(
+        state, phase=HOLD, after=None,
+        countdown=0 if state.recheck else params.retest_periods)
+    if alarm is None:
+        return dataclasses.replace(out, alarms=tuple(
+            a for a in state.alarms if a.key != key))
+    return dataclasses.replace(
+        out, alarms=_with_verdict(state.alarms, alarm),
+        finished=alarm,
+        backoff=_backed_off(state.backoff, key, params, hold_off=True))
+
+
+def _after_effect(key, reference, samples, params):
+    """The alarm verdict if a VM stayed below ``after_min`` of its level.
+
+    ``reference`` maps each watched VM to the logs of its held periods;
+    ``samples`` are the watch's periods (``((vm, value), ...)``).
+    """
+    low = []
+    alpha = (1.0 - params.confidence) / len(reference)
+    for vm, held in sorted(reference.items()):
+        logs = _logs([dict(s) for s in samples], vm)
+        if len(logs) < len(samples) // 2:
+            logs = [min(held) - math.log(1e3)] * len(samples)
+        if _below(logs, held, params.after_min, alpha):
+            level = math.exp(sum(logs) / len(logs) - sum(held) / len(held))
+            low.append('%s at %.2f' % (vm, level))
+    if not low:
+        return None
+    mechanism, domain = key
+    return Verdict(mechanism, False,
+                   'after-effect: dropping it did not restore the host (%s '
+                   'of the level before); held off' % ', '.join(low),
+                   domain=domain, loses=True, after_effect=True)
+
+
+def _with_verdict(verdicts, verdict):
+    kept = tuple(v for v in verdicts if v.key != verdict.key)
+    return kept + (verdict,)
+
+
+def _cleared(backoff, key):
+    return tuple(b for b in backoff if b[0] != key)
+
+
+def _backed_off(backoff, key, params, hold_off=False):
+    """``backoff`` with ``key`` dropped now: its wait doubled, capped.
+
+    From ``retest_periods``, doubling up to ``max_backoff`` times that: a
+    gain the workload has since made possible is found again within
+    seconds at first, and a mechanism that keeps failing costs its A arms
+    ever more rarely. One whose drop left an after-effect (``hold_off``)
+    waits the longest at once.
+    """
+    cap = params.retest_periods * params.max_backoff
+    waits = {k: (p, w) for k, p, w in backoff}
+    last = waits.get(key, (0, 0))[0]
+    waits[key] = (cap if hold_off else
+                  min(max(2 * last, params.retest_periods), cap), 0)
+    return tuple((k, p, w) for k, (p, w) in sorted(
+        waits.items(), key=lambda x: (x[0][0], x[0][1] or '')))
+
+
+def climbed(state, params):
+    """Whether no addition is due: the guard's first climb is over.
+
+    Until then what it keeps is not yet what it will keep; later changes
+    come from retests, retries and each VM's periodic exploration of its
+    neighbouring rungs.
+    """
+    return (state.phase == HOLD and bool(state.verdicts)
+            and _next_trial(state, params, state.kinds) is None)
+
+
+def retries_periodic(state, params):
+    """Whether every dropped mechanism waits the longest back-off.
+
+    Until then its retries come every 15, 30, 60 s... (a transient of the
+    guard's own schedule); from then on every ``retest_periods *
+    max_backoff`` periods, and the guard's probing is periodic.
+    """
+    cap = params.retest_periods * params.max_backoff
+    return all(p >= cap for _k, p, _w in state.backoff)

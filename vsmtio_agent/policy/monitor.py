@@ -149,3 +149,21 @@ def derive(prev, cur, idle_switch_threshold, topology=None, last=None):
             halt_rate=_per(halts, period_s),
             switch_window_ns=window)
     return stats
+
+
+def served_rates(prev, cur):
+    """``{domain: requests and packets served per second}``.
+
+    Between two snapshots' :attr:`~vsmtio_agent.model.DomainCounters.
+    served`; None for a domain the host counts nothing for, one not in
+    both, or one whose count went backwards (it restarted).
+    """
+    period_s = (cur.time_ns - prev.time_ns) / NS_PER_S
+    out = {}
+    for domain, now in cur.domains.items():
+        before = prev.domains.get(domain)
+        a = None if before is None else before.served
+        b = now.served
+        out[domain] = (None if a is None or b is None or b < a
+                       or period_s <= 0 else (b - a) / period_s)
+    return out

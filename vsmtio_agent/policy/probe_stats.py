@@ -1,14 +1,28 @@
 """The statistics of a probe block: is a mechanism shown to help?
 
 A probe block (:mod:`vsmtio_agent.policy.guard`) alternates periods with
-the mechanism (A) and without it (B) in ABBA order. Each adjacent A/B pair
-gives one log-ratio per class (the CPU-bound class's instructions per
-second, the I/O-bound class's requests per second); this module tests
-them with one-sided t-tests (``scipy.stats``) and returns the
-:class:`Verdict`. It is apart from the guard's state machine because it is
-the part a reviewer checks against the statistics, and the part the
-simulator's benchmark and the operator's logs quote (the ratios, the
-reason). Pure: samples in, verdict out.
+the mechanism (A) and without it (B) in ABBA order. Each period measures
+every VM on the host by its own throughput: a *computing* VM by the
+instructions its vCPUs retire per second, a *serving* VM by the requests
+and packets it serves (:attr:`vsmtio_agent.model.DomainCounters.served`).
+Each adjacent A/B pair gives one log-ratio per VM, and this module tests
+them with one-sided t-tests (``scipy.stats``):
+
+- every VM is held to its own floor (``cpu_min`` for a computing VM,
+  ``io_min`` for a serving one): a VM shown below it, or a computing VM
+  whose mean is below it, makes the mechanism lose. The tests of the VMs
+  share the significance level (Bonferroni), so a host with many VMs
+  drops a harmless mechanism no more often than one with two. No class
+  total is judged: one tenant's gain, honest or shaped, cannot hide
+  another's loss;
+- the mechanism's gain is the geometric mean of the VMs' ratios (each
+  tenant counts once, whatever its size or its number of tiny waits),
+  which must be significantly above no change (or above a reference
+  probe's, for a longer timeout or a wider split).
+
+Pure: samples in, verdict out. Apart from the guard's state machine
+because it is the part a reviewer checks against the statistics, and the
+part logs, status and reports quote (each VM's ratio, the reason).
 """
 
 import dataclasses
@@ -19,35 +33,88 @@ from scipy import special as scipy_special
 from scipy import stats as scipy_stats
 
 
+SERVING = 'serving'
+COMPUTING = 'computing'
+# A period in which a VM did nothing in one arm and something in the other
+# is a ratio of this much (a VM starved by the mechanism loses, it is not
+# left out); nothing in both arms is no change.
+_STARVED = math.log(1e3)
+
+
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    """The outcome of one probe block, for logs, status and reports."""
+    """The outcome of one probe block, for logs, status and reports.
+
+    ``domain`` is the VM a per-VM mechanism (retention) was tested for,
+    None for a host-wide one; ``timeout_ns`` the retention timeout the
+    block tested. ``ratios`` holds ``(vm, kind, ratio)`` for every VM
+    judged; ``utility`` is their geometric mean and ``utility_logs`` its
+    log per pair (a longer timeout or a wider split must beat them).
+    ``after_effect`` marks the report of a drop the host did not recover
+    from (:mod:`vsmtio_agent.policy.guard`); ``factor`` is the weight
+    factor a weight trial tested.
+    """
 
     mechanism: str
     kept: bool
-    cpu_ratio: Optional[float]
-    io_ratio: Optional[float]
     reason: str
-    # a class lost: its mean below the objective or significantly so (not
-    # merely no gain shown, nor its keeping the objective not shown)
+    domain: Optional[str] = None
+    timeout_ns: Optional[int] = None
+    ratios: tuple = ()
     loses: bool = False
-    # the probe's log-ratios per class: a wider split's gain is tested
-    # against the narrower split's own probe
-    cpu_logs: tuple = ()
-    io_logs: tuple = ()
+    utility: Optional[float] = None
+    utility_logs: tuple = ()
+    after_effect: bool = False
+    factor: Optional[float] = None
+
+    @property
+    def key(self):
+        return (self.mechanism, self.domain)
+
+    def _class_ratio(self, kind):
+        logs = [math.log(r) for _vm, k, r in self.ratios
+                if k == kind and r > 0]
+        return math.exp(sum(logs) / len(logs)) if logs else None
+
+    @property
+    def cpu_ratio(self):
+        """The computing VMs' geometric-mean ratio (None: there were none)."""
+        return self._class_ratio(COMPUTING)
+
+    @property
+    def io_ratio(self):
+        """The serving VMs' geometric-mean ratio (None: there were none)."""
+        return self._class_ratio(SERVING)
+
+    def worst(self):
+        """``(vm, kind, ratio)`` of the VM that fared worst, or None."""
+        return min(self.ratios, key=lambda r: r[2], default=None)
 
 
-def _log_ratios(samples, index):
-    """Log of A over B for each adjacent pair of the ABBA sequence."""
+def _pair_log(va, vb):
+    if va is None or vb is None:
+        return None
+    if va > 0 and vb > 0:
+        return math.log(va / vb)
+    if va <= 0 and vb <= 0:
+        return 0.0
+    return -_STARVED if va <= 0 else _STARVED
+
+
+def vm_logs(samples, vm):
+    """Log of A over B for ``vm`` in each adjacent pair; None if unmeasured.
+
+    ``samples`` are ``(with, {vm: value})`` in ABBA order.
+    """
     out = []
     for i in range(0, len(samples) - 1, 2):
         a, b = samples[i], samples[i + 1]
         if not a[0]:
             a, b = b, a
-        va, vb = a[index], b[index]
-        if va is None or vb is None or va <= 0 or vb <= 0:
+        got = _pair_log(a[1].get(vm), b[1].get(vm))
+        if got is None:
             return None
-        out.append(math.log(va / vb))
+        out.append(got)
     return out
 
 
@@ -107,23 +174,12 @@ def _p_below(logs, bound, alternative, alpha):
     return _p(logs, bound, alternative) < alpha
 
 
-def blind(mechanism):
-    return Verdict(mechanism, False, None, None,
-                   'CPU-bound throughput cannot be measured here (no '
+def blind(mechanism, domain=None, timeout_ns=None, factor=None):
+    return Verdict(mechanism, False,
+                   'a computing VM\'s throughput cannot be measured here (no '
                    'instruction counter), so nothing shows it does not '
-                   'lose', loses=True)
-
-
-def _gain_shown(logs, reference, alpha):
-    """Whether ``logs`` beat ``reference``'s probe (or no change).
-
-    At significance ``alpha``. Against another probe's log-ratios:
-    Welch's one-sided t-test, for the two probes ran at different times
-    with their own noise.
-    """
-    if not reference:
-        return _p_below(logs, 0.0, 'greater', alpha)
-    return _gain_p(logs, reference) < alpha
+                   'lose', domain=domain, timeout_ns=timeout_ns, loses=True,
+                   factor=factor)
 
 
 def _gain_p(logs, reference):
@@ -134,127 +190,172 @@ def _gain_p(logs, reference):
         logs, reference, equal_var=False, alternative='greater').pvalue)
 
 
-# the classes a sample measures: (name, index in a sample)
-CLASSES = (('CPU', 1), ('I/O', 2))
-
-
-def _floor(params, index, adding):
-    """The ratio class ``index`` is held to in this block.
+def floor(params, kind, adding):
+    """The ratio a VM of ``kind`` is held to in this block.
 
     A retest gives a kept mechanism the hysteresis' slack in its test of a
-    loss (dropped at once): one on the objective's edge is not dropped by
-    every twentieth noisy probe. Its mean is still held to the objective
-    (:func:`judge`: below it, the retest falls short, a strike).
+    loss: one on the objective's edge is not dropped by every twentieth
+    noisy probe. Its mean is still held to the objective (:func:`judge`:
+    below it, the retest falls short, a strike).
     """
-    floor = params.cpu_min if index == 1 else params.io_min
-    return floor if adding else floor - params.hysteresis
+    f = params.cpu_min if kind == COMPUTING else params.io_min
+    return f if adding else f - params.hysteresis
 
 
-def harm_shown(samples, params, adding):
-    """Whether a class already loses, beyond doubt, mid-block.
+def _judged(samples, kinds):
+    """``{vm: logs}`` of every VM measured in every pair of the block."""
+    out = {}
+    for vm, _kind in kinds:
+        logs = vm_logs(samples, vm)
+        if logs:
+            out[vm] = logs
+    return out
+
+
+def utility_logs(logs_by_vm):
+    """Per pair, the mean of the VMs' log-ratios: each tenant counts once.
+
+    The log of the VMs' geometric-mean ratio.
+    """
+    vms = list(logs_by_vm.values())
+    if not vms:
+        return []
+    return [math.fsum(pair) / len(vms) for pair in zip(*vms)]
+
+
+def harm_shown(samples, kinds, params, adding):
+    """Whether a VM already loses, beyond doubt, mid-block.
 
     A sequential look after each pair from the third: a mechanism that
-    costs a class half its throughput (the split where I/O is light) is
-    dropped after three pairs rather than eight, for every A period a
-    probe runs is a period of that loss. Only a loss stops a block early
-    (a gain must still be shown over all of it), and each look tests at
-    the significance level divided by the number of looks (Bonferroni),
-    so the early stops together drop a harmless mechanism no more often
-    than the final test alone would.
+    costs a VM half its throughput is dropped after three pairs rather
+    than eight, for every A period a probe runs is a period of that loss.
+    Only a loss stops a block early, and each look tests at the
+    significance level divided by the number of looks and of VMs
+    (Bonferroni), so the early stops together drop a harmless mechanism
+    no more often than the final test alone would.
     """
     done = len(samples) // 2
-    looks = params.pairs - 3
+    looks = params.max_pairs - 3
     if len(samples) % 2 or done < 3 or looks < 1:
         return False
-    alpha = (1.0 - params.confidence) / 2.0 / looks
-    for _name, index in CLASSES:
-        logs = _log_ratios(samples, index)
-        if logs and _p_below(logs, math.log(_floor(params, index, adding)),
-                             'less', alpha):
+    logs_by_vm = _judged(samples, kinds)
+    if not logs_by_vm:
+        return False
+    alpha = (1.0 - params.confidence) / looks / len(logs_by_vm)
+    kind_of = dict(kinds)
+    return any(_p_below(logs, math.log(floor(params, kind_of[vm], adding)),
+                        'less', alpha)
+               for vm, logs in logs_by_vm.items())
+
+
+def undecided(samples, kinds, params):
+    """Whether an addition's block should run more pairs before judging.
+
+    A computing VM whose mean clears its floor but whose lower confidence
+    bound does not is neither shown to keep its floor nor to lose it:
+    more pairs decide it (the guard runs up to ``max_pairs``), where
+    judging now would keep a mechanism whose true cost may be past the
+    floor as often as it would refuse a harmless one.
+    """
+    logs_by_vm = _judged(samples, kinds)
+    if not logs_by_vm:
+        return False
+    alpha = (1.0 - params.confidence) / len(logs_by_vm)
+    kind_of = dict(kinds)
+    for vm, logs in logs_by_vm.items():
+        if kind_of[vm] != COMPUTING:
+            continue
+        bound = math.log(params.cpu_min)
+        mean = math.fsum(logs) / len(logs)
+        if mean >= bound and not _p_below(logs, bound, 'greater', alpha):
             return True
     return False
 
 
-def judge(samples, params, adding, mechanism='mechanism', reference=None,
-          retry=False):
+def judge(samples, kinds, params, adding, mechanism='mechanism',
+          domain=None, timeout_ns=None, reference=None, retry=False,
+          tries=1, factor=None):
     """The :class:`Verdict` of a finished probe block.
 
-    ``reference`` is the Verdict a gain must beat instead of no change:
-    a wider split, judged like the narrower one against the bare host,
-    must serve a class significantly better than the narrower one did.
-    ``retry`` says the mechanism is being added again after it was
-    dropped: the I/O objective is then raised by the hysteresis, as a
-    retest lowers it, so noise alone does not flip it back and forth.
+    ``kinds`` is ``((vm, kind), ...)``, fixed when the block began.
+    ``reference`` is the Verdict a gain must beat instead of no change (a
+    longer or shorter timeout, a wider split: each judged against the
+    same bare arm as the one it would replace). ``retry`` says the
+    mechanism is being added again after it was dropped: its gain must
+    then clear the hysteresis, as a retest's floor is lowered by it, so
+    noise alone does not flip it back and forth. ``tries`` is how many
+    such tests a search may run for one choice (the rungs of a timeout
+    ladder): the gain is tested at the significance level divided by it,
+    so walking the ladder keeps a rung that gains nothing no more often
+    than one test would.
     """
-    if any(s[3] for s in samples):
-        return blind(mechanism)
-    alpha = (1.0 - params.confidence) / 2.0     # two classes tested
-    ratios, all_logs = {}, {}
+    if any(s[2] for s in samples):
+        return blind(mechanism, domain, timeout_ns)
+    common = dict(domain=domain, timeout_ns=timeout_ns, factor=factor)
+    logs_by_vm = _judged(samples, kinds)
+    if not logs_by_vm:
+        return Verdict(mechanism, False, 'no VM was measured in every '
+                       'period of the probe', **common)
+    kind_of = dict(kinds)
+    n = len(logs_by_vm)
+    alpha = (1.0 - params.confidence) / n
+    ratios = []
     worse = []
-    unproven = []
-    better = []
     short = []
-    for name, index in CLASSES:
-        floor = _floor(params, index, adding)
-        logs = _log_ratios(samples, index)
-        if not logs:
-            ratios[name] = None         # the class is empty or idle
-            continue
-        all_logs[name] = tuple(logs)
-        mean = sum(logs) / len(logs)
-        ratios[name] = math.exp(mean)
-        bound = math.log(floor)
-        if mean < bound or _p_below(logs, bound, 'less', alpha):
-            worse.append('%s %.3f < %.2f' % (name, ratios[name], floor))
-        elif not adding and mean < math.log(floor + params.hysteresis):
-            # a retest's slack is for its test of a loss, not for where the
-            # mean may settle: a kept mechanism whose class sits below the
-            # objective falls short (a strike: dropped at the second in a
-            # row), so none stays below it for good
-            unproven.append('%s %.3f < %.2f' % (
-                name, ratios[name], floor + params.hysteresis))
-        elif (adding and name == 'CPU'
-                and not _p_below(logs, bound, 'greater', alpha)):
-            # the burden of proof is on the mechanism: the CPU side's
-            # lower confidence bound must clear the objective
-            unproven.append('CPU %.3f not shown >= %.2f' % (ratios[name],
-                                                            floor))
-        elif retry and name == 'I/O':
-            # and a retry owes the I/O side the slack a retest gives it,
-            # for only its mean is held to the objective (the CPU side's
-            # lower confidence bound already has to clear it: noise does
-            # not re-add a CPU loss)
-            if mean < math.log(floor + params.hysteresis):
-                short.append('%s %.3f' % (name, ratios[name]))
-        ref = None
-        if reference is not None:
-            ref = (reference.cpu_logs if name == 'CPU'
-                   else reference.io_logs)
-        if _gain_shown(logs, ref, alpha):
-            better.append('%s %.3f' % (name, ratios[name]))
-    cpu_r, io_r = ratios['CPU'], ratios['I/O']
-    logs = dict(cpu_logs=all_logs.get('CPU', ()),
-                io_logs=all_logs.get('I/O', ()))
+    for vm in sorted(logs_by_vm):
+        logs = logs_by_vm[vm]
+        kind = kind_of[vm]
+        mean = math.fsum(logs) / len(logs)
+        ratio = math.exp(mean)
+        ratios.append((vm, kind, ratio))
+        f = floor(params, kind, adding)
+        bound = math.log(f)
+        # a computing VM is held to its floor by its mean as well (the
+        # floor's margin below no change is what an unaffected VM's noise
+        # needs); a serving VM's floor is no change itself, so only a
+        # loss shown counts, or every bystander would lose half the tests
+        if _p_below(logs, bound, 'less', alpha) or (
+                kind == COMPUTING and mean < bound):
+            worse.append('%s %.3f < %.2f' % (vm, ratio, f))
+        elif (not adding and kind == COMPUTING
+              and mean < math.log(f + params.hysteresis)):
+            # a retest's slack is for its test of a loss, not for where
+            # the mean may settle: a kept mechanism under which a VM sits
+            # below its floor falls short (a strike: dropped at the
+            # second in a row), so none stays below it for good
+            short.append('%s %.3f < %.2f' % (vm, ratio,
+                                             f + params.hysteresis))
+    util = utility_logs(logs_by_vm)
+    mean_util = math.fsum(util) / len(util)
+    out = dict(ratios=tuple(ratios), utility=math.exp(mean_util),
+               utility_logs=tuple(util), **common)
     if worse:
-        return Verdict(mechanism, False, cpu_r, io_r,
-                       'a class loses: ' + ', '.join(worse + unproven),
-                       loses=True, **logs)
-    if unproven:
-        return Verdict(mechanism, False, cpu_r, io_r,
-                       ('a class may lose: ' if adding else
-                        'a class falls short of the objective: ')
-                       + ', '.join(unproven), **logs)
-    if not better:
-        return Verdict(mechanism, False, cpu_r, io_r,
-                       'no class gains significantly' + (
-                           ' over %s' % reference.mechanism
-                           if reference is not None else ''), **logs)
+        return Verdict(mechanism, False, 'a VM loses: ' + ', '.join(worse),
+                       loses=True, **out)
     if short:
-        return Verdict(mechanism, False, cpu_r, io_r,
-                       'a retry must clear the objective by the hysteresis '
-                       '(%.2f): ' % params.hysteresis + ', '.join(short),
-                       **logs)
-    return Verdict(mechanism, True, cpu_r, io_r,
-                   'gains: ' + ', '.join(better) + (
-                       ' over %s' % reference.mechanism
-                       if reference is not None else ''), **logs)
+        return Verdict(mechanism, False, 'a VM falls short of its floor: '
+                       + ', '.join(short), **out)
+    against = ''
+    alpha_gain = (1.0 - params.confidence) / tries
+    if reference is not None and reference.utility_logs:
+        gained = _gain_p(util, list(reference.utility_logs)) < alpha_gain
+        against = ' over %s' % _describe(reference)
+    else:
+        gained = _p_below(util, 0.0, 'greater', alpha_gain)
+    if not gained:
+        return Verdict(mechanism, False, 'no gain shown%s (geometric mean '
+                       '%.3f)' % (against, math.exp(mean_util)), **out)
+    if retry and mean_util < math.log(1.0 + params.hysteresis):
+        return Verdict(mechanism, False, 'a retry must gain more than the '
+                       'hysteresis (%.2f): %.3f' % (
+                           params.hysteresis, math.exp(mean_util)), **out)
+    return Verdict(mechanism, True, 'gains %.3f%s, every VM at its floor'
+                   % (math.exp(mean_util), against), **out)
+
+
+def _describe(v):
+    if v.timeout_ns is not None:
+        return '%d us' % (v.timeout_ns // 1000)
+    if v.factor is not None:
+        return 'weight x%g' % v.factor
+    return v.mechanism

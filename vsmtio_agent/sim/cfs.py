@@ -6,7 +6,8 @@ with its sleeper placement, wake-up preemption gated by the wake-up
 granularity (the paper's "scheduling delay", Fig. 1(b)) and, with VM
 cgroups, decided between the VMs' group entities; the tick and its
 deferred preemptions; RASS's picks on an I/O sibling when the simulated
-vSMT-IO kernel has split the core. A mixin of
+vSMT-IO kernel has split the core; each VM's cgroup weight, a factor on
+its shares that any host may set (``cpu.weight``). A mixin of
 :class:`~vsmtio_agent.sim.engine.Simulation`: its methods share the
 simulation's state.
 """
@@ -32,6 +33,37 @@ _push = entities._push
 
 class Cfs(object):
     """CFS's part of the simulated host."""
+
+    # {vm: factor on its cgroup's weight}; replaced, never mutated, by
+    # set_vm_weights (absent: 1, libvirt's default weight)
+    vm_weights = {}
+
+    def set_vm_weights(self, factors):
+        """Multiply each VM's cgroup weight by its factor; the number changed.
+
+        A stock host's lever (``cpu.weight`` of the domain's cgroup, what
+        nova's ``quota:cpu_shares`` sets), so every kernel model honours
+        it. With VM cgroups the factor scales the group's shares (its
+        per-CPU weight follows at the next tick's load update, set here at
+        once); in one flat run queue it scales each vCPU's own weight.
+        Every thread is settled first so the time already run is charged
+        at the old weight.
+        """
+        factors = {vm: float(f) for vm, f in (factors or {}).items()
+                   if vm in self.peers and float(f) != 1.0}
+        changed = sum(1 for vm in set(factors) | set(self.vm_weights)
+                      if factors.get(vm) != self.vm_weights.get(vm))
+        if not changed:
+            return 0
+        for th in self.threads:
+            self._settle(th)
+        self.vm_weights = factors
+        for v in self.vcpus:
+            f = factors.get(v.vm, 1.0)
+            v.weight = int(round(1024 * f))
+            v.vr_scale = (1024.0 / self._group_weight(v)
+                          if self.group_shares else 1.0 / f)
+        return changed
 
     def _min_vr(self, th):
         m = None
@@ -181,10 +213,12 @@ class Cfs(object):
         the cgroup's shares split by load (``calc_group_shares``): shares x
         (one runnable vCPU here) / (the VM's load elsewhere + 1). A VM
         loaded on many CPUs weighs little on each, needs a lag beyond the
-        sleeper credit to preempt, and so waits for the tick.
+        sleeper credit to preempt, and so waits for the tick. The shares
+        are the cgroup's weight times the VM's factor (set_vm_weights).
         """
+        shares = self.group_shares * self.vm_weights.get(v.vm, 1.0)
         tg = self.vm_load[v.vm] - v.load + 1.0
-        w = self.group_shares / tg if tg > 1.0 else self.group_shares
+        w = shares / tg if tg > 1.0 else shares
         return w if w > 2.0 else 2.0    # MIN_SHARES
 
     def _tick(self):

@@ -241,10 +241,19 @@ def agent_lines(kernel, a):
                 else 'not settled (fixed window)' if settled is None
                 else 'fixed window',
                 ', '.join(a.get('mechanisms') or ()) or 'none')]
+    if a.get('timeouts_us') is not None:
+        lines.append('  retaining: %s' % (', '.join(
+            '%s at %g us' % kv for kv in a['timeouts_us'].items())
+            or 'no VM'))
+    if a.get('weights'):
+        lines.append('  weights: %s' % ', '.join(
+            '%s x%g' % kv for kv in a['weights'].items()))
     for v in a.get('verdicts') or ():
-        lines.append('  guard: %s %s (%s)' % (
-            v['mechanism'], 'kept' if v['kept'] else 'dropped',
-            v['reason']))
+        lines.append('  guard: %s%s %s (%s)' % (
+            v['mechanism'],
+            ' for %s' % v['domain'] if v.get('domain') else '',
+            'ALARM' if v.get('after_effect') else
+            'kept' if v['kept'] else 'dropped', v['reason']))
     return lines
 
 

@@ -1,7 +1,7 @@
 """The simulated vSMT-IO kernel's knobs: what an agent decision changes.
 
 The retention timeout (host-wide, or each VM's own), whether retention
-and borrowing are allowed, and
+and borrowing are allowed, each VM's CPU weight (cfs), and
 RASS's placement (each vCPU's class and hyperthreads on the split cores,
 the Workload Adjuster's swaps); every vCPU off the split goes back where
 the host placed it. Switching a mechanism off ends what it started: the
@@ -26,11 +26,14 @@ class VsmtioKernel(object):
     def apply(self, decision):
         """Apply an agent Decision: timeout, RASS placement, swaps.
 
-        Returns (changed, unchanged, messages).
+        Returns (changed, unchanged, messages). The VMs' CPU weights
+        (``decision.weights``) are a stock host's lever, applied whatever
+        the kernel model.
         """
         messages = []
         self.decisions += 1
         changed, unchanged = self._apply_switches(decision)
+        changed += self.set_vm_weights(decision.weights)
         if not decision.split:
             if self.rass_active:
                 changed += self._unsplit()

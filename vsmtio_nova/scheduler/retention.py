@@ -7,9 +7,18 @@ and only hosts advertising the trait are candidates
 idles, so it must also own them: the flavor carries
 ``hw:cpu_policy=dedicated``. A flavor that asks for retention without
 either would be offered hosts where it cannot be honoured; this filter
-refuses every host to such a request, so it fails with NoValidHost at once
-(never boots without what it asked for, never holds shared CPUs), and the
-scheduler log says which extra spec is missing.
+refuses such a request at once (never boots without what it asked for,
+never holds shared CPUs), and says which extra spec is missing where the
+user and the operator look: the server's fault and its ``create`` action.
+
+nova lets a filter only pass or fail a host, and a request every host
+fails ends with ``No valid host was found.`` and no reason. Since the
+answer depends on the flavor alone, the filter raises nova's
+``NoValidHost`` with the reason instead of failing the first host: the
+scheduler passes that exception to the conductor, which writes its message
+as the instance's fault and as the details of its failed
+``conductor_schedule_and_build_instances`` event (doc/source/nova_seams.rst,
+checked by ``tests/unit/test_nova_seams.py``).
 
 Why a filter and not nova-api's extra spec validator: nova validates each
 extra spec on its own (``validators.validate(name, value)``), so a
@@ -20,6 +29,7 @@ its image is not given retention at all: only the flavor enables it.)
 
 from oslo_log import log as logging
 
+from nova import exception
 from nova.scheduler import filters
 
 from vsmtio_nova import capability
@@ -43,7 +53,7 @@ class ContextRetentionFilter(filters.BaseHostFilter):
         why = capability.why_not_honoured(specs)
         if why is None:
             return True
-        LOG.warning('Flavor %(flavor)s asks for context retention but it '
-                    'cannot be honoured: %(why)s. Refusing %(host)s.',
-                    {'flavor': flavor.name, 'why': why, 'host': host_state})
-        return False
+        reason = ('vsmtio: flavor %s asks for context retention but it '
+                  'cannot be honoured: %s.' % (flavor.name, why))
+        LOG.warning('%s Refusing every host.', reason)
+        raise exception.NoValidHost(reason=reason)

@@ -73,7 +73,9 @@ class VsmtioBaseTest(compute_base.BaseV2ComputeAdminTest):
             time.sleep(2)
         self.fail('server %s not in ERROR after %d s' % (server_id, timeout))
 
-    def compute_hosts(self):
+    def compute_hosts(self, zone=None):
+        """Enabled, up compute hosts; of one availability zone if given."""
         return [s['host'] for s in self.os_admin.services_client.
                 list_services(binary='nova-compute')['services']
-                if s['state'] == 'up' and s['status'] == 'enabled']
+                if s['state'] == 'up' and s['status'] == 'enabled'
+                and zone in (None, s['zone'])]

@@ -1,11 +1,21 @@
-"""The compute host as whitebox-tempest-plugin sees it: libvirt and shell.
+"""The compute host, reached the way whitebox-tempest-plugin reaches it.
 
-Domain XML is read through libvirt (``[vsmtio] libvirt_uri``), as
-whitebox reads ``virsh dumpxml`` on the host; the agent is stopped and
-started with the configured commands.
+Tempest runs in its own environment, often on another machine than the
+compute host, so it imports nothing of the host's (no ``libvirt``): like
+whitebox, it runs the host's own tools on the host and reads their output
+(``virsh dumpxml``, ``virsh vcpupin``, ``cat`` of the agent's checkpoint).
+How a command reaches the host is configuration, ``[vsmtio] host_command``:
+a command given the (simple) command line as its last argument, which it
+runs on compute host ``{host}``: ``sh -c`` where tempest runs on the
+compute host, as in a single-node devstack and the one-machine cloud
+(``sudo sh -c`` where the agent's files are root's); ``ssh stack@{host}
+sudo`` for others, since ssh hands its arguments to the host's shell, the
+way whitebox runs its commands over SSH. The agent is stopped and started
+with the configured commands.
 """
 
 import json
+import shlex
 import subprocess
 import xml.etree.ElementTree as ET
 
@@ -15,26 +25,57 @@ CONF = config.CONF
 QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0'
 
 
-def domain_xml(instance_name):
-    import libvirt  # libvirt-python, in tempest's environment
-    conn = libvirt.openReadOnly(CONF.vsmtio.libvirt_uri)
-    try:
-        return ET.fromstring(conn.lookupByName(instance_name).XMLDesc(0))
-    finally:
-        conn.close()
+class HostCommandFailed(Exception):
+    pass
 
 
-def live_pins(instance_name):
+def on_host(host, command):
+    """``command``'s output, run by a shell on compute host ``host``."""
+    argv = shlex.split(CONF.vsmtio.host_command.format(host=host))
+    proc = subprocess.run(argv + [command], capture_output=True, text=True,
+                          timeout=300)
+    if proc.returncode:
+        raise HostCommandFailed('%s on %s failed (%d): %s' % (
+            command, host, proc.returncode, proc.stderr.strip()[-500:]))
+    return proc.stdout
+
+
+def _virsh(host, *args):
+    return on_host(host, ' '.join(
+        ['virsh', '-c', shlex.quote(CONF.vsmtio.libvirt_uri)]
+        + [shlex.quote(a) for a in args]))
+
+
+def domain_xml(host, instance_name):
+    """The running domain's XML, as ``virsh dumpxml`` gives it."""
+    return ET.fromstring(_virsh(host, 'dumpxml', instance_name))
+
+
+def parse_cpu_list(text):
+    """``'0-2,5'`` -> ``[0, 1, 2, 5]`` (libvirt's CPU list syntax)."""
+    cpus = set()
+    for part in text.split(','):
+        part = part.strip()
+        if not part:
+            continue
+        first, _sep, last = part.partition('-')
+        cpus.update(range(int(first), int(last or first) + 1))
+    return sorted(cpus)
+
+
+def parse_vcpupin(text):
+    """``{vcpu index: sorted cpus}`` of ``virsh vcpupin``'s table."""
+    pins = {}
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) == 2 and words[0].isdigit():
+            pins[int(words[0])] = parse_cpu_list(words[1])
+    return pins
+
+
+def live_pins(host, instance_name):
     """``{vcpu index: sorted cpus}`` of the running domain."""
-    import libvirt
-    conn = libvirt.openReadOnly(CONF.vsmtio.libvirt_uri)
-    try:
-        dom = conn.lookupByName(instance_name)
-        return {i: sorted(c for c, on in enumerate(cpus) if on)
-                for i, cpus in enumerate(dom.vcpuPinInfo(
-                    libvirt.VIR_DOMAIN_AFFECT_LIVE))}
-    finally:
-        conn.close()
+    return parse_vcpupin(_virsh(host, 'vcpupin', instance_name, '--live'))
 
 
 def qemu_args(root):
@@ -46,9 +87,13 @@ def run(command):
                           capture_output=True, text=True, timeout=300)
 
 
-def checkpoint():
+def checkpoint(host):
+    """The agent's checkpoint on ``host``; {} while there is none."""
     try:
-        with open(CONF.vsmtio.agent_checkpoint_path) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return {}
+        text = on_host(host, 'cat %s' % shlex.quote(
+            CONF.vsmtio.agent_checkpoint_path))
+    except HostCommandFailed as exc:
+        if 'No such file' in str(exc):
+            return {}
+        raise
+    return json.loads(text) if text.strip() else {}

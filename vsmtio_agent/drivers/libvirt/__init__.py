@@ -29,6 +29,7 @@ import os
 import threading
 
 import libvirt
+from oslo_log import log as logging
 
 from vsmtio_agent.actuators import base as actuator_base
 from vsmtio_agent.actuators import checkpoint as checkpoint_mod
@@ -44,6 +45,8 @@ from vsmtio_agent.drivers import mist as mist_mod
 from vsmtio_agent.linux import sched_core
 from vsmtio_agent.linux import topology as topology_mod
 from vsmtio_contract import kernel_abi
+
+LOG = logging.getLogger(__name__)
 
 _PATCHED_STATS = sampling.PATCHED_STATS
 
@@ -168,6 +171,20 @@ class LibvirtHostDriver(base.HostDriver):
         self._flush(log)
         return log.result()
 
+    def preview(self, decision):
+        """The changes an apply of ``decision`` would make; writes nothing.
+
+        The plan of pins, shares, the timeout and RASS classes against the
+        host as last sampled (the timeout's knob looked at, not probed).
+        What the guard withdraws and MIST protects are not listed.
+        """
+        return [change.describe() for change in self.planner.plan(
+            decision, applylog.ApplyLog(), probe=False)]
+
+    def domain_names(self):
+        """``{uuid: label}``: nova's server name and the domain's."""
+        return {entry.uuid: entry.label for entry in self.domains.values()}
+
     def _flush(self, log):
         """Originals forgotten this apply leave the file too."""
         try:
@@ -194,6 +211,7 @@ class LibvirtHostDriver(base.HostDriver):
             self._failed(change, exc, log)
             return
         self.planner.written(change)
+        LOG.info('Changed %s', change.describe())
         log.done()
 
     def _failed(self, change, exc, log):
@@ -244,25 +262,34 @@ class LibvirtHostDriver(base.HostDriver):
         else:
             missing.append('retention timeout knob: %s' % why)
         caps.append(self.sampler.source.describe())
-        caps.append('KVM\'s vCPU halt statistics from libvirt\'s vCPU group')
-        kvm = [d.name for d in self.domains.values() if d.kvm]
-        tcg = [d.name for d in self.domains.values() if not d.kvm]
-        if tcg and not kvm:
-            missing.append('KVM halt statistics (domains are not type kvm: '
-                           '%s)' % ', '.join(sorted(tcg)))
+        kinds = self._domain_kinds()
+        kvm = sorted(name for name, is_kvm in kinds.items() if is_kvm)
+        other = sorted(name for name, is_kvm in kinds.items() if not is_kvm)
+        if kvm:
+            caps.append('KVM\'s vCPU halt statistics from libvirt\'s vCPU '
+                        'group (%d kvm domain(s))' % len(kvm))
+        elif other:
+            missing.append('KVM halt statistics: no running domain is type '
+                           'kvm (%s), and libvirt has them only for kvm '
+                           'domains' % ', '.join(other))
+        else:
+            caps.append('KVM\'s vCPU halt statistics from libvirt\'s vCPU '
+                        'group, for kvm domains (none running)')
         pmu = any(os.path.exists(os.path.join(
             self.opts.sysfs_root, 'bus/event_source/devices', dev,
             'events/instructions')) for dev in ('cpu', 'cpu_core'))
         if self.sampler.perf.unavailable:
-            missing.append('per-vCPU instructions: %s; the guard keeps no '
-                           'mechanism it cannot judge'
+            missing.append('per-vCPU instructions: %s; the guard judges '
+                           'computing VMs by CPU time, so it tries '
+                           'retention and VM weights, never the split'
                            % self.sampler.perf.unavailable)
         elif pmu:
             caps.append('per-vCPU instructions through perf_event_open')
         else:
             missing.append('per-vCPU instructions: no hardware PMU on this '
-                           'host (no cpu events in sysfs); the guard keeps '
-                           'no mechanism it cannot judge')
+                           'host (no cpu events in sysfs); the guard judges '
+                           'computing VMs by CPU time, so it tries '
+                           'retention and VM weights, never the split')
         missing.extend(self.degradations.missing)
         self._describe_trust(caps, missing)
         if self.mist is not None:
@@ -282,7 +309,25 @@ class LibvirtHostDriver(base.HostDriver):
             missing.insert(0, 'patched kernel: %s' % self._abi_why)
         return base.HostMode(mode=mode, reason=reason,
                              capabilities=tuple(caps),
-                             missing=tuple(missing))
+                             missing=tuple(missing),
+                             knobs=frozenset(('retention',) if knob
+                                             is not None else ()))
+
+    def _domain_kinds(self):
+        """``{name: is kvm}`` of the running domains; writes nothing.
+
+        The domains sampled so far, or (``check``, before any sample)
+        those libvirt lists now; {} where libvirt cannot be asked.
+        """
+        if len(self.domains.entries):
+            return {d.label: d.kvm for d in self.domains.values()}
+        try:
+            conn = self.connection.get()
+            found = conn.listAllDomains(
+                libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
+            return {dom.name(): domains_mod.is_kvm(dom) for dom in found}
+        except (base.HostDriverError, libvirt.libvirtError):
+            return {}
 
     def _describe_trust(self, caps, missing):
         """Trust domains: the rule, and the host's core scheduling.

@@ -34,6 +34,18 @@ _NO_STATS = {}      # never modified
 NOVA_NS = 'http://openstack.org/xmlns/libvirt/nova/'
 
 
+def _nova_instance(xml):
+    """``(namespace prefix, <nova:instance>)`` of a domain's XML, or None."""
+    metadata = xml.find('metadata')
+    if metadata is None:
+        return None
+    for instance in metadata:
+        tag = instance.tag
+        if tag.startswith('{' + NOVA_NS) and tag.endswith('}instance'):
+            return tag[:tag.index('}') + 1], instance
+    return None
+
+
 def nova_project(xml):
     """The project UUID nova wrote in a domain's XML, or None.
 
@@ -41,18 +53,35 @@ def nova_project(xml):
     writes it from the instance's owner, and a tenant cannot change a
     domain's XML, so it is what trust domains go by.
     """
-    metadata = xml.find('metadata')
-    if metadata is None:
+    found = _nova_instance(xml)
+    if found is None:
         return None
-    for instance in metadata:
-        tag = instance.tag
-        if not (tag.startswith('{' + NOVA_NS) and tag.endswith('}instance')):
-            continue
-        ns = tag[:tag.index('}') + 1]
-        project = instance.find('%sowner/%sproject' % (ns, ns))
-        if project is not None and project.get('uuid'):
-            return project.get('uuid').strip() or None
+    ns, instance = found
+    project = instance.find('%sowner/%sproject' % (ns, ns))
+    if project is not None and project.get('uuid'):
+        return project.get('uuid').strip() or None
     return None
+
+
+def nova_name(xml):
+    """The server's name nova wrote in a domain's XML, or None.
+
+    ``<nova:instance><nova:name>``: what the operator knows the VM by (the
+    domain's own name is nova's ``instance-0000002a``). Written when the
+    domain is defined: a later rename through the API shows at the next
+    hard reboot or migration, as in nova's own XML.
+    """
+    found = _nova_instance(xml)
+    if found is None:
+        return None
+    ns, instance = found
+    name = instance.findtext(ns + 'name')
+    return (name.strip() or None) if name else None
+
+
+def is_kvm(dom):
+    """Whether ``dom`` runs on KVM (its XML's type), not TCG or another."""
+    return ElementTree.fromstring(dom.XMLDesc(0)).get('type') == 'kvm'
 
 
 class Domain:
@@ -73,6 +102,7 @@ class Domain:
         self.shares = None   # (parameter, value) as now, or None
         self.rass = {}       # vCPU index -> the kernel RASS class, as now
         self.project = None  # its nova project (nova's metadata), if any
+        self.server = None   # its nova server name (nova's metadata)
         self.cookies = {}    # vCPU index -> core-scheduling cookie, read
         self._tenancy = None
 
@@ -83,6 +113,13 @@ class Domain:
             self._tenancy = model.Tenancy(project=self.project,
                                           cookies=dict(self.cookies))
         return self._tenancy
+
+    @property
+    def label(self):
+        """How the log and ``status`` name it: the server's name first."""
+        if self.server:
+            return '%s (%s)' % (self.server, self.name)
+        return self.name
 
     def record(self, checkpoint):
         """This incarnation's record of originals in ``checkpoint``."""
@@ -177,12 +214,16 @@ class Domains:
         xml = ElementTree.fromstring(dom.XMLDesc(0))
         entry.kvm = xml.get('type') == 'kvm'
         entry.project = nova_project(xml)
+        entry.server = nova_name(xml)
         entry.pins = {i: pinning.cpus_of(m)
                       for i, m in enumerate(dom.vcpuPinInfo(0))}
         try:
             entry.shares = shares_mod.read_shares(dom)
         except actuator_base.ActuatorError:
             entry.shares = None
+        LOG.info('Domain %s (%s) is running: %d vCPU(s)%s', entry.label,
+                 uuid, len(entry.pins),
+                 '' if entry.kvm else ', not type kvm')
         self.entries[uuid] = entry
         return entry
 

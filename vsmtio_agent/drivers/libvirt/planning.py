@@ -41,6 +41,29 @@ class Change:
     value: Any
     entry: Any = None     # the Domain, for a change of a domain's knob
     index: int = None     # the vCPU, for pins and RASS classes
+    was: Any = None       # the value it replaces, as the driver knows it
+
+    def describe(self):
+        """One line for the operator: which knob, from what, to what.
+
+        Logged at INFO once the change is made (``changed ...``) and by a
+        dry run (``would change ...``).
+        """
+        def text(value):
+            if value is None:
+                return '?'
+            if self.mechanism == PIN:
+                return topology_mod.format_cpu_list(value)
+            return str(value)
+
+        what = {PIN: 'vCPU %s pins of %%s' % self.index,
+                SHARES: 'cpu shares of %s',
+                RASS: 'vCPU %s RASS class of %%s' % self.index,
+                TIMEOUT: 'retention timeout (%s)' % self.key,
+                IO_CPUS: 'RASS I/O CPUs (%s)' % self.key}[self.mechanism]
+        if self.entry is not None:
+            what = what % self.entry.label
+        return '%s: %s -> %s' % (what, text(self.was), text(self.value))
 
     @property
     def label(self):
@@ -48,7 +71,7 @@ class Change:
 
         A knob's error names its file already.
         """
-        return self.entry.name if self.mechanism in (PIN, SHARES) else None
+        return self.entry.label if self.mechanism in (PIN, SHARES) else None
 
     @property
     def owner(self):
@@ -127,30 +150,34 @@ class RetentionTimeout:
     def refused(self, why):
         self.probed = (None, why)
 
-    def wanted(self, timeout_ns, log):
-        """The value to write, or None (not applicable, or in force)."""
-        knob, why = self.target()
+    def wanted(self, timeout_ns, log, probe=True):
+        """``(value to write, value there)``; value None: nothing to do.
+
+        Nothing to do: not applicable, or in force. ``probe=False`` looks
+        at the knob without writing it (:meth:`look`).
+        """
+        knob, why = self.target() if probe else self.look()
         if knob is None:
-            if not self._na_logged:
+            if probe and not self._na_logged:
                 self._na_logged = True
                 LOG.warning('Retention timeout not applicable: %s', why)
-            return None
+            return None, None
         value = int(timeout_ns)
         if self.patched:
             value = min(value, kernel_abi.RETENTION_TIMEOUT_MAX_NS)
         if value == self.applied:
             log.same()
-            return None
+            return None, None
         try:
             current = knob.read()
         except kernel_knobs.KnobError as exc:
             log.fail(str(exc))
-            return None
+            return None, None
         if current == value:
             self.applied = value
             log.same()
-            return None
-        return value
+            return None, None
+        return value, current
 
 
 class Planner:
@@ -168,16 +195,20 @@ class Planner:
         self.timeout = RetentionTimeout(opts.sysfs_root, patched)
         self.io_cpus_done = False
 
-    def plan(self, decision, log):
-        """The changes ``decision`` needs, in write order."""
+    def plan(self, decision, log, probe=True):
+        """The changes ``decision`` needs, in write order.
+
+        ``probe=False`` (a dry run's preview) never probes the timeout's
+        knob by writing its value back: planning then writes nothing.
+        """
         changes = []
         if decision.split:
             changes += self._pins_and_shares(decision, log)
         if decision.retention:
-            value = self.timeout.wanted(decision.timeout_ns, log)
+            value, was = self.timeout.wanted(decision.timeout_ns, log, probe)
             if value is not None:
                 changes.append(Change(TIMEOUT, self.knobs,
-                                      self.timeout.relpath, value))
+                                      self.timeout.relpath, value, was=was))
         if decision.split and self.patched:
             changes += self._io_cpus(log)
             changes += self._rass_classes(decision, log)
@@ -205,7 +236,8 @@ class Planner:
                     changes.append(Change(
                         PIN, pinning.VcpuPinning(
                             entry.record(self.checkpoint), entry.dom),
-                        str(ref.index), sorted(want), entry, ref.index))
+                        str(ref.index), sorted(want), entry, ref.index,
+                        entry.pins[ref.index]))
                 else:
                     log.same()
                 continue
@@ -223,7 +255,8 @@ class Planner:
             changes.append(Change(
                 PIN, pinning.VcpuPinning(entry.record(self.checkpoint),
                                          entry.dom),
-                str(ref.index), sorted(want), entry, ref.index))
+                str(ref.index), sorted(want), entry, ref.index,
+                entry.pins[ref.index]))
         factor = self.opts.io_cpu_shares_factor
         for uuid in sorted(touched):
             entry = self.domains.get(uuid)
@@ -241,7 +274,7 @@ class Planner:
                     SHARES, shares_mod.CpuShares(
                         entry.record(self.checkpoint), entry.dom,
                         entry.shares[0]),
-                    shares_mod.KEY, want, entry))
+                    shares_mod.KEY, want, entry, was=entry.shares[1]))
         return changes
 
     def _original(self, entry, kind, key, current):
@@ -277,7 +310,7 @@ class Planner:
             self.io_cpus_done = True
             log.same()
             return []
-        return [Change(IO_CPUS, self.knobs, key, want)]
+        return [Change(IO_CPUS, self.knobs, key, want, was=current)]
 
     def _rass_classes(self, decision, log):
         changes = []
@@ -307,7 +340,7 @@ class Planner:
                 log.same()
                 continue
             changes.append(Change(RASS, actuator, str(ref.index),
-                                  want, entry, ref.index))
+                                  want, entry, ref.index, current))
         return changes
 
     def written(self, change):

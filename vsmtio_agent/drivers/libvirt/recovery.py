@@ -357,7 +357,7 @@ class Restorer:
                      'for it.', name, uuid, why)
             self.save()
         elif entry is not None:
-            LOG.info('Domain %s (%s) %s.', entry.name, uuid, why)
+            LOG.info('Domain %s (%s) %s.', entry.label, uuid, why)
 
     def prune(self):
         """Drop records of domain values that are (still) the originals.

@@ -8,7 +8,10 @@ tests run the same loop against the real simulator.
 
 import dataclasses
 import json
+import socket
 
+import fixtures
+import jsonschema
 from oslo_config import fixture as config_fixture
 import testtools
 
@@ -18,6 +21,7 @@ from vsmtio_agent.drivers import base
 from vsmtio_agent import metrics
 from vsmtio_agent import model
 from vsmtio_agent.policy import mist
+from vsmtio_agent.policy import probe_stats
 from vsmtio_agent import status
 
 MS = 10 ** 6
@@ -53,6 +57,12 @@ class ScriptedHost(base.HostDriver):
 
     def close(self):
         self.calls.append(('close',))
+
+    def preview(self, decision):
+        self.calls.append(('preview',))
+        return ['vCPU %d pins of %s: 0-1 -> %d' % (
+            ref.index, ref.domain, p.core_id)
+            for ref, p in sorted(decision.placements.items())]
 
 
 def snapshot(t_ms, io_retention_ms, projects=('tenant', 'tenant')):
@@ -92,9 +102,12 @@ class TestAgentLoop(AgentTestCase):
             ('advance', 0.1), ('sample',), ('apply',),
             ('restore',), ('close',)], host.calls)
         first, second, third = host.applied
-        # The first apply only puts the initial timeout in force.
+        # The first apply only puts the switches in force: with the guard
+        # (the default) nothing is kept yet, so no VM retains, and its
+        # timeout ladder starts at the cost of a deschedule
         self.assertEqual({}, first.placements)
-        self.assertEqual(200 * 1000, first.timeout_ns)
+        self.assertEqual((50 * 1000, 0), (first.timeout_ns,
+                                          first.retains('io-vm')))
         # Both vCPUs share core 0; the one that retains is I/O-bound and
         # gets the core's I/O sibling.
         io = second.placements[model.VcpuRef('io-vm', 0)]
@@ -134,6 +147,17 @@ class TestAgentLoop(AgentTestCase):
         self.assertEqual([], host.applied)
         self.assertIsNotNone(a.last_decision)
         self.assertEqual(('restore',), host.calls[-2])
+
+    def test_dry_run_lists_the_changes_it_would_make(self):
+        self.cfg.config(group='vsmtio_agent', dry_run=True)
+        logger = self.useFixture(fixtures.FakeLogger(name='vsmtio_agent'))
+        host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
+        agent.Agent(conf.CONF, host).run(periods=1)
+        self.assertEqual([], host.applied)
+        self.assertIn('dry run: would change vCPU 0 pins of io-vm: 0-1 -> 0',
+                      logger.output)
+        self.assertIn('dry run: would change vCPU 0 pins of cpu-vm: 0-1 -> '
+                      '0', logger.output)
 
     def test_stop_restores_once(self):
         host = ScriptedHost([snapshot(0, 0)])
@@ -190,9 +214,80 @@ class TestPeriodRecord(AgentTestCase):
         self.assertRaises(base.HostDriverError,
                           agent.Agent(conf.CONF, host).loop, 2)
 
+    def test_status_names_each_vm_and_what_it_has(self):
+        host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
+        host.domain_names = lambda: {'io-vm': 'web-1 (instance-0001)'}
+        a = agent.Agent(conf.CONF, host)
+        a.tick()
+        period = a.tick()
+        doc = json.loads(json.dumps(status.document(
+            period, host, conf.CONF.vsmtio_agent, 'scripted')))
+        path = self.useFixture(fixtures.TempDir()).join('status.json')
+        with open(path, 'w') as f:
+            json.dump(doc, f)
+        text = status.format_table(status.load(path))   # the schema holds
+        self.assertIn('| web-1 (instance-0001) | 0    | io ', text)
+        self.assertIn('| cpu-vm ', text)   # no name known: the domain
+        self.assertIn('  web-1 (instance-0001) io-vm\n    1 io vCPU(s); ',
+                      text)
+        decision = period.decision
+        retains = ('retains up to %d us (the host-wide LTCR timeout)'
+                   % (decision.timeout_ns // 1000)
+                   if decision.retention
+                   else 'no retention: the guard does not keep it')
+        self.assertIn(retains, doc['vms']['io-vm']['has'])
+        self.assertIsNone(doc['vms']['cpu-vm']['name'])
+        # per-VM retention and weights (the decision's per-domain contract)
+        per_vm = dataclasses.replace(period, decision=dataclasses.replace(
+            decision, retention=True, timeouts={'io-vm': 30000},
+            weights={'cpu-vm': 2.0}))
+        lines = status.vm_lines(per_vm)
+        self.assertIn('retains up to 30 us (its own timeout)',
+                      lines['io-vm'])
+        self.assertEqual(['no retention: not kept for this VM',
+                          'CPU weight x2.00'], lines['cpu-vm'][1:])
+
+    def test_metrics_carry_nova_s_host_name(self):
+        nova_conf = self.useFixture(fixtures.TempDir()).join('nova.conf')
+        self.cfg.config(group='vsmtio_agent', nova_config_file=nova_conf)
+        opts = conf.CONF.vsmtio_agent
+        # no nova.conf: this machine's host name, nova's own default
+        self.assertEqual(socket.gethostname(), metrics.host_name(opts))
+        with open(nova_conf, 'w') as f:
+            f.write('[DEFAULT]\ndebug = true\nhost = compute-7\n'
+                    '[vsmtio]\nhost = not-this\n')
+        self.assertEqual('compute-7', metrics.host_name(opts))
+        self.cfg.config(group='vsmtio_agent', metrics_host='cmp7')
+        self.assertEqual('cmp7', metrics.host_name(opts))
+        collector = metrics.AgentCollector(metrics.host_name(opts))
+        host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
+        a = agent.Agent(conf.CONF, host)
+        a.tick()
+        collector.observe(a.tick(), 'scripted')
+        gauges = [s for m in collector.collect() if m.type == 'gauge'
+                  for s in m.samples]
+        self.assertTrue(gauges)
+        self.assertEqual({'cmp7'}, {s.labels['fqdn'] for s in gauges})
+
+    def test_an_unreadable_nova_conf_is_one_warning(self):
+        nova_conf = self.useFixture(fixtures.TempDir()).join('nova.conf')
+        with open(nova_conf, 'w') as f:
+            f.write('[DEFAULT\nhost = x\n')
+        self.cfg.config(group='vsmtio_agent', nova_config_file=nova_conf)
+        logger = self.useFixture(fixtures.FakeLogger(name='vsmtio_agent'))
+        self.assertEqual(socket.gethostname(),
+                         metrics.host_name(conf.CONF.vsmtio_agent))
+        self.assertIn('Cannot read [DEFAULT] host from %s' % nova_conf,
+                      logger.output)
+
     def test_metrics_render_one_period(self):
         from vsmtio_agent import metrics
-        host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
+        first, second = snapshot(0, 0), snapshot(100, 60)
+        for snap, delay_ns in ((first, 0), (second, 25 * MS)):
+            for ref, counters in list(snap.vcpus.items()):
+                snap.vcpus[ref] = counters._replace(
+                    runqueue_delay_ns=delay_ns)
+        host = ScriptedHost([first, second])
         a = agent.Agent(conf.CONF, host)
         a.tick()
         period = a.tick()
@@ -205,6 +300,14 @@ class TestPeriodRecord(AgentTestCase):
         rates = text['vsmtio_vcpu_retention_rate'].samples
         self.assertAlmostEqual(0.6, [s.value for s in rates
                                      if s.labels['domain'] == 'io-vm'][0])
+        # what server metadata no longer carries (publish.FORMER_KEYS)
+        delays = {(s.labels['domain'], s.labels['vcpu']): s.value
+                  for s in text['vsmtio_vcpu_runqueue_delay_ratio'].samples}
+        self.assertEqual(
+            {(ref.domain, str(ref.index)): st.runqueue_delay_ratio
+             for ref, st in period.stats.items()
+             if st.runqueue_delay_ratio is not None}, delays)
+        self.assertTrue(delays)
 
 
 class TestMistInTheRecord(AgentTestCase):
@@ -259,3 +362,68 @@ class TestMistInTheRecord(AgentTestCase):
         collector.observe(self.period(), 'scripted')
         self.assertNotIn('vsmtio_mist_protected',
                          {m.name for m in collector.collect()})
+
+
+class TestGuardInTheRecord(AgentTestCase):
+    """Per VM, what the guard keeps and why reaches status and metrics."""
+
+    def period(self):
+        host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
+        a = agent.Agent(conf.CONF, host)
+        a.tick()
+        return a.tick()
+
+    def judged(self):
+        kept = probe_stats.Verdict(
+            'retention', True, 'gains 1.200, every VM at its floor',
+            domain='io-vm', timeout_ns=50000,
+            ratios=(('cpu-vm', 'computing', 0.99),
+                    ('io-vm', 'serving', 1.45)))
+        split = probe_stats.Verdict(
+            'split', False, 'a VM loses: cpu-vm 0.900 < 0.97', loses=True)
+        alarm = probe_stats.Verdict(
+            'split', False, 'after-effect: dropping it did not restore the '
+            'host (cpu-vm at 0.80 of the level before); held off',
+            loses=True, after_effect=True)
+        return dataclasses.replace(
+            self.period(), verdicts=(kept, split, alarm),
+            retaining={'io-vm': 50000}, served={'io-vm': 1234.0})
+
+    def test_status_says_per_vm_what_is_kept_and_why(self):
+        doc = json.loads(json.dumps(status.document(
+            self.judged(), ScriptedHost([]), conf.CONF.vsmtio_agent,
+            'scripted')))
+        self.assertIsNone(jsonschema.exceptions.best_match(
+            status._VALIDATOR.iter_errors(doc)))
+        text = status.format_table(doc)
+        self.assertIn('retaining: io-vm at 50 us', text)
+        self.assertIn('guard: retention for io-vm at 50 us kept (gains',
+                      text)
+        self.assertIn('guard: split dropped (a VM loses: cpu-vm', text)
+        self.assertIn('guard: split ALARM (after-effect', text)
+
+    def test_metrics_per_vm(self):
+        collector = metrics.AgentCollector()
+        collector.observe(self.judged(), 'scripted')
+        families = {m.name: m for m in collector.collect()}
+        kept = {(s.labels['mechanism'], s.labels['domain']): s.value
+                for s in families['vsmtio_guard_kept'].samples}
+        self.assertEqual({('retention', 'io-vm'): 1, ('split', ''): 0},
+                         kept)
+        reasons = {s.labels['reason']
+                   for s in families['vsmtio_guard_verdict'].samples}
+        self.assertIn('a VM loses: cpu-vm 0.900 < 0.97', reasons)
+        alarm = families['vsmtio_guard_after_effect'].samples
+        self.assertEqual([('split', 1)],
+                         [(s.labels['mechanism'], s.value) for s in alarm])
+        timeout = families['vsmtio_vm_retention_timeout_seconds'].samples
+        self.assertEqual([('io-vm', 50e-6)],
+                         [(s.labels['domain'], s.value) for s in timeout])
+        served = families['vsmtio_vm_served_rate'].samples
+        self.assertEqual([1234.0], [s.value for s in served])
+
+    def test_the_first_period_retains_nothing_under_the_guard(self):
+        host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
+        a = agent.Agent(conf.CONF, host)
+        a.tick()
+        self.assertFalse(host.applied[0].retention)

@@ -9,8 +9,9 @@ server's metadata, so that bounding, rounding, signing, rate limiting and
 repairing are checked exactly.
 """
 
-import datetime
+import logging
 
+import fixtures
 from keystoneauth1 import exceptions as ks_exc
 from oslo_config import cfg
 from oslo_config import fixture as cfg_fixture
@@ -24,8 +25,6 @@ from vsmtio_agent.tests.unit.policy import helpers
 from vsmtio_contract import workload
 
 SECRET = 'test-secret'
-NOW = datetime.datetime(2026, 1, 2, 3, 4, 5,
-                        tzinfo=datetime.timezone.utc)
 
 
 def vcpu(retention=None, i_cpu=None, delay=None):
@@ -66,27 +65,22 @@ class RecordingClient(object):
 
 class TestInstanceValues(testtools.TestCase):
 
-    def test_class_and_rates_rounded(self):
+    def test_only_the_class_is_published(self):
         a0, a1 = model.VcpuRef('uuid-a', 0), model.VcpuRef('uuid-a', 1)
         stats = {a0: vcpu(0.12345, 2.0, 0.1), a1: vcpu(0.2, None, 0.3)}
         values = publish.instance_values(
             stats, decision({a0: model.Role.IO, a1: model.Role.CPU}),
-            True, now=NOW)['uuid-a']
-        # a tie is io (the publisher signs it when it writes)
-        self.assertEqual('io', values[publish.CLASS_KEY])
-        self.assertEqual('0.162', values['vsmtio:retention_rate'])
-        self.assertEqual('2.00', values['vsmtio:i_cpu'])
-        self.assertEqual('0.200', values['vsmtio:runqueue_delay'])
-        self.assertEqual('2026-01-02T03:04:05Z', values[publish.TIME_KEY])
-        self.assertLessEqual(set(values), set(publish.KEYS))
+            True)
+        # a tie is io (the publisher signs it when it writes); the rates
+        # are the metrics' (test_agent), never server metadata
+        self.assertEqual({'uuid-a': {publish.CLASS_KEY: 'io'}}, values)
+        self.assertEqual((publish.CLASS_KEY,), publish.KEYS)
 
-    def test_unmeasured_rates_and_class_without_secret_are_absent(self):
+    def test_without_secret_a_domain_has_nothing(self):
         a0 = model.VcpuRef('uuid-a', 0)
         values = publish.instance_values(
-            {a0: vcpu(delay=0.5)}, decision({a0: model.Role.CPU}), False,
-            now=NOW)['uuid-a']
-        self.assertEqual({'vsmtio:runqueue_delay', publish.TIME_KEY},
-                         set(values))
+            {a0: vcpu(delay=0.5)}, decision({a0: model.Role.CPU}), False)
+        self.assertEqual({'uuid-a': {}}, values)
 
     def test_majority_class(self):
         refs = [model.VcpuRef('u', i) for i in range(3)]
@@ -99,20 +93,23 @@ class TestInstanceValues(testtools.TestCase):
 
 class TestChanges(testtools.TestCase):
 
-    def test_time_alone_is_no_change(self):
-        old = {'vsmtio:i_cpu': '1.00', publish.TIME_KEY: 't1'}
-        new = {'vsmtio:i_cpu': '1.00', publish.TIME_KEY: 't2'}
-        self.assertEqual(({}, []), publish.changes(old, new))
+    def test_same_class_is_no_change(self):
+        old = {publish.CLASS_KEY: 'io:1:h:s', 'user:key': 'x'}
+        self.assertEqual(({}, []), publish.changes(old, dict(old)))
 
-    def test_changed_and_gone_keys(self):
-        old = {'vsmtio:i_cpu': '1.00', 'vsmtio:runqueue_delay': '0.100',
-               publish.TIME_KEY: 't1', 'user:key': 'x'}
-        new = {'vsmtio:i_cpu': '2.00', publish.TIME_KEY: 't2',
-               'other': 'never written'}
+    def test_former_keys_deleted_user_keys_kept(self):
+        old = {publish.CLASS_KEY: 'io:1:h:s', 'vsmtio:i_cpu': '1.00',
+               'vsmtio:measured_at': 't1', 'vsmtio:foo': 'y',
+               'user:key': 'x'}
+        new = {publish.CLASS_KEY: 'cpu:1:h:s', 'other': 'never written'}
         self.assertEqual(
-            ({'vsmtio:i_cpu': '2.00', publish.TIME_KEY: 't2'},
-             ['vsmtio:runqueue_delay']),
+            ({publish.CLASS_KEY: 'cpu:1:h:s'},
+             ['vsmtio:i_cpu', 'vsmtio:measured_at']),
             publish.changes(old, new))
+
+    def test_class_deleted_when_no_longer_published(self):
+        self.assertEqual(({}, [publish.CLASS_KEY]), publish.changes(
+            {publish.CLASS_KEY: 'io:1:h:s'}, {}))
 
 
 class PublisherBase(testtools.TestCase):
@@ -148,43 +145,54 @@ class PublisherBase(testtools.TestCase):
 
 class TestPublisher(PublisherBase):
 
-    def values(self, i_cpu='1.00'):
-        return {'a': {'vsmtio:i_cpu': i_cpu, publish.TIME_KEY: 't'}}
+    def signed(self, uuid='a'):
+        return self.client.servers[uuid][publish.CLASS_KEY]
 
     def test_writes_on_change_at_most_once_per_interval(self):
-        self.pub.publish(self.values())
+        self.pub.publish({'a': {publish.CLASS_KEY: 'io'}})
         self.now += 10
-        self.pub.publish(self.values('2.00'))      # within the interval
+        self.pub.publish({'a': {publish.CLASS_KEY: 'cpu'}})  # too soon
+        self.assertTrue(self.signed().startswith('io:'))
         self.now += 60
-        self.pub.publish(self.values('2.00'))
+        self.pub.publish({'a': {publish.CLASS_KEY: 'cpu'}})
         self.now += 60
-        self.pub.publish(self.values('2.00'))      # unchanged: no call
-        self.assertEqual(
-            [('update', 'a', {'vsmtio:i_cpu': '1.00',
-                              publish.TIME_KEY: 't'}),
-             ('update', 'a', {'vsmtio:i_cpu': '2.00',
-                              publish.TIME_KEY: 't'})],
-            self.client.calls)
+        self.pub.publish({'a': {publish.CLASS_KEY: 'cpu'}})  # no call
+        self.assertEqual([('update', 'a'), ('update', 'a')],
+                         [c[:2] for c in self.client.calls])
+        self.assertTrue(self.signed().startswith('cpu:'))
 
-    def test_deletes_only_its_own_keys_that_went(self):
-        self.pub.publish({'a': {'vsmtio:i_cpu': '1.00',
-                                'vsmtio:runqueue_delay': '0.100'}})
-        self.now += 60
-        self.pub.publish({'a': {'vsmtio:i_cpu': '1.00'}})
-        self.assertEqual(('delete', 'a', 'vsmtio:runqueue_delay'),
-                         self.client.calls[-1])
+    def test_change_logged_at_info_once(self):
+        logger = self.useFixture(fixtures.FakeLogger(
+            name='vsmtio_agent.publish', level=logging.INFO))
+        for _ in range(3):
+            self.pub.publish({'a': {publish.CLASS_KEY: 'io'}})
+            self.later(60)
+        self.assertEqual(1, logger.output.count(
+            'server a: published measured class io (was none)'))
+
+    def test_former_keys_deleted_once_without_secret(self):
+        """An upgrade: the rates earlier releases wrote go, once."""
+        self.client.servers['a'] = {'vsmtio:i_cpu': '1.00',
+                                    'vsmtio:measured_at': 't', 'own': 'x'}
+        self.pub.publish({'a': {}})
+        self.later(60)
+        self.pub.publish({'a': {}})
+        self.assertEqual({'own': 'x'}, self.client.servers['a'])
+        self.assertEqual([('delete', 'a', 'vsmtio:i_cpu'),
+                          ('delete', 'a', 'vsmtio:measured_at')],
+                         self.client.calls)
 
     def test_max_instances_bounds_a_round(self):
         self.conf.set_override('max_instances', 2, group='vsmtio_publish')
-        self.pub.publish({u: {'vsmtio:i_cpu': '1.00'} for u in 'abc'})
+        self.pub.publish({u: {publish.CLASS_KEY: 'io'} for u in 'abc'})
         self.assertEqual(2, len(self.client.calls))
         self.now += 60
-        self.pub.publish({u: {'vsmtio:i_cpu': '1.00'} for u in 'abc'})
+        self.pub.publish({u: {publish.CLASS_KEY: 'io'} for u in 'abc'})
         # the one left out goes first next round
         self.assertEqual('c', self.client.calls[2][1])
 
     def test_domain_without_server_is_skipped_for_an_interval(self):
-        self.pub.publish({'not-a-server': {'vsmtio:i_cpu': '1.00'}})
+        self.pub.publish({'not-a-server': {publish.CLASS_KEY: 'io'}})
         self.assertEqual({}, self.pub.published)
         self.assertEqual(0, self.pub.failures)
 
@@ -192,12 +200,11 @@ class TestPublisher(PublisherBase):
         self.conf.set_override('dry_run', True, group='vsmtio_agent')
         pub = publish.Publisher(self.conf, client=self.client,
                                 clock=lambda: self.now)
-        pub.publish(self.values())
+        pub.publish({'a': {publish.CLASS_KEY: 'io'}})
         self.assertEqual([], self.client.calls)
 
     def test_summary_counts_published_classes(self):
-        self.pub.publish({'a': {publish.CLASS_KEY: 'io'},
-                          'b': {'vsmtio:i_cpu': '1.00'}})
+        self.pub.publish({'a': {publish.CLASS_KEY: 'io'}, 'b': {}})
         self.assertEqual({'io': 1, 'unpublished': 1},
                          self.pub.summary()['classes'])
 
@@ -259,34 +266,21 @@ class TestSignedClass(PublisherBase):
         self.assertIn('expired', workload.check_measured(
             SECRET, 'a', earlier, 'compute-1', self.wall + 600)[1])
 
-    def test_owned_keys_repaired_others_left_alone(self):
-        self.pub.publish({'a': {publish.CLASS_KEY: 'cpu',
-                                'vsmtio:i_cpu': '1.00',
-                                publish.TIME_KEY: 't1'}})
+    def test_forged_class_repaired_others_left_alone(self):
+        self.pub.publish({'a': {publish.CLASS_KEY: 'cpu'}})
         self.client.servers['a'].update({
             publish.CLASS_KEY: 'io:9999999999:compute-1:forged',
-            'vsmtio:retention_rate': '0.999',   # the host measures none
-            publish.TIME_KEY: 'tomorrow',
+            'vsmtio:retention_rate': '0.999',   # a former key
             'vsmtio:foo': 'bar', 'owner': 'key'})
+        # the forgery never verifies, even before the agent's next round
+        self.assertIn('signature', self.trusted()[1])
         self.later(60)
-        self.pub.publish({'a': {publish.CLASS_KEY: 'cpu',
-                                'vsmtio:i_cpu': '1.00',
-                                publish.TIME_KEY: 't2'}})
+        self.pub.publish({'a': {publish.CLASS_KEY: 'cpu'}})
         there = self.client.servers['a']
         self.assertEqual(workload.WorkloadClass.CPU, self.trusted()[0])
         self.assertNotIn('vsmtio:retention_rate', there)
-        self.assertEqual('t2', there[publish.TIME_KEY])
         self.assertEqual('bar', there['vsmtio:foo'])   # not the agent's
         self.assertEqual('key', there['owner'])
-
-    def test_a_changed_time_stamp_alone_is_put_back(self):
-        self.pub.publish({'a': {'vsmtio:i_cpu': '1.00',
-                                publish.TIME_KEY: 't1'}})
-        self.client.servers['a'][publish.TIME_KEY] = 'forged'
-        self.later(60)
-        self.pub.publish({'a': {'vsmtio:i_cpu': '1.00',
-                                publish.TIME_KEY: 't2'}})
-        self.assertEqual('t1', self.client.servers['a'][publish.TIME_KEY])
 
     def test_lifetime_is_bounded(self):
         opt = [o for o in conf_publish.opts

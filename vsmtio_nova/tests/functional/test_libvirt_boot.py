@@ -183,3 +183,32 @@ class LibvirtBootTest(base.ServersTestBase):
         self.assertIn('context retention refused', server['fault']['message'])
         self.assertIn('hw:cpu_policy=dedicated', server['fault']['message'])
         self.assertEqual([], self.defined)
+
+    def test_a_host_that_cannot_retain_says_so_in_the_action(self):
+        # The host advertises the trait (its provider config) but its
+        # driver finds, once started, that it cannot retain (the kernel's
+        # module went away, a race with a reboot): it refuses the guest,
+        # nova reschedules, and with no other host the fault reads
+        # nova's own "Exhausted all hosts". The refusal's reason is the
+        # create action's failed vsmtio_context_retention event.
+        self.start_compute('compute1')
+        drvr = self.computes['compute1'].driver
+        drvr._retention = (False, 'the vsmtio kernel ABI is gone')
+        flavor = self._create_flavor(vcpu=2, extra_spec={
+            extra_specs.EXTRA_SPEC_CONTEXT_RETENTION: 'true',
+            capability.CPU_POLICY_SPEC: capability.DEDICATED,
+            capability.TRAIT_SPEC: 'required'})
+        server = self._create_server(flavor_id=flavor, networks='none',
+                                     expected_state='ERROR')
+        self.assertEqual([], self.defined)
+        action = self.api.get_instance_actions(server['id'])[0]
+        events = {e['event']: e for e in self.api.api_get(
+            '/servers/%s/os-instance-actions/%s' % (
+                server['id'], action['request_id'])).body[
+            'instanceAction']['events']}
+        event = events['vsmtio_context_retention']
+        self.assertEqual('Error', event['result'])
+        self.assertEqual('compute1', event['host'])
+        self.assertIn('vsmtio: context retention asked for, but host '
+                      'compute1 cannot give it (the vsmtio kernel ABI is '
+                      'gone)', event['details'])

@@ -1,4 +1,8 @@
-"""A replayed measured class is not trusted once superseded or expired.
+"""Only the signed class is the tenant's to see, and no edit of it counts.
+
+A replayed measured class is not trusted once superseded or expired; a
+forged one never is; the agent's other measurements are not in server
+metadata at all (its metrics hold them).
 
 nova's functional harness (API, scheduler, placement, three computes with
 ``MixStats``) and the agent's real :class:`~vsmtio_agent.publish.Publisher`
@@ -21,6 +25,8 @@ from nova import objects
 
 from vsmtio_agent.conf import agent as conf_agent
 from vsmtio_agent.conf import publish as conf_publish
+from vsmtio_agent import model
+from vsmtio_agent.policy import monitor
 from vsmtio_agent import publish
 from vsmtio_contract import workload
 from vsmtio_nova.compute import stats as mix_stats
@@ -95,6 +101,59 @@ class MeasuredReplayTest(test_workload_mix.WorkloadMixTest):
             nova_context.get_admin_context(), 'host2', 'host2')
         return (int(node.stats.get(mix_stats.IO_VCPUS)),
                 int(node.stats.get(mix_stats.CPU_VCPUS)))
+
+    def period_values(self, server_id):
+        """What the agent publishes after one real period of the server.
+
+        Two snapshots of its vCPU through the agent's own monitor: the
+        period has a retention rate, a run-queue delay and switches (what
+        earlier releases also wrote as metadata), and RASS's ``io`` role.
+        """
+        ref = model.VcpuRef(server_id, 0)
+        ms = 1000000
+
+        def snap(t_ms):
+            return model.Snapshot(t_ms * ms, {ref: model.VcpuCounters(
+                cpu=0, run_ns=t_ms * ms // 2, retention_ns=t_ms * ms // 4,
+                retentions=t_ms, runqueue_delay_ns=t_ms * ms // 10,
+                voluntary_switches=t_ms, involuntary_switches=t_ms // 5)})
+
+        stats = monitor.derive(snap(0), snap(1000), 0.0)
+        self.assertIsNotNone(stats[ref].retention_rate)
+        decision = model.Decision(timeout_ns=1000, placements={
+            ref: model.Placement(core_id=0, role=model.Role.IO, home=0,
+                                 threads=(0,))})
+        return publish.instance_values(stats, decision, True)
+
+    def test_the_tenant_sees_only_the_signed_class(self):
+        server = self.boot('auto', host='host2')
+        tenant = self.api_fixture.api     # the owner, not an admin
+        # what an earlier release of the agent left on the server
+        tenant.post_server_metadata(server['id'], {
+            'vsmtio:i_cpu': '0.20', 'vsmtio:measured_at': 'then',
+            'owner-note': 'kept'})
+        self.agent.publish(self.period_values(server['id']))
+        meta = tenant.api_get(
+            '/servers/%s/metadata' % server['id']).body['metadata']
+        self.assertEqual({KEY}, {k for k in meta if k.startswith('vsmtio:')})
+        self.assertEqual('kept', meta['owner-note'])
+        self.assertEqual(workload.WorkloadClass.IO, workload.verify_measured(
+            SECRET, server['id'], meta[KEY], 'host2', self.now))
+        self.assertEqual((2, 0), self.host2_counts())
+
+        # The owner's own edit of the signed key: a class with a made-up
+        # signature counts for nothing, at once (not only after repair)...
+        tenant.post_server_metadata(server['id'], {
+            KEY: workload.sign_measured('a-guess', server['id'], 'cpu',
+                                        'host2', self.now + 600)})
+        log = len(self.stdlog.logger.output)
+        self.assertEqual((0, 0), self.host2_counts())
+        self.assertIn('signature does not hold',
+                      self.stdlog.logger.output[log:])
+        # ... and the agent's next round puts its own value back.
+        self.later(60)
+        self.agent.publish(self.period_values(server['id']))
+        self.assertEqual((2, 0), self.host2_counts())
 
     def test_replayed_value_superseded_then_expired(self):
         server = self.boot('auto', host='host2')

@@ -135,6 +135,27 @@ class RetentionRoutingTest(integrated_helpers._IntegratedTestBase):
         return self._create_server(flavor_id=flavor, networks='none',
                                    expected_state=expected_state)
 
+    def failed_event(self, server, name):
+        """The details of the server's failed ``name`` event (2.84+)."""
+        for action in self.api.get_instance_actions(server['id']):
+            events = self.api.api_get(
+                '/servers/%s/os-instance-actions/%s' % (
+                    server['id'], action['request_id'])).body[
+                'instanceAction']['events']
+            for event in events:
+                if event['event'] == name:
+                    self.assertEqual('Error', event['result'])
+                    return event['details']
+        self.fail('no %s event on server %s' % (name, server['id']))
+
+    def assert_says_why(self, server, why):
+        """The fault and the create action's event carry the reason."""
+        self.assertIn('No valid host was found. vsmtio: ',
+                      server['fault']['message'])
+        self.assertIn(why, server['fault']['message'])
+        self.assertIn(why, self.failed_event(
+            server, 'conductor_schedule_and_build_instances'))
+
     def test_only_the_patched_host_has_the_trait(self):
         self.assertIn(capability.TRAIT, self.traits('retainer'))
         self.assertNotIn(capability.TRAIT, self.traits('plain'))
@@ -198,7 +219,8 @@ class RetentionRoutingTest(integrated_helpers._IntegratedTestBase):
                         capability.CPU_POLICY_SPEC: capability.DEDICATED})
         log = self.stdlog.logger.output
         server = self.boot(flavor, expected_state='ERROR')
-        self.assertIn('No valid host', server['fault']['message'])
+        self.assert_says_why(server, 'needs the extra spec trait:%s=required'
+                             % capability.TRAIT)
         self.assertIn('needs the extra spec trait:%s=required'
                       % capability.TRAIT, self.stdlog.logger.output[
                           len(log):])
@@ -219,8 +241,11 @@ class RetentionRoutingTest(integrated_helpers._IntegratedTestBase):
                         capability.TRAIT_SPEC: 'required'})
         log = self.stdlog.logger.output
         server = self.boot(shared, expected_state='ERROR')
-        self.assertIn('No valid host', server['fault']['message'])
-        self.assertIn('Flavor shared-retainer asks for context retention but '
+        self.assert_says_why(server, 'flavor shared-retainer asks for '
+                             'context retention but it cannot be honoured: '
+                             'vsmtio:context_retention=true needs the extra '
+                             'spec hw:cpu_policy=dedicated')
+        self.assertIn('flavor shared-retainer asks for context retention but '
                       'it cannot be honoured: vsmtio:context_retention=true '
                       'needs the extra spec hw:cpu_policy=dedicated',
                       self.stdlog.logger.output[len(log):])

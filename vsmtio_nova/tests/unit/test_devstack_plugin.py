@@ -16,12 +16,14 @@ import subprocess
 import sys
 import tempfile
 
+from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 from oslo_log import log
 import testtools
 
 from vsmtio_agent.conf import agent as agent_conf
 from vsmtio_agent.conf import host as host_conf
+from vsmtio_agent.conf import publish as publish_conf
 from vsmtio_nova.deploy import ini
 from vsmtio_nova.deploy import nova_conf
 
@@ -50,6 +52,9 @@ function is_service_enabled {
     return 1
 }
 function setup_develop { _log setup_develop "$@"; }
+function pip_install_gr { _log pip_install_gr "$@"; }
+function create_service_user { _log create_service_user "$@"; }
+function generate_hex_string { echo generated-secret-of-$1; }
 function iniset { _log iniset "$@"; }
 function iniget { _log iniget "$@"; echo "${INIGET[$2 $3]:-}"; }
 function run_process { _log "run_process $1|$2|${3:-}|${4:-}"; }
@@ -77,7 +82,29 @@ io_reservation_capacity_iops = 700
 provider_config_location = '''
 
 STACK = ('stack:install stack:post-config stack:extra stack:test-config')
-ALL_IN_ONE = 'n-api,n-sch,n-cond,n-cpu,g-api,placement-api,tempest'
+ALL_IN_ONE = 'key,n-api,n-sch,n-cond,n-cpu,g-api,placement-api,tempest'
+TRAIT_CREATE = ('openstack --os-cloud devstack-admin '
+                '--os-placement-api-version 1.6 trait create '
+                'CUSTOM_VSMTIO_CONTEXT_RETENTION')
+
+# What a sample local.conf's localrc sets, read by bash: its assignments
+# and services (devstack's enable_service/disable_all_services rule).
+READ_LOCALRC = r'''
+ENABLED_SERVICES=${ENABLED_SERVICES:-}
+function disable_all_services { ENABLED_SERVICES=; }
+function enable_service {
+    local s
+    for s in "$@"; do ENABLED_SERVICES+=",$s"; done
+}
+function enable_plugin { PLUGINS+=" $1"; }
+eval "$(sed -n '/^\[\[local|localrc\]\]/,/^\[\[/p' "$SAMPLE" |
+       sed '1d;/^\[\[/d')"
+for name in ENABLED_SERVICES PLUGINS VIRT_DRIVER VSMTIO_RETENTION \
+        VSMTIO_MEASURED_CLASS_SECRET VSMTIO_TEMPEST_HOST_COMMAND \
+        SERVICE_PASSWORD; do
+    [[ -n "${!name:-}" ]] && printf '%s=%s\n' "$name" "${!name#,}"
+done
+'''
 
 
 class DevstackPluginTest(testtools.TestCase):
@@ -115,6 +142,10 @@ class DevstackPluginTest(testtools.TestCase):
             'TEMPEST_PLUGINS': '0', 'VIRT_DRIVER': 'libvirt',
             'LIBVIRT_GROUP': 'libvirt', 'STACK_USER': str(os.getuid()),
             'ENABLE_DEBUG_LOG_LEVEL': 'True',
+            'KEYSTONE_SERVICE_URI': 'http://192.0.2.10/identity',
+            'SERVICE_PASSWORD': 'service-password',
+            'SERVICE_DOMAIN_NAME': 'Default',
+            'SERVICE_PROJECT_NAME': 'service', 'REGION_NAME': 'RegionOne',
             'VSMTIO_CONF_DIR': os.path.join(self.dir, 'etc-vsmtio'),
         }
         if 'PYTHONPATH' in os.environ:  # a tree ahead of the installed one
@@ -158,6 +189,7 @@ class DevstackPluginTest(testtools.TestCase):
         log.register_options(conf)
         agent_conf.register_opts(conf)
         host_conf.register_opts(conf)
+        publish_conf.register_opts(conf)
         conf(['--config-file',
               os.path.join(self.env['VSMTIO_CONF_DIR'], 'vsmtio-agent.conf')],
              project='vsmtio', default_config_files=[])
@@ -185,7 +217,7 @@ class DevstackPluginTest(testtools.TestCase):
             '|libvirt|' % (bindir, self.nova_cpu), calls[restart + 1])
         self.assertIn(
             'glance-manage --config-file /etc/glance/glance-api.conf '
-            'db_load_metadefs %s/etc/metadefs' % ROOT, calls)
+            'db load_metadefs --path %s/etc/metadefs' % ROOT, calls)
         agent = ('run_process vsmtio-agent|%s/vsmtio-agent --config-file '
                  '%s/vsmtio-agent.conf run||root'
                  % (bindir, self.env['VSMTIO_CONF_DIR']))
@@ -230,7 +262,7 @@ class DevstackPluginTest(testtools.TestCase):
         self.assertEqual([], [c for c in calls if c.startswith(
             ('run_process', 'stop_process'))])
         self.assertFalse(os.path.exists(self.env['VSMTIO_CONF_DIR']))
-        self.assertNotIn('iniset', ' '.join(calls))  # no tempest here
+        self.assertNotIn('tempest.conf', ' '.join(calls))  # no tempest here
 
     def test_compute_without_retention_keeps_nova_compute(self):
         calls = self.stack('n-cpu', VSMTIO_AGENT_DRY_RUN='yes')
@@ -254,6 +286,7 @@ class DevstackPluginTest(testtools.TestCase):
     def test_tempest_plugins_list_gets_vsmtio_once(self):
         script = ('function trueorfalse { echo False; }\n'
                   'function enable_service { :; }\n'
+                  'function generate_hex_string { echo x; }\n'
                   'source "$PLUGIN/settings"\nsource "$PLUGIN/settings"\n'
                   'echo "$TEMPEST_PLUGINS"')
         for given, want in (('0', ROOT), ('/opt/x', '/opt/x ' + ROOT)):
@@ -261,3 +294,88 @@ class DevstackPluginTest(testtools.TestCase):
                 ['bash', '-euc', script], capture_output=True, text=True,
                 check=True, env=dict(self.env, TEMPEST_PLUGINS=given))
             self.assertEqual(want, out.stdout.strip())
+
+    # Publishing, the retention trait, tempest's options, the samples.
+
+    def test_all_in_one_publishes_with_nova_s_secret(self):
+        calls = self.stack()
+        secret = 'generated-secret-of-32'
+        # nova-compute verifies with what the agent signs with
+        self.assertIn('iniset %s vsmtio measured_class_secret %s'
+                      % (self.nova, secret), calls)
+        conf = self.agent_conf()
+        publish = conf[publish_conf.GROUP]
+        self.assertTrue(publish.enabled)
+        self.assertEqual(secret, publish.measured_class_secret)
+        self.assertEqual(60, publish.interval)
+        self.assertEqual(os.uname().nodename, publish.host)
+        conf.register_opts(ks_loading.get_auth_plugin_conf_options(
+            'password'), group=publish_conf.AUTH_GROUP)
+        auth = conf[publish_conf.AUTH_GROUP]
+        self.assertEqual(('password', 'vsmtio', 'service-password',
+                          'service', 'http://192.0.2.10/identity'),
+                         (auth.auth_type, auth.username, auth.password,
+                          auth.project_name, auth.auth_url))
+        self.assertEqual(self.nova_cpu, conf.vsmtio_agent.nova_config_file)
+        self.assertIn('create_service_user vsmtio admin', calls)
+        # the trait before any flavor asks (the plugin creates none), with
+        # osc-placement installed for it
+        self.assertIn('pip_install_gr osc-placement', calls)
+        self.assertIn(TRAIT_CREATE, calls)
+        tempest = '/opt/stack/tempest/etc/tempest.conf'
+        for option in ('host_command sudo sh -c',
+                       'libvirt_uri qemu:///system',
+                       'retention_capable False',
+                       'measured_class_secret ' + secret,
+                       'publish_timeout 240',
+                       'agent_stop_command sudo systemctl stop '
+                       'devstack@vsmtio-agent',
+                       'agent_start_command sudo systemctl start '
+                       'devstack@vsmtio-agent',
+                       'agent_checkpoint_path %s/vsmtio/agent-checkpoint'
+                       '.json' % self.dir,
+                       'filter_min_classified_vcpus 16'):
+            self.assertIn('iniset %s vsmtio %s' % (tempest, option), calls)
+
+    def test_publishing_off(self):
+        self.stack(VSMTIO_PUBLISH='False')
+        self.assertFalse(self.agent_conf()[publish_conf.GROUP].enabled)
+
+    def sample(self, name):
+        """The environment a sample local.conf gives stack.sh."""
+        out = subprocess.run(
+            ['bash', '-euc', READ_LOCALRC], capture_output=True, text=True,
+            check=True, env={'PATH': os.environ['PATH'],
+                             'SAMPLE': os.path.join(PLUGIN, name)})
+        return dict(line.split('=', 1) for line in out.stdout.splitlines())
+
+    def test_samples_stack_a_controller_and_a_compute(self):
+        controller = self.sample('local.conf.controller.sample')
+        compute = self.sample('local.conf.compute.sample')
+        for env in (controller, compute):
+            self.assertEqual(' vsmtio', env.pop('PLUGINS'))
+        self.assertEqual(controller['VSMTIO_MEASURED_CLASS_SECRET'],
+                         compute['VSMTIO_MEASURED_CLASS_SECRET'])
+        self.assertEqual(controller['SERVICE_PASSWORD'],
+                         compute['SERVICE_PASSWORD'])
+
+        services = controller.pop('ENABLED_SERVICES')
+        calls = self.stack(services, **controller)
+        self.assert_scheduler_enabled(self.nova)
+        self.assertIn(TRAIT_CREATE, calls)
+        self.assertIn('create_service_user vsmtio admin', calls)
+        self.assertFalse(os.path.exists(self.env['VSMTIO_CONF_DIR']))
+        self.assertIn('iniset /opt/stack/tempest/etc/tempest.conf vsmtio '
+                      'host_command ssh stack@{host} sudo', calls)
+
+        services = compute.pop('ENABLED_SERVICES')
+        calls = self.stack(services, **compute)
+        self.assertNotIn(TRAIT_CREATE, calls)
+        self.assertEqual('vsmtio.VsmtioLibvirtDriver', ini.Document.read(
+            self.nova_cpu).find('DEFAULT', 'compute_driver')[-1].value)
+        publish = self.agent_conf()[publish_conf.GROUP]
+        self.assertTrue(publish.enabled)
+        self.assertEqual(compute['VSMTIO_MEASURED_CLASS_SECRET'],
+                         publish.measured_class_secret)
+        self.assertIn('iniset %s vsmtio measured_class_secret %s' % (
+            self.nova, compute['VSMTIO_MEASURED_CLASS_SECRET']), calls)

@@ -16,6 +16,7 @@ import collections
 import datetime
 from importlib import metadata
 import inspect
+import re
 
 import fixtures
 from oslo_utils.fixture import uuidsentinel as uuids
@@ -257,3 +258,48 @@ class ExtraSpecValidatorSeamTest(SeamMixin, test.NoDBTestCase):
             called = 'refused by the contract' in str(e)
         self.seam(self.SEAM, called,
                   'nova-api no longer calls the validator\'s validate()')
+
+
+class FilterRefusalSeamTest(SeamMixin, test.NoDBTestCase):
+    """A filter's ``NoValidHost`` reaches the user with its reason.
+
+    nova's filters only pass or fail hosts, and a request no host passes
+    ends with an empty reason. ``ContextRetentionFilter`` raises
+    ``NoValidHost(reason=...)`` instead (its verdict is the flavor's, the
+    same for every host); that nova's filter handler lets the exception
+    through and the scheduler's RPC endpoint passes it to the conductor
+    as an expected one is not promised. What the conductor does with it
+    (the fault, the failed create event) is nova's own, shown end to end
+    by ``tests/functional/test_retention_routing.py``.
+    """
+
+    SEAM = 'NoValidHost raised by a filter'
+
+    def test_the_filter_handler_lets_it_through(self):
+        from nova.scheduler import filters as nova_filters
+        from vsmtio_nova.scheduler import retention as retention_filter
+
+        flavor = base.flavor(None, 2, name='m1.retain')
+        flavor.extra_specs = {specs.CONTEXT_RETENTION: 'true'}
+        spec = objects.RequestSpec(flavor=flavor)
+        hosts = [host_manager.HostState('h%d' % i, 'h%d' % i, None)
+                 for i in range(2)]
+        try:
+            list(nova_filters.HostFilterHandler().get_filtered_objects(
+                [retention_filter.ContextRetentionFilter()], hosts, spec))
+            reason = None
+        except exception.NoValidHost as exc:
+            reason = exc.format_message()
+        self.seam(self.SEAM, reason is not None and 'vsmtio:' in reason,
+                  'nova\'s filter handler no longer lets a filter\'s '
+                  'NoValidHost through (got %r)' % reason)
+
+    def test_the_scheduler_passes_it_to_the_conductor(self):
+        from nova.scheduler import manager as scheduler_manager
+        source = inspect.getsource(scheduler_manager)
+        declared = re.search(
+            r'@messaging\.expected_exceptions\(exception\.NoValidHost\)'
+            r'\s+def select_destinations\(', source)
+        self.seam(self.SEAM, declared is not None,
+                  'select_destinations no longer declares NoValidHost an '
+                  'expected exception of its RPC endpoint')

@@ -3,6 +3,7 @@
 import json
 import os
 
+import fixtures
 from nova.api.validation.extra_specs import validators
 from nova import exception
 from nova import test
@@ -136,3 +137,45 @@ class MetadefsTest(test.NoDBTestCase):
             self.assertEqual(opt.default, prop['default'], key)
             self.assertEqual(opt.type.min, prop['minimum'], key)
             self.assertEqual(opt.type.max, prop.get('maximum'), key)
+
+
+class DocCommandsTest(test.NoDBTestCase):
+    """The docs give one command per job, and the cloud uses theirs.
+
+    The commands are read as ``tools/cloud/doc_commands.py`` reads them
+    for the cloud (``tox -e cloud`` runs them).
+    """
+
+    def setUp(self):
+        super().setUp()
+        import sys
+        self.useFixture(fixtures.MonkeyPatch(
+            'sys.path', [os.path.join(ROOT, 'tools', 'cloud')] + sys.path))
+        import doc_commands
+        self.docs = doc_commands
+
+    def test_one_metadefs_command(self):
+        found = {line for name in os.listdir(self.docs.DOC)
+                 if name.endswith('.rst')
+                 for line, _words in self.docs.commands(name,
+                                                        'glance-manage')}
+        self.assertEqual({'glance-manage db load_metadefs --path '
+                          'etc/metadefs'}, found)
+
+    def test_placement_commands_say_they_need_osc_placement(self):
+        with open(os.path.join(self.docs.DOC, 'install.rst')) as f:
+            text = f.read()
+        for words in (('resource', 'provider', 'trait', 'list'),
+                      ('trait', 'create')):
+            self.docs.one('install.rst', 'openstack', *words)
+            at = text.index(' '.join(words))
+            self.assertIn('osc-placement', text[at - 500:at], words)
+
+    def test_the_retention_flavor_requires_the_trait(self):
+        # what install.rst tells operators to set, and what the cloud's
+        # retention flavor gets by running that command
+        specs = self.docs.properties(self.docs.one(
+            'install.rst', 'openstack', 'flavor', 'set'))
+        self.assertEqual('required',
+                         specs['trait:CUSTOM_VSMTIO_CONTEXT_RETENTION'])
+        self.assertEqual('dedicated', specs['hw:cpu_policy'])

@@ -11,7 +11,11 @@ placement through nova's provider config (:mod:`vsmtio_nova.provider_config`,
 which also carries the reserved-I/O inventory); a host that cannot refuses
 such an instance rather than start it without
 (:mod:`vsmtio_nova.virt.traits`): nova then tries the request's other
-hosts, and fails it if none can.
+hosts, and fails it if none can. nova's reschedule keeps the refusal's
+reason only in the compute's log (the final fault reads ``Exhausted all
+hosts``, the build event ``Success``), so the driver also records it as a
+failed ``vsmtio_context_retention`` event of the instance's action, where
+``openstack server event show`` shows it.
 
 ``_get_guest_xml`` is private to nova's libvirt driver, but nova has no
 supported way to add to a guest's domain XML: doc/source/nova_seams.rst
@@ -20,10 +24,13 @@ lists it with the nova versions it was tested with, and
 changes it.
 """
 
+import sys
+
 from oslo_log import log as logging
 
 import nova.conf
 from nova import exception
+from nova import objects
 from nova.virt.libvirt import driver as libvirt_driver
 
 from vsmtio_nova import balloon
@@ -34,6 +41,8 @@ from vsmtio_nova.virt import traits
 
 CONF = nova.conf.CONF
 LOG = logging.getLogger(__name__)
+#: The instance action event a refusal of this driver is recorded as.
+REFUSAL_EVENT = 'vsmtio_context_retention'
 
 
 class VsmtioLibvirtDriver(traits.RetentionTraitMixin,
@@ -49,9 +58,15 @@ class VsmtioLibvirtDriver(traits.RetentionTraitMixin,
         if wanted and not self.retention[0]:
             # Never start it without what it asked for: at build time nova
             # reschedules to another of the request's hosts.
-            raise exception.ComputeResourcesUnavailable(
-                reason='context retention asked for, but this host cannot '
-                       'give it (%s)' % self.retention[1])
+            try:
+                raise exception.ComputeResourcesUnavailable(
+                    reason='vsmtio: context retention asked for, but host '
+                           '%s cannot give it (%s)' % (CONF.host,
+                                                       self.retention[1]))
+            except exception.ComputeResourcesUnavailable as refusal:
+                self._record_refusal(context, instance, refusal,
+                                     sys.exc_info()[2])
+                raise
         ballooned = balloon.requested(instance.flavor)
         xml = super()._get_guest_xml(context, instance, network_info,
                                      disk_info, image_meta, *args, **kwargs)
@@ -66,6 +81,27 @@ class VsmtioLibvirtDriver(traits.RetentionTraitMixin,
                   'hint-dedicated on', ' '.join(retention.QEMU_ARGS),
                   instance=instance)
         return xml
+
+    @staticmethod
+    def _record_refusal(context, instance, exc, tb):
+        """A failed event of the instance's current action, naming ``exc``.
+
+        The action (``create``, ``reboot``...) is the one nova opened for
+        the request. Best effort: where it cannot be recorded (no action,
+        the conductor unreachable) the log alone says it, and the refusal
+        itself goes on to nova unchanged.
+        """
+        try:
+            objects.InstanceActionEvent.event_start(
+                context, instance.uuid, REFUSAL_EVENT, want_result=False,
+                host=CONF.host)
+            objects.InstanceActionEvent.event_finish_with_failure(
+                context, instance.uuid, REFUSAL_EVENT, exc_val=exc,
+                exc_tb=tb, want_result=False)
+        except Exception as err:   # the refusal matters, not its record
+            LOG.debug('Refusal not recorded as an instance action event: '
+                      '%s', err, instance=instance)
+        LOG.warning('%s', exc.format_message(), instance=instance)
 
     @staticmethod
     def _check_dedicated(instance):
@@ -83,7 +119,8 @@ class VsmtioLibvirtDriver(traits.RetentionTraitMixin,
                 instance.flavor.extra_specs):
             return
         raise exception.InvalidInput(
-            reason='context retention refused: %s=true needs dedicated CPUs '
+            reason='vsmtio: context retention refused: %s=true needs '
+                   'dedicated CPUs '
                    '(%s=%s in the flavor): a retaining guest holds its CPUs '
                    'while idle' % (retention.EXTRA_SPEC,
                                    capability.CPU_POLICY_SPEC,

@@ -21,11 +21,11 @@ class AgentStopTest(base.VsmtioBaseTest):
             if not getattr(CONF.vsmtio, opt):
                 raise cls.skipException('[vsmtio] %s is unset' % opt)
 
-    def _recorded(self, server_id, timeout=120):
+    def _recorded(self, server_id, on, timeout=120):
         """The agent's checkpoint entry of the server's domain."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            entry = host.checkpoint().get('domains', {}).get(server_id)
+            entry = host.checkpoint(on).get('domains', {}).get(server_id)
             if entry and entry.get('pins'):
                 return entry
             time.sleep(2)
@@ -37,11 +37,12 @@ class AgentStopTest(base.VsmtioBaseTest):
     def test_stop_restores_pins(self):
         server = self.boot(self.vsmtio_flavor({}))
         name = server['OS-EXT-SRV-ATTR:instance_name']
-        entry = self._recorded(server['id'])
+        on = server['OS-EXT-SRV-ATTR:host']
+        entry = self._recorded(server['id'], on)
         original = {int(i): sorted(cpus)
                     for i, cpus in entry['pins'].items()}
         self.addCleanup(host.run, CONF.vsmtio.agent_start_command)
         host.run(CONF.vsmtio.agent_stop_command)
-        self.assertEqual(original, host.live_pins(name))
+        self.assertEqual(original, host.live_pins(on, name))
         self.assertNotIn(server['id'],
-                         host.checkpoint().get('domains', {}))
+                         host.checkpoint(on).get('domains', {}))

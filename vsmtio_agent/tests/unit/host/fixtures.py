@@ -97,6 +97,8 @@ def make_conf(test, **overrides):
     defaults = {'libvirt_uri': 'test:///default',
                 'checkpoint_path': os.path.join(tmp, 'ckpt.json'),
                 'status_path': os.path.join(tmp, 'status.json'),
+                # never the machine's own nova.conf
+                'nova_config_file': os.path.join(tmp, 'nova.conf'),
                 'libvirt_retry_initial': 0.1,
                 'libvirt_retry_max': 0.4}
     defaults.update(overrides)

@@ -466,3 +466,70 @@ class TestFaults(DriverTestCase):
         self.assertIn('next attempt in', str(exc))
         self.assertIn('libvirt: ', ' '.join(drv.describe().missing))
         drv.restore()   # nothing recorded: nothing to do, no error
+
+
+class TestWhatTheOperatorReads(DriverTestCase):
+    """Server names, each change logged once, a dry run's list."""
+
+    def nova_domain(self, server='web-1'):
+        from vsmtio_agent.tests.unit.host import test_trust_libvirt
+        return self.useFixture(TestDomain(metadata=lambda name: (
+            test_trust_libvirt.NOVA_METADATA % {'name': server,
+                                                'project': 'p1'})))
+
+    def decision(self, dom):
+        return model.Decision(timeout_ns=50000, placements={
+            model.VcpuRef(dom.uuid, 0): placement(0, model.Role.IO, 4),
+            model.VcpuRef(dom.uuid, 1): placement(1, model.Role.CPU, 1, 5)})
+
+    def test_names_from_nova_metadata(self):
+        dom = self.nova_domain()
+        plain = self.useFixture(TestDomain())
+        drv = self.driver()
+        drv.sample()
+        names = drv.domain_names()
+        self.assertEqual('web-1 (%s)' % dom.name, names[dom.uuid])
+        self.assertEqual(plain.name, names[plain.uuid])
+        self.assertIn('Domain web-1 (%s) (%s) is running: 2 vCPU(s), not '
+                      'type kvm' % (dom.name, dom.uuid), self.log.output)
+
+    def test_each_change_logged_at_info_once(self):
+        dom = self.nova_domain()
+        drv = self.driver()
+        drv.sample()
+        for _ in range(3):
+            drv.apply(self.decision(dom))
+        lines = [line for line in self.log.output.splitlines()
+                 if line.startswith('Changed ')]
+        self.assertEqual(4, len(lines), lines)   # two pins, shares, knob
+        self.assertIn('Changed vCPU 0 pins of web-1 (%s): 0-7 -> 4'
+                      % dom.name, lines)
+        self.assertIn('Changed retention timeout (module/kvm/parameters/'
+                      'halt_poll_ns): 200000 -> 50000', lines)
+
+    def test_preview_lists_the_changes_and_writes_nothing(self):
+        dom = self.nova_domain()
+        drv = self.driver()
+        drv.sample()
+        before = host_state(self.conf, self.sysfs)
+        preview = drv.preview(self.decision(dom))
+        self.assertEqual(before, host_state(self.conf, self.sysfs))
+        self.assertEqual([ALL, ALL], dom.pins())
+        self.assertEqual(sorted([
+            'vCPU 0 pins of web-1 (%s): 0-7 -> 4' % dom.name,
+            'vCPU 1 pins of web-1 (%s): 0-7 -> 1,5' % dom.name,
+            'cpu shares of web-1 (%s): 50 -> 100' % dom.name,
+            'retention timeout (module/kvm/parameters/halt_poll_ns): '
+            '200000 -> 50000']), sorted(preview))
+        # what an apply then does is what the preview said
+        self.assertEqual(4, drv.apply(self.decision(dom)).applied)
+
+    def test_check_claims_no_kvm_halt_statistics_without_kvm_guests(self):
+        # test:///default's domains are type 'test', as TCG guests are
+        # 'qemu': libvirt has KVM's halt statistics for neither.
+        dom = self.useFixture(TestDomain())
+        mode = self.driver().describe()     # check: nothing sampled yet
+        self.assertNotIn('halt statistics', ' '.join(mode.capabilities))
+        self.assertIn('KVM halt statistics: no running domain is type kvm',
+                      ' '.join(mode.missing))
+        self.assertIn(dom.name, ' '.join(mode.missing))

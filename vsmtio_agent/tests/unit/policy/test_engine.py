@@ -1,5 +1,4 @@
 import dataclasses
-import math
 import random
 
 import testtools
@@ -83,10 +82,13 @@ class TestPolicyEngine(testtools.TestCase):
         # or the next split would pin every I/O-bound vCPU as CPU-bound
         eng = engine.PolicyEngine(self.topo, params(guard=guard.Params()))
 
+        retaining = guard.Config(timeouts=(('vm', 50 * US),))
+
         def run_with(in_force, io_rate, io_util=0.3):
             eng.guard = dataclasses.replace(
-                eng.guard, kept=frozenset({guard.RETENTION}),
-                in_force=frozenset(in_force), countdown=100)
+                eng.guard, kept=retaining,
+                in_force=retaining if in_force else guard.BARE,
+                countdown=100)
             return eng.step({
                 R(0): helpers.stats(io_rate, core_id=0,
                                     utilisation=io_util),
@@ -110,49 +112,44 @@ class TestPolicyEngine(testtools.TestCase):
                       R(2): helpers.stats(0.0, core_id=0, utilisation=1.0)})
         self.assertEqual(model.Role.CPU, d.placements[R(0)].role)
 
-    def test_the_guard_anchors_the_retention_timeout(self):
-        # a host where each 10% longer timeout costs the CPU side 0.5% and
-        # gives I/O 1%, under 2% and 4% noise a period: whatever LTCR keeps,
-        # the timeout stays on the leash of what the guard verified
-        rng = random.Random(3)
+    def test_the_guard_decides_each_vms_retention(self):
+        # per VM: only the VMs the guard keeps retain, each at its own
         eng = engine.PolicyEngine(self.topo, params(
-            guard=guard.Params(pairs=8, retest_periods=20)))
-        d = None
-        anchor = 200 * US
-        passed = failed = 0
-        for _ in range(1500):
-            t = d.timeout_ns if d is not None else 200 * US
-            steps = math.log(t / (200 * US)) / math.log(ltcr.GROW)
-            on = d is not None and d.retention
-            cpu = 1.0 - 0.005 * steps if on else 1.0
-            io = 1.1 + 0.01 * steps if on else 1.0
-            st = {}
-            for c in (0, 1):
-                st[R(2 * c)] = helpers.stats(
-                    0.3 if on else 0.0, core_id=c, instruction_rate=1e8,
-                    halt_rate=500 * io * (1 + rng.gauss(0, 0.04)))
-                st[R(2 * c + 1)] = helpers.stats(
-                    0.0, core_id=c, halt_rate=0.0,
-                    instruction_rate=1e9 * cpu * (1 + rng.gauss(0, 0.02)))
-            d = eng.step(st)
-            block = eng.guard.finished
-            if block is not None and block.tests_retention:
-                if block.passed:
-                    # verified at the timeout the block ran at
-                    anchor = t
-                    passed += 1
-                else:
-                    # back to the last verified one
-                    self.assertEqual(anchor, d.timeout_ns)
-                    failed += 1
-            self.assertEqual(anchor, eng.ltcr.anchor_ns)
-            self.assertLessEqual(d.timeout_ns,
-                                 round(anchor * ltcr.GROW ** ltcr.LEASH))
-            self.assertGreaterEqual(d.timeout_ns,
-                                    round(anchor * ltcr.SHRINK ** ltcr.LEASH))
-        self.assertGreater(passed, 5)
-        self.assertGreater(failed, 5)
-        self.assertGreater(anchor, 200 * US)
+            guard=guard.Params(per_vm=True)))
+        kept = guard.Config(timeouts=(('a', 25 * US), ('b', 100 * US)))
+        eng.guard = dataclasses.replace(eng.guard, kept=kept, in_force=kept,
+                                        countdown=100, watched=100)
+        d = eng.step({model.VcpuRef('a', 0): helpers.stats(0.2, core_id=0),
+                      model.VcpuRef('c', 0): helpers.stats(0.0, core_id=1)})
+        self.assertEqual({'a': 25 * US, 'b': 100 * US}, d.timeouts)
+        self.assertEqual((25 * US, 0), (d.retains('a'), d.retains('c')))
+        self.assertEqual(100 * US, d.timeout_ns)
+        # a host whose timeout is host-wide: one setting for every VM
+        eng = engine.PolicyEngine(self.topo, params(
+            guard=guard.Params(per_vm=False)))
+        kept = guard.Config(timeouts=((guard.ALL_VMS, 200 * US),))
+        eng.guard = dataclasses.replace(eng.guard, kept=kept, in_force=kept,
+                                        countdown=100, watched=100)
+        d = eng.step({R(0): helpers.stats(0.2, core_id=0)})
+        self.assertIsNone(d.timeouts)
+        self.assertEqual((200 * US, True), (d.timeout_ns, d.retention))
+
+    def test_no_split_without_smt_siblings(self):
+        # session 15's cloud: the paper's split on two single-thread cores
+        # pinned both busy guests to one CPU while the other idled
+        flat = model.Topology(tuple(model.Core(i, (i,)) for i in (0, 1)))
+        st = {R(0): helpers.stats(0.5, core_id=0, utilisation=0.3),
+              R(1): helpers.stats(0.0, core_id=0, utilisation=1.0),
+              R(2): helpers.stats(0.0, core_id=1, utilisation=1.0)}
+        for p in (params(), params(guard=guard.Params())):
+            eng = engine.PolicyEngine(flat, p)
+            for _ in range(50):
+                d = eng.step(st)
+                self.assertFalse(d.split)
+                self.assertFalse(d.borrow)
+                self.assertEqual(frozenset(), d.split_cores)
+                self.assertNotIn(guard.SPLIT, eng.mechanisms)
+        self.assertTrue(engine.PolicyEngine(self.topo, params()).smt)
 
     def test_no_split_share_applies_nothing(self):
         st = {R(0): helpers.stats(0.5, core_id=0),

@@ -216,6 +216,58 @@ class TestPerVmRetention(testtools.TestCase):
         self.assertEqual(0, off.retains('x'))
 
 
+class TestVmWeights(testtools.TestCase):
+    """Decision.weights: a factor on a VM's cgroup weight, any kernel."""
+
+    def run_with(self, weights, kernel='vanilla', shares=None, vms=None):
+        extra = {}
+        if shares is not None:
+            extra['scheduler'] = {'vm_cgroup_shares': shares}
+        # a serving VM that needs more CPU than it gets beside a batch VM
+        sc = h.tiny(vms or [('a', 'cpu', [0]), ('b', 'cpu', [0])],
+                    workloads={'io': h.io_wl(burst_us=300, wait_us=100)},
+                    **extra)
+        sim = engine.Simulation(sc, kernel, 1)
+        if weights is not None:
+            sim.apply(model.Decision(timeout_ns=200000, placements={},
+                                     split=False, weights=weights))
+        sim.advance_to(1e9)
+        return h.vcpu(sim, 'a'), h.vcpu(sim, 'b')
+
+    def test_a_heavier_vm_gets_more_cpu_under_contention(self):
+        for shares in (None, 0):        # VM cgroups, one flat run queue
+            a, b = self.run_with({'a': 2}, shares=shares)
+            share = a.instructions / (a.instructions + b.instructions)
+            # CFS divides the thread by weight: 2/3 for twice the weight
+            self.assertGreater(share, 0.6, shares)
+            self.assertLess(share, 0.72, shares)
+            self.assertEqual(2048, a.weight)
+
+    def test_factor_one_or_absent_changes_nothing(self):
+        plain = self.run_with(None)
+        for weights in ({}, {'a': 1}, {'a': 1.0, 'b': 1}):
+            got = self.run_with(weights)
+            self.assertEqual([v.instructions for v in plain],
+                             [v.instructions for v in got], weights)
+
+    def test_a_heavier_serving_vm_serves_more(self):
+        vms = [('a', 'io', [0]), ('b', 'cpu', [0])]
+        for kernel in ('vanilla', 'haltpoll', 'vsmtio'):
+            base, _ = self.run_with(None, kernel, vms=vms)
+            heavy, _ = self.run_with({'a': 2}, kernel, vms=vms)
+            self.assertGreater(heavy.requests, 1.1 * base.requests, kernel)
+
+    def test_weights_apply_again_and_reset(self):
+        sc = h.tiny([('a', 'cpu', [0]), ('b', 'cpu', [0])])
+        sim = engine.Simulation(sc, 'vanilla', 1)
+        self.assertEqual(1, sim.set_vm_weights({'a': 4, 'nosuch': 2}))
+        self.assertEqual({'a': 4.0}, sim.vm_weights)
+        self.assertEqual(0, sim.set_vm_weights({'a': 4}))
+        self.assertEqual(1, sim.set_vm_weights({}))
+        self.assertEqual(1024, h.vcpu(sim, 'a').weight)
+        self.assertEqual(1.0, h.vcpu(sim, 'a').vr_scale)
+
+
 class TestRass(testtools.TestCase):
 
     def setUp(self):

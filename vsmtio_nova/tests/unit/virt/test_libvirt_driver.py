@@ -211,8 +211,8 @@ class TestDomainXML(DomainXMLTestCase):
             self.flags(sysfs_root=self.sysfs(abi), group='vsmtio')
             e = self.assertRaises(
                 exception.ComputeResourcesUnavailable, self.xml, RETAINING)
-            self.assertIn('context retention asked for, but this host '
-                          'cannot give it', str(e))
+            self.assertIn('vsmtio: context retention asked for, but host '
+                          'fake-mini cannot give it', str(e))
 
     def test_stock_kernel_still_starts_plain_guests(self):
         self.flags(sysfs_root=self.sysfs(None), group='vsmtio')
