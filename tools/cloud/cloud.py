@@ -3,8 +3,9 @@
 
     python tools/cloud/cloud.py up      # bring it up (prints the time)
     python tools/cloud/cloud.py test    # tempest with vsmtio's plugin
+    python tools/cloud/cloud.py observe # Horizon panel and Grafana checks
     python tools/cloud/cloud.py down    # stop and remove everything
-    python tools/cloud/cloud.py run     # up, test, down; exit as tempest
+    python tools/cloud/cloud.py run     # up, test, observe, down
 
 keystone, glance, placement, neutron (API only), nova (API, conductor,
 scheduler, compute on libvirt with ``virt_type=qemu``, and three more
@@ -23,12 +24,16 @@ import os
 import shutil
 import sys
 import time
+import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import configs  # noqa: E402
 import fleet  # noqa: E402
+import grafana_check  # noqa: E402
+import horizon_panel  # noqa: E402
 import layout  # noqa: E402
+import observability  # noqa: E402
 import procs  # noqa: E402
 import resources  # noqa: E402
 import services  # noqa: E402
@@ -73,7 +78,9 @@ def up(args):
     timed('install.rst\'s trait check', resources.trait_check, conn)
     timed('vsmtio-agent', services.agent)
     timed('watcher', watcher.up, conn)
+    timed('prometheus and aetos', observability.up, conn)
     if not args.no_horizon:
+        horizon_panel.install()
         timed('horizon', services.horizon)
     timed('tempest.conf', resources.tempest_conf, conn)
     if args.smoke:
@@ -84,6 +91,26 @@ def up(args):
 
 def test(args):
     return resources.run_tempest(args.regex, args.concurrency)
+
+
+def observe(args):
+    """The Horizon panel against the agent's export, and Grafana's queries.
+
+    Returns 0 when both pass, 1 with the reason printed otherwise.
+    """
+    status = 0
+    checks = [('grafana dashboard queries', grafana_check.check)]
+    if not args.no_horizon:
+        checks.insert(0, ('horizon panel in chromium',
+                          lambda: horizon_panel.check(resources.connect())))
+    for label, check in checks:
+        try:
+            timed(label, check)
+        except Exception as exc:   # any failure fails the check, said why
+            traceback.print_exc()
+            print('[cloud] FAILED %s: %s' % (label, exc), flush=True)
+            status = 1
+    return status
 
 
 def down(args):
@@ -124,6 +151,7 @@ def run(args):
         status = test(args)
         print('[cloud] tempest: %.1f s, exit %d'
               % (time.monotonic() - start, status))
+        status = observe(args) or status
     finally:
         if not args.keep_up:
             down(args)
@@ -132,8 +160,9 @@ def run(args):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('command', choices=['up', 'test', 'down', 'run',
-                                            'agent-stop', 'agent-start'])
+    parser.add_argument('command', choices=['up', 'test', 'observe', 'down',
+                                            'run', 'agent-stop',
+                                            'agent-start'])
     parser.add_argument('--regex', default='vsmtio_tempest_plugin',
                         help='tempest test regex (test, run)')
     parser.add_argument('--concurrency', type=int, default=1)
@@ -149,7 +178,7 @@ def main(argv=None):
         parser.error('the cloud runs libvirtd and installs Debian packages: '
                      'run it as root')
     try:
-        return {'up': up, 'test': test, 'down': down,
+        return {'up': up, 'test': test, 'observe': observe, 'down': down,
                 'run': run, 'agent-stop': agent_stop,
                 'agent-start': agent_start}[args.command](args) or 0
     except procs.CloudError as exc:

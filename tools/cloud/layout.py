@@ -38,6 +38,8 @@ PORTS = {
     'horizon': 8080,
     'agent-metrics': 9729,
     'watcher-api': 9322,
+    'prometheus': 9090,
+    'aetos': 9095,
 }
 
 

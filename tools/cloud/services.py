@@ -21,6 +21,8 @@ DEBIAN_PACKAGES = {
     '/usr/lib/rabbitmq/bin/rabbitmq-server': 'rabbitmq-server',
     '/usr/bin/epmd': 'erlang-base',
     '/usr/bin/chromium': 'chromium',
+    '/usr/bin/chromedriver': 'chromium-driver',
+    '/usr/bin/prometheus': 'prometheus',
     '/usr/bin/qemu-img': 'qemu-utils',
     '/usr/sbin/libvirtd': 'libvirt-daemon',
     '/usr/bin/virsh': 'libvirt-clients',

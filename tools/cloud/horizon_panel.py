@@ -1,0 +1,226 @@
+"""vsmtio's Horizon panel in the cloud's Horizon, and its browser test.
+
+``install`` enables the plugin as an operator does: its ``enabled`` files
+copied into Horizon's ``openstack_dashboard/local/enabled`` (here, the
+cloud's Python environment), before Horizon collects its static files.
+
+``check`` boots one I/O and one CPU flavored server, opens the panel in
+headless Chromium, reads what the hosts table and the host page show, and
+compares it with what the agent's own ``/metrics`` exported while
+Prometheus could have scraped it: the panel goes agent -> Prometheus ->
+Aetos -> Horizon, so its figure must be one the agent exported in the last
+scrape intervals before the page was read. It saves a screenshot of each
+page (``VSMTIO_SCREENSHOTS``, default outside the repository).
+"""
+
+import glob
+import os
+import re
+import shutil
+import threading
+import time
+import urllib.request
+
+import layout
+import observability
+import procs
+import resources
+
+SCREENSHOTS = os.environ.get('VSMTIO_SCREENSHOTS',
+                             '/var/tmp/vsmtio-screenshots')
+INDEX = '/admin/vsmtio_hosts/'
+
+
+def install():
+    import openstack_dashboard.local.enabled as local_enabled
+    import vsmtio_dashboard.enabled as ours
+    target = os.path.dirname(local_enabled.__file__)
+    for path in glob.glob(os.path.join(os.path.dirname(ours.__file__),
+                                       '_*.py')):
+        shutil.copy(path, target)
+
+
+class AgentExport:
+    """The agent's ``/metrics``, read every quarter second in a thread.
+
+    The agent's period here is 1 s, so no value it exports is missed.
+    """
+
+    def __init__(self):
+        self.samples = []   # (monotonic time, {(name, labels): value})
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self):
+        from prometheus_client import parser
+        url = layout.url('agent-metrics', '/metrics')
+        while not self._stop.is_set():
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                text = resp.read().decode()
+            values = {}
+            for family in parser.text_string_to_metric_families(text):
+                for s in family.samples:
+                    values[(s.name, tuple(sorted(s.labels.items())))] = \
+                        s.value
+            self.samples.append((time.monotonic(), values))
+            self._stop.wait(0.25)
+
+    def values(self, name, since, **labels):
+        """Every value the agent exported for a series since ``since``."""
+        out = set()
+        for when, values in self.samples:
+            if when < since:
+                continue
+            for (n, lbls), value in values.items():
+                lbls = dict(lbls)
+                if n == name and all(lbls.get(k) == v
+                                     for k, v in labels.items()):
+                    out.add(value)
+        return out
+
+    def classes(self, since):
+        """Each domain's measured classes (the agent's tie rule)."""
+        out = {}
+        for when, values in self.samples:
+            if when < since:
+                continue
+            count = {}
+            for (n, lbls), value in values.items():
+                lbls = dict(lbls)
+                if n == 'vsmtio_vcpu_class' and value:
+                    io, cpu = count.get(lbls['domain'], (0, 0))
+                    count[lbls['domain']] = (
+                        io + (lbls['class'] == 'io'),
+                        cpu + (lbls['class'] == 'cpu'))
+            for domain, (io, cpu) in count.items():
+                out.setdefault(domain, set()).add(
+                    'io' if io * 2 >= io + cpu else 'cpu')
+        return out
+
+
+def _seconds(text):
+    """The panel's duration text (``200 µs``, ``1.5 ms``, ``2 s``) in s."""
+    m = re.match(r'([0-9.e+-]+) (µs|ms|s)\b', text)
+    if not m:
+        raise AssertionError('not a duration: %r' % text)
+    return float(m.group(1)) * {'µs': 1e-6, 'ms': 1e-3, 's': 1}[m.group(2)]
+
+
+TABLE_JS = """
+const table = document.getElementById(arguments[0]);
+const heads = [...table.querySelectorAll('thead tr:last-of-type th')]
+    .map(t => t.innerText.trim());
+const out = {};
+for (const tr of table.querySelectorAll('tbody tr[data-object-id]')) {
+    const cells = [...tr.querySelectorAll('td')]
+        .map(t => t.innerText.trim());
+    const row = {};
+    heads.forEach((h, i) => row[h] = cells[i]);
+    out[tr.dataset.objectId] = row;
+}
+return out;
+"""
+
+
+def _table(driver, table_id):
+    """``{row id: {column header: cell text}}`` of a Horizon table."""
+    return driver.execute_script(TABLE_JS, table_id)
+
+
+def _boot(conn):
+    known = resources.ids()
+    servers = []
+    for flavor in ('vsmtio.io', 'vsmtio.cpu'):
+        servers.append(conn.compute.create_server(
+            name='vsmtio-panel-%s' % flavor.split('.')[1],
+            image_id=known['image_idle'],
+            flavor_id=known['flavor_%s' % flavor], networks='none'))
+    return [conn.compute.wait_for_server(s, wait=600) for s in servers]
+
+
+def _close(expected, shown, what, rel=0.0):
+    """Fail unless ``shown`` is one of ``expected``, within ``rel``.
+
+    The panel rounds durations to three significant digits.
+    """
+    if not any(abs(shown - v) <= rel * abs(v) for v in expected):
+        raise AssertionError('%s: the panel shows %r, the agent exported %r'
+                             % (what, shown, sorted(expected)))
+
+
+def check(conn):
+    """Assert the panel against the agent's export; save screenshots."""
+    import browser
+    servers = _boot(conn)
+    target = '%s:%d' % (layout.HOST, layout.PORTS['agent-metrics'])
+    try:
+        domains = {s.id: s.name for s in servers}
+        procs.wait_for('Prometheus holding both servers\' vCPU classes',
+                       lambda: {r['metric']['domain'] for r in
+                                observability.query('vsmtio_vcpu_class')}
+                       >= set(domains), timeout=120)
+        # and the host page's charts (15 s steps) have a point counting them
+        mix = '(sum(vsmtio_host_vcpus{instance="%s"}))[1m:15s]' % target
+        procs.wait_for('the mix chart counting both servers', lambda: float(
+            observability.query(mix)[0]['values'][-1][1]) >= len(servers),
+            timeout=60)
+        os.makedirs(SCREENSHOTS, exist_ok=True)
+        with AgentExport() as agent:
+            since = time.monotonic()
+            # Prometheus shows what it scraped up to two intervals ago
+            time.sleep(2 * observability.SCRAPE_INTERVAL + 1)
+            with browser.signed_in() as driver:
+                browser.open_page(driver, INDEX, 'table#vsmtio_hosts')
+                hosts = _table(driver, 'vsmtio_hosts')
+                hosts_png = browser.full_page_png(
+                    driver, os.path.join(SCREENSHOTS, 'vsmtio-hosts.png'))
+                browser.open_page(driver, INDEX + target + '/',
+                                  'table#vsmtio_instances')
+                vms = _table(driver, 'vsmtio_instances')
+                host_png = browser.full_page_png(
+                    driver, os.path.join(SCREENSHOTS, 'vsmtio-host.png'))
+        row = hosts.get(target)
+        if row is None:
+            raise AssertionError('the hosts table has no row for %s: %r'
+                                 % (target, hosts))
+        print('[cloud] panel row: %s' % row)
+        mode = [dict(k[1])['mode'] for _t, v in agent.samples
+                for k, val in v.items()
+                if k[0] == 'vsmtio_host_mode' and val]
+        assert row['Mode'] in mode, (row['Mode'], set(mode))
+        for klass, header in (('io', 'I/O vCPUs'), ('cpu', 'CPU vCPUs')):
+            _close(agent.values('vsmtio_host_vcpus', since,
+                                **{'class': klass}),
+                   float(row[header]), header)
+        _close(agent.values('vsmtio_retention_timeout_seconds', since),
+               _seconds(row['Retention timeout']), 'Retention timeout',
+               rel=0.005)
+        periods = int(re.match(r'period (\d+)', row['Last period']).group(1))
+        _close(agent.values('vsmtio_periods_total', since), periods,
+               'Last period')
+        assert row['Agent'].startswith('running'), row['Agent']
+        classes = agent.classes(since)
+        for domain, name in domains.items():
+            vm = vms.get(domain)
+            if vm is None:
+                raise AssertionError('the host page has no row for %s: %r'
+                                     % (name, vms))
+            print('[cloud] panel instance %s: %s' % (name, vm))
+            assert vm['Instance'] == name, vm
+            assert vm['Measured class'] in classes[domain], (
+                name, vm['Measured class'], classes[domain])
+        print('[cloud] panel matches the agent\'s export; screenshots: %s, '
+              '%s' % (hosts_png, host_png))
+    finally:
+        for s in servers:
+            conn.compute.delete_server(s)
+        for s in servers:
+            conn.compute.wait_for_delete(s, wait=300)

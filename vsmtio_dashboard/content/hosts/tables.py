@@ -1,0 +1,147 @@
+from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
+from horizon import tables
+
+NOT_REPORTED = _('not reported')
+
+
+def _or_missing(value):
+    return NOT_REPORTED if value is None else value
+
+
+def _seconds(value):
+    if value is None:
+        return NOT_REPORTED
+    if value < 1e-3:
+        return '%.0f µs' % (value * 1e6)
+    return '%.3g ms' % (value * 1e3) if value < 1 else '%.3g s' % value
+
+
+def _vcpus(klass):
+    def get(host):
+        return NOT_REPORTED if not host.vcpus else host.vcpus.get(klass, 0)
+    return get
+
+
+def _timeouts(host):
+    text = _seconds(host.timeout)
+    values = [v for v in host.vm_timeouts.values() if v is not None]
+    if values:
+        text = _('%(host)s; per VM %(low)s to %(high)s') % {
+            'host': text, 'low': _seconds(min(values)),
+            'high': _seconds(max(values))}
+    return text
+
+
+def _mechanisms(host):
+    if not host.mechanisms:
+        return NOT_REPORTED
+    return '; '.join('%s: %s' % (name, mech) for name, mech in
+                     sorted(host.mechanisms.items()))
+
+
+def _mist(host):
+    if host.reserved is None:
+        return NOT_REPORTED
+    return _('%(p)d of %(n)d reserved VMs') % {
+        'p': host.protected, 'n': host.reserved}
+
+
+def _health(host):
+    health = {'running': _('running'), 'stalled': _('stalled'),
+              'down': _('down')}.get(host.health, NOT_REPORTED)
+    if host.recent_failures:
+        health = _('%(h)s, %(n)d periods failed in 5 min') % {
+            'h': health, 'n': round(host.recent_failures)}
+    return health
+
+
+def _last_period(host):
+    if host.periods is None:
+        return NOT_REPORTED
+    if host.recent_periods is None:
+        return _('period %d') % host.periods
+    return _('period %(n)d (%(r)d in 5 min)') % {
+        'n': host.periods, 'r': round(host.recent_periods)}
+
+
+def _detail_link(host):
+    return reverse('horizon:admin:vsmtio_hosts:detail',
+                   kwargs={'instance': host.instance})
+
+
+class HostsTable(tables.DataTable):
+    name = tables.Column('name', verbose_name=_('Host'), link=_detail_link)
+    target = tables.Column('instance', verbose_name=_('Scrape target'))
+    mode = tables.Column(lambda h: _or_missing(h.mode),
+                         verbose_name=_('Mode'))
+    io = tables.Column(_vcpus('io'), verbose_name=_('I/O vCPUs'))
+    cpu = tables.Column(_vcpus('cpu'), verbose_name=_('CPU vCPUs'))
+    timeout = tables.Column(_timeouts,
+                            verbose_name=_('Retention timeout'))
+    kept = tables.Column(_mechanisms,
+                         verbose_name=_('Mechanisms kept (why)'))
+    mist = tables.Column(_mist, verbose_name=_('MIST protections'))
+    health = tables.Column(_health, verbose_name=_('Agent'))
+    last = tables.Column(_last_period, verbose_name=_('Last period'))
+
+    class Meta:
+        name = 'vsmtio_hosts'
+        verbose_name = _('vSMT-IO hosts')
+
+
+def _instance_link(inst):
+    return reverse('horizon:admin:instances:detail', args=[inst.domain])
+
+
+def _class(inst):
+    return _or_missing(inst.measured_class)
+
+
+def _vm_vcpus(inst):
+    if not inst.vcpus:
+        return NOT_REPORTED
+    return ', '.join('%s %d' % (k, n) for k, n in sorted(inst.vcpus.items()))
+
+
+def _kept(inst):
+    if not inst.kept and not inst.reasons:
+        return NOT_REPORTED
+    out = []
+    for mech in sorted(set(inst.kept) | set(inst.reasons)):
+        state = {True: _('kept'), False: _('dropped'),
+                 None: NOT_REPORTED}[inst.kept.get(mech)]
+        reason = inst.reasons.get(mech)
+        out.append('%s %s%s' % (mech, state,
+                                ' (%s)' % reason if reason else ''))
+    return '; '.join(out)
+
+
+def _protected(inst):
+    return {True: _('protected'), False: _('not protected'),
+            None: NOT_REPORTED}[inst.protected]
+
+
+def _number(attr, fmt):
+    def get(inst):
+        value = getattr(inst, attr)
+        return NOT_REPORTED if value is None else fmt % value
+    return get
+
+
+class InstancesTable(tables.DataTable):
+    name = tables.Column(lambda i: i.name or i.domain,
+                         verbose_name=_('Instance'), link=_instance_link)
+    measured = tables.Column(_class, verbose_name=_('Measured class'))
+    vcpus = tables.Column(_vm_vcpus, verbose_name=_('vCPUs by class'))
+    timeout = tables.Column(lambda i: _seconds(i.timeout),
+                            verbose_name=_('Retention timeout'))
+    kept = tables.Column(_kept, verbose_name=_('Guard (why)'))
+    mist = tables.Column(_protected, verbose_name=_('MIST'))
+    i_cpu = tables.Column(_number('i_cpu', '%.3g'), verbose_name=_('I_cpu'))
+    served = tables.Column(_number('served', '%.3g/s'),
+                           verbose_name=_('Served I/O'))
+
+    class Meta:
+        name = 'vsmtio_instances'
+        verbose_name = _('Instances on this host')
