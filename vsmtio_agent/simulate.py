@@ -137,7 +137,8 @@ def sub_edges(start_s, measure_s, window_s):
 
 
 def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
-             max_settle_s=300.0, warmup_s=None, batches=1, setup=None):
+             max_settle_s=300.0, warmup_s=None, batches=1, setup=None,
+             measure_s=None):
     """Run the scenario ``conf`` names; return the result dict.
 
     With ``steady``, the agent's kernels run until :func:`settled` (or
@@ -165,6 +166,8 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
     ``setup``, a callable given the :class:`Simulation` before it runs,
     configures a host statically (a Decision applied once, a halt-polling
     maximum); the run then has no agent, whatever the kernel model.
+    ``measure_s`` shortens (or lengthens) a steady window, for a search
+    that ranks many configurations and says so.
     """
     opts = conf.vsmtio_sim
     driver = simulated.SimulatedHostDriver(conf)
@@ -173,7 +176,7 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
         # whole phase cycles, so every kernel sees the same phases
         warmup, measure_s = sim.scenario.align(
             sim.scenario.warmup_s if warmup_s is None else warmup_s,
-            steady_window(conf))
+            measure_s or steady_window(conf))
     else:
         warmup, total = _window(sim.scenario, opts.duration, warmup_s)
         measure_s = total - warmup
