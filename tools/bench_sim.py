@@ -776,7 +776,7 @@ def oracle_section(results, oracle):
     space = oracle['space']
     out = [ORACLE_HEAD.format(
         timeouts=', '.join(map(str, space['timeouts_us'])),
-        weights=', '.join(map(str, space['weights'])),
+        weights=', '.join('x%s' % w for w in space['weights']),
         hp=', '.join(map(str, space['haltpoll_max_us'])),
         passes=oracle['max_passes'], search=oracle['search_s'],
         confirm=oracle['confirm'], date=oracle['date'],
@@ -1244,7 +1244,7 @@ requests served over vanilla's) that keeps every honest VM at its floors
 (serving >= 1.0 and computing >= 0.97 of vanilla as a mean, every one >=
 0.95 in each 0.5 s window), applied once to the simulated host with no
 agent. Searched: per VM retention off or at {timeouts} us; the split off
-or on with borrowing; CPU weight x{weights} for honest serving VMs; and
+or on with borrowing; CPU weight {weights} for honest serving VMs; and
 the stock host, KVM halt polling with its maximum off or at {hp} us (one
 for the host) with the same weights. Coordinate descent (each VM's setting
 in turn, at most {passes} passes, from several starts including all off),

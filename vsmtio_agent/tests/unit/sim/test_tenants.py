@@ -77,6 +77,21 @@ class TestJudge(testtools.TestCase):
         # no windows: the mean stands for the lowest window
         self.assertEqual(0.9, v['web']['min_window'])
 
+    def test_table_says_which_vm_is_below(self):
+        low = result({'web': vm('io', requests=99.0),
+                      'db': vm('mixed', requests=50.0, instructions=9.0),
+                      'batch': vm('cpu', instructions=10.0),
+                      'gamer': vm('io', requests=10.0, adversary=True)},
+                     [{'web': (99, 0), 'db': (50, 4), 'batch': (0, 10),
+                       'gamer': (10, 0)}] * 2)
+        text = tenants.table({'vanilla': BASE, 'vsmtio': low})
+        rows = {tuple(c.strip() for c in line.split('|')[1:3]): line
+                for line in text.splitlines() if line.startswith('| ')}
+        self.assertIn('BELOW', rows[('vsmtio', 'web')])
+        self.assertIn('ok', rows[('vsmtio', 'db')])
+        self.assertIn('adversary', rows[('vsmtio', 'gamer')])
+        self.assertIn('0.5 s windows', text)
+
     def test_the_baseline_meets_every_floor(self):
         s = tenants.summary(tenants.judge(BASE, BASE))
         self.assertEqual((True, 1.0, 1.0), (s['ok'], s['io_gain'], s['cpu']))
