@@ -406,6 +406,22 @@ def main(argv=None):
     names = [n for n in scenario_mod.shipped() if n.startswith(args.only)]
     t0 = time.time()
     jobs = [(n, args.search_s, args.confirm) for n in names]
+    doc = {'space': {k: list(v) for k, v in SPACE.items()},
+           'families': list(FAMILIES), 'max_passes': MAX_PASSES,
+           'search_s': args.search_s, 'confirm': args.confirm,
+           'floors': {'mean': tenants.FLOORS,
+                      'window': tenants.WINDOW_FLOOR,
+                      'window_s': tenants.WINDOW_S},
+           'date': time.strftime('%Y-%m-%d'), 'results': {}}
+    if args.only and args.json and os.path.exists(args.json):
+        # a partial run keeps the other scenarios' results of the same
+        # search (the same space, windows and passes)
+        with open(args.json) as f:
+            old = json.load(f)
+        same = ('space', 'families', 'max_passes', 'search_s', 'confirm',
+                'floors')
+        if all(old.get(k) == doc[k] for k in same):
+            doc['results'] = old['results']
     results = []
     with concurrent.futures.ProcessPoolExecutor(args.processes) as pool:
         for r in pool.map(_job, jobs):
@@ -413,19 +429,14 @@ def main(argv=None):
             sys.stderr.write('%s: %s, I/O gain %s (%.0f s)\n'
                              % (r['scenario'], r['label'], _f(r['io_gain']),
                                 r['wall_s']))
-    doc = {'space': {k: list(v) for k, v in SPACE.items()},
-           'families': list(FAMILIES), 'max_passes': MAX_PASSES,
-           'search_s': args.search_s, 'confirm': args.confirm,
-           'floors': {'mean': tenants.FLOORS,
-                      'window': tenants.WINDOW_FLOOR,
-                      'window_s': tenants.WINDOW_S},
-           'date': time.strftime('%Y-%m-%d'),
-           'wall_s': time.time() - t0,
-           'cpu_s': sum(r['cpu_s'] for r in results),
-           'results': {r['scenario']: r for r in results}}
-    if args.json:
-        with open(args.json, 'w') as f:
-            json.dump(doc, f, indent=1, sort_keys=True)
+            doc['results'][r['scenario']] = r
+            # written after every scenario: a run cut short keeps its
+            # finished scenarios
+            doc['wall_s'] = time.time() - t0
+            doc['cpu_s'] = sum(x['cpu_s'] for x in doc['results'].values())
+            if args.json:
+                with open(args.json, 'w') as f:
+                    json.dump(doc, f, indent=1, sort_keys=True)
     print('Search space: per VM retention off or at %s us; the split off or '
           'on with borrowing; CPU weight x%s for honest serving VMs; '
           'haltpoll: maximum off or %s us. Coordinate descent (at most %d '
