@@ -44,10 +44,12 @@ printed is from that full window. ``--check`` measures a few scenarios'
 best ``CHECK_TOP`` configurations (by the short window) and all off over
 both windows and prints their rank correlation, to show the short window
 ranks as the long one does. A setting that does not pay is put back to
-off before the oracle is reported (``prune``).
+off before the oracle is reported (``prune``). ``--remeasure`` measures
+the configurations a cached result confirmed again over the current
+steady window, searching nothing (for a steady window that changed).
 
     python tools/bench_oracle.py [--only PREFIX] [--json FILE]
-        [--processes N] [--search-s S] [--check NAME,NAME]
+        [--processes N] [--search-s S] [--check NAME,NAME] [--remeasure]
 """
 
 import argparse
@@ -314,7 +316,7 @@ def oracle(name, search_s=SEARCH_S, confirm=CONFIRM, run=None):
         'worst': best['worst'],
         'search': {'measure_s': search_s or full.base['measured_s'],
                    'evaluated': len(short.cache),
-                   'confirmed': [{'label': label(c),
+                   'confirmed': [{'label': label(c), 'config': c,
                                   'io_gain': full(c)['io_gain'],
                                   'ok': full(c)['ok']}
                                  for c in candidates]},
@@ -325,6 +327,43 @@ def oracle(name, search_s=SEARCH_S, confirm=CONFIRM, run=None):
 def _job(args):
     name, search_s, confirm = args
     return oracle(name, search_s, confirm)
+
+
+def remeasure(found, run=None):
+    """``found`` (one scenario's oracle) measured again over today's window.
+
+    For a steady window that changed after the search: the configurations
+    it confirmed (or the one it chose), best first, against vanilla over
+    the current :func:`~vsmtio_agent.simulate.steady_window`; the first
+    that keeps every floor there is the oracle, else all off. No search.
+    """
+    t0, c0 = time.time(), time.process_time()
+    configs = [c['config'] for c in found['search'].get('confirmed', ())
+               if 'config' in c] or [found['config']]
+    configs = [c for c in configs if c != all_off(c['family'])]
+    if not configs:
+        # all off is vanilla itself, over any window
+        return dict(found, remeasured={'skipped': 'all off'})
+    configs.append(all_off('vsmtio'))
+    full = Evaluator(found['scenario'], None, run)
+    for cfg in configs:
+        s = full(cfg)
+        if s['ok']:
+            break
+    out = dict(found, config=cfg, label=label(cfg), io_gain=s['io_gain'],
+               cpu=s['cpu'], cpu_class=s['cpu_class'], vms=s['vms'],
+               worst=s['worst'], measured_s=full.base['measured_s'])
+    out['remeasured'] = {'wall_s': time.time() - t0,
+                         'cpu_s': time.process_time() - c0,
+                         'tried': [{'label': label(c), 'config': c,
+                                    'io_gain': full(c)['io_gain'],
+                                    'ok': full(c)['ok']}
+                                   for c in configs if key(c) in full.cache]}
+    return out
+
+
+def _remeasure_job(found):
+    return remeasure(found)
 
 
 def spearman(a, b):
@@ -372,6 +411,29 @@ def _f(v):
     return '-' if v is None else '%.3f' % v
 
 
+def remeasure_all(path, names, processes):
+    """--remeasure: every scenario of ``path`` again; the file updated."""
+    t0 = time.time()
+    with open(path) as f:
+        doc = json.load(f)
+    found = [doc['results'][n] for n in names if n in doc['results']]
+    with concurrent.futures.ProcessPoolExecutor(processes) as pool:
+        for r in pool.map(_remeasure_job, found):
+            doc['results'][r['scenario']] = r
+            sys.stderr.write('%s: %s, I/O gain %s over %.1f s\n'
+                             % (r['scenario'], r['label'],
+                                _f(r['io_gain']), r['measured_s']))
+            with open(path, 'w') as f:
+                json.dump(doc, f, indent=1, sort_keys=True)
+    doc['remeasured_wall_s'] = time.time() - t0
+    doc['cpu_s'] = sum(r['cpu_s'] + r.get('remeasured', {}).get('cpu_s', 0)
+                       for r in doc['results'].values())
+    with open(path, 'w') as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+    print(table(list(doc['results'].values())))
+    return 0
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('--only', default='', help='scenario name prefix')
@@ -385,6 +447,9 @@ def main(argv=None):
     p.add_argument('--confirm', type=int, default=CONFIRM,
                    help='best configurations measured again over the '
                         'whole steady window')
+    p.add_argument('--remeasure', action='store_true',
+                   help='measure the configurations of --json again over '
+                        'the current steady window, searching nothing')
     p.add_argument('--check', default='',
                    help='scenarios (comma separated) whose every searched '
                         'configuration is ranked over both windows')
@@ -405,6 +470,8 @@ def main(argv=None):
         return 0
     names = [n for n in scenario_mod.shipped() if n.startswith(args.only)]
     t0 = time.time()
+    if args.remeasure:
+        return remeasure_all(args.json, names, args.processes)
     jobs = [(n, args.search_s, args.confirm) for n in names]
     doc = {'space': {k: list(v) for k, v in SPACE.items()},
            'families': list(FAMILIES), 'max_passes': MAX_PASSES,
