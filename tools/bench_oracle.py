@@ -290,13 +290,18 @@ def ranked(evaluator, configs):
     return rows
 
 
-def oracle(name, search_s=SEARCH_S, confirm=CONFIRM, run=None):
-    """The oracle of scenario ``name``: a dict for the JSON and the table."""
+def oracle(name, search_s=SEARCH_S, confirm=CONFIRM, run=None,
+           confirm_s=None):
+    """The oracle of scenario ``name``: a dict for the JSON and the table.
+
+    ``confirm_s``: the window the best are confirmed over (None: the
+    steady window).
+    """
     t0, c0 = time.time(), time.process_time()
     short = Evaluator(name, search_s, run)
     vms = short.base['vms']
     ends = search(short, vms)
-    full = short if not search_s else Evaluator(name, None, run)
+    full = short if not search_s else Evaluator(name, confirm_s, run)
     best_cfg, best = all_off('vsmtio'), None
     # the descents' ends first (pruned), then whatever else was evaluated
     candidates = [cfg for cfg, s in ranked(
@@ -325,11 +330,11 @@ def oracle(name, search_s=SEARCH_S, confirm=CONFIRM, run=None):
 
 
 def _job(args):
-    name, search_s, confirm = args
-    return oracle(name, search_s, confirm)
+    name, search_s, confirm, confirm_s = args
+    return oracle(name, search_s, confirm, confirm_s=confirm_s)
 
 
-def remeasure(found, run=None):
+def remeasure(found, run=None, measure_s=None):
     """``found`` (one scenario's oracle) measured again over today's window.
 
     For a steady window that changed after the search: the configurations
@@ -345,7 +350,7 @@ def remeasure(found, run=None):
         # all off is vanilla itself, over any window
         return dict(found, remeasured={'skipped': 'all off'})
     configs.append(all_off('vsmtio'))
-    full = Evaluator(found['scenario'], None, run)
+    full = Evaluator(found['scenario'], measure_s, run)
     for cfg in configs:
         s = full(cfg)
         if s['ok']:
@@ -362,8 +367,9 @@ def remeasure(found, run=None):
     return out
 
 
-def _remeasure_job(found):
-    return remeasure(found)
+def _remeasure_job(args):
+    found, measure_s = args
+    return remeasure(found, measure_s=measure_s)
 
 
 def spearman(a, b):
@@ -411,14 +417,14 @@ def _f(v):
     return '-' if v is None else '%.3f' % v
 
 
-def remeasure_all(path, names, processes):
+def remeasure_all(path, names, processes, measure_s=None):
     """--remeasure: every scenario of ``path`` again; the file updated."""
     t0 = time.time()
     with open(path) as f:
         doc = json.load(f)
     found = [doc['results'][n] for n in names if n in doc['results']]
     with concurrent.futures.ProcessPoolExecutor(processes) as pool:
-        for r in pool.map(_remeasure_job, found):
+        for r in pool.map(_remeasure_job, [(f, measure_s) for f in found]):
             doc['results'][r['scenario']] = r
             sys.stderr.write('%s: %s, I/O gain %s over %.1f s\n'
                              % (r['scenario'], r['label'],
@@ -447,6 +453,12 @@ def main(argv=None):
     p.add_argument('--confirm', type=int, default=CONFIRM,
                    help='best configurations measured again over the '
                         'whole steady window')
+    p.add_argument('--names', default='',
+                   help='these scenarios, comma separated, in this order '
+                        '(instead of --only)')
+    p.add_argument('--confirm-s', type=float, default=0.0,
+                   help='simulated seconds the best are confirmed (or '
+                        'remeasured) over (0: the steady window)')
     p.add_argument('--remeasure', action='store_true',
                    help='measure the configurations of --json again over '
                         'the current steady window, searching nothing')
@@ -469,24 +481,30 @@ def main(argv=None):
                      top_short[2], top_full[0], top_full[2]))
         return 0
     names = [n for n in scenario_mod.shipped() if n.startswith(args.only)]
+    if args.names:
+        names = args.names.split(',')
     t0 = time.time()
     if args.remeasure:
-        return remeasure_all(args.json, names, args.processes)
-    jobs = [(n, args.search_s, args.confirm) for n in names]
+        return remeasure_all(args.json, names, args.processes,
+                             args.confirm_s or None)
+    jobs = [(n, args.search_s, args.confirm, args.confirm_s or None)
+            for n in names]
     doc = {'space': {k: list(v) for k, v in SPACE.items()},
            'families': list(FAMILIES), 'max_passes': MAX_PASSES,
            'search_s': args.search_s, 'confirm': args.confirm,
+           'confirm_s': args.confirm_s or None,
            'floors': {'mean': tenants.FLOORS,
                       'window': tenants.WINDOW_FLOOR,
                       'window_s': tenants.WINDOW_S},
            'date': time.strftime('%Y-%m-%d'), 'results': {}}
-    if args.only and args.json and os.path.exists(args.json):
+    if (args.only or args.names) and args.json and os.path.exists(
+            args.json):
         # a partial run keeps the other scenarios' results of the same
         # search (the same space, windows and passes)
         with open(args.json) as f:
             old = json.load(f)
         same = ('space', 'families', 'max_passes', 'search_s', 'confirm',
-                'floors')
+                'floors', 'confirm_s')
         if all(old.get(k) == doc[k] for k in same):
             doc['results'] = old['results']
     results = []
