@@ -780,7 +780,11 @@ def oracle_section(results, oracle):
         hp=', '.join(map(str, space['haltpoll_max_us'])),
         passes=oracle['max_passes'], search=oracle['search_s'],
         confirm=oracle['confirm'], date=oracle['date'],
-        cpu=oracle['cpu_s'] / 60.0, noise=NOISE)]
+        window=('%g simulated s' % oracle['confirm_s']
+                if oracle.get('confirm_s') else 'the steady window'),
+        wall=sum(r['wall_s'] + r.get('remeasured', {}).get('wall_s', 0.0)
+                 for r in oracle['results'].values()) / 60.0,
+        noise=NOISE)]
     out.append(rst_table(['scenario', 'oracle: best static configuration',
                           'oracle I/O', 'oracle CPU', 'product I/O',
                           'share'], rows) + '\n')
@@ -1237,23 +1241,25 @@ The oracle
 ----------
 
 What the best fixed configuration would give, found in hindsight by
-``tools/bench_oracle.py`` (run on {date}, {cpu:.1f} CPU-minutes; cached in
-``oracle.json``): per scenario, the static per-VM configuration with the
-highest I/O gain (the geometric mean over the honest serving VMs of their
-requests served over vanilla's) that keeps every honest VM at its floors
-(serving >= 1.0 and computing >= 0.97 of vanilla as a mean, every one >=
-0.95 in each 0.5 s window), applied once to the simulated host with no
-agent. Searched: per VM retention off or at {timeouts} us; the split off
-or on with borrowing; CPU weight {weights} for honest serving VMs; and
-the stock host, KVM halt polling with its maximum off or at {hp} us (one
-for the host) with the same weights. Coordinate descent (each VM's setting
-in turn, at most {passes} passes, from several starts including all off),
-so a local optimum; {search:g} s windows while searching, the best
-{confirm} confirmed over the steady window against vanilla's, where every
-figure here was measured (``oracle CPU``: the geometric mean over the
-honest computing VMs). ``product I/O`` is the product's gain on the same
-measure over this benchmark's own window; ``share`` is (product - 1) /
-(oracle - 1), ``-`` where the oracle gains no more than {noise}.
+``tools/bench_oracle.py`` (run on {date}, its workers busy {wall:.0f}
+minutes in all on a shared machine; cached in ``oracle.json``): per
+scenario, the static per-VM configuration with the highest I/O gain (the
+geometric mean over the honest serving VMs of their requests served over
+vanilla's) that keeps every honest VM at its floors (serving >= 1.0 and
+computing >= 0.97 of vanilla as a mean, every one >= 0.95 in each 0.5 s
+window), applied once to the simulated host with no agent. Searched: per
+VM retention off or at {timeouts} us; the split off or on with borrowing;
+CPU weight {weights} for honest serving VMs; and the stock host, KVM halt
+polling with its maximum off or at {hp} us (one for the host) with the
+same weights. Coordinate descent (each VM's setting in turn, at most
+{passes} passes, from several starts including all off), so a local
+optimum; {search:g} s windows while searching, the best {confirm}
+confirmed over {window} against vanilla's over the same window (common
+random numbers), where every figure here was measured (``oracle CPU``: the
+geometric mean over the honest computing VMs). ``product I/O`` is the
+product's gain on the same measure over this benchmark's own window;
+``share`` is (product - 1) / (oracle - 1), ``-`` where the oracle gains no
+more than {noise}.
 
 """
 
