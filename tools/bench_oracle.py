@@ -401,11 +401,12 @@ def table(results):
             'CPU class', 'worst VM / floor', 'evaluated', 'wall s']
     rows = []
     for r in results:
-        w = r['worst']
+        w = r.get('worst')
         rows.append([r['scenario'], r['label'], _f(r['io_gain']),
                      _f(r['cpu']), _f(r['cpu_class']),
                      '%s %.3f' % tuple(w) if w else '-',
-                     str(r['search']['evaluated']), '%.0f' % r['wall_s']])
+                     str(r['search'].get('evaluated') or '-'),
+                     '%.0f' % r['wall_s']])
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
     line = '  '.join('=' * w for w in widths)
     fmt = '  '.join('%%-%ds' % w for w in widths)
