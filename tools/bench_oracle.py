@@ -403,7 +403,7 @@ def table(results):
     for r in results:
         w = r.get('worst')
         rows.append([r['scenario'], r['label'], _f(r['io_gain']),
-                     _f(r['cpu']), _f(r['cpu_class']),
+                     _f(r.get('cpu')), _f(r.get('cpu_class')),
                      '%s %.3f' % tuple(w) if w else '-',
                      str(r['search'].get('evaluated') or '-'),
                      '%.0f' % r['wall_s']])
