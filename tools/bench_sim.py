@@ -793,6 +793,10 @@ def oracle_section(results, oracle):
                '%d).\n' % ('-' if not shares else
                            '%.0f%%' % (100.0 * statistics.fmean(shares)),
                            len(shares), len(rows)))
+    missing = sorted(n for n in results if n not in oracle['results'])
+    if missing:
+        out.append('- No oracle result (not searched) for: %s.\n'
+                   % ', '.join(missing))
     return '\n'.join(out)
 
 
