@@ -30,6 +30,7 @@ from vsmtio_agent.policy import guard as guard_mod
 from vsmtio_agent.sim import kernels
 from vsmtio_agent.sim import report
 from vsmtio_agent.sim import scenario as scenario_mod
+from vsmtio_agent.sim import tenants
 
 CHUNK_S = 0.1
 
@@ -125,8 +126,19 @@ def steady_window(conf):
             + 2 * 3 * o.guard_probe_pairs) * o.period
 
 
+def sub_edges(start_s, measure_s, window_s):
+    """The inner edges of the per-VM windows of one measured window (s).
+
+    Windows of ``window_s`` from ``start_s``; the last one takes the
+    remainder (between one and two windows), so none is a sliver.
+    """
+    n = max(1, int(measure_s / window_s + 1e-9))
+    return [start_s + i * window_s for i in range(1, n)]
+
+
 def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
-             max_settle_s=300.0, warmup_s=None, batches=1):
+             max_settle_s=300.0, warmup_s=None, batches=1, setup=None,
+             measure_s=None):
     """Run the scenario ``conf`` names; return the result dict.
 
     With ``steady``, the agent's kernels run until :func:`settled` (or
@@ -144,6 +156,18 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
     ``result['batches']`` holds each window's class throughputs, which
     tell a real difference from the run's own noise without settling a
     new run per replicate.
+
+    The first window is also cut into per-VM windows
+    (:data:`~vsmtio_agent.sim.tenants.WINDOW_S` of whole agent periods,
+    :func:`sub_edges`): ``result['windows']`` holds each VM's throughputs
+    in each, which :mod:`~vsmtio_agent.sim.tenants` judges. The streams
+    are not reseeded at these edges: only the window's own are.
+
+    ``setup``, a callable given the :class:`Simulation` before it runs,
+    configures a host statically (a Decision applied once, a halt-polling
+    maximum); the run then has no agent, whatever the kernel model.
+    ``measure_s`` shortens (or lengthens) a steady window, for a search
+    that ranks many configurations and says so.
     """
     opts = conf.vsmtio_sim
     driver = simulated.SimulatedHostDriver(conf)
@@ -152,7 +176,7 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
         # whole phase cycles, so every kernel sees the same phases
         warmup, measure_s = sim.scenario.align(
             sim.scenario.warmup_s if warmup_s is None else warmup_s,
-            steady_window(conf))
+            measure_s or steady_window(conf))
     else:
         warmup, total = _window(sim.scenario, opts.duration, warmup_s)
         measure_s = total - warmup
@@ -161,14 +185,19 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
                      progress)
     wall0 = time.time()
     marks = []                  # totals at every window's edge
+    subs = []                   # totals at the first window's inner edges
+    period_s = conf.vsmtio_agent.period
+    window_s = period_s * max(1, int(round(tenants.WINDOW_S / period_s)))
     extra = {}
-    if sim.kernel.agent:
+    if setup is not None:
+        setup(sim)
+    if sim.kernel.agent and setup is None:
         ag = agent_mod.Agent(conf, driver)
-        period_s = conf.vsmtio_agent.period
         window = max(1, int(round(settle_window_s / period_s)))
         every = max(1, int(round(1.0 / period_s)))
         history = []
         trajectory = []
+        inner = []              # the inner edges to come (ns)
         prog.settling = steady
         state = {'start_ns': None if steady else warmup * 1e9,
                  'settled_at': None if steady else 0.0}
@@ -199,6 +228,12 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
             if sim.now >= start_ns + len(marks) * measure_s * 1e9 - 1:
                 marks.append(sim.totals())
                 sim.reseed('window %d' % len(marks))
+                if len(marks) == 1:
+                    inner.extend(e * 1e9 for e in sub_edges(
+                        start_ns / 1e9, measure_s, window_s))
+            elif inner and sim.now >= inner[0] - 1:
+                inner.pop(0)
+                subs.append(sim.totals())
             return True
 
         def after(period):
@@ -234,17 +269,26 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
             ag.stop()
     else:
         edges = [warmup + i * measure_s for i in range(batches + 1)]
+        inner = sub_edges(warmup, measure_s, window_s)
         t = 0.0
         while edges:
-            t = min(edges[0], t + CHUNK_S)
+            t = min(edges[0], t + CHUNK_S, *inner[:1])
             sim.advance_to(t * 1e9)
-            if t >= edges[0] - 1e-9:
+            if inner and t >= inner[0] - 1e-9:
+                subs.append(sim.totals())
+                inner.pop(0)
+            elif t >= edges[0] - 1e-9:
                 marks.append(sim.totals())
                 sim.reseed('window %d' % len(marks))
                 edges.pop(0)
             prog(t)
     wall = time.time() - wall0
     result = report.measure(sim, marks[0], marks[1], wall, extra)
+    edges = [marks[0]] + subs + [marks[1]]
+    result['windows'] = {'window_s': window_s, 'vms': [
+        {vm: {k: x[k] for k in ('requests_per_s', 'instructions_per_s')}
+         for vm, x in report.measure(sim, a, b, wall)['vms'].items()}
+        for a, b in zip(edges, edges[1:])]}
     if batches > 1:
         result['batches'] = [
             {k: r[k] for k in ('io_throughput', 'cpu_throughput', 'vms')}
