@@ -137,9 +137,11 @@ class TestSwitchedOffIsVanilla(testtools.TestCase):
 
 class TestThroughTheAgent(testtools.TestCase):
 
-    def test_a_dropped_probe_leaves_every_vm_at_vanilla(self):
+    def test_the_guards_probes_leave_no_vm_below_vanilla(self):
         # issue 28: the guard's first retention probe, dropped, left the
-        # KV store at 0.27x vanilla with nothing kept
+        # KV store at 0.27x vanilla with nothing kept. What the per-VM
+        # guard keeps may lift a VM above vanilla (here the KV store, by
+        # its own retention); no VM may end below it beyond the noise
         fd, path = tempfile.mkstemp(suffix='.yaml')
         with os.fdopen(fd, 'w') as f:
             yaml.safe_dump(issue_case(), f)
@@ -150,8 +152,8 @@ class TestThroughTheAgent(testtools.TestCase):
             want = r['vanilla']['vms'][vm]
             key = ('requests_per_s' if got['kind'] == 'io'
                    else 'instructions_per_s')
-            self.assertAlmostEqual(1.0, got[key] / want[key], delta=BOUND,
-                                   msg=vm)
+            self.assertGreaterEqual(got[key] / want[key], 1.0 - BOUND,
+                                    msg=vm)
 
 
 class TestNoHysteresis(testtools.TestCase):
