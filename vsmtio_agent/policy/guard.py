@@ -825,11 +825,15 @@ def _settle(state, params, verdict, stats):
     if descend:
         return _begin(settled, params, stats)
     if dropped and state.samples:
-        return _after_start(settled, state, verdict, params)
-    if verdict.kept and t.adding and (
-            recheck or _next_trial(settled, params, state.kinds) is not None):
-        # the recheck of what it joined, what it unlocks, or the next
-        # rung is tested at once: the climb is quick
+        settled = _after_start(settled, state, verdict, params)
+        if settled.phase == AFTER:
+            return settled
+    nxt = _next_trial(settled, params, state.kinds)
+    if t.adding and (recheck or nxt is not None and (
+            verdict.kept or nxt.key != key)):
+        # the recheck of what it joined, what it unlocks, the next rung,
+        # or another VM's addition is tested at once: the climb is quick
+        # (a refused addition's own retry waits its back-off)
         return _begin(settled, params, stats)
     return settled
 
@@ -1011,14 +1015,26 @@ def _backed_off(backoff, key, params, hold_off=False):
 
 
 def climbed(state, params):
-    """Whether no addition is due: the guard's first climb is over.
+    """Whether the guard's first climb is over.
 
-    Until then what it keeps is not yet what it will keep; later changes
-    come from retests, retries and each VM's periodic exploration of its
-    neighbouring rungs.
+    Every addition it may try has a verdict: retention (and the weight,
+    for a light one) for each serving VM, and the split where it may be
+    tried. Until then what it keeps is not yet what it will keep; later
+    changes come from retests, retries and each VM's periodic
+    exploration of its neighbouring rungs, which never end.
     """
-    return (state.phase == HOLD and bool(state.verdicts)
-            and _next_trial(state, params, state.kinds) is None)
+    if state.phase != HOLD or not state.kinds:
+        return False
+    for vm in _serving(state.kinds, params):
+        if params.retention and state.verdict(RETENTION, vm) is None:
+            return False
+        if (params.weight_factors and vm in state.light and vm != ALL_VMS
+                and state.verdict(WEIGHT, vm) is None):
+            return False
+    if (params.smt and state.kept.retaining and not state.by_run_time
+            and state.verdict(SPLIT) is None):
+        return False
+    return True
 
 
 def retries_periodic(state, params):
