@@ -279,11 +279,17 @@ class TestSteadyState(testtools.TestCase):
                                       'cpu_throughput', 'vsmtio-paper'),
                            1.0)
 
-    def test_product_leaves_neither_class_worse(self):
-        self.assertGreaterEqual(
-            self.ratio('fig5_hbase_pagerank', 'cpu_throughput'), 0.97)
-        self.assertGreaterEqual(
-            self.ratio('fig5_hbase_pagerank', 'io_throughput'), 1.0)
+    def test_product_keeps_every_tenant_at_its_floor(self):
+        # per VM, not per class (issue 30): each honest VM at its floor as
+        # a mean over the steady window
+        from vsmtio_agent.sim import tenants
+        for name in ('fig5_hbase_pagerank', 'adversarial_gamer'):
+            r = self.results[name]
+            for vm, v in tenants.judge(r['vsmtio'], r['vanilla']).items():
+                if v['adversary']:
+                    continue
+                self.assertGreaterEqual(v['ratio'], v['floor'],
+                                        '%s %s' % (name, vm))
 
     def test_product_reports_its_verdicts(self):
         agent = self.results['fig5_hbase_pagerank']['vsmtio']['agent']
