@@ -628,7 +628,7 @@ def retry_cost(v, params):
     """
     if v['kept']:
         return None
-    a = len(v['io_logs'] or v['cpu_logs'] or ())
+    a = len(v.get('utility_logs') or ())
     cycle = params.retest_periods * params.max_backoff + 2 * a
     return tuple(100.0 * a * max(0.0, 1.0 - r) / cycle if r else 0.0
                  for r in (v['cpu_ratio'], v['io_ratio']))
@@ -642,7 +642,10 @@ def verdict_rows(results):
         a = res['vsmtio'].get('agent') or {}
         for v in a.get('verdicts') or ():
             cost = retry_cost(v, params)
-            rows.append([name, v['mechanism'],
+            what = v['mechanism'] + (' for %s' % v['domain']
+                                     if v.get('domain') else '')
+            rows.append([name, what,
+                         'ALARM' if v.get('after_effect') else
                          'kept' if v['kept'] else 'dropped',
                          _f(v['cpu_ratio'], '%.3f'),
                          _f(v['io_ratio'], '%.3f'),
