@@ -313,10 +313,6 @@ class State:
     watched: int = 0                    # periods held, from the start
 
     @property
-    def probing(self):
-        return self.phase == PROBE
-
-    @property
     def split_share(self):
         """The share of cores the split covers in the period being run."""
         return split_share(self.in_force.mechanisms)
@@ -438,9 +434,10 @@ def step(state, params, stats, served=None):
         return _probe_step(state, params, stats, served)
     if state.phase == AFTER:
         return _after_step(state, params, stats, served)
-    state, blind = _hold_account(state, params, stats, served)
+    kinds = vm_kinds(stats, params)
+    state, blind = _hold_account(state, params, stats, served, kinds)
     if state.countdown > 0 and _keys(state.kept) and _turned(
-            state.kinds, vm_kinds(stats, params)):
+            state.kinds, kinds):
         # a VM changed what it does (a batch job turned server): what is
         # kept was judged on the host as it was, so the whole of it is
         # tested against the bare host now, not at its retests' turn
@@ -463,7 +460,7 @@ def _turned(before, now):
     return any(was.get(vm, kind) != kind for vm, kind in now)
 
 
-def _hold_account(state, params, stats, served):
+def _hold_account(state, params, stats, served, kinds):
     """Each VM's throughput in the last held periods of the kept config.
 
     The reference an after-effect check compares with: what the host did
@@ -474,8 +471,7 @@ def _hold_account(state, params, stats, served):
     """
     if not stats:
         return state, False
-    values, blind, _cpu_time = measure(stats, served,
-                                       vm_kinds(stats, params))
+    values, blind, _cpu_time = measure(stats, served, kinds)
     if blind:
         return state, True
     held = state.held + (values,)
@@ -923,7 +919,7 @@ def _below(logs, held_logs, share, alpha):
     if len(logs) < 2 or len(held_logs) < 2:
         return False
     shifted = [x + math.log(share) for x in held_logs]
-    return probe_stats._gain_p(shifted, logs) < alpha
+    return probe_stats.gain_p(shifted, logs) < alpha
 
 
 def _after_step(state, params, stats, served):

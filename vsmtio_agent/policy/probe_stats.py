@@ -182,7 +182,7 @@ def blind(mechanism, domain=None, timeout_ns=None, factor=None):
                    factor=factor)
 
 
-def _gain_p(logs, reference):
+def gain_p(logs, reference):
     """Welch's p-value that ``logs`` beat ``reference``'s log-ratios."""
     if len(set(logs)) < 2 and len(set(reference)) < 2:
         return 0.0 if min(logs) > max(reference) else 1.0
@@ -338,7 +338,7 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
     against = ''
     alpha_gain = (1.0 - params.confidence) / tries
     if reference is not None and reference.utility_logs:
-        gained = _gain_p(util, list(reference.utility_logs)) < alpha_gain
+        gained = gain_p(util, list(reference.utility_logs)) < alpha_gain
         against = ' over %s' % _describe(reference)
     else:
         gained = _p_below(util, 0.0, 'greater', alpha_gain)
