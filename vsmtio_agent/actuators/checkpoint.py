@@ -68,6 +68,29 @@ _INT = {'type': 'integer'}
 _RELATIVE = {'allOf': [
     {'pattern': '^[^/\x00]([^\x00]*[^/\x00])?$'},
     {'not': {'pattern': '(^|/)[.][.]?(/|$)'}}]}
+# A domain's originals, kind by kind (also what travels with a migrated
+# domain: :mod:`vsmtio_agent.drivers.libvirt.carried`).
+DOMAIN_KINDS = {
+    PINS: {
+        'type': 'object',
+        'propertyNames': {'pattern': _INDEX},
+        'additionalProperties': {
+            'type': 'array',
+            'items': {'type': 'integer', 'minimum': 0}},
+    },
+    RASS: {
+        'type': 'object',
+        'propertyNames': {'pattern': _INDEX},
+        'additionalProperties': {
+            'enum': ['none', 'io', 'cpu']},
+    },
+    CPU_SHARES: {'type': ['integer', 'null']},
+    BLKIO_WEIGHT: {
+        'type': 'object',
+        'propertyNames': {'enum': ['weight']},
+        'additionalProperties': _INT,
+    },
+}
 # The file's format, checked whole on load (a hand-edited or truncated
 # file is refused, never half-restored).
 SCHEMA = {
@@ -84,29 +107,8 @@ SCHEMA = {
                 'type': 'object',
                 'required': ['id'],
                 'additionalProperties': False,
-                'properties': {
-                    'id': _INT,
-                    'name': {'type': ['string', 'null']},
-                    PINS: {
-                        'type': 'object',
-                        'propertyNames': {'pattern': _INDEX},
-                        'additionalProperties': {
-                            'type': 'array',
-                            'items': {'type': 'integer', 'minimum': 0}},
-                    },
-                    RASS: {
-                        'type': 'object',
-                        'propertyNames': {'pattern': _INDEX},
-                        'additionalProperties': {
-                            'enum': ['none', 'io', 'cpu']},
-                    },
-                    CPU_SHARES: {'type': ['integer', 'null']},
-                    BLKIO_WEIGHT: {
-                        'type': 'object',
-                        'propertyNames': {'enum': ['weight']},
-                        'additionalProperties': _INT,
-                    },
-                },
+                'properties': dict(DOMAIN_KINDS, id=_INT, name={
+                    'type': ['string', 'null']}),
             },
         },
         KNOBS: {

@@ -141,6 +141,9 @@ class LibvirtHostDriver(base.HostDriver):
                 'another vsmtio agent owns %s; not applying'
                 % self.opts.checkpoint_path,))
         log = applylog.ApplyLog()
+        # A domain that arrived with another agent's changes gets what nova
+        # gave it back first: it starts as a domain booted here does.
+        self.restorer.adopt(log)
         # What the guard switched off goes back to the host's own values;
         # a knob is never moved for a mechanism the agent does not keep.
         self.restorer.withdraw(decision, log)
@@ -156,6 +159,8 @@ class LibvirtHostDriver(base.HostDriver):
         try:
             with self.checkpoint.deferred():
                 for change in changes:
+                    if not self.degradations.allows(change.mechanism):
+                        continue    # refused this apply: not recorded
                     try:
                         change.actuator.keep(change.key)
                         kept.append(change)

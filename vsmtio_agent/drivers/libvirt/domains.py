@@ -16,6 +16,7 @@ from vsmtio_agent.actuators import base as actuator_base
 from vsmtio_agent.actuators import libvirt_errors
 from vsmtio_agent.actuators import pinning
 from vsmtio_agent.actuators import shares as shares_mod
+from vsmtio_agent.drivers.libvirt import carried as carried_mod
 from vsmtio_agent.linux import procfs
 from vsmtio_agent.linux import sched_core
 from vsmtio_agent import model
@@ -104,6 +105,8 @@ class Domain:
         self.project = None  # its nova project (nova's metadata), if any
         self.server = None   # its nova server name (nova's metadata)
         self.cookies = {}    # vCPU index -> core-scheduling cookie, read
+        # originals it arrived carrying, until the driver takes them
+        self.carried = None
         self._tenancy = None
 
     @property
@@ -122,8 +125,13 @@ class Domain:
         return self.name
 
     def record(self, checkpoint):
-        """This incarnation's record of originals in ``checkpoint``."""
-        return checkpoint.domain(self.uuid, self.id, self.name)
+        """This incarnation's record of originals in ``checkpoint``.
+
+        What travels with the domain is also carried in its metadata
+        (:mod:`~vsmtio_agent.drivers.libvirt.carried`).
+        """
+        return carried_mod.Record(
+            checkpoint.domain(self.uuid, self.id, self.name), self.dom)
 
     def thread_of(self, index):
         """(QEMU pid, tid) of vCPU ``index``, or None if not found."""
@@ -216,6 +224,7 @@ class Domains:
         entry.kvm = xml.get('type') == 'kvm'
         entry.project = nova_project(xml)
         entry.server = nova_name(xml)
+        entry.carried = carried_mod.read(xml, entry.label)
         entry.pins = {i: pinning.cpus_of(m)
                       for i, m in enumerate(dom.vcpuPinInfo(0))}
         try:

@@ -347,6 +347,57 @@ class Restorer:
                 log.done()
             self.timeout.applied = None
 
+    def adopt(self, log):
+        """Write back the originals domains arrived carrying.
+
+        Each domain incarnation the checkpoint knows nothing of that
+        carries originals (:mod:`~vsmtio_agent.drivers.libvirt.carried`:
+        it arrived by live migration with another agent's changes, or this
+        host's checkpoint was lost) has them recorded as its own and put
+        back before anything is planned, as at a stop. Carried pins that
+        name a CPU this host does not have are not taken.
+        """
+        arrived = [e for e in self.domains.values() if e.carried]
+        if not arrived:
+            return
+        try:
+            conn = self.connection.get()
+            ncpus = conn.getCPUMap()[0]
+        except (base.HostDriverError, libvirt.libvirtError) as exc:
+            log.fail('cannot take the originals domains carry: %s' % exc)
+            return
+        for entry in arrived:
+            carried, entry.carried = entry.carried, None
+            record = self.checkpoint.domain(entry.uuid, entry.id, entry.name)
+            if not record.empty:
+                continue    # this agent's own: the checkpoint has them
+            taken = [(kind, key, value)
+                     for kind, key, value in carried.originals
+                     if kind != pinning.KIND or max(value, default=-1)
+                     < ncpus and value]
+            LOG.info('Domain %s (%s) carries %d original(s) the agent on '
+                     '%s recorded%s; writing them back', entry.label,
+                     entry.uuid, len(taken), carried.host,
+                     '' if len(taken) == len(carried) else
+                     ' (%d pin(s) naming CPUs not on this host left out)'
+                     % (len(carried) - len(taken)))
+            if not taken:
+                continue
+            try:
+                with self.checkpoint.deferred():
+                    for kind, key, value in taken:
+                        record.record(kind, key, value)
+            except OSError as exc:
+                self.checkpoint.drop_domain(entry.uuid)
+                log.fail('cannot record the originals %s carries: %s'
+                         % (entry.label, exc))
+                continue
+            if self.restore_domain(conn, entry.uuid):
+                log.done()
+            else:
+                log.fail()
+            self.save()
+
     def forget(self, uuid, why):
         """Drop a domain that is gone, with its recorded originals."""
         entry = self.domains.pop(uuid)
