@@ -119,6 +119,8 @@ class Params:
     max_backoff: int = 4
     io_halt_rate: float = 20.0
     after_min: float = 0.95
+    # a computing VM's A arms below this of its B arms end a block at once
+    window_min: float = 0.95
     baseline_every: int = 4
     # the retention timeout ladder, ns, ascending, and the rung first tried
     rungs: tuple = (50000, 100000, 200000, 400000, 800000)
@@ -144,6 +146,9 @@ class Params:
         if not 0.5 < self.confidence < 1.0:
             raise ValueError('confidence must be within (0.5, 1), got %r'
                              % (self.confidence,))
+        if not 0.0 < self.window_min <= self.cpu_min:
+            raise ValueError('window_min must be within (0, cpu_min], got '
+                             '%r' % (self.window_min,))
         if not self.rungs or self.start_ns not in self.rungs:
             raise ValueError('the start timeout must be a rung of the '
                              'ladder')
@@ -676,8 +681,9 @@ def _probe_step(state, params, stats, served):
         and probe_stats.undecided(samples, state.kinds, params))
     if position % 4 and position >= 2 * params.pairs:
         more = True         # finish the ABBA quadruple under way
-    if more and not probe_stats.harm_shown(samples, state.kinds, params,
-                                           t.adding):
+    if more and not (probe_stats.rail_crossed(samples, state.kinds, params)
+                     or probe_stats.harm_shown(samples, state.kinds, params,
+                                               t.adding)):
         a, b = _arms(state)
         return dataclasses.replace(
             state, samples=samples, position=position,
@@ -881,8 +887,11 @@ def _after_start(settled, probe, verdict, params):
     both arms, and the watch tells whether the change outlasts it. A VM
     whose B arms kept its level is not watched: were it lower afterwards,
     its workload changed after the probe, which no mechanism caused (and
-    a phase change is the commoner cause). Without a held level there is
-    nothing to compare with.
+    a phase change is the commoner cause). A block the window floor ended
+    after one pair has one B arm, too few for a test: its VM is watched
+    if that arm was below ``after_min`` of the held level (the watch's own
+    test then decides). Without a held level there is nothing to compare
+    with.
     """
     if settled.kept != probe.kept:
         return settled
@@ -894,7 +903,10 @@ def _after_start(settled, probe, verdict, params):
         held = _logs(probe.held, vm)
         if len(held) < 2 * params.pairs:
             continue
-        if _below(_logs(b_arm, vm), held, params.after_min, alpha):
+        logs = _logs(b_arm, vm)
+        if _below(logs, held, params.after_min, alpha) or (
+                len(logs) == 1 and logs[0] < math.fsum(held) / len(held)
+                + math.log(params.after_min)):
             reference[vm] = tuple(held)
     if not reference:
         return settled

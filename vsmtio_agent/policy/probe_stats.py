@@ -248,6 +248,26 @@ def harm_shown(samples, kinds, params, adding):
                for vm, logs in logs_by_vm.items())
 
 
+def rail_crossed(samples, kinds, params):
+    """Whether a computing VM's A arms already cost it a window's floor.
+
+    :func:`harm_shown` looks from the third pair on; a mechanism that
+    costs a computing VM a tenth of its work would by then have held it
+    below ``window_min`` for a whole window (five periods hold three A
+    arms). A computing VM's work varies little from one period to the
+    next, so its A arms below ``window_min`` of its B arms on average,
+    after any pair, end the block at once: no such mechanism could be
+    kept (its floor, ``cpu_min``, is above ``window_min``), and
+    :func:`judge` finds the VM's mean below its floor.
+    """
+    if len(samples) % 2 or not samples:
+        return False
+    limit = math.log(params.window_min)
+    kind_of = dict(kinds)
+    return any(kind_of[vm] == COMPUTING and math.fsum(logs) / len(logs)
+               < limit for vm, logs in _judged(samples, kinds).items())
+
+
 def undecided(samples, kinds, params):
     """Whether an addition's block should run more pairs before judging.
 

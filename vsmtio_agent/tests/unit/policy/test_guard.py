@@ -358,6 +358,30 @@ class TestKeptRetestedDropped(testtools.TestCase):
         self.assertLess(n, 16)
         self.assertTrue(state.finished.loses)
 
+    def _periods_to_verdict(self, cost):
+        host = Host(retention({'s1': lambda t: 1.3},
+                              {'c1': lambda t: cost}), noise=0.01)
+        state = run(host, 2 * P.pairs)
+        for n in range(1, 4 * P.max_pairs):
+            stats, served = host.period(state.in_force)
+            state = guard.step(state, P, stats, served)
+            if state.finished is not None:
+                return n, state.finished
+        self.fail('no verdict')
+
+    def test_a_loss_past_the_window_floor_ends_the_probe_at_once(self):
+        # a tenth off a computing VM: one pair (after the watch's last
+        # period), so no window of five periods holds more than one A arm
+        n, verdict = self._periods_to_verdict(0.9)
+        self.assertEqual(3, n)
+        self.assertTrue(verdict.loses)
+        self.assertIn('c1', verdict.reason)
+
+    def test_a_loss_within_the_window_floor_is_left_to_the_test(self):
+        n, verdict = self._periods_to_verdict(0.98)
+        self.assertGreaterEqual(n, 2 * P.pairs)
+        self.assertTrue(verdict.kept)
+
     def test_no_split_without_smt_siblings(self):
         params = guard.Params(**{**P.__dict__, 'smt': False})
         host = Host(lambda c: {'s1': 1.3 if c.retaining else 1.0,
@@ -384,6 +408,7 @@ class TestKeptRetestedDropped(testtools.TestCase):
         self.assertRaises(ValueError, guard.Params, start_ns=7)
         self.assertRaises(ValueError, guard.Params, weight_factors=(4, 2))
         self.assertRaises(ValueError, guard.Params, weight_factors=(0.5,))
+        self.assertRaises(ValueError, guard.Params, window_min=0.99)
 
 
 class TestAfterEffects(testtools.TestCase):
