@@ -15,7 +15,10 @@ configuration (A) and the same without the mechanism (B) in ABBA order,
 so a drift in load weighs on both arms alike. Each VM is classed at the
 block's start, from what does not depend on the mechanisms (a VM whose
 vCPUs idle at least ``io_halt_rate`` times a second serves; the others
-compute), and measured by its own throughput.
+compute), and measured by its own throughput. A block ends as soon as a
+VM loses: after any pair whose A arms put it below ``window_min`` of its
+B arms beyond its own noise (so a costly trial never holds a VM low for
+a whole window), and from the third pair on when a test shows the loss.
 
 **Mechanisms are per VM where the host allows it.** Retention is kept or
 dropped, and its timeout chosen, for each serving VM on its own (the
@@ -62,6 +65,7 @@ blind. The guard is pure: samples in, state out.
 
 import dataclasses
 import math
+import statistics
 from typing import Optional
 
 from vsmtio_agent.policy import probe_stats
@@ -681,7 +685,8 @@ def _probe_step(state, params, stats, served):
         and probe_stats.undecided(samples, state.kinds, params))
     if position % 4 and position >= 2 * params.pairs:
         more = True         # finish the ABBA quadruple under way
-    if more and not (probe_stats.rail_crossed(samples, state.kinds, params)
+    if more and not (probe_stats.rail_crossed(samples, state.kinds, params,
+                                              _spread(state.held))
                      or probe_stats.harm_shown(samples, state.kinds, params,
                                                t.adding)):
         a, b = _arms(state)
@@ -914,6 +919,20 @@ def _after_start(settled, probe, verdict, params):
         settled, phase=AFTER, countdown=2 * params.pairs,
         after=(verdict.key, tuple(sorted(reference.items())), ()),
         kinds=probe.kinds)
+
+
+def _spread(periods):
+    """``{vm: standard deviation of its log throughput}`` over ``periods``.
+
+    Of every VM measured in at least four of them (a workload's drift
+    counts as noise: the rail then waits longer, never less).
+    """
+    out = {}
+    for vm in {vm for values in periods for vm in values}:
+        logs = _logs(periods, vm)
+        if len(logs) >= 4:
+            out[vm] = statistics.stdev(logs)
+    return out
 
 
 def _logs(periods, vm):

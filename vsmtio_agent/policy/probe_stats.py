@@ -248,24 +248,43 @@ def harm_shown(samples, kinds, params, adding):
                for vm, logs in logs_by_vm.items())
 
 
-def rail_crossed(samples, kinds, params):
-    """Whether a computing VM's A arms already cost it a window's floor.
+# standard errors by which a rail's loss must be shown (one-sided, about
+# one chance in 700 for a VM that loses nothing, at each look)
+RAIL_Z = 3.0
+
+
+def rail_crossed(samples, kinds, params, spread=None):
+    """Whether a VM's A arms already cost it past a window's floor.
 
     :func:`harm_shown` looks from the third pair on; a mechanism that
-    costs a computing VM a tenth of its work would by then have held it
-    below ``window_min`` for a whole window (five periods hold three A
-    arms). A computing VM's work varies little from one period to the
-    next, so its A arms below ``window_min`` of its B arms on average,
-    after any pair, end the block at once: no such mechanism could be
-    kept (its floor, ``cpu_min``, is above ``window_min``), and
-    :func:`judge` finds the VM's mean below its floor.
+    costs a VM a tenth of what it does would by then have held it below
+    ``window_min`` for a whole window (five periods hold three A arms).
+    So after each pair a VM whose A arms are below ``window_min`` of its
+    B arms on average, by a loss shown beyond its own noise (``RAIL_Z``
+    standard errors of its pairs' mean, from ``spread``: the standard
+    deviation of its log throughput over the periods held before the
+    block), ends the block at once. No such mechanism could be kept (the
+    floors are above ``window_min``), and :func:`judge` finds the VM's
+    loss. A computing VM's work varies little from period to period, so
+    one pair settles a loss of a tenth; a serving VM's varies more, and
+    one that has no held periods is left to the test.
     """
     if len(samples) % 2 or not samples:
         return False
     limit = math.log(params.window_min)
     kind_of = dict(kinds)
-    return any(kind_of[vm] == COMPUTING and math.fsum(logs) / len(logs)
-               < limit for vm, logs in _judged(samples, kinds).items())
+    spread = spread or {}
+    for vm, logs in _judged(samples, kinds).items():
+        sd = spread.get(vm)
+        if sd is None:
+            if kind_of[vm] != COMPUTING:
+                continue
+            sd = 0.0
+        # a pair's log-ratio is the difference of two periods' logs
+        se = math.sqrt(2.0) * sd / math.sqrt(len(logs))
+        if math.fsum(logs) / len(logs) < min(limit, -RAIL_Z * se):
+            return True
+    return False
 
 
 def undecided(samples, kinds, params):

@@ -377,6 +377,25 @@ class TestKeptRetestedDropped(testtools.TestCase):
         self.assertTrue(verdict.loses)
         self.assertIn('c1', verdict.reason)
 
+    def test_a_serving_vms_loss_ends_the_probe_once_beyond_its_noise(self):
+        # s1's retention takes half of what s2 serves; s2 varies by a
+        # tenth from period to period: a pair or two show it
+        def effect(config):
+            out = retention({'s1': lambda t: 1.3})(config)
+            if config.timeout('s1') is not None:
+                out['s2'] = 0.5
+            return out
+        host = Host(effect, vms=('c1', 's1', 's2'), noise=0.1)
+        state = run(host, 2 * P.pairs)
+        for n in range(1, 4 * P.max_pairs):
+            stats, served = host.period(state.in_force)
+            state = guard.step(state, P, stats, served)
+            if state.finished is not None:
+                break
+        self.assertLessEqual(n, 5)
+        self.assertTrue(state.finished.loses)
+        self.assertIn('s2', state.finished.reason)
+
     def test_a_loss_within_the_window_floor_is_left_to_the_test(self):
         n, verdict = self._periods_to_verdict(0.98)
         self.assertGreaterEqual(n, 2 * P.pairs)
