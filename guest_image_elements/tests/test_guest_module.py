@@ -25,7 +25,7 @@ _spec.loader.exec_module(guest_boot)
 
 PARAMS = {'timeout_us', 'enabled', 'pv'}
 STATS = {'retentions', 'retained_ns', 'timeouts', 'host_stops', 'halts',
-         'halted_ns'}
+         'halted_ns', 'reregistrations'}
 
 
 class TestCompile(module_build.BuildTests, testtools.TestCase):
@@ -66,6 +66,7 @@ class TestBoot(testtools.TestCase):
         self.assertGreater(t1['halts'], t0['halts'])
         self.assertLessEqual(t1['timeouts'], t1['retentions'])
         self.assertEqual(0, t1['host_stops'])
+        self.assertEqual(0, t1['reregistrations'], 'no record to lose')
 
         # Bad value refused, a good one taken.
         self.assertEqual('refused', report['bad_timeout'])

@@ -22,6 +22,11 @@
  *    IPIs (polling is off).  We also arm our own timer at the host's
  *    timeout (the ABI allows it), so a retention ends on time even when
  *    the host's check is late.
+ *
+ * A live migration can leave the record unregistered (VMMs that do not know
+ * the MSR, QEMU 7.2 among them, do not carry it): once a second an idle
+ * entry reads the MSR back and registers the record again if the host no
+ * longer holds it (vr_pv_check).
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -29,6 +34,7 @@
 #include <linux/cpuhotplug.h>
 #include <linux/cpuidle.h>
 #include <linux/hrtimer.h>
+#include <linux/jiffies.h>
 #include <linux/kernel.h>
 #include <linux/module.h>
 #include <linux/moduleparam.h>
@@ -94,6 +100,7 @@ enum vr_end { VR_END_NONE, VR_END_WORK, VR_END_TIMEOUT, VR_END_HOST_STOP };
 struct vr_cpu {
 	struct hrtimer timer;
 	struct kvm_ctx_retention *rec;	/* registered with the host, or NULL */
+	unsigned long checked;		/* jiffies of the last MSR read-back */
 	bool expired;
 	u64 retentions;
 	u64 retained_ns;
@@ -101,6 +108,7 @@ struct vr_cpu {
 	u64 host_stops;
 	u64 halts;
 	u64 halted_ns;
+	u64 reregistrations;
 };
 
 static DEFINE_PER_CPU(struct vr_cpu, vr_cpu);
@@ -149,8 +157,32 @@ static int vr_pv_cpu_online(unsigned int cpu)
 		kfree(rec);
 		return -EIO;
 	}
+	vc->checked = jiffies;
 	WRITE_ONCE(vc->rec, rec);
 	return 0;
+}
+
+/*
+ * Register the record again if the host no longer holds it: after a live
+ * migration by a VMM that does not carry the MSR the destination's KVM reads
+ * it as 0, neither bounds our retentions nor writes timeout_ns.  One MSR
+ * read (one exit) a second per vCPU finds that; until it does, our own timer
+ * still bounds each retention at the timeout last written.  Zeroed first,
+ * as at the first registration.  A host without the MSR (#GP) is left
+ * alone: the guest timer bounds retention there.  Interrupts are off.
+ */
+static void vr_pv_check(struct vr_cpu *vc)
+{
+	u64 held, want = virt_to_phys(vc->rec) | KVM_CTX_RETENTION_ENABLED;
+
+	if (time_before(jiffies, vc->checked + HZ))
+		return;
+	vc->checked = jiffies;
+	if (rdmsrl_safe(MSR_KVM_CTX_RETENTION, &held) || held == want)
+		return;
+	memset(vc->rec, 0, sizeof(*vc->rec));
+	if (!wrmsrl_safe(MSR_KVM_CTX_RETENTION, want))
+		vc->reregistrations++;
 }
 
 static int vr_pv_cpu_offline(unsigned int cpu)
@@ -249,6 +281,8 @@ static int vr_enter_retain(struct cpuidle_device *dev,
 	enum vr_end end;
 	u64 t0, seq = 0, timeout_ns;
 
+	if (rec)
+		vr_pv_check(vc);
 	timeout_ns = rec ? READ_ONCE(rec->timeout_ns) :
 			   (u64)READ_ONCE(timeout_us) * NSEC_PER_USEC;
 	if (!READ_ONCE(enabled) || !timeout_ns) {
@@ -338,6 +372,7 @@ VR_STAT(timeouts);
 VR_STAT(host_stops);
 VR_STAT(halts);
 VR_STAT(halted_ns);
+VR_STAT(reregistrations);
 
 /* "pv": the host bounds retention (PV protocol); "timer": our timer does. */
 static ssize_t mode_show(struct module_attribute *a,
@@ -354,6 +389,7 @@ static struct attribute *vr_attrs[] = {
 	&vr_attr_host_stops.attr,
 	&vr_attr_halts.attr,
 	&vr_attr_halted_ns.attr,
+	&vr_attr_reregistrations.attr,
 	&vr_attr_mode.attr,
 	NULL,
 };
