@@ -324,6 +324,10 @@ class Decision:
     timeout, and the others halt as on a stock host. ``weights`` maps a
     domain to a factor on its cgroup's CPU weight (absent: unchanged),
     a stock host's lever the guard may test like a mechanism.
+
+    ``trial`` says the period is an arm of the guard's probe: what it
+    changes the next period may undo, so a driver logs those changes
+    quietly (the guard's verdict is what the log keeps).
     """
 
     timeout_ns: int
@@ -336,6 +340,7 @@ class Decision:
     protect: Mapping = dataclasses.field(default_factory=dict)
     timeouts: Optional[Mapping] = None
     weights: Mapping = dataclasses.field(default_factory=dict)
+    trial: bool = False
 
     def retains(self, domain):
         """The timeout ``domain``'s idle vCPUs retain for, 0 for none."""

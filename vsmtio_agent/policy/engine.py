@@ -276,7 +276,9 @@ class PolicyEngine(object):
                               split=guard_mod.SPLIT in active,
                               borrow=guard_mod.BORROW in active,
                               split_cores=frozenset(self.split_cores),
-                              protect=self._mist_step(vms))
+                              protect=self._mist_step(vms),
+                              trial=(self.guard is not None and
+                                     self.guard.phase == guard_mod.PROBE))
 
     def _guard_step(self, stats, served):
         """The guard's step (it chooses every timeout itself)."""

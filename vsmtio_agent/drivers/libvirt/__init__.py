@@ -90,6 +90,7 @@ class LibvirtHostDriver(base.HostDriver):
         self.sampler.core_scheduling = fences
         # MIST: block I/O, reservations and its protection, over the same
         # checkpoint; the checkpoint's owners say who writes a knob
+        self._trial = False     # the decision being applied is a probe's
         self.mist = None
         if getattr(opts, 'mist', False):
             self.mist = mist_mod.MistHost(opts, self.checkpoint)
@@ -149,6 +150,7 @@ class LibvirtHostDriver(base.HostDriver):
         self.restorer.withdraw(decision, log)
         if self.mist is not None:
             self.mist.apply(decision.protect, self.domains, log)
+        self._trial = decision.trial
         changes = [c for c in self.planner.plan(decision, log)
                    if self._claim(c, log)]
         if not changes:
@@ -217,7 +219,9 @@ class LibvirtHostDriver(base.HostDriver):
             self._failed(change, exc, log)
             return
         self.planner.written(change)
-        LOG.info('Changed %s', change.describe())
+        # a probe's arms change knobs every period: its verdict is logged
+        LOG.log(logging.DEBUG if self._trial else logging.INFO,
+                'Changed %s', change.describe())
         log.done()
 
     def _failed(self, change, exc, log):

@@ -177,6 +177,19 @@ class TestSampleAndTopology(DriverTestCase):
 
 class TestApplyAndRestore(DriverTestCase):
 
+    def test_a_probes_changes_are_logged_below_info(self):
+        dom = self.useFixture(TestDomain())
+        info = self.useFixture(fixtures.FakeLogger(
+            name='vsmtio_agent.drivers.libvirt', level='INFO'))
+        drv = self.driver()
+        drv.sample()
+        plan = {model.VcpuRef(dom.uuid, 0): placement(0, model.Role.CPU, 4)}
+        result = drv.apply(model.Decision(50000, plan, trial=True))
+        self.assertEqual(2, result.applied)     # the pin and the knob
+        self.assertNotIn('Changed', info.output)
+        drv.apply(model.Decision(100000, plan))
+        self.assertIn('Changed retention timeout', info.output)
+
     def test_pins_shares_timeout_then_restores(self):
         dom = self.useFixture(TestDomain())
         drv = self.driver()
