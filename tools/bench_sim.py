@@ -421,7 +421,8 @@ def run_all(names, processes):
     for res in results.values():
         aa = res.pop(AA)
         res['vanilla']['aa'] = {k: aa[k] for k in (
-            'io_throughput', 'cpu_throughput', 'bench_cpu_s')}
+            'io_throughput', 'cpu_throughput', 'bench_cpu_s', 'vms',
+            'windows')}
     return results
 
 

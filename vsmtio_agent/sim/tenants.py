@@ -33,33 +33,44 @@ def _ratio(a, b):
     return a / b if b else None
 
 
-def judge(result, base):
+def _windows(result, base, name, metric):
+    """``name``'s ratio of ``result`` to ``base`` in each common window."""
+    wins = zip(result.get('windows', {}).get('vms', ()),
+               base.get('windows', {}).get('vms', ()))
+    out = [_ratio(x[name][metric], y[name][metric]) for x, y in wins]
+    return [w for w in out if w is not None]
+
+
+def judge(result, base, aa=None):
     """``{vm: verdict}``: each VM of ``result`` against ``base``'s.
 
     Both are results of :func:`~vsmtio_agent.simulate.run_conf` over the
     same window. A verdict holds the VM's ``role``, ``metric``, mean
     ``ratio``, ``min_window`` (its lowest ratio in one window), its
     ``floor`` and ``ok`` (None for an adversary, or a VM the baseline saw
-    do nothing).
+    do nothing). ``aa``, where given, is the baseline run again after
+    another history (an A/A run): each verdict then also holds
+    ``aa_window``, that run's lowest window against ``base``, which is
+    how low the model's own noise takes the VM in one window: a window
+    below the floor is read against it (``ok`` stays the floors').
     """
     out = {}
-    wins = list(zip(result.get('windows', {}).get('vms', ()),
-                    base.get('windows', {}).get('vms', ())))
     for name, b in sorted(base['vms'].items()):
         r = role(b)
         metric = METRIC[r]
         mean = _ratio(result['vms'][name][metric], b[metric])
-        per_window = [_ratio(x[name][metric], y[name][metric])
-                      for x, y in wins]
-        per_window = [w for w in per_window if w is not None]
-        low = min(per_window, default=mean)
+        low = min(_windows(result, base, name, metric), default=mean)
         ok = None
         if not b['adversary'] and mean is not None:
             ok = mean >= FLOORS[r] and low >= WINDOW_FLOOR
         out[name] = {'role': r, 'metric': metric,
                      'adversary': b['adversary'], 'ratio': mean,
-                     'min_window': low, 'windows': len(per_window),
+                     'min_window': low,
+                     'windows': len(_windows(result, base, name, metric)),
                      'floor': FLOORS[r], 'ok': ok}
+        if aa is not None:
+            out[name]['aa_window'] = min(
+                _windows(aa, base, name, metric), default=None)
     return out
 
 

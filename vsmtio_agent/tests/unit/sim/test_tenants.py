@@ -61,6 +61,20 @@ class TestJudge(testtools.TestCase):
         self.assertIsNone(v['gamer']['ok'])
         self.assertEqual(9.0, v['gamer']['ratio'])
 
+    def test_an_aa_run_gives_each_vm_its_noise_window(self):
+        aa = result(BASE['vms'], [
+            {'web': (95, 0), 'db': (52, 4), 'batch': (0, 10),
+             'gamer': (10, 0)},
+            {'web': (104, 0), 'db': (47, 4), 'batch': (0, 9.9),
+             'gamer': (10, 0)}])
+        v = tenants.judge(BASE, BASE, aa=aa)
+        self.assertEqual(0.95, v['web']['aa_window'])
+        self.assertEqual(0.94, v['db']['aa_window'])
+        self.assertAlmostEqual(0.99, v['batch']['aa_window'])
+        # the floors are the floors: the noise is reported beside them
+        self.assertTrue(v['web']['ok'])
+        self.assertNotIn('aa_window', tenants.judge(BASE, BASE)['web'])
+
     def test_summary_is_per_tenant_not_class_totals(self):
         # the gamer's x9 lifts no figure; web's loss is not hidden by db
         v = self.judged(
