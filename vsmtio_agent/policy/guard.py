@@ -922,16 +922,18 @@ def _after_start(settled, probe, verdict, params):
 
 
 def _spread(periods):
-    """``{vm: standard deviation of its log throughput}`` over ``periods``.
+    """``{vm: standard deviation of a pair's log-ratio}``, from ``periods``.
 
-    Of every VM measured in at least four of them (a workload's drift
-    counts as noise: the rail then waits longer, never less).
+    A probe's pair compares two adjacent periods, so its noise is that of
+    the difference between adjacent held periods: a workload's slow drift
+    cancels in it as it does in the pair. Of every VM measured in at
+    least five periods in a row.
     """
     out = {}
     for vm in {vm for values in periods for vm in values}:
         logs = _logs(periods, vm)
-        if len(logs) >= 4:
-            out[vm] = statistics.stdev(logs)
+        if len(logs) >= 5:
+            out[vm] = statistics.stdev(b - a for a, b in zip(logs, logs[1:]))
     return out
 
 

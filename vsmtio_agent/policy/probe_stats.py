@@ -262,12 +262,12 @@ def rail_crossed(samples, kinds, params, spread=None):
     So after each pair a VM whose A arms are below ``window_min`` of its
     B arms on average, by a loss shown beyond its own noise (``RAIL_Z``
     standard errors of its pairs' mean, from ``spread``: the standard
-    deviation of its log throughput over the periods held before the
-    block), ends the block at once. No such mechanism could be kept (the
-    floors are above ``window_min``), and :func:`judge` finds the VM's
-    loss. A computing VM's work varies little from period to period, so
-    one pair settles a loss of a tenth; a serving VM's varies more, and
-    one that has no held periods is left to the test.
+    deviation of one pair's log-ratio, as the periods held before the
+    block show it), ends the block at once. No such mechanism could be
+    kept (the floors are above ``window_min``), and :func:`judge` finds
+    the VM's loss. A computing VM's work varies little from period to
+    period, so one pair settles a loss of a tenth; a serving VM's varies
+    more, and one that has no held periods is left to the test.
     """
     if len(samples) % 2 or not samples:
         return False
@@ -280,8 +280,7 @@ def rail_crossed(samples, kinds, params, spread=None):
             if kind_of[vm] != COMPUTING:
                 continue
             sd = 0.0
-        # a pair's log-ratio is the difference of two periods' logs
-        se = math.sqrt(2.0) * sd / math.sqrt(len(logs))
+        se = sd / math.sqrt(len(logs))
         if math.fsum(logs) / len(logs) < min(limit, -RAIL_Z * se):
             return True
     return False
