@@ -99,17 +99,26 @@ def observe(args):
     Returns 0 when both pass, 1 with the reason printed otherwise.
     """
     status = 0
-    checks = [('grafana dashboard queries', grafana_check.check)]
-    if not args.no_horizon:
-        checks.insert(0, ('horizon panel in chromium',
-                          lambda: horizon_panel.check(resources.connect())))
-    for label, check in checks:
-        try:
-            timed(label, check)
-        except Exception as exc:   # any failure fails the check, said why
-            traceback.print_exc()
-            print('[cloud] FAILED %s: %s' % (label, exc), flush=True)
-            status = 1
+    try:
+        # both read the per-instance series of servers that still run
+        with horizon_panel.booted(resources.connect()) as servers:
+            checks = [('grafana dashboard queries', grafana_check.check)]
+            if not args.no_horizon:
+                checks.insert(0, ('horizon panel in chromium',
+                                  lambda: horizon_panel.check(servers)))
+            for label, check in checks:
+                try:
+                    timed(label, check)
+                except Exception as exc:   # any failure fails, said why
+                    traceback.print_exc()
+                    print('[cloud] FAILED %s: %s' % (label, exc),
+                          flush=True)
+                    status = 1
+    except Exception as exc:
+        traceback.print_exc()
+        print('[cloud] FAILED booting the observed servers: %s' % exc,
+              flush=True)
+        status = 1
     return status
 
 

@@ -13,6 +13,7 @@ scrape intervals before the page was read. It saves a screenshot of each
 page (``VSMTIO_SCREENSHOTS``, default outside the repository).
 """
 
+import contextlib
 import glob
 import os
 import re
@@ -170,71 +171,85 @@ def _counted(expected, shown, what):
                                            max(expected or [0])))
 
 
-def check(conn):
-    """Assert the panel against the agent's export; save screenshots."""
-    import browser
+@contextlib.contextmanager
+def booted(conn):
+    """Two servers (flavors vsmtio.io and vsmtio.cpu) for the observe step.
+
+    Yields them once Prometheus holds their vCPU classes, and deletes them
+    after: the panel and the Grafana dashboard are checked while they run
+    (a deleted server's series go stale at the next scrape).
+    """
     servers = _boot(conn)
-    target = '%s:%d' % (layout.HOST, layout.PORTS['agent-metrics'])
     try:
-        domains = {s.id: s.name for s in servers}
         procs.wait_for('Prometheus holding both servers\' vCPU classes',
                        lambda: {r['metric']['domain'] for r in
                                 observability.query('vsmtio_vcpu_class')}
-                       >= set(domains), timeout=120)
-        # and the host page's charts (15 s steps) have a point counting them
-        mix = '(sum(vsmtio_host_vcpus{instance="%s"}))[1m:15s]' % target
-        procs.wait_for('the mix chart counting both servers', lambda: float(
-            observability.query(mix)[0]['values'][-1][1]) >= len(servers),
-            timeout=60)
-        os.makedirs(SCREENSHOTS, exist_ok=True)
-        with AgentExport() as agent:
-            since = time.monotonic()
-            # Prometheus shows what it scraped up to two intervals ago
-            time.sleep(2 * observability.SCRAPE_INTERVAL + 1)
-            with browser.signed_in() as driver:
-                browser.open_page(driver, INDEX, 'table#vsmtio_hosts')
-                hosts = _table(driver, 'vsmtio_hosts')
-                hosts_png = browser.full_page_png(
-                    driver, os.path.join(SCREENSHOTS, 'vsmtio-hosts.png'))
-                browser.open_page(driver, INDEX + target + '/',
-                                  'table#vsmtio_instances')
-                vms = _table(driver, 'vsmtio_instances')
-                host_png = browser.full_page_png(
-                    driver, os.path.join(SCREENSHOTS, 'vsmtio-host.png'))
-        row = hosts.get(target)
-        if row is None:
-            raise AssertionError('the hosts table has no row for %s: %r'
-                                 % (target, hosts))
-        print('[cloud] panel row: %s' % row)
-        mode = [dict(k[1])['mode'] for _t, v in agent.samples
-                for k, val in v.items()
-                if k[0] == 'vsmtio_host_mode' and val]
-        assert row['Mode'] in mode, (row['Mode'], set(mode))
-        for klass, header in (('io', 'I/O vCPUs'), ('cpu', 'CPU vCPUs')):
-            _close(agent.values('vsmtio_host_vcpus', since,
-                                **{'class': klass}),
-                   float(row[header]), header)
-        _close(agent.values('vsmtio_retention_timeout_seconds', since),
-               _seconds(row['Retention timeout']), 'Retention timeout',
-               rel=0.005)
-        periods = int(re.match(r'period (\d+)', row['Last period']).group(1))
-        _counted(agent.values('vsmtio_periods_total', since), periods,
-                 'Last period')
-        assert row['Agent'].startswith('running'), row['Agent']
-        classes = agent.classes(since)
-        for domain, name in domains.items():
-            vm = vms.get(domain)
-            if vm is None:
-                raise AssertionError('the host page has no row for %s: %r'
-                                     % (name, vms))
-            print('[cloud] panel instance %s: %s' % (name, vm))
-            assert vm['Instance'] == name, vm
-            assert vm['Measured class'] in classes[domain], (
-                name, vm['Measured class'], classes[domain])
-        print('[cloud] panel matches the agent\'s export; screenshots: %s, '
-              '%s' % (hosts_png, host_png))
+                       >= {s.id for s in servers}, timeout=120)
+        yield servers
     finally:
         for s in servers:
             conn.compute.delete_server(s)
         for s in servers:
             conn.compute.wait_for_delete(s, wait=300)
+
+
+def check(servers):
+    """Assert the panel against the agent's export; save screenshots.
+
+    ``servers`` are :func:`booted`'s, running.
+    """
+    import browser
+    target = '%s:%d' % (layout.HOST, layout.PORTS['agent-metrics'])
+    domains = {s.id: s.name for s in servers}
+    # the host page's charts (15 s steps) have a point counting them
+    mix = '(sum(vsmtio_host_vcpus{instance="%s"}))[1m:15s]' % target
+    procs.wait_for('the mix chart counting both servers', lambda: float(
+        observability.query(mix)[0]['values'][-1][1]) >= len(servers),
+        timeout=60)
+    os.makedirs(SCREENSHOTS, exist_ok=True)
+    with AgentExport() as agent:
+        since = time.monotonic()
+        # Prometheus shows what it scraped up to two intervals ago
+        time.sleep(2 * observability.SCRAPE_INTERVAL + 1)
+        with browser.signed_in() as driver:
+            browser.open_page(driver, INDEX, 'table#vsmtio_hosts')
+            hosts = _table(driver, 'vsmtio_hosts')
+            hosts_png = browser.full_page_png(
+                driver, os.path.join(SCREENSHOTS, 'vsmtio-hosts.png'))
+            browser.open_page(driver, INDEX + target + '/',
+                              'table#vsmtio_instances')
+            vms = _table(driver, 'vsmtio_instances')
+            host_png = browser.full_page_png(
+                driver, os.path.join(SCREENSHOTS, 'vsmtio-host.png'))
+    row = hosts.get(target)
+    if row is None:
+        raise AssertionError('the hosts table has no row for %s: %r'
+                             % (target, hosts))
+    print('[cloud] panel row: %s' % row)
+    mode = [dict(k[1])['mode'] for _t, v in agent.samples
+            for k, val in v.items()
+            if k[0] == 'vsmtio_host_mode' and val]
+    assert row['Mode'] in mode, (row['Mode'], set(mode))
+    for klass, header in (('io', 'I/O vCPUs'), ('cpu', 'CPU vCPUs')):
+        _close(agent.values('vsmtio_host_vcpus', since,
+                            **{'class': klass}),
+               float(row[header]), header)
+    _close(agent.values('vsmtio_retention_timeout_seconds', since),
+           _seconds(row['Retention timeout']), 'Retention timeout',
+           rel=0.005)
+    periods = int(re.match(r'period (\d+)', row['Last period']).group(1))
+    _counted(agent.values('vsmtio_periods_total', since), periods,
+             'Last period')
+    assert row['Agent'].startswith('running'), row['Agent']
+    classes = agent.classes(since)
+    for domain, name in domains.items():
+        vm = vms.get(domain)
+        if vm is None:
+            raise AssertionError('the host page has no row for %s: %r'
+                                 % (name, vms))
+        print('[cloud] panel instance %s: %s' % (name, vm))
+        assert vm['Instance'] == name, vm
+        assert vm['Measured class'] in classes[domain], (
+            name, vm['Measured class'], classes[domain])
+    print('[cloud] panel matches the agent\'s export; screenshots: %s, '
+          '%s' % (hosts_png, host_png))

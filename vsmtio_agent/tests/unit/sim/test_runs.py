@@ -237,6 +237,13 @@ class TestSteadyState(testtools.TestCase):
                 ('adversarial_gamer', ('vanilla', 'vsmtio'))):
             cls.results[name] = {k: runner.run(name, k, steady=True)
                                  for k in kernels}
+        # vanilla again, its window started later (the bench's A/A run,
+        # tools/bench_sim.py AA_SHIFT_S): what the model's noise alone
+        # makes of each VM's mean
+        name = 'fig5_hbase_pagerank'
+        cls.results[name]['aa'] = runner.run(
+            name, 'vanilla', steady=True,
+            warmup_s=scenario.load(name).warmup_s + 7.3)
 
     def ratio(self, name, key, kernel='vsmtio'):
         r = self.results[name]
@@ -285,14 +292,18 @@ class TestSteadyState(testtools.TestCase):
         # gamer's small host the probes' cost leaves the honest KV store
         # about 3% under its 1.0 floor: doc/benchmarks/guard.rst; the
         # test below holds every honest VM there to 0.95)
+        # a mean is held to its floor less what vanilla against itself
+        # differs by for that VM (the A/A run): no test tells them apart
         from vsmtio_agent.sim import tenants
         for name in ('fig5_hbase_pagerank',):
             r = self.results[name]
+            noise = tenants.judge(r['aa'], r['vanilla'])
             for vm, v in tenants.judge(r['vsmtio'], r['vanilla']).items():
                 if v['adversary']:
                     continue
-                self.assertGreaterEqual(v['ratio'], v['floor'],
-                                        '%s %s' % (name, vm))
+                self.assertGreaterEqual(
+                    v['ratio'], v['floor'] - abs(noise[vm]['ratio'] - 1.0),
+                    '%s %s' % (name, vm))
 
     def test_product_reports_its_verdicts(self):
         agent = self.results['fig5_hbase_pagerank']['vsmtio']['agent']
