@@ -346,21 +346,8 @@ class TestKeptRetestedDropped(testtools.TestCase):
         self.assertEqual([False] * (2 * P.pairs + 1)
                          + [True, False, False, True] * 4, seen)
 
-    def test_a_clear_loss_ends_the_probe_early(self):
-        host = Host(retention({'s1': lambda t: 1.3},
-                              {'c1': lambda t: 0.5}), noise=0.01)
-        state = run(host, 2 * P.pairs)
-        for n in range(1, 17):
-            stats, served = host.period(state.in_force)
-            state = guard.step(state, P, stats, served)
-            if state.finished is not None:
-                break
-        self.assertLess(n, 16)
-        self.assertTrue(state.finished.loses)
-
-    def _periods_to_verdict(self, cost):
-        host = Host(retention({'s1': lambda t: 1.3},
-                              {'c1': lambda t: cost}), noise=0.01)
+    def _periods_to_verdict(self, host):
+        """Periods from the watch's last one to the first verdict, and it."""
         state = run(host, 2 * P.pairs)
         for n in range(1, 4 * P.max_pairs):
             stats, served = host.period(state.in_force)
@@ -369,10 +356,19 @@ class TestKeptRetestedDropped(testtools.TestCase):
                 return n, state.finished
         self.fail('no verdict')
 
+    def _costing_c1(self, cost):
+        return Host(retention({'s1': lambda t: 1.3},
+                              {'c1': lambda t: cost}), noise=0.01)
+
+    def test_a_clear_loss_ends_the_probe_early(self):
+        n, verdict = self._periods_to_verdict(self._costing_c1(0.5))
+        self.assertLess(n, 16)
+        self.assertTrue(verdict.loses)
+
     def test_a_loss_past_the_window_floor_ends_the_probe_at_once(self):
         # a tenth off a computing VM: one pair (after the watch's last
         # period), so no window of five periods holds more than one A arm
-        n, verdict = self._periods_to_verdict(0.9)
+        n, verdict = self._periods_to_verdict(self._costing_c1(0.9))
         self.assertEqual(3, n)
         self.assertTrue(verdict.loses)
         self.assertIn('c1', verdict.reason)
@@ -385,19 +381,14 @@ class TestKeptRetestedDropped(testtools.TestCase):
             if config.timeout('s1') is not None:
                 out['s2'] = 0.5
             return out
-        host = Host(effect, vms=('c1', 's1', 's2'), noise=0.1)
-        state = run(host, 2 * P.pairs)
-        for n in range(1, 4 * P.max_pairs):
-            stats, served = host.period(state.in_force)
-            state = guard.step(state, P, stats, served)
-            if state.finished is not None:
-                break
+        n, verdict = self._periods_to_verdict(
+            Host(effect, vms=('c1', 's1', 's2'), noise=0.1))
         self.assertLessEqual(n, 5)
-        self.assertTrue(state.finished.loses)
-        self.assertIn('s2', state.finished.reason)
+        self.assertTrue(verdict.loses)
+        self.assertIn('s2', verdict.reason)
 
     def test_a_loss_within_the_window_floor_is_left_to_the_test(self):
-        n, verdict = self._periods_to_verdict(0.98)
+        n, verdict = self._periods_to_verdict(self._costing_c1(0.98))
         self.assertGreaterEqual(n, 2 * P.pairs)
         self.assertTrue(verdict.kept)
 
