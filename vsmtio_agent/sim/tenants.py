@@ -59,14 +59,15 @@ def judge(result, base, aa=None):
         r = role(b)
         metric = METRIC[r]
         mean = _ratio(result['vms'][name][metric], b[metric])
-        low = min(_windows(result, base, name, metric), default=mean)
+        windows = _windows(result, base, name, metric)
+        low = min(windows, default=mean)
         ok = None
         if not b['adversary'] and mean is not None:
             ok = mean >= FLOORS[r] and low >= WINDOW_FLOOR
         out[name] = {'role': r, 'metric': metric,
                      'adversary': b['adversary'], 'ratio': mean,
                      'min_window': low,
-                     'windows': len(_windows(result, base, name, metric)),
+                     'windows': len(windows),
                      'floor': FLOORS[r], 'ok': ok}
         if aa is not None:
             out[name]['aa_window'] = min(

@@ -90,7 +90,6 @@ class LibvirtHostDriver(base.HostDriver):
         self.sampler.core_scheduling = fences
         # MIST: block I/O, reservations and its protection, over the same
         # checkpoint; the checkpoint's owners say who writes a knob
-        self._trial = False     # the decision being applied is a probe's
         self.mist = None
         if getattr(opts, 'mist', False):
             self.mist = mist_mod.MistHost(opts, self.checkpoint)
@@ -150,7 +149,6 @@ class LibvirtHostDriver(base.HostDriver):
         self.restorer.withdraw(decision, log)
         if self.mist is not None:
             self.mist.apply(decision.protect, self.domains, log)
-        self._trial = decision.trial
         changes = [c for c in self.planner.plan(decision, log)
                    if self._claim(c, log)]
         if not changes:
@@ -173,7 +171,7 @@ class LibvirtHostDriver(base.HostDriver):
                 'cannot write checkpoint %s: %s; changing nothing'
                 % (self.checkpoint.path, exc))
         for change in kept:
-            self._write(change, log)
+            self._write(change, log, decision.trial)
         if log.failed:
             self.restorer.prune()
         self._flush(log)
@@ -208,7 +206,7 @@ class LibvirtHostDriver(base.HostDriver):
         log.same()
         return False
 
-    def _write(self, change, log):
+    def _write(self, change, log, trial):
         if change.mechanism == planning.IO_CPUS:
             self.planner.io_cpus_done = True
         if not self.degradations.allows(change.mechanism):
@@ -220,7 +218,7 @@ class LibvirtHostDriver(base.HostDriver):
             return
         self.planner.written(change)
         # a probe's arms change knobs every period: its verdict is logged
-        LOG.log(logging.DEBUG if self._trial else logging.INFO,
+        LOG.log(logging.DEBUG if trial else logging.INFO,
                 'Changed %s', change.describe())
         log.done()
 
