@@ -20,6 +20,7 @@ tenant cannot write a domain's XML); it is still checked against the
 checkpoint's schema, and one that does not fit is ignored, with a warning.
 """
 
+import collections
 import json
 import socket
 from xml.sax import saxutils
@@ -50,18 +51,9 @@ _NO_METADATA = (libvirt.VIR_ERR_NO_DOMAIN_METADATA,)
 _unsupported = set()    # domain uuids whose driver keeps no metadata (said)
 
 
-class Carried:
-    """Originals a domain arrived with: ``[(kind, key, value)]``."""
-
-    def __init__(self, host, originals):
-        self.host = host
-        self.originals = originals
-
-    def __bool__(self):
-        return bool(self.originals)
-
-    def __len__(self):
-        return len(self.originals)
+# The originals a domain arrived with, ``[(kind, key, value)]``, and the
+# host whose agent recorded them.
+Carried = collections.namedtuple('Carried', 'host originals')
 
 
 def read(xml, label):
@@ -90,7 +82,7 @@ def read(xml, label):
             section = {} if section is None else {kind: section}
         for key, value in sorted((section or {}).items()):
             originals.append((kind, key, value))
-    return Carried(element.get('host'), originals)
+    return Carried(element.get('host'), originals) if originals else None
 
 
 def _document(record):

@@ -357,7 +357,7 @@ class Restorer:
         back before anything is planned, as at a stop. Carried pins that
         name a CPU this host does not have are not taken.
         """
-        arrived = [e for e in self.domains.values() if e.carried]
+        arrived = [e for e in self.domains.values() if e.carried is not None]
         if not arrived:
             return
         try:
@@ -375,12 +375,12 @@ class Restorer:
                      for kind, key, value in carried.originals
                      if kind != pinning.KIND or max(value, default=-1)
                      < ncpus and value]
+            left = len(carried.originals) - len(taken)
             LOG.info('Domain %s (%s) carries %d original(s) the agent on '
                      '%s recorded%s; writing them back', entry.label,
                      entry.uuid, len(taken), carried.host,
-                     '' if len(taken) == len(carried) else
                      ' (%d pin(s) naming CPUs not on this host left out)'
-                     % (len(carried) - len(taken)))
+                     % left if left else '')
             if not taken:
                 continue
             try:
