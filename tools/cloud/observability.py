@@ -14,6 +14,7 @@ import os
 import urllib.parse
 import urllib.request
 
+import catalogue
 import configs
 import layout
 import procs
@@ -58,18 +59,9 @@ def prometheus():
 
 def aetos(conn):
     """Aetos (keystone auth) proxying Prometheus, in the catalogue."""
-    idn = conn.identity
-    project = idn.find_project('service')
-    user = idn.find_user('aetos', domain_id='default') or idn.create_user(
-        name='aetos', password=layout.PASSWORD, domain_id='default',
-        default_project_id=project.id)
-    for role in ('admin', 'service'):
-        conn.grant_role(role, user=user.id, project=project.id)
-    svc = idn.find_service('aetos') or idn.create_service(
-        name='aetos', type='metric-storage', enabled=True)
-    for interface in ('public', 'internal', 'admin'):
-        idn.create_endpoint(service_id=svc.id, interface=interface,
-                            url=layout.url('aetos'), region_id=layout.REGION)
+    catalogue.service_user(conn, 'aetos',
+                           conn.identity.find_project('service'))
+    catalogue.service(conn, 'aetos', 'metric-storage', layout.url('aetos'))
     # Aetos reads its options, and keystonemiddleware (loaded by Aetos's
     # paste pipeline with ``oslo_config_project = aetos``) reads its own,
     # from oslo.config's default files for the project, the first of

@@ -8,6 +8,7 @@ import os
 import subprocess
 import time
 
+import catalogue
 import configs
 import doc_commands
 import fleet
@@ -58,18 +59,9 @@ def identity():
         if name not in roles:
             roles[name] = idn.create_role(name=name)
     for name in SERVICE_USERS:
-        user = idn.find_user(name, domain_id='default') or idn.create_user(
-            name=name, password=layout.PASSWORD, domain_id='default',
-            default_project_id=service_project.id)
-        for role in ('admin', 'service'):
-            conn.grant_role(role, user=user.id, project=service_project.id)
+        catalogue.service_user(conn, name, service_project)
     for name, stype, port_name, suffix in ENDPOINTS:
-        svc = idn.find_service(name) or idn.create_service(
-            name=name, type=stype, enabled=True)
-        for interface in ('public', 'internal', 'admin'):
-            idn.create_endpoint(service_id=svc.id, interface=interface,
-                                url=layout.url(port_name, suffix),
-                                region_id=layout.REGION)
+        catalogue.service(conn, name, stype, layout.url(port_name, suffix))
     write_clouds_yaml()
     return connect()   # a new token: its catalogue has the endpoints
 

@@ -10,6 +10,7 @@ cloud), so an audit sees departures that recent.
 
 import os
 
+import catalogue
 import configs
 import layout
 import procs
@@ -45,19 +46,10 @@ def conf():
 
 
 def identity(conn):
-    idn = conn.identity
-    project = idn.find_project('service')
-    user = idn.find_user('watcher', domain_id='default') or idn.create_user(
-        name='watcher', password=layout.PASSWORD, domain_id='default',
-        default_project_id=project.id)
-    for role in ('admin', 'service'):
-        conn.grant_role(role, user=user.id, project=project.id)
-    svc = idn.find_service('watcher') or idn.create_service(
-        name='watcher', type='infra-optim', enabled=True)
-    for interface in ('public', 'internal', 'admin'):
-        idn.create_endpoint(service_id=svc.id, interface=interface,
-                            url=layout.url('watcher-api'),
-                            region_id=layout.REGION)
+    catalogue.service_user(conn, 'watcher',
+                           conn.identity.find_project('service'))
+    catalogue.service(conn, 'watcher', 'infra-optim',
+                      layout.url('watcher-api'))
 
 
 def up(conn):
