@@ -11,6 +11,7 @@ own ``label_values`` queries must find values too.
 import json
 import os
 import re
+import time
 import urllib.request
 
 import layout
@@ -63,12 +64,19 @@ def check():
                                                      v['definition']))
             else:
                 passed += 1
+    # a series the agent exported just now reaches Prometheus at its next
+    # scrape: a query on series the agent exports may wait that long
+    deadline = time.monotonic() + 2 * observability.SCRAPE_INTERVAL + 1
     for title, expr in _queries(dashboard):
         query = _expand(expr, variables)
-        if observability.query(query):
+        missing = {m for m in METRIC.findall(expr) if m not in exported}
+        data = observability.query(query)
+        while not data and not missing and time.monotonic() < deadline:
+            time.sleep(1)
+            data = observability.query(query)
+        if data:
             passed += 1
             continue
-        missing = {m for m in METRIC.findall(expr) if m not in exported}
         if missing:
             unmeasured.append('%s: the agent here exports no %s'
                               % (title, ', '.join(sorted(missing))))
