@@ -289,11 +289,12 @@ def rail_crossed(samples, kinds, params, spread=None):
 def undecided(samples, kinds, params):
     """Whether an addition's block should run more pairs before judging.
 
-    A computing VM whose mean clears its floor but whose lower confidence
-    bound does not is neither shown to keep its floor nor to lose it:
-    more pairs decide it (the guard runs up to ``max_pairs``), where
-    judging now would keep a mechanism whose true cost may be past the
-    floor as often as it would refuse a harmless one.
+    A computing VM whose confidence interval straddles its floor (its
+    mean on one side, the bound on the other) is neither shown to keep
+    its floor nor to lose it: more pairs decide it (the guard runs up to
+    ``max_pairs``), where judging now would keep a mechanism whose true
+    cost may be past the floor, or refuse one whose cost is within it,
+    as the block's noise happens to fall.
     """
     logs_by_vm = _judged(samples, kinds)
     if not logs_by_vm:
@@ -306,6 +307,8 @@ def undecided(samples, kinds, params):
         bound = math.log(params.cpu_min)
         mean = math.fsum(logs) / len(logs)
         if mean >= bound and not _p_below(logs, bound, 'greater', alpha):
+            return True
+        if mean < bound and not _p_below(logs, bound, 'less', alpha):
             return True
     return False
 
@@ -355,6 +358,14 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
         if _p_below(logs, bound, 'less', alpha) or (
                 kind == COMPUTING and mean < bound):
             worse.append('%s %.3f < %.2f' % (vm, ratio, f))
+        elif adding and kind == COMPUTING and not _p_below(
+                logs, bound, 'greater', alpha):
+            # an addition is kept only where the block shows the VM
+            # keeps its floor: one whose interval still straddles it
+            # after every pair the block may run is a coin's toss, and
+            # a cost right at the floor would leave it below half the
+            # time
+            short.append('%s %.3f not shown >= %.2f' % (vm, ratio, f))
         elif (not adding and kind == COMPUTING
               and mean < math.log(f + params.hysteresis)):
             # a retest's slack is for its test of a loss, not for where
@@ -371,8 +382,10 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
         return Verdict(mechanism, False, 'a VM loses: ' + ', '.join(worse),
                        loses=True, **out)
     if short:
+        # (an addition's VM not shown at its floor may be past it: a
+        # shorter timeout, not a longer one, is what the search tries)
         return Verdict(mechanism, False, 'a VM falls short of its floor: '
-                       + ', '.join(short), **out)
+                       + ', '.join(short), loses=adding, **out)
     against = ''
     alpha_gain = (1.0 - params.confidence) / tries
     if reference is not None and reference.utility_logs:
