@@ -18,7 +18,9 @@ vCPUs idle at least ``io_halt_rate`` times a second serves; the others
 compute), and measured by its own throughput. A block ends as soon as a
 VM loses: after any pair whose A arms put it below ``window_min`` of its
 B arms beyond its own noise (so a costly trial never holds a VM low for
-a whole window), and from the third pair on when a test shows the loss.
+a whole window), or whose arm that runs the held configuration falls
+that far below its level before the block (a trial whose effect outlasts
+its own periods), and from the third pair on when a test shows the loss.
 
 **Mechanisms are per VM where the host allows it.** Retention is kept or
 dropped, and its timeout chosen, for each serving VM on its own (the
@@ -685,10 +687,12 @@ def _probe_step(state, params, stats, served):
         and probe_stats.undecided(samples, state.kinds, params))
     if position % 4 and position >= 2 * params.pairs:
         more = True         # finish the ABBA quadruple under way
-    if more and not (probe_stats.rail_crossed(samples, state.kinds, params,
-                                              _spread(state.held))
-                     or probe_stats.harm_shown(samples, state.kinds, params,
-                                               t.adding)):
+    left = _left_level(state, samples, params)
+    if more and not left and not (
+            probe_stats.rail_crossed(samples, state.kinds, params,
+                                     _spread(state.held))
+            or probe_stats.harm_shown(samples, state.kinds, params,
+                                      t.adding)):
         a, b = _arms(state)
         return dataclasses.replace(
             state, samples=samples, position=position,
@@ -702,12 +706,58 @@ def _probe_step(state, params, stats, served):
         samples, state.kinds, params, t.adding, t.mechanism, t.domain,
         t.timeout_ns, _reference(state), retry, tries=tries,
         factor=t.factor)
+    if left:
+        # the pairs compare two disturbed arms: whatever they say, the
+        # trial moved the host off its level beyond its own periods
+        verdict = dataclasses.replace(
+            verdict, kept=False, loses=True,
+            reason='the host left its level in the arms without the '
+            'change (%s of the level before the block): the trial '
+            'outlasts its own periods' % ', '.join(left))
     if state.by_run_time:
         verdict = dataclasses.replace(
             verdict, reason=verdict.reason + ' (computing VMs judged by '
             'CPU time: no instruction counter)')
     state = dataclasses.replace(state, samples=samples)
     return _settle(state, params, verdict, stats)
+
+
+def _left_level(state, samples, params):
+    """The VMs the block's control arm shows far below the held level.
+
+    The control arm runs what the held periods ran (B for an addition, A
+    for a retest). An A/B pair cannot see a trial whose effect outlasts
+    its periods (a backlog a long retention builds, then drains in the B
+    period after it): both arms fall together and their ratio stays
+    near one. Against the level the VM held just before the block they
+    do not, so a VM whose control periods (two at least) are below
+    ``window_min`` of it by ``RAIL_Z`` standard errors, the held periods'
+    own spread giving the noise of both means, ends the block as a
+    loss. A block whose
+    arms both differ from the held configuration (a kept VM trying
+    another rung), or after a change with no held periods yet, has no
+    control and is left to the pairs.
+    """
+    a, b = _arms(state)
+    if state.kept not in (a, b) or len(samples) % 2:
+        return []
+    control = b == state.kept
+    out = []
+    for vm, _kind in state.kinds:
+        held = _logs(state.held, vm)
+        if len(held) < 2 * params.pairs:
+            continue
+        logs = _logs([values for with_, values, _blind in samples
+                      if with_ != control], vm)
+        if len(logs) < 2:
+            continue
+        drop = math.fsum(logs) / len(logs) - math.fsum(held) / len(held)
+        se = statistics.stdev(held) * math.sqrt(1 / len(logs)
+                                                + 1 / len(held))
+        if drop < min(math.log(params.window_min),
+                      -probe_stats.RAIL_Z * se):
+            out.append('%s at %.2f' % (vm, math.exp(drop)))
+    return out
 
 
 def _settle(state, params, verdict, stats):
