@@ -1,6 +1,8 @@
 """The guard keeps a mechanism only where every VM keeps its floor."""
 
+import math
 import random
+import statistics
 
 from hypothesis import given
 from hypothesis import settings
@@ -9,6 +11,7 @@ import testtools
 
 from vsmtio_agent import model
 from vsmtio_agent.policy import guard
+from vsmtio_agent.policy import probe_stats
 from vsmtio_agent.tests.unit.policy import helpers
 
 US = 1000
@@ -391,6 +394,60 @@ class TestKeptRetestedDropped(testtools.TestCase):
         n, verdict = self._periods_to_verdict(self._costing_c1(0.98))
         self.assertGreaterEqual(n, 2 * P.pairs)
         self.assertTrue(verdict.kept)
+
+    def test_a_mean_just_under_the_floor_runs_more_pairs(self):
+        # c1 at 0.96 with its pairs' noise: eight pairs cannot tell it
+        # from 0.97, so the block runs on rather than judge by the side
+        # the noise fell on
+        host = Host(retention({'s1': lambda t: 1.3},
+                              {'c1': lambda t: 0.96}), noise=0.02)
+        n, verdict = self._periods_to_verdict(host)
+        self.assertGreater(n, 2 * P.pairs)
+        self.assertFalse(verdict.kept)
+
+    def test_an_addition_must_show_the_floor_kept_not_just_reach_it(self):
+        # 24 pairs where c1's mean is 0.975 but its pairs spread by 4%:
+        # the mean clears 0.97, the confidence bound does not
+        rng = random.Random(3)
+        c1 = [0.975 * (1 + rng.gauss(0, 0.04)) for _ in range(24)]
+        c1 = [x * 0.975 / math.exp(statistics.fmean(map(math.log, c1)))
+              for x in c1]
+        samples = []
+        for ratio in c1:
+            samples += [(True, {'c1': ratio, 's1': 1.3}, False),
+                        (False, {'c1': 1.0, 's1': 1.0}, False)]
+        kinds = (('c1', guard.COMPUTING), ('s1', guard.SERVING))
+        added = probe_stats.judge(samples, kinds, P, adding=True)
+        self.assertFalse(added.kept)
+        self.assertTrue(added.loses)
+        self.assertIn('c1 0.975 not shown >= 0.97', added.reason)
+        # a retest keeps it: its mean is at the floor
+        self.assertTrue(probe_stats.judge(samples, kinds, P,
+                                          adding=False).kept)
+
+    def test_a_trial_whose_effect_outlasts_its_periods_ends_at_once(self):
+        # s1's retention leaves s2 a backlog: s2 serves a third for the
+        # three periods after any that retained, so A and B arms fall
+        # together and their ratio hides it; against s2's level before
+        # the block it shows within two pairs (after the watch's last
+        # period)
+        class Backlog(Host):
+            since = 99
+
+            def period(self, config):
+                self.since = 0 if config.retaining else self.since + 1
+                return super().period(config)
+
+        def effect(config):
+            out = retention({'s1': lambda t: 1.3})(config)
+            if host.since < 4:
+                out['s2'] = 0.3
+            return out
+        host = Backlog(effect, vms=('c1', 's1', 's2'), noise=0.05)
+        n, verdict = self._periods_to_verdict(host)
+        self.assertLessEqual(n, 5)
+        self.assertTrue(verdict.loses)
+        self.assertIn('s2 at 0.3', verdict.reason)
 
     def test_no_split_without_smt_siblings(self):
         params = guard.Params(**{**P.__dict__, 'smt': False})
