@@ -8,11 +8,10 @@ what is kept, so one run per scenario cannot tell two guards apart (on
 (:func:`vsmtio_agent.simulate.run`, common random numbers within a seed)
 for every scenario and seed given, judges each honest VM against its
 floor (:mod:`vsmtio_agent.sim.tenants`), and prints per scenario and seed
-the oracle's I/O measure (the geometric mean over the honest serving VMs
-of their requests served over vanilla's), the honest computing VMs'
-geometric mean, the product's share of the oracle's I/O gain
-(``doc/benchmarks/oracle.json``, where the oracle gains more than 0.005)
-and every honest VM whose mean misses its floor, then the means over all.
+the oracle's I/O measure and the honest computing VMs' geometric mean
+(``tenants.summary``), the product's share of the oracle's I/O gain
+(``doc/benchmarks/oracle.json``, ``bench_sim.oracle_share``) and every
+honest VM whose mean misses its floor, then the means over all.
 
 Workers: one process per core (``--processes``); each scenario and seed
 is two steady runs, about 20 s of CPU for the Fig. 5 pairs.
@@ -27,17 +26,14 @@ import sys
 
 import prettytable
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))))
+import bench_sim  # (beside this file; it puts the repository on sys.path)
 
 from vsmtio_agent.sim import scenario as scenario_mod  # noqa: E402
 from vsmtio_agent.sim import tenants  # noqa: E402
 from vsmtio_agent import simulate  # noqa: E402
 
-ORACLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))), 'doc', 'benchmarks', 'oracle.json')
-# an oracle gain no larger than this is no gain to take a share of
-MIN_ORACLE_GAIN = 0.005
+ORACLE = os.path.join(os.path.dirname(bench_sim.HERE), 'doc', 'benchmarks',
+                      'oracle.json')
 
 
 def one(job):
@@ -46,27 +42,18 @@ def one(job):
     van = simulate.run(name, 'vanilla', seed=seed, steady=True)
     prod = simulate.run(name, 'vsmtio', seed=seed, steady=True)
     judged = tenants.judge(prod, van)
-    honest = {vm: v for vm, v in judged.items()
-              if not v['adversary'] and v['ratio']}
+    summary = tenants.summary(judged)
     agent = prod['agent']
     return {
         'scenario': name, 'seed': seed,
-        'io': tenants.geomean([v['ratio'] for v in honest.values()
-                               if v['role'] == 'serving']),
-        'cpu': tenants.geomean([v['ratio'] for v in honest.values()
-                                if v['role'] == 'computing']),
+        'io': summary['io_gain'], 'cpu': summary['cpu'],
         'misses': sorted((vm, round(v['ratio'], 4), v['floor'])
-                         for vm, v in honest.items()
-                         if v['ratio'] < v['floor']),
+                         for vm, v in judged.items()
+                         if v['ok'] is not None
+                         and v['ratio'] < v['floor']),
         'kept': {'mechanisms': agent['mechanisms'],
                  'timeouts_us': agent.get('timeouts_us'),
                  'weights': agent.get('weights')}}
-
-
-def share(io, oracle):
-    if io is None or oracle is None or oracle <= 1.0 + MIN_ORACLE_GAIN:
-        return None
-    return (io - 1.0) / (oracle - 1.0)
 
 
 def report(results, oracle, tolerance):
@@ -78,7 +65,7 @@ def report(results, oracle, tolerance):
     shares, scenario_shares, misses = [], {}, 0
     for r in sorted(results, key=lambda r: (r['scenario'], r['seed'])):
         o = oracle.get(r['scenario'], {}).get('io_gain')
-        s = share(r['io'], o)
+        s = bench_sim.oracle_share(r['io'], o)
         if s is not None:
             shares.append(s)
             scenario_shares.setdefault(r['scenario'], []).append(s)
@@ -130,8 +117,7 @@ def main(argv=None):
         n.startswith(p) for p in args.scenarios.split(',') if p)]
     if not names:
         parser.error('no shipped scenario matches %r' % args.scenarios)
-    with open(args.oracle) as f:
-        oracle = json.load(f)['results']
+    oracle = (bench_sim.load_oracle(args.oracle) or {}).get('results', {})
     jobs = [(n, s) for n in names for s in seeds]
     with multiprocessing.Pool(max(1, args.processes)) as pool:
         results = []
