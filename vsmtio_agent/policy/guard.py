@@ -733,10 +733,9 @@ def _left_level(state, samples, params):
     do not, so a VM whose control periods (two at least) are below
     ``window_min`` of it by ``RAIL_Z`` standard errors, the held periods'
     own spread giving the noise of both means, ends the block as a
-    loss. A block whose
-    arms both differ from the held configuration (a kept VM trying
-    another rung), or after a change with no held periods yet, has no
-    control and is left to the pairs.
+    loss. A block whose arms both differ from the held configuration (a
+    kept VM trying another rung), or after a change with no held periods
+    yet, has no control and is left to the pairs.
     """
     a, b = _arms(state)
     if state.kept not in (a, b) or len(samples) % 2:
