@@ -26,7 +26,9 @@ import sys
 
 import prettytable
 
-import bench_sim  # (beside this file; it puts the repository on sys.path)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import bench_sim  # noqa: E402  (it puts the repository on sys.path)
 
 from vsmtio_agent.sim import scenario as scenario_mod  # noqa: E402
 from vsmtio_agent.sim import tenants  # noqa: E402

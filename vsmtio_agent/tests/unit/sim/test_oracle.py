@@ -25,6 +25,7 @@ def _load(name):
 
 bench_oracle = _load('bench_oracle')
 bench_sim = _load('bench_sim')
+bench_seeds = _load('bench_seeds')
 
 SMALL = {'timeouts_us': (50, 400), 'weights': (1, 2),
          'haltpoll_max_us': (50, 400)}
@@ -192,3 +193,25 @@ class TestShareColumn(testtools.TestCase):
         self.assertEqual(['50%', '-'], [r[-1] for r in rows])
         self.assertEqual(1, len(shares))
         self.assertAlmostEqual(0.5, shares[0])
+
+
+class TestSeedsReport(testtools.TestCase):
+
+    def test_shares_are_capped_per_scenario_and_misses_beyond_tolerance(self):
+        def run(name, seed, io, misses=()):
+            return {'scenario': name, 'seed': seed, 'io': io, 'cpu': 0.98,
+                    'misses': list(misses)}
+        results = [run('a', 1, 1.3), run('a', 2, 1.1),
+                   run('b', 1, 1.05, [('web', 0.999, 1.0)]),
+                   run('b', 2, 1.0, [('web', 0.99, 1.0)]),
+                   run('c', 1, 1.2)]
+        oracle = {'a': {'io_gain': 1.2}, 'b': {'io_gain': 1.1},
+                  'c': {'io_gain': 1.0}}
+        out = bench_seeds.report(results, oracle, 0.002)
+        # a: (100% capped + 50%) / 2; b: (50% + 0%) / 2; c: no gain
+        self.assertIn('mean 50% over 2 scenarios', out)
+        self.assertIn('150%', out)
+        # 0.999 is within the tolerance, 0.99 is not
+        self.assertIn('by more than 0.002: 1 in 5 runs', out)
+        self.assertIn('web 0.9900', out)
+        self.assertNotIn('web 0.9990', out)
