@@ -774,8 +774,11 @@ def _settle(state, params, verdict, stats):
         verdict = dataclasses.replace(
             verdict, kept=True,
             reason=verdict.reason + ' (once: kept until the next retest)')
-    else:
+    elif not t.adding:
         strikes.discard(key)
+    # (a kept VM's exploration of another rung that is not kept leaves its
+    # strike: else the explorations between two retests would clear it,
+    # and a rung that stopped gaining would never go)
     explored = set(state.explored)
     add_at = {d: (ns, w) for d, ns, w in state.add_at}
     descend = False

@@ -322,6 +322,18 @@ class TestKeptRetestedDropped(testtools.TestCase):
         state = run(host, 300, state=state)
         self.assertIsNone(state.kept.timeout('s1'))
 
+    def test_a_rung_that_stops_gaining_goes_at_the_second_retest(self):
+        # gains at first, nothing later; the explorations between two
+        # retests do not wipe the first retest's strike
+        no_smt = guard.Params(**{**P.__dict__, 'smt': False})
+        gain = [1.3]
+        host = Host(retention({'s1': lambda t: gain[0]}), noise=0.01)
+        state = run(host, 150, no_smt)
+        self.assertTrue(state.kept.retaining)
+        gain[0] = 1.0
+        state = run(host, 600, no_smt, state=state)
+        self.assertFalse(state.kept.retaining)
+
     def test_back_off_doubles_up_to_its_cap(self):
         host = Host(retention({'s1': lambda t: 1.0}), noise=0.0)
         state = guard.start()
