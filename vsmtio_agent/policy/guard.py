@@ -37,6 +37,18 @@ split (graded by the share of cores it covers) and borrowing are
 host-wide and judged against the bare host, so the computing VMs' losses
 never add up step by step.
 
+**Evidence is pooled.** A cost or a gain within a block's noise of its
+floor is shown by no one block, kept or refused as that block's noise
+falls. So the pairs of every block that ran to its end are kept for the
+comparison it made (the same A and B configurations, the same VMs),
+for ``pool_periods`` and up to ``pool_pairs`` per VM, and the next block
+of that comparison (a retry, a retest of what the addition kept) is
+judged on them all, each block a look that shares the significance of
+a keep; a loss is also judged on the block's own pairs, and a block
+whose pairs differ from the pool's beyond doubt (the workload changed)
+starts a pool of its own. A block a rail or an early test ended stopped
+where its noise ran extreme, and is judged alone and pooled nowhere.
+
 **Kept, retested, dropped.** A kept mechanism is retested every
 ``retest_periods`` by the same test with the floors relaxed by
 ``hysteresis`` for the test of a loss; it is dropped at once when a VM
@@ -137,6 +149,10 @@ class Params:
     # run at most this share of the period on average: a raised weight
     # then buys its wake-ups precedence, not CPU time it would compute
     light_utilisation: float = 0.5
+    # evidence pooled across the blocks of one comparison: each VM's
+    # latest pairs kept, and for how many periods a block's pairs count
+    pool_pairs: int = 72
+    pool_periods: int = 1200
     per_vm: bool = True
     smt: bool = True
     # the host has a retention timeout to turn (else only the weights)
@@ -158,6 +174,10 @@ class Params:
         if not self.rungs or self.start_ns not in self.rungs:
             raise ValueError('the start timeout must be a rung of the '
                              'ladder')
+        if self.pool_pairs < 0 or self.pool_periods < 0:
+            raise ValueError('pool_pairs and pool_periods must be >= 0 (0: '
+                             'no pooling), got %r and %r'
+                             % (self.pool_pairs, self.pool_periods))
         if any(not 1.0 < f < 100.0 for f in self.weight_factors) or list(
                 self.weight_factors) != sorted(set(self.weight_factors)):
             raise ValueError('weight factors must rise, each within '
@@ -177,6 +197,8 @@ class Params:
                    max_pairs=3 * o.guard_probe_pairs,
                    confidence=o.guard_confidence,
                    retest_periods=o.guard_retest_periods,
+                   pool_pairs=9 * o.guard_probe_pairs,
+                   pool_periods=2 * cls.max_backoff * o.guard_retest_periods,
                    io_halt_rate=o.guard_io_halt_rate,
                    per_vm=per_vm, smt=smt, retention=retention, **extra)
 
@@ -322,6 +344,10 @@ class State:
     after: Optional[tuple] = None       # (key, {vm: reference}, samples)
     alarms: tuple = ()                  # after-effect verdicts, by key
     watched: int = 0                    # periods held, from the start
+    period: int = 0                     # periods stepped, from the start
+    # evidence of earlier blocks: ((a, b), kinds, ((vm, logs), ..),
+    # looks, period), by the arms they compared
+    pooled: tuple = ()
 
     @property
     def split_share(self):
@@ -439,8 +465,8 @@ def step(state, params, stats, served=None):
     the host counts none), both measured under ``state.in_force``. The
     returned state's ``in_force`` is what the next period runs with.
     """
-    if state.finished is not None:
-        state = dataclasses.replace(state, finished=None)
+    state = dataclasses.replace(state, finished=None,
+                                period=state.period + 1)
     if state.phase == PROBE:
         return _probe_step(state, params, stats, served)
     if state.phase == AFTER:
@@ -682,18 +708,21 @@ def _probe_step(state, params, stats, served):
     samples = state.samples + (sample,)
     position = state.position + 1
     t = state.trial
+    arms = _arms(state)
     more = position < 2 * params.pairs or (
         t.adding and position < 2 * params.max_pairs and position % 4 == 0
-        and probe_stats.undecided(samples, state.kinds, params))
+        and probe_stats.undecided(samples, state.kinds, params, _prior(
+            state, params, arms, samples)[0]))
     if position % 4 and position >= 2 * params.pairs:
         more = True         # finish the ABBA quadruple under way
     left = _left_level(state, samples, params)
-    if more and not left and not (
-            probe_stats.rail_crossed(samples, state.kinds, params,
-                                     _spread(state.held))
-            or probe_stats.harm_shown(samples, state.kinds, params,
-                                      t.adding)):
-        a, b = _arms(state)
+    # (a block a rail or a test ended early stopped where its noise ran
+    # extreme: its pairs would bias a pool)
+    early = more and bool(left or probe_stats.rail_crossed(
+        samples, state.kinds, params, _spread(state.held))
+        or probe_stats.harm_shown(samples, state.kinds, params, t.adding))
+    if more and not early:
+        a, b = arms
         return dataclasses.replace(
             state, samples=samples, position=position,
             in_force=a if ABBA[position % 4] else b)
@@ -702,10 +731,14 @@ def _probe_step(state, params, stats, served):
              and not last.kept)
     tries = {RETENTION: len(params.rungs),
              WEIGHT: len(params.weight_factors)}.get(t.mechanism, 1)
+    prior, looks = _prior(state, params, arms, samples)
     verdict = probe_stats.judge(
         samples, state.kinds, params, t.adding, t.mechanism, t.domain,
         t.timeout_ns, _reference(state), retry, tries=tries,
-        factor=t.factor)
+        factor=t.factor, **({} if left or early else dict(
+            prior=prior, looks=looks + 1)))
+    if not (left or early):
+        state = _pool(state, params, arms, prior, looks, samples)
     if left:
         # the pairs compare two disturbed arms: whatever they say, the
         # trial moved the host off its level beyond its own periods
@@ -720,6 +753,54 @@ def _probe_step(state, params, stats, served):
             'CPU time: no instruction counter)')
     state = dataclasses.replace(state, samples=samples)
     return _settle(state, params, verdict, stats)
+
+
+def _prior(state, params, arms, samples):
+    """``({vm: logs}, looks)`` earlier blocks of ``arms`` left, or (None, 0).
+
+    Evidence counts for the same comparison only: the same A and B
+    configurations (a change to what else is kept makes another), the
+    same VMs classed the same way, blocks of the last ``pool_periods``
+    (a workload's slow drift outlasts a pair, not minutes of them), and
+    only while the block's own pairs (``samples``) measure what the pool
+    did (:func:`probe_stats.consistent`).
+    """
+    prior, looks = _pooled(state, params, arms)
+    if prior is None or not probe_stats.consistent(
+            prior, probe_stats.block_logs(samples, state.kinds), params):
+        return None, 0
+    return prior, looks
+
+
+def _pooled(state, params, arms):
+    """``({vm: logs}, looks)`` of the pool of ``arms``, or (None, 0)."""
+    for got, kinds, logs, looks, at in state.pooled:
+        if (got == arms and kinds == state.kinds
+                and state.period - at <= params.pool_periods):
+            return {vm: list(x) for vm, x in logs}, looks
+    return None, 0
+
+
+def _pool(state, params, arms, prior, looks, samples):
+    """``state`` with this block's pairs added to its comparison's pool.
+
+    Each VM keeps its latest ``pool_pairs`` pairs; entries past
+    ``pool_periods`` are forgotten, so the pool stays a few comparisons
+    long.
+    """
+    if not params.pool_pairs or any(s[2] for s in samples):
+        return state
+    logs = probe_stats.pooled(prior, probe_stats.block_logs(
+        samples, state.kinds), params.pool_pairs)
+    if not logs:
+        return state
+    # (a look whose pairs have all left the pool no longer counts)
+    looks = min(looks + 1, max(1, params.pool_pairs // params.pairs))
+    entry = (arms, state.kinds, tuple(sorted(
+        (vm, tuple(x)) for vm, x in logs.items())), looks, state.period)
+    keep = tuple(e for e in state.pooled if e[0] != arms
+                 and state.period - e[4] <= params.pool_periods)
+    return dataclasses.replace(state, pooled=keep + (entry,))
 
 
 def _left_level(state, samples, params):

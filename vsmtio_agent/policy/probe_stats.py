@@ -286,7 +286,7 @@ def rail_crossed(samples, kinds, params, spread=None):
     return False
 
 
-def undecided(samples, kinds, params):
+def undecided(samples, kinds, params, prior=None):
     """Whether an addition's block should run more pairs before judging.
 
     A computing VM whose confidence interval straddles its floor (its
@@ -294,9 +294,10 @@ def undecided(samples, kinds, params):
     its floor nor to lose it: more pairs decide it (the guard runs up to
     ``max_pairs``), where judging now would keep a mechanism whose true
     cost may be past the floor, or refuse one whose cost is within it,
-    as the block's noise happens to fall.
+    as the block's noise happens to fall. ``prior`` is the evidence
+    earlier blocks of the same comparison left (:func:`pooled`).
     """
-    logs_by_vm = _judged(samples, kinds)
+    logs_by_vm = pooled(prior, _judged(samples, kinds))
     if not logs_by_vm:
         return False
     alpha = (1.0 - params.confidence) / len(logs_by_vm)
@@ -313,9 +314,66 @@ def undecided(samples, kinds, params):
     return False
 
 
+def block_logs(samples, kinds):
+    """``{vm: logs}`` of a block: each VM's log-ratio per A/B pair."""
+    return _judged(samples, kinds)
+
+
+def pooled(prior, logs_by_vm, cap=None):
+    """A block's logs after those earlier blocks of its comparison left.
+
+    ``prior`` (``{vm: logs}`` or None) counts only where it measured the
+    same VMs as the block; ``cap`` keeps each VM's latest pairs.
+    """
+    if prior and logs_by_vm and set(prior) == set(logs_by_vm):
+        logs_by_vm = {vm: list(prior[vm]) + list(logs)
+                      for vm, logs in logs_by_vm.items()}
+    if cap:
+        logs_by_vm = {vm: list(logs)[-cap:]
+                      for vm, logs in logs_by_vm.items()}
+    return logs_by_vm
+
+
+def _welch_p(a, b):
+    """Welch's two-sided p-value that ``a`` and ``b`` share a mean.
+
+    In floats with ``stdtr`` (as :func:`_p_below`): it is asked of every
+    VM at every look of a pooled block, where scipy's ``ttest_ind``
+    costs a millisecond a call.
+    """
+    na, nb = len(a), len(b)
+    ma, mb = math.fsum(a) / na, math.fsum(b) / nb
+    va = math.fsum((x - ma) ** 2 for x in a) / (na - 1) / na
+    vb = math.fsum((x - mb) ** 2 for x in b) / (nb - 1) / nb
+    if not va + vb > 0.0:
+        return 1.0 if ma == mb else 0.0
+    t = (ma - mb) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))
+    return float(2.0 * scipy_special.stdtr(df, -abs(t)))
+
+
+def consistent(prior, logs_by_vm, params):
+    """Whether a block measures what the earlier blocks of its pool did.
+
+    Pooling assumes one effect; a workload that changed since makes
+    another, whose pairs the old ones would outvote (a gain that has
+    gone, kept on the strength of the pairs that showed it). So a block
+    whose own pairs differ from the pool's for any VM, or in their mean
+    over the VMs (the gain), by Welch's two-sided test at the
+    significance level shared among them, starts a pool of its own.
+    """
+    if not prior or not logs_by_vm or set(prior) != set(logs_by_vm):
+        return False
+    pairs = [(prior[vm], logs) for vm, logs in logs_by_vm.items()]
+    pairs.append((utility_logs(prior), utility_logs(logs_by_vm)))
+    alpha = (1.0 - params.confidence) / len(pairs)
+    return all(len(a) < 2 or len(b) < 2 or _welch_p(a, b) >= alpha
+               for a, b in pairs)
+
+
 def judge(samples, kinds, params, adding, mechanism='mechanism',
           domain=None, timeout_ns=None, reference=None, retry=False,
-          tries=1, factor=None):
+          tries=1, factor=None, prior=None, looks=1):
     """The :class:`Verdict` of a finished probe block.
 
     ``kinds`` is ``((vm, kind), ...)``, fixed when the block began.
@@ -329,6 +387,17 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
     ladder): the gain is tested at the significance level divided by it,
     so walking the ladder keeps a rung that gains nothing no more often
     than one test would.
+
+    ``prior`` is what earlier blocks of the same comparison (the same A
+    and B arms, the same VMs) measured, ``{vm: logs}``, and ``looks`` how
+    many blocks the pooled logs now span, this one included. A cost or a
+    gain within a block's noise of the floor, which no one block shows
+    either way, is shown by several: the tests of a keep (a floor shown
+    kept, a gain shown) run on the pooled logs at the significance level
+    over ``looks``, so looking again at growing evidence keeps a
+    mechanism that misses its floor no more often than one test; a loss
+    is shown by the pooled logs or by this block's own (what a workload
+    that changed since does now is not averaged away).
     """
     if any(s[2] for s in samples):
         return blind(mechanism, domain, timeout_ns)
@@ -337,9 +406,14 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
     if not logs_by_vm:
         return Verdict(mechanism, False, 'no VM was measured in every '
                        'period of the probe', **common)
+    own = logs_by_vm
+    logs_by_vm = pooled(prior, own)
+    # (the pooled logs are more than this block's own)
+    earlier = logs_by_vm is not own
     kind_of = dict(kinds)
     n = len(logs_by_vm)
     alpha = (1.0 - params.confidence) / n
+    alpha_keep = alpha / max(1, looks)
     ratios = []
     worse = []
     short = []
@@ -356,10 +430,11 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
         # needs); a serving VM's floor is no change itself, so only a
         # loss shown counts, or every bystander would lose half the tests
         if _p_below(logs, bound, 'less', alpha) or (
-                kind == COMPUTING and mean < bound):
+                kind == COMPUTING and mean < bound) or (
+                earlier and _p_below(own[vm], bound, 'less', alpha)):
             worse.append('%s %.3f < %.2f' % (vm, ratio, f))
         elif adding and kind == COMPUTING and not _p_below(
-                logs, bound, 'greater', alpha):
+                logs, bound, 'greater', alpha_keep):
             # an addition is kept only where the block shows the VM
             # keeps its floor: one whose interval still straddles it
             # after every pair the block may run is a coin's toss, and
@@ -387,7 +462,7 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
         return Verdict(mechanism, False, 'a VM falls short of its floor: '
                        + ', '.join(short), loses=adding, **out)
     against = ''
-    alpha_gain = (1.0 - params.confidence) / tries
+    alpha_gain = (1.0 - params.confidence) / tries / max(1, looks)
     if reference is not None and reference.utility_logs:
         gained = gain_p(util, list(reference.utility_logs)) < alpha_gain
         against = ' over %s' % _describe(reference)

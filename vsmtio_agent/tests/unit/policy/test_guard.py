@@ -1,5 +1,6 @@
 """The guard keeps a mechanism only where every VM keeps its floor."""
 
+import dataclasses
 import math
 import random
 import statistics
@@ -214,9 +215,11 @@ class TestPerVmFloors(testtools.TestCase):
 class TestTimeoutSearch(testtools.TestCase):
 
     def test_a_loss_walks_the_start_rung_down(self):
-        # the computing VM pays for long retentions only
+        # the computing VM pays for long retentions only: 4% at 50 us,
+        # 1% at 25 us (a cost within a block's noise of the floor is
+        # decided by no block, kept or not)
         host = Host(retention({'s1': lambda t: 1.3},
-                              {'c1': lambda t: 1.0 - t / (1000 * US)}))
+                              {'c1': lambda t: 1.0 - (t / (250 * US)) ** 2}))
         state = run(host, 300)
         self.assertEqual(25 * US, state.kept.timeout('s1'))
 
@@ -488,6 +491,107 @@ class TestKeptRetestedDropped(testtools.TestCase):
         self.assertRaises(ValueError, guard.Params, weight_factors=(4, 2))
         self.assertRaises(ValueError, guard.Params, weight_factors=(0.5,))
         self.assertRaises(ValueError, guard.Params, window_min=0.99)
+
+
+def _pairs(c1_ratios, s1=1.3):
+    """ABBA-ordered samples whose pairs give c1 ``c1_ratios``."""
+    samples = []
+    for ratio in c1_ratios:
+        samples += [(True, {'c1': ratio, 's1': s1}, False),
+                    (False, {'c1': 1.0, 's1': 1.0}, False)]
+    return samples
+
+
+def _spread_at(mean, sd, n, seed):
+    """``n`` ratios of geometric mean exactly ``mean``, spread by ``sd``."""
+    rng = random.Random(seed)
+    got = [mean * (1 + rng.gauss(0, sd)) for _ in range(n)]
+    return [x * mean / math.exp(statistics.fmean(map(math.log, got)))
+            for x in got]
+
+
+KINDS = (('c1', guard.COMPUTING), ('s1', guard.SERVING))
+NO_SMT = dataclasses.replace(P, smt=False)
+
+
+class TestPooledEvidence(testtools.TestCase):
+
+    def test_pooled_blocks_show_a_floor_no_one_block_shows(self):
+        # c1 at 0.985 whose pairs spread by 5%: the last 24 pairs (at
+        # 0.975) leave the floor unshown; all 72 (three blocks, each a
+        # look) show it kept
+        ratios = _spread_at(0.985, 0.05, 72, seed=1)
+        alone = probe_stats.judge(_pairs(ratios[48:]), KINDS, P, True)
+        self.assertFalse(alone.kept)
+        self.assertIn('not shown', alone.reason)
+        prior = probe_stats.block_logs(_pairs(ratios[:48]), KINDS)
+        pooled = probe_stats.judge(_pairs(ratios[48:]), KINDS, P, True,
+                                   prior=prior, looks=3)
+        self.assertTrue(pooled.kept, pooled.reason)
+        self.assertEqual(72, len(pooled.utility_logs))
+
+    def test_a_loss_this_block_shows_is_not_averaged_away(self):
+        # the workload changed: 48 earlier pairs at no cost, this block's
+        # at half; the pooled mean would pass, the block's own loss fails
+        prior = probe_stats.block_logs(_pairs([1.0] * 48), KINDS)
+        v = probe_stats.judge(_pairs(_spread_at(0.5, 0.01, 8, 1)), KINDS,
+                              P, True, prior=prior, looks=2)
+        self.assertFalse(v.kept)
+        self.assertTrue(v.loses)
+
+    def test_evidence_of_other_vms_is_not_pooled(self):
+        prior = {'c2': [0.0] * 48, 's1': [0.2] * 48}
+        logs = probe_stats.block_logs(_pairs([0.99] * 8), KINDS)
+        self.assertEqual(logs, probe_stats.pooled(prior, logs))
+
+    def test_retests_pool_with_the_addition_they_retest(self):
+        # kept at the start rung: every retest compares the same two arms
+        # as the addition did, so each verdict spans the blocks before it
+        host = Host(retention({'s1': lambda t: 1.3}), noise=0.01)
+        state = guard.start()
+        at_start = []
+        for _ in range(600):
+            stats, served = host.period(state.in_force)
+            state = guard.step(state, NO_SMT, stats, served)
+            v = state.finished
+            if v is not None and v.timeout_ns == P.start_ns:
+                at_start.append(len(v.utility_logs))
+        self.assertGreaterEqual(len(at_start), 3)
+        self.assertEqual(sorted(at_start), at_start)
+        self.assertLessEqual(at_start[-1], P.pool_pairs + P.max_pairs)
+        arms = (guard.BARE.with_timeout('s1', P.start_ns), guard.BARE)
+        prior, looks = guard._pooled(state, NO_SMT, arms)
+        self.assertEqual(min(len(at_start), P.pool_pairs // P.pairs), looks)
+        self.assertEqual(at_start[-1], len(prior['s1']))
+        # a comparison whose pool is older than pool_periods starts anew
+        later = dataclasses.replace(state,
+                                    period=state.period + P.pool_periods + 1)
+        self.assertEqual((None, 0), guard._pooled(later, P, arms))
+        # no pooling at all where pool_pairs is 0
+        off = dataclasses.replace(P, pool_pairs=0)
+        self.assertEqual((), run(host, 400, off).pooled)
+
+    def test_a_block_a_rail_ended_is_not_pooled(self):
+        # stopped where its noise ran extreme: its pairs would bias a pool
+        host = self._host(0.5)
+        state = guard.start()
+        for _ in range(2 * P.pairs + 4):
+            stats, served = host.period(state.in_force)
+            state = guard.step(state, P, stats, served)
+            if state.finished is not None:
+                break
+        self.assertTrue(state.finished.loses)
+        self.assertEqual((), state.pooled)
+
+    @staticmethod
+    def _host(cost):
+        return Host(retention({'s1': lambda t: 1.3},
+                              {'c1': lambda t: cost}), noise=0.01)
+
+    def test_bad_pool_params_are_refused(self):
+        for bad in ({'pool_pairs': -1}, {'pool_periods': -5}):
+            self.assertRaises(ValueError, guard.Params,
+                              **{**P.__dict__, **bad})
 
 
 class TestAfterEffects(testtools.TestCase):
