@@ -739,6 +739,10 @@ def _probe_step(state, params, stats, served):
             prior=prior, looks=looks + 1)))
     if not (left or early):
         state = _pool(state, params, arms, prior, looks, samples)
+        if prior is not None:
+            verdict = dataclasses.replace(
+                verdict, reason=verdict.reason + ' (pooled: %d pairs of '
+                '%d blocks)' % (len(verdict.utility_logs), looks + 1))
     if left:
         # the pairs compare two disturbed arms: whatever they say, the
         # trial moved the host off its level beyond its own periods

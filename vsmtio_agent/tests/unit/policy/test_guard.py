@@ -556,6 +556,7 @@ class TestPooledEvidence(testtools.TestCase):
             v = state.finished
             if v is not None and v.timeout_ns == P.start_ns:
                 at_start.append(len(v.utility_logs))
+                reason = v.reason
         self.assertGreaterEqual(len(at_start), 3)
         self.assertEqual(sorted(at_start), at_start)
         self.assertLessEqual(at_start[-1], P.pool_pairs + P.max_pairs)
@@ -563,6 +564,9 @@ class TestPooledEvidence(testtools.TestCase):
         prior, looks = guard._pooled(state, NO_SMT, arms)
         self.assertEqual(min(len(at_start), P.pool_pairs // P.pairs), looks)
         self.assertEqual(at_start[-1], len(prior['s1']))
+        # the status says what the verdict stood on
+        self.assertIn('(pooled: %d pairs of %d blocks)' % (
+            at_start[-1], looks), reason)
         # a comparison whose pool is older than pool_periods starts anew
         later = dataclasses.replace(state,
                                     period=state.period + P.pool_periods + 1)
