@@ -66,11 +66,18 @@ class Host(object):
         return stats, served
 
 
-def run(host, periods, params=P, state=None):
+def steps(host, periods, params=P, state=None):
+    """The guard's state after each of ``periods`` periods on ``host``."""
     state = state or guard.start()
     for _ in range(periods):
         stats, served = host.period(state.in_force)
         state = guard.step(state, params, stats, served)
+        yield state
+
+
+def run(host, periods, params=P, state=None):
+    for state in steps(host, periods, params, state):
+        pass
     return state
 
 
@@ -339,11 +346,8 @@ class TestKeptRetestedDropped(testtools.TestCase):
 
     def test_back_off_doubles_up_to_its_cap(self):
         host = Host(retention({'s1': lambda t: 1.0}), noise=0.0)
-        state = guard.start()
         waits = []
-        for _ in range(3000):
-            stats, served = host.period(state.in_force)
-            state = guard.step(state, P, stats, served)
+        for state in steps(host, 3000):
             for key, periods, _w in state.backoff:
                 if not waits or waits[-1] != periods:
                     waits.append(periods)
@@ -548,11 +552,8 @@ class TestPooledEvidence(testtools.TestCase):
         # kept at the start rung: every retest compares the same two arms
         # as the addition did, so each verdict spans the blocks before it
         host = Host(retention({'s1': lambda t: 1.3}), noise=0.01)
-        state = guard.start()
         at_start = []
-        for _ in range(600):
-            stats, served = host.period(state.in_force)
-            state = guard.step(state, NO_SMT, stats, served)
+        for state in steps(host, 600, NO_SMT):
             v = state.finished
             if v is not None and v.timeout_ns == P.start_ns:
                 at_start.append(len(v.utility_logs))
@@ -577,11 +578,7 @@ class TestPooledEvidence(testtools.TestCase):
 
     def test_a_block_a_rail_ended_is_not_pooled(self):
         # stopped where its noise ran extreme: its pairs would bias a pool
-        host = self._host(0.5)
-        state = guard.start()
-        for _ in range(2 * P.pairs + 4):
-            stats, served = host.period(state.in_force)
-            state = guard.step(state, P, stats, served)
+        for state in steps(self._host(0.5), 2 * P.pairs + 4):
             if state.finished is not None:
                 break
         self.assertTrue(state.finished.loses)
