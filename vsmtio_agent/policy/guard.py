@@ -731,12 +731,13 @@ def _probe_step(state, params, stats, served):
              and not last.kept)
     tries = {RETENTION: len(params.rungs),
              WEIGHT: len(params.weight_factors)}.get(t.mechanism, 1)
-    prior, looks = _prior(state, params, arms, samples)
+    # (a block ended early is judged on its own pairs and pooled nowhere)
+    prior, looks = ((None, 0) if left or early
+                    else _prior(state, params, arms, samples))
     verdict = probe_stats.judge(
         samples, state.kinds, params, t.adding, t.mechanism, t.domain,
         t.timeout_ns, _reference(state), retry, tries=tries,
-        factor=t.factor, **({} if left or early else dict(
-            prior=prior, looks=looks + 1)))
+        factor=t.factor, prior=prior, looks=looks + 1)
     if not (left or early):
         state = _pool(state, params, arms, prior, looks, samples)
         if prior is not None:

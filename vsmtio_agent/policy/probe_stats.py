@@ -202,7 +202,7 @@ def floor(params, kind, adding):
     return f if adding else f - params.hysteresis
 
 
-def _judged(samples, kinds):
+def block_logs(samples, kinds):
     """``{vm: logs}`` of every VM measured in every pair of the block."""
     out = {}
     for vm, _kind in kinds:
@@ -238,7 +238,7 @@ def harm_shown(samples, kinds, params, adding):
     looks = params.max_pairs - 3
     if len(samples) % 2 or done < 3 or looks < 1:
         return False
-    logs_by_vm = _judged(samples, kinds)
+    logs_by_vm = block_logs(samples, kinds)
     if not logs_by_vm:
         return False
     alpha = (1.0 - params.confidence) / looks / len(logs_by_vm)
@@ -274,7 +274,7 @@ def rail_crossed(samples, kinds, params, spread=None):
     limit = math.log(params.window_min)
     kind_of = dict(kinds)
     spread = spread or {}
-    for vm, logs in _judged(samples, kinds).items():
+    for vm, logs in block_logs(samples, kinds).items():
         sd = spread.get(vm)
         if sd is None:
             if kind_of[vm] != COMPUTING:
@@ -297,7 +297,7 @@ def undecided(samples, kinds, params, prior=None):
     as the block's noise happens to fall. ``prior`` is the evidence
     earlier blocks of the same comparison left (:func:`pooled`).
     """
-    logs_by_vm = pooled(prior, _judged(samples, kinds))
+    logs_by_vm = pooled(prior, block_logs(samples, kinds))
     if not logs_by_vm:
         return False
     alpha = (1.0 - params.confidence) / len(logs_by_vm)
@@ -312,11 +312,6 @@ def undecided(samples, kinds, params, prior=None):
         if mean < bound and not _p_below(logs, bound, 'less', alpha):
             return True
     return False
-
-
-def block_logs(samples, kinds):
-    """``{vm: logs}`` of a block: each VM's log-ratio per A/B pair."""
-    return _judged(samples, kinds)
 
 
 def pooled(prior, logs_by_vm, cap=None):
@@ -402,7 +397,7 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
     if any(s[2] for s in samples):
         return blind(mechanism, domain, timeout_ns)
     common = dict(domain=domain, timeout_ns=timeout_ns, factor=factor)
-    logs_by_vm = _judged(samples, kinds)
+    logs_by_vm = block_logs(samples, kinds)
     if not logs_by_vm:
         return Verdict(mechanism, False, 'no VM was measured in every '
                        'period of the probe', **common)

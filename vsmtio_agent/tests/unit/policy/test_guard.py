@@ -76,6 +76,7 @@ def steps(host, periods, params=P, state=None):
 
 
 def run(host, periods, params=P, state=None):
+    state = state or guard.start()
     for state in steps(host, periods, params, state):
         pass
     return state
