@@ -253,7 +253,8 @@ class PolicyEngine(object):
                                tenancy or {}, core_scheduling)
         # in a period run without retention (a probe's B arm, or retention
         # dropped) retention rates are zero: they say nothing of a vCPU's
-        # class, so RASS holds the roles it planned before
+        # class, so RASS classes by idle entries (or holds the roles it
+        # planned before, where the host counts none)
         retained = guard_mod.RETENTION in self.mechanisms
         self._guard_step(stats, served)
         active = self.mechanisms
@@ -329,14 +330,23 @@ class PolicyEngine(object):
         return {core: ks.pop() for core, ks in found.items() if len(ks) == 1}
 
     def _classify(self, by_core, retained):
-        """RASS's role of every vCPU, core by core."""
+        """RASS's role of every vCPU, core by core.
+
+        With the guard, a core that retained nothing is classed by its
+        vCPUs' idle entries, at the rate the guard calls a VM serving: a
+        split the guard tries on a host where no retention pays needs
+        classes all the same. (Without it retention is always on, as the
+        paper runs it.)
+        """
         p = self.params
         roles = {}
         held = None if retained else self.roles
+        idle = p.guard.io_halt_rate if p.guard is not None else None
         for core_id, core_stats in by_core.items():
             roles.update(rass.classify(
                 core_stats, p.io_min_retention_rate,
-                self._threads[core_id] if p.fair_share else None, held))
+                self._threads[core_id] if p.fair_share else None, held,
+                idle))
         return roles
 
     def _ltcr_step(self, stats, roles):

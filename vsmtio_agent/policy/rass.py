@@ -37,7 +37,8 @@ def _over_share(st, share):
     return used is not None and used > share
 
 
-def classify(stats, min_retention_rate=0.0, threads=None, held=None):
+def classify(stats, min_retention_rate=0.0, threads=None, held=None,
+             min_idle_rate=None):
     """Split one core's vCPUs into I/O-bound and CPU-bound (§4.3.1).
 
     Returns ``{ref: Role}``. The I/O class is the prefix of the ranking
@@ -60,12 +61,15 @@ def classify(stats, min_retention_rate=0.0, threads=None, held=None):
     weight: as CPU-bound it competes by weight like everyone else. A core
     whose vCPUs weigh nothing has no shares, so none is over its own.
 
-    ``held`` (the roles planned before) is for a period the agent ran
-    without retention: if no vCPU of the core retained at all, the rates
-    say nothing of a class, so each vCPU keeps its role (a new one is
-    CPU-bound), and the fairness invariant still holds, for compute
-    shares do not depend on retention. (Where the host still retained on
-    its own, halt polling say, the rates are evidence and rank as usual.)
+    A core where no vCPU retained at all (a host that does not retain,
+    or a period run without it) has rates that say nothing of a class.
+    With ``min_idle_rate`` it is classed by :func:`by_idle_entries`
+    instead, where its vCPUs' idle entries are counted. ``held`` (the
+    roles planned before) is for a core whose idle entries are not
+    counted either: each vCPU keeps its role (a new one is CPU-bound).
+    The fairness invariant holds in both, for compute shares do not
+    depend on retention. (Where the host still retained on its own, halt
+    polling say, the rates are evidence and rank as usual.)
     """
     # This runs for every vCPU every period, so it is written for speed
     # (doc/benchmarks/agent_tick.rst): _over_share and compute_share are
@@ -78,12 +82,18 @@ def classify(stats, min_retention_rate=0.0, threads=None, held=None):
     weights = list(map(_weight, sts))
     total = sum(weights)
     over = _over(sts, rates, weights, total, threads)
-    if held is not None and not any(rates):
-        # each vCPU's held role, but CPU-bound where over its share
-        out = dict(zip(refs, map(held.get, refs, itertools.repeat(cpu_role))))
-        if any(over):
-            out.update(dict.fromkeys(itertools.compress(refs, over), cpu_role))
-        return out
+    if not any(rates):
+        if min_idle_rate is not None and any(
+                st.halt_rate is not None for st in sts):
+            return by_idle_entries(stats, min_idle_rate, over)
+        if held is not None:
+            # each vCPU's held role, but CPU-bound where over its share
+            out = dict(zip(refs, map(held.get, refs,
+                                     itertools.repeat(cpu_role))))
+            if any(over):
+                out.update(dict.fromkeys(itertools.compress(refs, over),
+                                         cpu_role))
+            return out
     # The rank (see _rank): over its share last, unmeasured retention
     # below every measured one, then retention descending, then the ref.
     # The I/O class is a prefix of the vCPUs that may be I/O-bound: not
@@ -109,6 +119,39 @@ def classify(stats, min_retention_rate=0.0, threads=None, held=None):
             best_k, best_gap = k, gap
     out = dict.fromkeys(refs, cpu_role)
     for _rate, ref, _w in candidates[:best_k]:
+        out[ref] = model.Role.IO
+    return out
+
+
+def by_idle_entries(stats, min_idle_rate, over=None):
+    """A core's roles where nothing retains: by how often each vCPU idles.
+
+    A vCPU that enters idle at least ``min_idle_rate`` times a second
+    (its halt exits, which a retention would replace) waits on I/O; the
+    most frequent idlers are I/O-bound, as many as the I/O sibling can
+    run: while their compute shares sum to at most one hyperthread (an
+    unmeasured share counts as a whole one). Retention's cut balances
+    the classes' weights because a retaining vCPU holds its hyperthread
+    while it waits; a vCPU that halts gives it up, so its weight
+    overstates what it asks of the sibling, and what it computes is the
+    measure. ``over`` (per vCPU, in order) marks those computing beyond
+    their fair share, CPU-bound whatever they idle (the fairness
+    invariant).
+    """
+    cpu_role = model.Role.CPU
+    out = dict.fromkeys(stats, cpu_role)
+    over = over or [False] * len(stats)
+    ranked = sorted(
+        (-st.halt_rate, ref, st) for (ref, st), over_share
+        in zip(stats.items(), over)
+        if not over_share and st.halt_rate is not None
+        and st.halt_rate >= min_idle_rate)
+    load = 0.0
+    for _rate, ref, st in ranked:
+        share = st.compute_share
+        load += 1.0 if share is None or not share == share else share
+        if load > 1.0:
+            break
         out[ref] = model.Role.IO
     return out
 

@@ -102,6 +102,24 @@ class TestPolicyEngine(testtools.TestCase):
         d = run_with({guard.RETENTION}, 0.0)
         self.assertEqual(model.Role.CPU, d.placements[R(0)].role)
 
+    def test_a_split_without_retention_classes_by_idle_entries(self):
+        # the guard keeps the split on a host where no retention pays:
+        # the vCPU that idles hundreds of times a second gets the I/O
+        # sibling, whatever roles were held before
+        eng = engine.PolicyEngine(self.topo, params(guard=guard.Params()))
+        eng.roles = {R(0): model.Role.CPU, R(1): model.Role.IO}
+        split = guard.Config(mechanisms=frozenset({guard.SPLIT}))
+        eng.guard = dataclasses.replace(eng.guard, kept=split,
+                                        in_force=split, countdown=100)
+        d = eng.step({
+            R(0): helpers.stats(0.0, core_id=0, utilisation=0.3,
+                                halt_rate=800.0),
+            R(1): helpers.stats(0.0, core_id=0, utilisation=1.0,
+                                halt_rate=1.0)})
+        self.assertTrue(d.split)
+        self.assertEqual(model.Role.IO, d.placements[R(0)].role)
+        self.assertEqual(model.Role.CPU, d.placements[R(1)].role)
+
     def test_held_roles_keep_the_fairness_invariant(self):
         eng = engine.PolicyEngine(self.topo, params(guard=guard.Params()))
         eng.roles = {R(0): model.Role.IO, R(1): model.Role.CPU}

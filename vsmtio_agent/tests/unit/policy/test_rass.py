@@ -49,6 +49,52 @@ class TestClassify(testtools.TestCase):
         self.assertEqual([helpers.ref(0)],
                          [r for r, role in roles.items() if role is IO])
 
+    def test_a_core_that_retains_nothing_ranks_by_idle_entries(self):
+        # a host where no retention is kept: the halt exits a second say
+        # which vCPUs wait on I/O, and what they compute fits the sibling
+        def core(*vcpus):
+            return {helpers.ref(i): helpers.stats(
+                0.0, halt_rate=rate, utilisation=used)
+                for i, (rate, used) in enumerate(vcpus)}
+        roles = rass.classify(core((900.0, 0.3), (2.0, 1.0), (600.0, 0.3),
+                                   (300.0, 0.3)), 0.005, min_idle_rate=20.0)
+        self.assertEqual({helpers.ref(0): IO, helpers.ref(1): CPU,
+                          helpers.ref(2): IO, helpers.ref(3): IO}, roles)
+        # as many of the most frequent idlers as one hyperthread can run
+        # (an unmeasured share counts as a whole one)
+        roles = rass.classify(core((900.0, 0.4), (600.0, 0.4), (300.0, 0.4),
+                                   (100.0, None)), 0.005, min_idle_rate=20.0)
+        self.assertEqual([IO, IO, CPU, CPU],
+                         [roles[helpers.ref(i)] for i in range(4)])
+        # one that idles less often than the floor is never I/O-bound
+        self.assertEqual({CPU}, set(rass.classify(
+            core((10.0, 0.1), (1.0, 1.0)), 0.005,
+            min_idle_rate=20.0).values()))
+        # a vCPU that retained at all makes the rates the evidence
+        st = {helpers.ref(0): helpers.stats(0.0, halt_rate=900.0),
+              helpers.ref(1): helpers.stats(0.1, halt_rate=0.0)}
+        self.assertEqual(
+            {helpers.ref(0): CPU, helpers.ref(1): IO},
+            rass.classify(st, 0.005, min_idle_rate=20.0))
+
+    def test_idle_entries_keep_the_fairness_invariant(self):
+        # idling often is no licence to compute past its share
+        st = {helpers.ref(0): helpers.stats(0.0, halt_rate=900.0,
+                                            utilisation=0.9),
+              helpers.ref(1): helpers.stats(0.0, halt_rate=1.0,
+                                            utilisation=1.0),
+              helpers.ref(2): helpers.stats(0.0, halt_rate=1.0,
+                                            utilisation=1.0)}
+        roles = rass.classify(st, 0.005, threads=2, min_idle_rate=20.0)
+        self.assertEqual(CPU, roles[helpers.ref(0)])
+
+    def test_uncounted_idle_entries_hold_the_roles(self):
+        st = {helpers.ref(0): helpers.stats(0.0),
+              helpers.ref(1): helpers.stats(0.0)}
+        roles = rass.classify(st, 0.005, held={helpers.ref(0): IO},
+                              min_idle_rate=20.0)
+        self.assertEqual({helpers.ref(0): IO, helpers.ref(1): CPU}, roles)
+
     def test_single_vcpu_keeps_both_siblings(self):
         roles = rass.classify({helpers.ref(0): helpers.stats(0.9)})
         self.assertEqual({helpers.ref(0): CPU}, roles)
