@@ -35,7 +35,9 @@ rung's gain. A VM explores again after each retest: exploration is
 periodic, its cost the A arms of a probe that does not pay. The sibling
 split (graded by the share of cores it covers) and borrowing are
 host-wide and judged against the bare host, so the computing VMs' losses
-never add up step by step.
+never add up step by step. They are tried wherever a VM serves, whether
+or not a retention is kept: where none is, RASS classes vCPUs by their
+idle entries (:func:`vsmtio_agent.policy.rass.by_idle_entries`).
 
 **Evidence is pooled.** A cost or a gain within a block's noise of its
 floor is shown by no one block, kept or refused as that block's noise
@@ -94,7 +96,8 @@ BORROW = 'borrow'
 # The split is graded: it starts on an eighth of the cores (those where
 # serving vCPUs wait longest, rass.split_order) and widens a step at a
 # time while the wider split still keeps every floor against the bare host
-# and gains over the narrower one.
+# and gains over the narrower one, or where the narrower one showed no
+# gain and no loss (_split_open).
 SPLIT_QUARTER = 'split-1/4'
 SPLIT_HALF = 'split-1/2'
 SPLIT_ALL = 'split-all'
@@ -104,7 +107,7 @@ SHARES = {SPLIT: 0.125, SPLIT_QUARTER: 0.25, SPLIT_HALF: 0.5,
 HOST_WIDE = (SPLIT, BORROW) + WIDER
 MECHANISMS = PER_VM + HOST_WIDE
 REQUIRES = {BORROW: SPLIT, SPLIT_QUARTER: SPLIT, SPLIT_HALF: SPLIT_QUARTER,
-            SPLIT_ALL: SPLIT_HALF}      # and the split needs a retention
+            SPLIT_ALL: SPLIT_HALF}
 BUNDLE = {SPLIT: (BORROW,)}        # added together, retested apart
 # the whole kept configuration against the bare host
 BASELINE = 'baseline'
@@ -374,8 +377,6 @@ def split_share(mechanisms):
 def _closure(config):
     """``config`` less every mechanism whose requirement is not in it."""
     out = set(config.mechanisms)
-    if not config.timeouts:
-        out.discard(SPLIT)
     for m in HOST_WIDE:                 # requirements come first
         need = REQUIRES.get(m)
         if m in out and need is not None and need not in out:
@@ -524,6 +525,10 @@ def _serving(kinds, params):
     return vms
 
 
+def _any_serving(kinds):
+    return any(kind == SERVING for _vm, kind in kinds)
+
+
 def _light(stats, params):
     """The VMs whose vCPUs run at most ``light_utilisation`` on average."""
     load = {}
@@ -579,18 +584,50 @@ def _next_trial(state, params, kinds):
                 to = _rung(params, now, direction, m)
                 if to is not None:
                     return _trial(m, vm, to)
-    if not params.smt or not kept.retaining or state.by_run_time:
+    if not params.smt or state.by_run_time or not _any_serving(kinds):
         # (the split's cost is a sibling's interference, which CPU time
-        # does not show: without instruction counters it is never tried)
+        # does not show: without instruction counters it is never tried;
+        # nor where no VM serves, for then there is no I/O class)
         return None
     for m in (SPLIT,) + WIDER:
-        need = REQUIRES.get(m)
-        if m in kept.mechanisms or (need is not None
-                                    and need not in kept.mechanisms):
+        if m in kept.mechanisms or not _split_open(state, m):
             continue
         if not _waiting(state, (m, None)):
             return Trial(m)
     return None
+
+
+def _split_open(state, level):
+    """Whether the split may be tried at ``level`` now.
+
+    Where the level below it is kept, or was refused for want of a gain
+    with no VM losing: the gain of an eighth of the cores may be within
+    the noise where a wider split's is not (the gain and the cost grow
+    with the share), so the search widens. A level refused for a loss
+    closes every wider one, which would cost more.
+    """
+    need = REQUIRES.get(level)
+    if need is None or need in state.kept.mechanisms:
+        return True
+    v = state.verdict(need)
+    return (v is not None and not v.kept and not v.loses
+            and _split_open(state, need))
+
+
+def _adds(kept, mechanism):
+    """What adding ``mechanism`` to ``kept`` brings in.
+
+    The mechanism, each split level below it that is not kept (a wider
+    level tried after a narrower one showed no gain), and what each is
+    bundled with.
+    """
+    out = set()
+    m = mechanism
+    while m is not None and m not in kept.mechanisms:
+        out.add(m)
+        out.update(BUNDLE.get(m, ()))
+        m = REQUIRES.get(m) if m in SHARES else None
+    return out
 
 
 def _retests(state):
@@ -623,9 +660,8 @@ def _arms(state):
     # the split, at any width, is judged against the bare host: the
     # floors hold for everything the agent does together
     if t.adding:
-        add = {t.mechanism} | set(BUNDLE.get(t.mechanism, ()))
         return dataclasses.replace(
-            kept, mechanisms=kept.mechanisms | add), BARE
+            kept, mechanisms=kept.mechanisms | _adds(kept, t.mechanism)), BARE
     return kept, BARE
 
 
@@ -652,12 +688,18 @@ def _begin(state, params, stats):
     present = {vm for vm, _kind in kinds}
     gone = [vm for vm, _ns in state.kept.timeouts + state.kept.weights
             if vm != ALL_VMS and vm not in present]
-    if gone:
-        # a VM that left the host retains nowhere: forget it, and what it
-        # held the split up with
+    # the split and borrowing are for an I/O class: with no VM serving
+    # there is none to split for
+    idle_split = (not _any_serving(kinds)
+                  and state.kept.mechanisms & set(HOST_WIDE))
+    if gone or idle_split:
+        # a VM that left the host retains nowhere: forget it
         kept = state.kept
         for vm in gone:
             kept = kept.without(vm).without_value(WEIGHT, vm)
+        if idle_split:
+            kept = dataclasses.replace(
+                kept, mechanisms=kept.mechanisms - set(HOST_WIDE))
         state = dataclasses.replace(state, kept=kept, in_force=kept,
                                     held=())
     turn = state.turn
@@ -729,8 +771,10 @@ def _probe_step(state, params, stats, served):
     last = state.verdict(*t.key)
     retry = (t.adding and t.mechanism not in PER_VM and last is not None
              and not last.kept)
+    # (the split's levels are a ladder too, widened while none gains)
     tries = {RETENTION: len(params.rungs),
-             WEIGHT: len(params.weight_factors)}.get(t.mechanism, 1)
+             WEIGHT: len(params.weight_factors),
+             **dict.fromkeys(SHARES, len(SHARES))}.get(t.mechanism, 1)
     # (a block ended early is judged on its own pairs and pooled nowhere)
     prior, looks = ((None, 0) if left or early
                     else _prior(state, params, arms, samples))
@@ -925,9 +969,8 @@ def _settle(state, params, verdict, stats):
                 dropped = True
     elif t.adding:
         if verdict.kept:
-            add = {t.mechanism} | set(BUNDLE.get(t.mechanism, ()))
             kept = _closure(dataclasses.replace(
-                kept, mechanisms=kept.mechanisms | add))
+                kept, mechanisms=kept.mechanisms | _adds(kept, t.mechanism)))
             backoff = _cleared(backoff, key)
         else:
             backoff = _backed_off(backoff, key, params)
@@ -1198,7 +1241,7 @@ def climbed(state, params):
         if (params.weight_factors and vm in state.light and vm != ALL_VMS
                 and state.verdict(WEIGHT, vm) is None):
             return False
-    if (params.smt and state.kept.retaining and not state.by_run_time
+    if (params.smt and not state.by_run_time and _any_serving(state.kinds)
             and state.verdict(SPLIT) is None):
         return False
     return True

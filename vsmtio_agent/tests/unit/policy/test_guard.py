@@ -350,7 +350,8 @@ class TestKeptRetestedDropped(testtools.TestCase):
         waits = []
         for state in steps(host, 3000):
             for key, periods, _w in state.backoff:
-                if not waits or waits[-1] != periods:
+                if key[0] == guard.RETENTION and (
+                        not waits or waits[-1] != periods):
                     waits.append(periods)
         self.assertEqual([20, 40, 80], waits[:3])
         self.assertEqual(P.retest_periods * P.max_backoff, max(waits))
@@ -480,13 +481,65 @@ class TestKeptRetestedDropped(testtools.TestCase):
             self.assertNotIn(guard.SPLIT, state.in_force)
         self.assertTrue(state.kept.retaining)
 
-    def test_the_split_needs_a_retention_and_is_judged_against_bare(self):
+    def test_the_split_is_judged_against_bare(self):
         host = Host(lambda c: {'s1': (1.3 if c.retaining else 1.0)
                                * (1.2 if guard.SPLIT in c else 1.0)})
         state = run(host, 400)
         self.assertIn(guard.SPLIT, state.kept)
         self.assertIn(guard.BORROW, state.kept)
         self.assertEqual(guard.BARE, guard.Config().without('s1'))
+
+    def test_the_split_is_tried_where_no_retention_pays(self):
+        # a host whose retention costs the computing VM too much still
+        # has the split, which RASS then classes by idle entries
+        host = Host(lambda c: {'c1': 0.85 if c.retaining else 1.0,
+                               's1': 1.2 if guard.SPLIT in c else 1.0})
+        state = run(host, 400)
+        self.assertFalse(state.kept.retaining)
+        self.assertIn(guard.SPLIT, state.kept)
+        self.assertTrue(guard.climbed(state, P))
+
+    def test_the_split_widens_past_a_share_too_small_to_show(self):
+        # the gain grows with the share: an eighth's is in the noise,
+        # so the search goes wider, each level against the bare host
+        def effect(c):
+            share = guard.split_share(c.mechanisms)
+            return {'c1': 0.9 if share >= 1.0 else 1.0,
+                    's1': 1.0 + 0.12 * share}
+        tried = []
+        for state in steps(Host(effect), 1500):
+            v = state.finished
+            if v is not None and v.mechanism in guard.SHARES:
+                tried.append((v.mechanism, v.kept, v.loses))
+        self.assertEqual((guard.SPLIT, False, False), tried[0])
+        # kept at half the cores with the levels it needs, never all:
+        # the whole split loses
+        self.assertEqual(0.5, guard.split_share(state.kept.mechanisms))
+        self.assertLessEqual({guard.SPLIT, guard.SPLIT_QUARTER},
+                             state.kept.mechanisms)
+        self.assertIn((guard.SPLIT_ALL, False, True), tried)
+        self.assertNotIn((guard.SPLIT_ALL, True, False), tried)
+
+    def test_a_split_that_loses_is_not_widened(self):
+        host = Host(lambda c: {'c1': 0.9 if guard.SPLIT in c else 1.0,
+                               's1': 1.2 if guard.SPLIT in c else 1.0})
+        tried = {state.trial.mechanism for state in steps(host, 1000)
+                 if state.trial is not None}
+        self.assertIn(guard.SPLIT, tried)
+        self.assertEqual(set(), tried & set(guard.WIDER))
+
+    def test_no_split_where_no_vm_serves(self):
+        host = Host(lambda c: {}, vms=('c1', 'c2'))
+        tried = {state.trial.mechanism for state in steps(host, 400)
+                 if state.trial is not None}
+        self.assertEqual(set(), tried & set(guard.HOST_WIDE))
+        # and one kept goes once its serving VM does
+        host = Host(lambda c: {'s1': 1.2 if guard.SPLIT in c else 1.0})
+        state = run(host, 400)
+        self.assertIn(guard.SPLIT, state.kept)
+        host.vms = ('c1',)
+        state = run(host, 2 * P.retest_periods, state=state)
+        self.assertEqual(guard.BARE, state.kept)
 
     def test_bad_params_are_refused(self):
         self.assertRaises(ValueError, guard.Params, pairs=3)

@@ -267,10 +267,15 @@ class TestSteadyState(testtools.TestCase):
                         0.6)
 
     def test_vsmtio_does_not_spin(self):
+        # a waiting vCPU is retained (MWAIT), never spun; the product
+        # retains where its guard keeps a retention (and in the A arms
+        # of its retention probes)
         for kernel in ('vsmtio-paper', 'vsmtio'):
             r = self.results['fig5_hbase_pagerank'][kernel]
             self.assertEqual(0.0, r['spinning_pct'])
-            self.assertGreater(r['retention_pct'], 0.0)
+            if (kernel == 'vsmtio-paper'
+                    or 'retention' in r['agent']['mechanisms']):
+                self.assertGreater(r['retention_pct'], 0.0, kernel)
 
     @unittest.expectedFailure
     def test_paper_raises_cpu_throughput(self):
