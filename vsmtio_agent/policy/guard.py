@@ -525,10 +525,6 @@ def _serving(kinds, params):
     return vms
 
 
-def _any_serving(kinds):
-    return any(kind == SERVING for _vm, kind in kinds)
-
-
 def _light(stats, params):
     """The VMs whose vCPUs run at most ``light_utilisation`` on average."""
     load = {}
@@ -584,7 +580,7 @@ def _next_trial(state, params, kinds):
                 to = _rung(params, now, direction, m)
                 if to is not None:
                     return _trial(m, vm, to)
-    if not params.smt or state.by_run_time or not _any_serving(kinds):
+    if not params.smt or state.by_run_time or not _serving(kinds, params):
         # (the split's cost is a sibling's interference, which CPU time
         # does not show: without instruction counters it is never tried;
         # nor where no VM serves, for then there is no I/O class)
@@ -614,20 +610,21 @@ def _split_open(state, level):
             and _split_open(state, need))
 
 
-def _adds(kept, mechanism):
-    """What adding ``mechanism`` to ``kept`` brings in.
+def _with_added(kept, mechanism):
+    """``kept`` with the host-wide ``mechanism`` added: a trial's A arm.
 
-    The mechanism, each split level below it that is not kept (a wider
-    level tried after a narrower one showed no gain), and what each is
-    bundled with.
+    What comes with it: each split level below it that is not kept (a
+    wider level tried after a narrower one showed no gain), and what
+    each is bundled with.
     """
-    out = set()
+    add = set()
     m = mechanism
     while m is not None and m not in kept.mechanisms:
-        out.add(m)
-        out.update(BUNDLE.get(m, ()))
+        add.add(m)
+        add.update(BUNDLE.get(m, ()))
         m = REQUIRES.get(m) if m in SHARES else None
-    return out
+    return _closure(dataclasses.replace(
+        kept, mechanisms=kept.mechanisms | add))
 
 
 def _retests(state):
@@ -660,8 +657,7 @@ def _arms(state):
     # the split, at any width, is judged against the bare host: the
     # floors hold for everything the agent does together
     if t.adding:
-        return dataclasses.replace(
-            kept, mechanisms=kept.mechanisms | _adds(kept, t.mechanism)), BARE
+        return _with_added(kept, t.mechanism), BARE
     return kept, BARE
 
 
@@ -690,7 +686,7 @@ def _begin(state, params, stats):
             if vm != ALL_VMS and vm not in present]
     # the split and borrowing are for an I/O class: with no VM serving
     # there is none to split for
-    idle_split = (not _any_serving(kinds)
+    idle_split = (not _serving(kinds, params)
                   and state.kept.mechanisms & set(HOST_WIDE))
     if gone or idle_split:
         # a VM that left the host retains nowhere: forget it
@@ -751,10 +747,13 @@ def _probe_step(state, params, stats, served):
     position = state.position + 1
     t = state.trial
     arms = _arms(state)
+    # a block runs on or ends (a rail or a test aside) only where a
+    # quadruple ends from its minimum on: there it needs the pool
+    prior, looks = ((None, 0) if position < 2 * params.pairs or position % 4
+                    else _prior(state, params, arms, samples))
     more = position < 2 * params.pairs or (
         t.adding and position < 2 * params.max_pairs and position % 4 == 0
-        and probe_stats.undecided(samples, state.kinds, params, _prior(
-            state, params, arms, samples)[0]))
+        and probe_stats.undecided(samples, state.kinds, params, prior))
     if position % 4 and position >= 2 * params.pairs:
         more = True         # finish the ABBA quadruple under way
     left = _left_level(state, samples, params)
@@ -775,9 +774,9 @@ def _probe_step(state, params, stats, served):
     tries = {RETENTION: len(params.rungs),
              WEIGHT: len(params.weight_factors),
              **dict.fromkeys(SHARES, len(SHARES))}.get(t.mechanism, 1)
-    # (a block ended early is judged on its own pairs and pooled nowhere)
-    prior, looks = ((None, 0) if left or early
-                    else _prior(state, params, arms, samples))
+    if left or early:
+        # (judged on its own pairs, and pooled nowhere)
+        prior, looks = None, 0
     verdict = probe_stats.judge(
         samples, state.kinds, params, t.adding, t.mechanism, t.domain,
         t.timeout_ns, _reference(state), retry, tries=tries,
@@ -969,8 +968,7 @@ def _settle(state, params, verdict, stats):
                 dropped = True
     elif t.adding:
         if verdict.kept:
-            kept = _closure(dataclasses.replace(
-                kept, mechanisms=kept.mechanisms | _adds(kept, t.mechanism)))
+            kept = _with_added(kept, t.mechanism)
             backoff = _cleared(backoff, key)
         else:
             backoff = _backed_off(backoff, key, params)
@@ -1241,7 +1239,8 @@ def climbed(state, params):
         if (params.weight_factors and vm in state.light and vm != ALL_VMS
                 and state.verdict(WEIGHT, vm) is None):
             return False
-    if (params.smt and not state.by_run_time and _any_serving(state.kinds)
+    if (params.smt and not state.by_run_time
+            and _serving(state.kinds, params)
             and state.verdict(SPLIT) is None):
         return False
     return True
