@@ -343,7 +343,10 @@ def _welch_p(a, b):
     if not va + vb > 0.0:
         return 1.0 if ma == mb else 0.0
     t = (ma - mb) / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))
+    # Welch-Satterthwaite's (va + vb)^2 / (va^2/(na-1) + vb^2/(nb-1)),
+    # in shares of va + vb: squared variances of 1e-160 underflow to 0
+    ra, rb = va / (va + vb), vb / (va + vb)
+    df = 1.0 / (ra * ra / (na - 1) + rb * rb / (nb - 1))
     return float(2.0 * scipy_special.stdtr(df, -abs(t)))
 
 
