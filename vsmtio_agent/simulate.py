@@ -117,13 +117,16 @@ def steady_window(conf):
 
     At steady state: one whole cycle of the guard's probing (its longest
     back-off, which its retries of what it dropped come at, and its
-    longest probe), so the product's figure includes what probing and
-    each VM's periodic exploration of its timeout cost.
+    longest probe, with a settling period run after each switch of its
+    arm), so the product's figure includes what probing and each VM's
+    periodic exploration of its timeout cost.
     """
     o = conf.vsmtio_agent
     longest = guard_mod.Params.max_backoff
+    pairs = 3 * o.guard_probe_pairs
     return (longest * o.guard_retest_periods
-            + 2 * 3 * o.guard_probe_pairs) * o.period
+            + (2 + o.guard_settle_periods) * pairs
+            + o.guard_settle_periods) * o.period
 
 
 def sub_edges(start_s, measure_s, window_s):

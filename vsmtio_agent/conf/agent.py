@@ -209,6 +209,16 @@ guard_opts = [
                     'without the mechanism. A probe whose result for a '
                     'computing VM is undecided runs on, up to three times '
                     'as long.'),
+    cfg.IntOpt('guard_settle_periods',
+               default=1, min=0, max=8,
+               help='Periods a probe runs, unmeasured, after each switch '
+                    'between its configurations: a change of placement '
+                    'or of a VM\'s weight takes effect as the host\'s '
+                    'load averages follow it (CFS\'s group shares, a '
+                    '32 ms half-life), so the first period after it shows '
+                    'only part of its effect, of its costs as of its '
+                    'gains. 0 measures every period; each settling period '
+                    'lengthens a probe by one period per pair.'),
     cfg.FloatOpt('guard_confidence',
                  default=0.9, min=0.6, max=0.999,
                  help='Confidence of the one-sided t-tests that decide '

@@ -9,11 +9,15 @@ what the host does without it, on this host's own workloads, and keeps it
 only where every VM keeps its floor and the tenants gain
 (:mod:`vsmtio_agent.policy.probe_stats` holds the tests).
 
-A test is a *probe block*: ``2 * pairs`` periods (up to ``2 * max_pairs``
-while a computing VM's result is undecided) that alternate the candidate
-configuration (A) and the same without the mechanism (B) in ABBA order,
-so a drift in load weighs on both arms alike. Each VM is classed at the
-block's start, from what does not depend on the mechanisms (a VM whose
+A test is a *probe block*: ``2 * pairs`` measured periods (up to ``2 *
+max_pairs`` while a computing VM's result is undecided) that alternate the
+candidate configuration (A) and the same without the mechanism (B) in
+ABBA order, so a drift in load weighs on both arms alike. After each
+switch between the arms the block runs ``settle_periods`` unmeasured: a
+change of placement or weight takes effect as the host's load averages
+follow it, and a period that caught only part of it would understate its
+cost and its gain alike. Each VM is classed at the block's start, from
+what does not depend on the mechanisms (a VM whose
 vCPUs idle at least ``io_halt_rate`` times a second serves; the others
 compute), and measured by its own throughput. A block ends as soon as a
 VM loses: after any pair whose A arms put it below ``window_min`` of its
@@ -48,8 +52,11 @@ of that comparison (a retry, a retest of what the addition kept) is
 judged on them all, each block a look that shares the significance of
 a keep; a loss is also judged on the block's own pairs, and a block
 whose pairs differ from the pool's beyond doubt (the workload changed)
-starts a pool of its own. A block a rail or an early test ended stopped
-where its noise ran extreme, and is judged alone and pooled nowhere.
+starts a pool of its own, though a VM the pool it left shows below its
+floor still loses (an effect that moves with the workload is kept only
+where it keeps the floors before and now). A block a rail or an early
+test ended stopped where its noise ran extreme, and is judged alone and
+pooled nowhere.
 
 **Kept, retested, dropped.** A kept mechanism is retested every
 ``retest_periods`` by the same test with the floors relaxed by
@@ -142,6 +149,8 @@ class Params:
     after_min: float = 0.95
     # a computing VM's A arms below this of its B arms end a block at once
     window_min: float = 0.95
+    # periods a block runs unmeasured after each switch of its arm
+    settle_periods: int = 0
     baseline_every: int = 4
     # the retention timeout ladder, ns, ascending, and the rung first tried
     rungs: tuple = (50000, 100000, 200000, 400000, 800000)
@@ -177,6 +186,9 @@ class Params:
         if not self.rungs or self.start_ns not in self.rungs:
             raise ValueError('the start timeout must be a rung of the '
                              'ladder')
+        if self.settle_periods < 0:
+            raise ValueError('settle_periods must be >= 0, got %r'
+                             % (self.settle_periods,))
         if self.pool_pairs < 0 or self.pool_periods < 0:
             raise ValueError('pool_pairs and pool_periods must be >= 0 (0: '
                              'no pooling), got %r and %r'
@@ -198,6 +210,7 @@ class Params:
                                    if weights else ()),
                    pairs=o.guard_probe_pairs,
                    max_pairs=3 * o.guard_probe_pairs,
+                   settle_periods=o.guard_settle_periods,
                    confidence=o.guard_confidence,
                    retest_periods=o.guard_retest_periods,
                    pool_pairs=9 * o.guard_probe_pairs,
@@ -348,6 +361,7 @@ class State:
     alarms: tuple = ()                  # after-effect verdicts, by key
     watched: int = 0                    # periods held, from the start
     period: int = 0                     # periods stepped, from the start
+    settling: int = 0                   # unmeasured periods still to run
     # evidence of earlier blocks: ((a, b), kinds, ((vm, logs), ..),
     # looks, period), by the arms they compared
     pooled: tuple = ()
@@ -466,8 +480,21 @@ def step(state, params, stats, served=None):
     the host counts none), both measured under ``state.in_force``. The
     returned state's ``in_force`` is what the next period runs with.
     """
+    ran = state.in_force
     state = dataclasses.replace(state, finished=None,
                                 period=state.period + 1)
+    if state.settling:
+        # the period just run followed a switch of the block's arm: the
+        # host was still moving to it (load averages follow a change of
+        # placement or weight), so it measures neither arm
+        return dataclasses.replace(state, settling=state.settling - 1)
+    nxt = _step(state, params, stats, served)
+    if nxt.phase == PROBE and nxt.in_force != ran:
+        nxt = dataclasses.replace(nxt, settling=params.settle_periods)
+    return nxt
+
+
+def _step(state, params, stats, served):
     if state.phase == PROBE:
         return _probe_step(state, params, stats, served)
     if state.phase == AFTER:
@@ -749,8 +776,9 @@ def _probe_step(state, params, stats, served):
     arms = _arms(state)
     # a block runs on or ends (a rail or a test aside) only where a
     # quadruple ends from its minimum on: there it needs the pool
-    prior, looks = ((None, 0) if position < 2 * params.pairs or position % 4
-                    else _prior(state, params, arms, samples))
+    prior, looks, past = (
+        (None, 0, None) if position < 2 * params.pairs or position % 4
+        else _prior(state, params, arms, samples))
     more = position < 2 * params.pairs or (
         t.adding and position < 2 * params.max_pairs and position % 4 == 0
         and probe_stats.undecided(samples, state.kinds, params, prior))
@@ -776,11 +804,11 @@ def _probe_step(state, params, stats, served):
              **dict.fromkeys(SHARES, len(SHARES))}.get(t.mechanism, 1)
     if left or early:
         # (judged on its own pairs, and pooled nowhere)
-        prior, looks = None, 0
+        prior, looks, past = None, 0, None
     verdict = probe_stats.judge(
         samples, state.kinds, params, t.adding, t.mechanism, t.domain,
         t.timeout_ns, _reference(state), retry, tries=tries,
-        factor=t.factor, prior=prior, looks=looks + 1)
+        factor=t.factor, prior=prior, looks=looks + 1, past=past)
     if not (left or early):
         state = _pool(state, params, arms, prior, looks, samples)
         if prior is not None:
@@ -804,20 +832,26 @@ def _probe_step(state, params, stats, served):
 
 
 def _prior(state, params, arms, samples):
-    """``({vm: logs}, looks)`` earlier blocks of ``arms`` left, or (None, 0).
+    """``(prior, looks, past)``: the evidence earlier blocks of ``arms`` left.
 
-    Evidence counts for the same comparison only: the same A and B
-    configurations (a change to what else is kept makes another), the
-    same VMs classed the same way, blocks of the last ``pool_periods``
-    (a workload's slow drift outlasts a pair, not minutes of them), and
-    only while the block's own pairs (``samples``) measure what the pool
-    did (:func:`probe_stats.consistent`).
+    ``prior`` (``{vm: logs}``, or None) and ``looks`` are the pool the
+    block is judged on. Evidence counts for the same comparison only: the
+    same A and B configurations (a change to what else is kept makes
+    another), the same VMs classed the same way, blocks of the last
+    ``pool_periods`` (a workload's slow drift outlasts a pair, not minutes
+    of them), and only while the block's own pairs (``samples``) measure
+    what the pool did (:func:`probe_stats.consistent`). A pool they depart
+    from is ``past``: it supports no keep, but a VM it shows below its
+    floor still loses (an effect that moves over time is kept only where
+    it keeps the floors at both; a pool that shows no loss says nothing).
     """
     prior, looks = _pooled(state, params, arms)
-    if prior is None or not probe_stats.consistent(
+    if prior is None:
+        return None, 0, None
+    if not probe_stats.consistent(
             prior, probe_stats.block_logs(samples, state.kinds), params):
-        return None, 0
-    return prior, looks
+        return None, 0, prior
+    return prior, looks, None
 
 
 def _pooled(state, params, arms):

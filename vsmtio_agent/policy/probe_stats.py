@@ -371,7 +371,7 @@ def consistent(prior, logs_by_vm, params):
 
 def judge(samples, kinds, params, adding, mechanism='mechanism',
           domain=None, timeout_ns=None, reference=None, retry=False,
-          tries=1, factor=None, prior=None, looks=1):
+          tries=1, factor=None, prior=None, looks=1, past=None):
     """The :class:`Verdict` of a finished probe block.
 
     ``kinds`` is ``((vm, kind), ...)``, fixed when the block began.
@@ -396,6 +396,12 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
     mechanism that misses its floor no more often than one test; a loss
     is shown by the pooled logs or by this block's own (what a workload
     that changed since does now is not averaged away).
+
+    ``past`` is a pool this block's pairs departed from (``{vm: logs}``):
+    the block is judged on its own, and a VM ``past`` shows below its
+    floor (as the pool would: a loss shown, a computing VM's mean) loses
+    all the same. Where an effect moves with the workload, a block that
+    caught it at its best keeps nothing the pairs just before refuted.
     """
     if any(s[2] for s in samples):
         return blind(mechanism, domain, timeout_ns)
@@ -427,10 +433,18 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
         # floor's margin below no change is what an unaffected VM's noise
         # needs); a serving VM's floor is no change itself, so only a
         # loss shown counts, or every bystander would lose half the tests
+        before = (past or {}).get(vm)
         if _p_below(logs, bound, 'less', alpha) or (
                 kind == COMPUTING and mean < bound) or (
                 earlier and _p_below(own[vm], bound, 'less', alpha)):
             worse.append('%s %.3f < %.2f' % (vm, ratio, f))
+        elif before and (_p_below(before, bound, 'less', alpha) or (
+                kind == COMPUTING and math.fsum(before) < bound * len(
+                    before))):
+            worse.append('%s %.3f < %.2f in the %d pairs before this '
+                         'block, which it departs from' % (
+                             vm, math.exp(math.fsum(before) / len(before)),
+                             f, len(before)))
         elif adding and kind == COMPUTING and not _p_below(
                 logs, bound, 'greater', alpha_keep):
             # an addition is kept only where the block shows the VM

@@ -597,6 +597,24 @@ class TestPooledEvidence(testtools.TestCase):
         self.assertFalse(v.kept)
         self.assertTrue(v.loses)
 
+    def test_a_pool_the_block_departs_from_still_vetoes_a_loss(self):
+        # c1's cost moved: 32 pairs at 0.96, then a block at 0.985 that
+        # alone shows its floor kept; the pairs before refute it
+        before = probe_stats.block_logs(
+            _pairs(_spread_at(0.96, 0.005, 32, 1)), KINDS)
+        block = _pairs(_spread_at(0.985, 0.005, 16, 2))
+        alone = probe_stats.judge(block, KINDS, P, True)
+        self.assertTrue(alone.kept, alone.reason)
+        v = probe_stats.judge(block, KINDS, P, True, past=before)
+        self.assertFalse(v.kept)
+        self.assertTrue(v.loses)
+        self.assertIn('in the 32 pairs before this block', v.reason)
+        # a past that keeps the floor vetoes nothing
+        fine = probe_stats.block_logs(
+            _pairs(_spread_at(0.99, 0.005, 32, 1)), KINDS)
+        self.assertEqual(alone, probe_stats.judge(block, KINDS, P, True,
+                                                  past=fine))
+
     def test_evidence_of_other_vms_is_not_pooled(self):
         prior = {'c2': [0.0] * 48, 's1': [0.2] * 48}
         logs = probe_stats.block_logs(_pairs([0.99] * 8), KINDS)
@@ -700,6 +718,73 @@ class TestAfterEffects(testtools.TestCase):
                 self.assertFalse(state.finished.after_effect)
         self.assertTrue(changed[0])
         self.assertEqual((), state.alarms)
+
+
+class Lagging(Host):
+    """A host that takes one period to follow a change of configuration.
+
+    The first period after a switch still runs at the previous
+    configuration's effect, as a host whose load averages follow a change
+    of placement or weight does (CFS's group shares).
+    """
+
+    def __init__(self, *args, **kwargs):
+        super(Lagging, self).__init__(*args, **kwargs)
+        self.last = None
+
+    def period(self, config):
+        ran = self.last if self.last is not None else config
+        self.last = config
+        return super(Lagging, self).period(ran)
+
+
+class TestSettling(testtools.TestCase):
+
+    SETTLED = dataclasses.replace(P, settle_periods=1)
+
+    def first_verdict(self, host, params):
+        state = guard.start()
+        probing = 0
+        for _ in range(400):
+            stats, served = host.period(state.in_force)
+            state = guard.step(state, params, stats, served)
+            if state.finished is not None:
+                # (the state a verdict returns may begin the next block)
+                return state.finished, probing
+            probing += state.phase == guard.PROBE
+        self.fail('no verdict')
+
+    def test_a_lagging_cost_is_seen_in_full_after_settling(self):
+        # retention costs c1 6% once the host has followed it; measured
+        # in the period after every switch, half the A arms would still
+        # show the host without it, and the cost would read as 3%
+        def host():
+            return Lagging(retention({'s1': lambda t: 1.3},
+                                     {'c1': lambda t: 0.94}), noise=0.005)
+        unsettled, _n = self.first_verdict(host(), P)
+        settled, _n = self.first_verdict(host(), self.SETTLED)
+        ratio = {vm: r for vm, _k, r in settled.ratios}
+        self.assertAlmostEqual(0.94, ratio['c1'], delta=0.01)
+        self.assertFalse(settled.kept)
+        self.assertLess(0.95, {vm: r for vm, _k, r
+                               in unsettled.ratios}['c1'])
+
+    def test_a_lagging_gain_is_seen_in_full_after_settling(self):
+        host = Lagging(retention({'s1': lambda t: 1.3},
+                                 {'c1': lambda t: 0.995}), noise=0.005)
+        v, _n = self.first_verdict(host, self.SETTLED)
+        self.assertTrue(v.kept)
+        self.assertAlmostEqual(1.3, {vm: r for vm, _k, r
+                                     in v.ratios}['s1'], delta=0.02)
+
+    def test_each_switch_of_arm_costs_one_settling_period(self):
+        host = Host(retention({'s1': lambda t: 1.3},
+                              {'c1': lambda t: 0.995}), noise=0.005)
+        v, probing = self.first_verdict(host, self.SETTLED)
+        self.assertEqual(2 * P.pairs, 2 * len(v.utility_logs))
+        # the periods run under the block: into A from the held host,
+        # then once a pair (A B, B A; the quadruples meet A to A)
+        self.assertEqual(2 * P.pairs + 1 + P.pairs, probing)
 
 
 class TestProperties(testtools.TestCase):
