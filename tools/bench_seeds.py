@@ -10,8 +10,14 @@ for every scenario and seed given, judges each honest VM against its
 floor (:mod:`vsmtio_agent.sim.tenants`), and prints per scenario and seed
 the oracle's I/O measure and the honest computing VMs' geometric mean
 (``tenants.summary``), the product's share of the oracle's I/O gain
-(``doc/benchmarks/oracle.json``, ``bench_sim.oracle_share``) and every
-honest VM whose mean misses its floor, then the means over all.
+(``doc/benchmarks/oracle.json``, ``bench_sim.oracle_share``), every
+honest VM whose mean misses its floor, and every honest VM whose lowest
+window (``tenants.WINDOW_S``) is below ``tenants.WINDOW_FLOOR``, then the
+means over all. A window below it is often the model's own noise: with
+``--aa`` each scenario and seed also runs vanilla against itself (the A/A
+run, :func:`vsmtio_agent.simulate.run_aa`), and a window counts as the
+product's only where it is more than ``AA_MARGIN`` below that run's
+lowest for the VM.
 
 Workers: one process per core (``--processes``); each scenario and seed
 is two steady runs, about 20 s of CPU for the Fig. 5 pairs.
@@ -38,21 +44,33 @@ ORACLE = os.path.join(os.path.dirname(bench_sim.HERE), 'doc', 'benchmarks',
                       'oracle.json')
 
 
+# a window this far below the A/A run's lowest is the product's
+AA_MARGIN = 0.01
+
+
 def one(job):
     """The product's result against vanilla's for one scenario and seed."""
-    name, seed = job
+    name, seed, aa = job
     van = simulate.run(name, 'vanilla', seed=seed, steady=True)
     prod = simulate.run(name, 'vsmtio', seed=seed, steady=True)
-    judged = tenants.judge(prod, van)
+    judged = tenants.judge(prod, van, simulate.run_aa(name, seed)
+                           if aa else None)
     summary = tenants.summary(judged)
     agent = prod['agent']
+    honest = {vm: v for vm, v in judged.items() if v['ok'] is not None}
     return {
         'scenario': name, 'seed': seed,
         'io': summary['io_gain'], 'cpu': summary['cpu'],
         'misses': sorted((vm, round(v['ratio'], 4), v['floor'])
-                         for vm, v in judged.items()
-                         if v['ok'] is not None
-                         and v['ratio'] < v['floor']),
+                         for vm, v in honest.items()
+                         if v['ratio'] < v['floor']),
+        # (vm, lowest window, the A/A run's lowest or None)
+        'low_windows': sorted(
+            (vm, round(v['min_window'], 4),
+             None if v.get('aa_window') is None
+             else round(v['aa_window'], 4))
+            for vm, v in honest.items()
+            if v['min_window'] < tenants.WINDOW_FLOOR),
         'kept': {'mechanisms': agent['mechanisms'],
                  'timeouts_us': agent.get('timeouts_us'),
                  'weights': agent.get('weights')}}
@@ -62,9 +80,11 @@ def report(results, oracle, tolerance):
     """The table, and the summary lines, of ``results``."""
     table = prettytable.PrettyTable(
         ['scenario', 'seed', 'I/O', 'CPU', 'oracle I/O', 'share',
-         'below a floor (by more than %g)' % tolerance])
+         'below a floor (by more than %g)' % tolerance,
+         'lowest window < %g (A/A run)' % tenants.WINDOW_FLOOR])
     table.align = 'l'
     shares, scenario_shares, misses = [], {}, 0
+    windows = beyond = 0
     for r in sorted(results, key=lambda r: (r['scenario'], r['seed'])):
         o = oracle.get(r['scenario'], {}).get('io_gain')
         s = bench_sim.oracle_share(r['io'], o)
@@ -74,12 +94,20 @@ def report(results, oracle, tolerance):
         low = ['%s %.4f' % (vm, ratio) for vm, ratio, floor in r['misses']
                if ratio < floor - tolerance]
         misses += len(low)
+        lows = []
+        for vm, w, aa in r.get('low_windows', ()):
+            windows += 1
+            # (without an A/A run every low window counts)
+            mine = aa is None or w < aa - AA_MARGIN
+            beyond += mine
+            versus = '' if aa is None else ' (%.3f)' % aa
+            lows.append('%s%s %.3f%s' % ('*' if mine else '', vm, w, versus))
         table.add_row([r['scenario'], r['seed'],
                        '%.3f' % r['io'] if r['io'] else '-',
                        '%.3f' % r['cpu'] if r['cpu'] else '-',
                        '%.3f' % o if o else '-',
                        '%.0f%%' % (100 * s) if s is not None else '-',
-                       ', '.join(low)])
+                       ', '.join(low), ', '.join(lows)])
     lines = [table.get_string()]
     if scenario_shares:
         # each scenario's mean over its seeds, a share capped at 100%
@@ -91,6 +119,9 @@ def report(results, oracle, tolerance):
                      '100%%)' % (100 * sum(means) / len(means), len(means)))
     lines.append('honest VMs whose mean is below its floor by more than %g: '
                  '%d in %d runs' % (tolerance, misses, len(results)))
+    lines.append('honest VMs with a window below %g: %d, of them (*) more '
+                 'than %g below the A/A run\'s lowest, or with no A/A run: '
+                 '%d' % (tenants.WINDOW_FLOOR, windows, AA_MARGIN, beyond))
     return '\n'.join(lines)
 
 
@@ -106,6 +137,10 @@ def main(argv=None):
     parser.add_argument('--tolerance', type=float, default=0.002,
                         help='a mean this far below a floor is noise (the '
                         'A/A runs of the bench stay within it)')
+    parser.add_argument('--aa', action='store_true',
+                        help='also run vanilla against itself per scenario '
+                        'and seed, to read each low window against the '
+                        'model\'s own noise')
     parser.add_argument('--json', help='also write every result here')
     args = parser.parse_args(argv)
     try:
@@ -120,7 +155,7 @@ def main(argv=None):
     if not names:
         parser.error('no shipped scenario matches %r' % args.scenarios)
     oracle = (bench_sim.load_oracle(args.oracle) or {}).get('results', {})
-    jobs = [(n, s) for n in names for s in seeds]
+    jobs = [(n, s, args.aa) for n in names for s in seeds]
     with multiprocessing.Pool(max(1, args.processes)) as pool:
         results = []
         for r in pool.imap_unordered(one, jobs):

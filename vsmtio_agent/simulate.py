@@ -328,9 +328,9 @@ def run(scenario, kernel, seed=1, duration=0.0, progress=None,
 AA_SHIFT_S = 7.3
 
 
-def run_aa(scenario):
+def run_aa(scenario, seed=1):
     """The A/A run of ``scenario`` at steady state (``AA_SHIFT_S``)."""
-    return run(scenario, 'vanilla', steady=True, warmup_s=(
+    return run(scenario, 'vanilla', seed=seed, steady=True, warmup_s=(
         scenario_mod.load(scenario).warmup_s + AA_SHIFT_S))
 
 

@@ -215,3 +215,18 @@ class TestSeedsReport(testtools.TestCase):
         self.assertIn('by more than 0.002: 1 in 5 runs', out)
         self.assertIn('web 0.9900', out)
         self.assertNotIn('web 0.9990', out)
+
+    def test_low_windows_are_read_against_the_aa_run(self):
+        def run(seed, lows):
+            return {'scenario': 'a', 'seed': seed, 'io': 1.1, 'cpu': 0.98,
+                    'misses': [], 'low_windows': lows}
+        results = [run(1, [('web', 0.93, 0.935), ('db', 0.90, 0.95)]),
+                   run(2, [('web', 0.94, None)])]
+        out = bench_seeds.report(results, {}, 0.002)
+        # web at 0.93 is within the A/A run's 0.935; db is 0.05 below its
+        # A/A run's; without an A/A run a low window counts
+        self.assertIn('web 0.930 (0.935)', out)
+        self.assertIn('*db 0.900 (0.950)', out)
+        self.assertIn('*web 0.940', out)
+        self.assertIn('with a window below 0.95: 3, of them (*)', out)
+        self.assertIn("A/A run's lowest, or with no A/A run: 2", out)
