@@ -615,6 +615,22 @@ class TestPooledEvidence(testtools.TestCase):
         self.assertEqual(alone, probe_stats.judge(block, KINDS, P, True,
                                                   past=fine))
 
+    def test_a_block_that_departs_from_its_pool_is_judged_on_its_own(self):
+        arms = (guard.BARE.with_timeout('s1', P.start_ns), guard.BARE)
+        before = _pairs(_spread_at(0.96, 0.005, 32, 1))
+        state = dataclasses.replace(
+            guard.start(), kinds=KINDS, period=100, pooled=((
+                arms, KINDS, tuple(sorted(
+                    (vm, tuple(x)) for vm, x in probe_stats.block_logs(
+                        before, KINDS).items())), 2, 90),))
+        same = _pairs(_spread_at(0.96, 0.005, 8, 2))
+        prior, looks, past = guard._prior(state, P, arms, same)
+        self.assertEqual((32, 2, None), (len(prior['c1']), looks, past))
+        moved = _pairs(_spread_at(0.99, 0.005, 8, 2))
+        prior, looks, past = guard._prior(state, P, arms, moved)
+        self.assertEqual((None, 0), (prior, looks))
+        self.assertEqual(32, len(past['c1']))
+
     def test_evidence_of_other_vms_is_not_pooled(self):
         prior = {'c2': [0.0] * 48, 's1': [0.2] * 48}
         logs = probe_stats.block_logs(_pairs([0.99] * 8), KINDS)
