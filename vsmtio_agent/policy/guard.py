@@ -79,7 +79,10 @@ under it before the probe (or, for a retest, with the probe's B arms):
 a VM still below ``after_min`` of that, beyond doubt, means removing the
 mechanism did not restore the host. That is reported loudly (the verdict
 is an ``after_effect`` the status, metrics and log show) and the
-mechanism is held off for the longest back-off.
+mechanism is held off for the longest back-off. Every retest is also a
+long-run check: the periods held under the kept configuration before it
+against its B arms (:func:`_held_below`), which catches a cost that
+builds over longer than a pair; what that drops is held off too.
 
 A VM that cannot be measured (no instruction counter: no PMU) cannot be
 shown not to lose, so no mechanism is probed while a computing VM is
@@ -823,12 +826,49 @@ def _probe_step(state, params, stats, served):
             reason='the host left its level in the arms without the '
             'change (%s of the level before the block): the trial '
             'outlasts its own periods' % ', '.join(left))
+    low = not (left or early or t.adding or verdict.loses) and _held_below(
+        state, samples, params)
+    if low:
+        # (its pairs would keep it again at every retry: it waits the
+        # longest back-off, as a mechanism that left an after-effect)
+        verdict = dataclasses.replace(
+            verdict, kept=False, loses=True,
+            reason='held under it, %s of the arms without it: a steady '
+            'cost its pairs do not show; held off' % ', '.join(low))
     if state.by_run_time:
         verdict = dataclasses.replace(
             verdict, reason=verdict.reason + ' (computing VMs judged by '
             'CPU time: no instruction counter)')
     state = dataclasses.replace(state, samples=samples)
-    return _settle(state, params, verdict, stats)
+    return _settle(state, params, verdict, stats, hold_off=bool(low))
+
+
+def _held_below(state, samples, params):
+    """The computing VMs a retest's held level shows below their floor.
+
+    The long-run check. A pair compares periods a switch apart; a cost
+    that builds for longer than the settling periods (a cache the kept
+    configuration wears down, a backlog) shows only in what the host
+    does held under it. So a retest also compares the periods held under
+    the kept configuration just before it (``held``) with its own B arms,
+    which ran without the mechanism: a computing VM whose held level is
+    shown below its floor of those (Welch's one-sided test, as the
+    after-effect watch) loses. Not a serving VM: what it serves follows
+    its clients, whose level over seconds no unpaired comparison can tell
+    from a cost.
+    """
+    b_arm = [values for with_, values, _blind in samples if not with_]
+    alpha = (1.0 - params.confidence) / max(1, len(state.kinds))
+    out = []
+    for vm, kind in state.kinds:
+        held = _logs(state.held, vm)
+        logs = _logs(b_arm, vm)
+        if kind != COMPUTING or len(held) < 2 * params.pairs:
+            continue
+        if _below(held, logs, probe_stats.floor(params, kind, False), alpha):
+            out.append('%s at %.3f' % (vm, math.exp(
+                math.fsum(held) / len(held) - math.fsum(logs) / len(logs))))
+    return out
 
 
 def _prior(state, params, arms, samples):
@@ -922,8 +962,11 @@ def _left_level(state, samples, params):
     return out
 
 
-def _settle(state, params, verdict, stats):
-    """The state after ``verdict`` on the block of ``state.trial``."""
+def _settle(state, params, verdict, stats, hold_off=False):
+    """The state after ``verdict`` on the block of ``state.trial``.
+
+    ``hold_off``: what the verdict drops waits the longest back-off.
+    """
     t = state.trial
     key = t.key
     strikes = set(state.strikes)
@@ -949,7 +992,7 @@ def _settle(state, params, verdict, stats):
     dropped = False
     record = verdict
     if t.mechanism == BASELINE:
-        kept, backoff = _baseline_settled(state, params, verdict)
+        kept, backoff = _baseline_settled(state, params, verdict, hold_off)
         dropped = not verdict.kept
     elif t.mechanism in PER_VM and t.adding:
         now = kept.value(t.mechanism, t.domain)
@@ -1011,11 +1054,10 @@ def _settle(state, params, verdict, stats):
         dropped = True
         if t.mechanism in PER_VM:
             kept = kept.without_value(t.mechanism, t.domain)
-            backoff = _backed_off(backoff, key, params)
         else:
             kept = _closure(dataclasses.replace(
                 kept, mechanisms=kept.mechanisms - {t.mechanism}))
-            backoff = _backed_off(backoff, key, params)
+        backoff = _backed_off(backoff, key, params, hold_off=hold_off)
     verdicts = state.verdicts
     if record is not None:
         verdicts = _with_verdict(verdicts, record)
@@ -1058,18 +1100,24 @@ def _settle(state, params, verdict, stats):
     return settled
 
 
-def _baseline_settled(state, params, verdict):
+def _baseline_settled(state, params, verdict, hold_off=False):
     """``(kept, backoff)`` after a test of the kept config against bare.
 
     After an addition it verifies that addition: passed, its back-off is
     over (kept until then, so a failed recheck doubles it); failed, the
     addition broke a floor against the bare host though not against what
     was kept before it, so it goes (a move goes back to the rung it left)
-    and the rest is rechecked. A periodic baseline that fails drops all.
+    and the rest is rechecked. A periodic baseline that fails drops all;
+    with ``hold_off`` (its long-run check failed) each waits the longest
+    back-off.
     """
     kept, backoff = state.kept, state.backoff
     if state.last_added is None:
-        return (kept if verdict.kept else BARE), backoff
+        if verdict.kept:
+            return kept, backoff
+        for k in _kept_keys(kept) if hold_off else ():
+            backoff = _backed_off(backoff, k, params, hold_off=True)
+        return BARE, backoff
     (m, d), before = state.last_added
     if verdict.kept:
         return kept, _cleared(backoff, (m, d))
@@ -1086,6 +1134,13 @@ def _keys(config):
     """How many mechanisms ``config`` keeps (per VM, and host-wide)."""
     return (len(config.timeouts) + len(config.weights)
             + len(config.mechanisms))
+
+
+def _kept_keys(config):
+    """The ``(mechanism, domain)`` of everything ``config`` keeps."""
+    return ([(RETENTION, vm) for vm, _ns in config.timeouts]
+            + [(WEIGHT, vm) for vm, _f in config.weights]
+            + [(m, None) for m in sorted(config.mechanisms)])
 
 
 def _is_kept(config, key):

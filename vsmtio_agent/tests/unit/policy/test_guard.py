@@ -803,6 +803,59 @@ class TestSettling(testtools.TestCase):
         self.assertEqual(2 * P.pairs + 1 + P.pairs, probing)
 
 
+class Building(Host):
+    """A host where retention's cost on c1 builds over held periods.
+
+    c1 runs at ``cost`` once retention has been in force for ``builds``
+    periods in a row: of a probe's A arms only one that continues the
+    held periods sees it, above the window rail.
+    """
+
+    def __init__(self, *args, cost=0.952, builds=12, **kwargs):
+        super(Building, self).__init__(*args, **kwargs)
+        self.cost, self.builds, self.run = cost, builds, 0
+
+    def period(self, config):
+        self.run = self.run + 1 if config.retaining else 0
+        stats, served = super(Building, self).period(config)
+        if self.run >= self.builds:
+            st_ = stats[ref('c1')]
+            stats[ref('c1')] = dataclasses.replace(
+                st_, instruction_rate=st_.instruction_rate * self.cost)
+        return stats, served
+
+
+class TestLongRun(testtools.TestCase):
+
+    def test_a_cost_that_builds_while_held_is_dropped_at_its_retest(self):
+        host = Building(retention({'s1': lambda t: 1.3}), noise=0.003)
+        verdicts = []
+        for state in steps(host, 900, NO_SMT):
+            if state.finished is not None:
+                verdicts.append((state.period, state.finished))
+        # kept by its addition (its pairs see no cost), dropped by a
+        # retest that compares the held level with its B arms, and then
+        # held off for the longest back-off before it is tried again
+        held = [(at, v) for at, v in verdicts if 'held under it' in v.reason]
+        self.assertTrue(held)
+        for at, v in held:
+            self.assertTrue(v.loses)
+            self.assertFalse(v.kept)
+            self.assertIn('c1 at 0.95', v.reason)
+            nxt = [t for t, w in verdicts if t > at and w.kept
+                   and w.key == (guard.RETENTION, 's1')]
+            if nxt:
+                self.assertGreaterEqual(
+                    nxt[0] - at, NO_SMT.retest_periods * NO_SMT.max_backoff)
+
+    def test_a_steady_host_passes_the_long_run_check(self):
+        host = Host(retention({'s1': lambda t: 1.3}), noise=0.01)
+        for state in steps(host, 900, NO_SMT):
+            if state.finished is not None:
+                self.assertNotIn('held under it', state.finished.reason)
+        self.assertTrue(state.kept.retaining)
+
+
 class TestProperties(testtools.TestCase):
 
     @settings(max_examples=15, deadline=None)
