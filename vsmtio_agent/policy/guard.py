@@ -862,9 +862,9 @@ def _held_below(state, samples, params):
     out = []
     for vm, kind in state.kinds:
         held = _logs(state.held, vm)
-        logs = _logs(b_arm, vm)
         if kind != COMPUTING or len(held) < 2 * params.pairs:
             continue
+        logs = _logs(b_arm, vm)
         if _below(held, logs, probe_stats.floor(params, kind, False), alpha):
             out.append('%s at %.3f' % (vm, math.exp(
                 math.fsum(held) / len(held) - math.fsum(logs) / len(logs))))
@@ -1132,8 +1132,7 @@ def _baseline_settled(state, params, verdict, hold_off=False):
 
 def _keys(config):
     """How many mechanisms ``config`` keeps (per VM, and host-wide)."""
-    return (len(config.timeouts) + len(config.weights)
-            + len(config.mechanisms))
+    return len(_kept_keys(config))
 
 
 def _kept_keys(config):

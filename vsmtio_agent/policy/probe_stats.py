@@ -369,6 +369,18 @@ def consistent(prior, logs_by_vm, params):
                for a, b in pairs)
 
 
+def _short(logs, kind, bound, alpha):
+    """Whether ``logs`` put a VM of ``kind`` below its floor ``bound``.
+
+    A loss shown; for a computing VM, its mean below the floor as well
+    (the floor's margin below no change is what an unaffected VM's noise
+    needs); a serving VM's floor is no change itself, so only a loss
+    shown counts, or every bystander would lose half the tests.
+    """
+    return _p_below(logs, bound, 'less', alpha) or (
+        kind == COMPUTING and math.fsum(logs) < bound * len(logs))
+
+
 def judge(samples, kinds, params, adding, mechanism='mechanism',
           domain=None, timeout_ns=None, reference=None, retry=False,
           tries=1, factor=None, prior=None, looks=1, past=None):
@@ -429,18 +441,12 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
         ratios.append((vm, kind, ratio))
         f = floor(params, kind, adding)
         bound = math.log(f)
-        # a computing VM is held to its floor by its mean as well (the
-        # floor's margin below no change is what an unaffected VM's noise
-        # needs); a serving VM's floor is no change itself, so only a
-        # loss shown counts, or every bystander would lose half the tests
+        # (a computing VM is held to its floor by its mean as well)
         before = (past or {}).get(vm)
-        if _p_below(logs, bound, 'less', alpha) or (
-                kind == COMPUTING and mean < bound) or (
+        if _short(logs, kind, bound, alpha) or (
                 earlier and _p_below(own[vm], bound, 'less', alpha)):
             worse.append('%s %.3f < %.2f' % (vm, ratio, f))
-        elif before and (_p_below(before, bound, 'less', alpha) or (
-                kind == COMPUTING and math.fsum(before) < bound * len(
-                    before))):
+        elif before and _short(before, kind, bound, alpha):
             worse.append('%s %.3f < %.2f in the %d pairs before this '
                          'block, which it departs from' % (
                              vm, math.exp(math.fsum(before) / len(before)),
