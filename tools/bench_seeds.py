@@ -19,6 +19,10 @@ run, :func:`vsmtio_agent.simulate.run_aa`), and a window counts as the
 product's only where it is more than ``AA_MARGIN`` below that run's
 lowest for the VM.
 
+``--set GROUP.OPTION=VALUE`` overrides an option of the product's run
+(not vanilla's), as a configuration file would: an input that decides a
+conclusion, swept by running the tool once per value.
+
 Workers: one process per core (``--processes``); each scenario and seed
 is two steady runs, about 20 s of CPU for the Fig. 5 pairs.
 """
@@ -30,6 +34,7 @@ import multiprocessing
 import os
 import sys
 
+from oslo_config import cfg
 import prettytable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -50,9 +55,10 @@ AA_MARGIN = 0.01
 
 def one(job):
     """The product's result against vanilla's for one scenario and seed."""
-    name, seed, aa = job
+    name, seed, aa, overrides = job
     van = simulate.run(name, 'vanilla', seed=seed, steady=True)
-    prod = simulate.run(name, 'vsmtio', seed=seed, steady=True)
+    prod = simulate.run(name, 'vsmtio', seed=seed, steady=True,
+                        overrides=dict(overrides))
     judged = tenants.judge(prod, van, simulate.run_aa(name, seed)
                            if aa else None)
     summary = tenants.summary(judged)
@@ -60,6 +66,7 @@ def one(job):
     honest = {vm: v for vm, v in judged.items() if v['ok'] is not None}
     return {
         'scenario': name, 'seed': seed,
+        'overrides': ['%s.%s=%s' % (g, o, v) for (g, o), v in overrides],
         'io': summary['io_gain'], 'cpu': summary['cpu'],
         'misses': sorted((vm, round(v['ratio'], 4), v['floor'])
                          for vm, v in honest.items()
@@ -74,6 +81,29 @@ def one(job):
         'kept': {'mechanisms': agent['mechanisms'],
                  'timeouts_us': agent.get('timeouts_us'),
                  'weights': agent.get('weights')}}
+
+
+def parse_overrides(items):
+    """``((group, option), value)`` pairs of ``GROUP.OPTION=VALUE`` items.
+
+    Each is checked as oslo.config checks a file's (its type and bounds,
+    a known option) before any run starts, so a typo costs no bench time.
+    """
+    out = []
+    for item in items:
+        key, sep, value = item.partition('=')
+        group, dot, name = key.strip().partition('.')
+        if not sep or not dot or not group or not name:
+            raise ValueError('%r is not GROUP.OPTION=VALUE' % item)
+        out.append(((group, name), value.strip()))
+    conf = simulate.make_conf(scenario_mod.shipped()[0], 'vsmtio')
+    for (group, name), value in out:
+        try:
+            conf.set_override(name, value, group)
+            getattr(getattr(conf, group), name)
+        except (cfg.Error, ValueError, AttributeError) as e:
+            raise ValueError('%s.%s=%s: %s' % (group, name, value, e))
+    return tuple(out)
 
 
 def report(results, oracle, tolerance):
@@ -141,8 +171,17 @@ def main(argv=None):
                         help='also run vanilla against itself per scenario '
                         'and seed, to read each low window against the '
                         'model\'s own noise')
+    parser.add_argument('--set', action='append', default=[],
+                        metavar='GROUP.OPTION=VALUE',
+                        help='override an option of the product\'s run '
+                        '(repeatable), e.g. '
+                        'vsmtio_agent.guard_settle_periods=2')
     parser.add_argument('--json', help='also write every result here')
     args = parser.parse_args(argv)
+    try:
+        overrides = parse_overrides(args.set)
+    except ValueError as e:
+        parser.error('--set: %s' % e)
     try:
         seeds = [int(s) for s in args.seeds.split(',')]
     except ValueError:
@@ -155,7 +194,7 @@ def main(argv=None):
     if not names:
         parser.error('no shipped scenario matches %r' % args.scenarios)
     oracle = (bench_sim.load_oracle(args.oracle) or {}).get('results', {})
-    jobs = [(n, s, args.aa) for n in names for s in seeds]
+    jobs = [(n, s, args.aa, overrides) for n in names for s in seeds]
     with multiprocessing.Pool(max(1, args.processes)) as pool:
         results = []
         for r in pool.imap_unordered(one, jobs):

@@ -230,3 +230,16 @@ class TestSeedsReport(testtools.TestCase):
         self.assertIn('*web 0.940', out)
         self.assertIn('with a window below 0.95: 3, of them (*)', out)
         self.assertIn("A/A run's lowest, or with no A/A run: 2", out)
+
+    def test_overrides_are_checked_before_any_run(self):
+        self.assertEqual(
+            ((('vsmtio_agent', 'guard_settle_periods'), '2'),),
+            bench_seeds.parse_overrides(
+                ['vsmtio_agent.guard_settle_periods=2']))
+        for bad in ('vsmtio_agent.guard_settle_periods=9',   # above max
+                    'vsmtio_agent.guard_settle_periods=one',
+                    'vsmtio_agent.no_such_option=1',
+                    'guard_settle_periods=1',                # no group
+                    'vsmtio_agent.guard_settle_periods'):    # no value
+            self.assertRaises(ValueError, bench_seeds.parse_overrides,
+                              [bad])
