@@ -826,8 +826,8 @@ def _probe_step(state, params, stats, served):
             reason='the host left its level in the arms without the '
             'change (%s of the level before the block): the trial '
             'outlasts its own periods' % ', '.join(left))
-    low = not (left or early or t.adding or verdict.loses) and _held_below(
-        state, samples, params)
+    low, short = ((), ()) if (left or early or t.adding or verdict.loses) \
+        else _held_below(state, samples, params)
     if low:
         # (its pairs would keep it again at every retry: it waits the
         # longest back-off, as a mechanism that left an after-effect)
@@ -835,16 +835,26 @@ def _probe_step(state, params, stats, served):
             verdict, kept=False, loses=True,
             reason='held under it, %s of the arms without it: a steady '
             'cost its pairs do not show; held off' % ', '.join(low))
+    short = short if verdict.kept and not low else ()
+    if short:
+        # (as a retest's mean short of the floor: a strike, dropped and
+        # held off at the second in a row)
+        verdict = dataclasses.replace(
+            verdict, kept=False,
+            reason='held under it, %s of the arms without it, short of '
+            'the floor: a steady cost its pairs do not show'
+            % ', '.join(short))
     if state.by_run_time:
         verdict = dataclasses.replace(
             verdict, reason=verdict.reason + ' (computing VMs judged by '
             'CPU time: no instruction counter)')
     state = dataclasses.replace(state, samples=samples)
-    return _settle(state, params, verdict, stats, hold_off=bool(low))
+    return _settle(state, params, verdict, stats,
+                   hold_off=bool(low or short))
 
 
 def _held_below(state, samples, params):
-    """The computing VMs a retest's held level shows below their floor.
+    """``(low, short)``: computing VMs a retest's held level puts below.
 
     The long-run check. A pair compares periods a switch apart; a cost
     that builds for longer than the settling periods (a cache the kept
@@ -853,22 +863,30 @@ def _held_below(state, samples, params):
     the kept configuration just before it (``held``) with its own B arms,
     which ran without the mechanism: a computing VM whose held level is
     shown below its floor of those (Welch's one-sided test, as the
-    after-effect watch) loses. Not a serving VM: what it serves follows
-    its clients, whose level over seconds no unpaired comparison can tell
-    from a cost.
+    after-effect watch) is ``low``, and loses; one whose held mean is only
+    below its floor itself (not the retest's, lowered by the hysteresis)
+    is ``short``, as a retest's own mean short of the floor: a cost
+    within a percent of the floor is shown by no unpaired test, and a
+    mechanism kept under such a VM for good must not stay. Not a serving
+    VM: what it serves follows its clients, whose level over seconds no
+    unpaired comparison can tell from a cost.
     """
     b_arm = [values for with_, values, _blind in samples if not with_]
     alpha = (1.0 - params.confidence) / max(1, len(state.kinds))
-    out = []
+    low, short = [], []
     for vm, kind in state.kinds:
         held = _logs(state.held, vm)
         if kind != COMPUTING or len(held) < 2 * params.pairs:
             continue
         logs = _logs(b_arm, vm)
+        ratio = math.exp(math.fsum(held) / len(held)
+                         - math.fsum(logs) / len(logs))
+        f = probe_stats.floor(params, kind, True)
         if _below(held, logs, probe_stats.floor(params, kind, False), alpha):
-            out.append('%s at %.3f' % (vm, math.exp(
-                math.fsum(held) / len(held) - math.fsum(logs) / len(logs))))
-    return out
+            low.append('%s at %.3f' % (vm, ratio))
+        elif ratio < f:
+            short.append('%s at %.3f < %.2f' % (vm, ratio, f))
+    return low, short
 
 
 def _prior(state, params, arms, samples):
