@@ -82,7 +82,8 @@ is an ``after_effect`` the status, metrics and log show) and the
 mechanism is held off for the longest back-off. Every retest is also a
 long-run check: the periods held under the kept configuration before it
 against its B arms (:func:`_held_below`), which catches a cost that
-builds over longer than a pair; what that drops is held off too.
+builds over longer than a pair; what that drops is held off too, and
+a held mean short of the floor is a strike.
 
 A VM that cannot be measured (no instruction counter: no PMU) cannot be
 shown not to lose, so no mechanism is probed while a computing VM is
