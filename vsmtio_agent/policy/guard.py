@@ -83,7 +83,10 @@ mechanism is held off for the longest back-off. Every retest is also a
 long-run check: the periods held under the kept configuration before it
 against its B arms (:func:`_held_below`), which catches a cost that
 builds over longer than a pair; what that drops is held off too, and
-a held mean short of the floor is a strike.
+a held mean short of the floor is a strike. Its additions' pairs never
+see such a cost, so what it dropped is marked (``held_cost``): kept again,
+it is retested first and dropped at once if its held mean is short again,
+and a held level that keeps the floor clears the mark.
 
 A VM that cannot be measured (no instruction counter: no PMU) cannot be
 shown not to lose, so no mechanism is probed while a computing VM is
@@ -369,6 +372,9 @@ class State:
     # evidence of earlier blocks: ((a, b), kinds, ((vm, logs), ..),
     # looks, period), by the arms they compared
     pooled: tuple = ()
+    # keys last dropped for a cost only their held level showed: kept
+    # again on pairs, each is retested first and without a strike's grace
+    held_cost: frozenset = frozenset()
 
     @property
     def split_share(self):
@@ -748,15 +754,20 @@ def _begin(state, params, stats):
         if not retests:
             return dataclasses.replace(state, countdown=params.retest_periods,
                                        in_force=state.kept)
-        if turn and turn % (params.baseline_every * len(retests)) == 0:
+        suspect = [r for r in retests if r.key in state.held_cost]
+        if suspect:
+            # kept again on pairs after its held level dropped it: its
+            # held level is what decides, so it is retested first
+            trial = suspect[0]
+        elif turn and turn % (params.baseline_every * len(retests)) == 0:
             trial = Trial(BASELINE, adding=False)
         else:
             trial = retests[turn % len(retests)]
-            if trial.mechanism in PER_VM:
-                # a VM explores its neighbouring rungs again after each
-                # retest: the search is periodic, not one climb
-                explored = frozenset(x for x in explored
-                                     if x[:2] != trial.key)
+        if trial.mechanism in PER_VM:
+            # a VM explores its neighbouring rungs again after each
+            # retest: the search is periodic, not one climb
+            explored = frozenset(x for x in explored
+                                 if x[:2] != trial.key)
         turn += 1
     probe = dataclasses.replace(
         state, phase=PROBE, trial=trial, position=0, samples=(),
@@ -827,7 +838,8 @@ def _probe_step(state, params, stats, served):
             reason='the host left its level in the arms without the '
             'change (%s of the level before the block): the trial '
             'outlasts its own periods' % ', '.join(left))
-    low, short = ((), ()) if (left or early or t.adding or verdict.loses) \
+    low, short, seen = ((), (), False) if (
+        left or early or t.adding or verdict.loses) \
         else _held_below(state, samples, params)
     if low:
         # (its pairs would keep it again at every retry: it waits the
@@ -837,25 +849,35 @@ def _probe_step(state, params, stats, served):
             reason='held under it, %s of the arms without it: a steady '
             'cost its pairs do not show; held off' % ', '.join(low))
     short = short if verdict.kept and not low else ()
+    held_cost = state.held_cost
     if short:
         # (as a retest's mean short of the floor: a strike, dropped and
-        # held off at the second in a row)
+        # held off at the second in a row; at once where the same cost
+        # dropped it before, for its additions' pairs never see it)
+        again = t.key in held_cost
         verdict = dataclasses.replace(
             verdict, kept=False,
             reason='held under it, %s of the arms without it, short of '
-            'the floor: a steady cost its pairs do not show'
-            % ', '.join(short))
+            'the floor: a steady cost its pairs do not show%s'
+            % (', '.join(short), ', as when it was last dropped; held '
+               'off' if again else ''))
+        if again:
+            state = dataclasses.replace(
+                state, strikes=state.strikes | {t.key})
+    elif seen and verdict.kept and not low:
+        # its held level kept the floor: what dropped it is gone
+        held_cost = held_cost - {t.key}
     if state.by_run_time:
         verdict = dataclasses.replace(
             verdict, reason=verdict.reason + ' (computing VMs judged by '
             'CPU time: no instruction counter)')
-    state = dataclasses.replace(state, samples=samples)
+    state = dataclasses.replace(state, samples=samples, held_cost=held_cost)
     return _settle(state, params, verdict, stats,
                    hold_off=bool(low or short))
 
 
 def _held_below(state, samples, params):
-    """``(low, short)``: computing VMs a retest's held level puts below.
+    """``(low, short, seen)``: computing VMs a retest's held level puts below.
 
     The long-run check. A pair compares periods a switch apart; a cost
     that builds for longer than the settling periods (a cache the kept
@@ -870,15 +892,17 @@ def _held_below(state, samples, params):
     within a percent of the floor is shown by no unpaired test, and a
     mechanism kept under such a VM for good must not stay. Not a serving
     VM: what it serves follows its clients, whose level over seconds no
-    unpaired comparison can tell from a cost.
+    unpaired comparison can tell from a cost. ``seen``: some computing
+    VM had held periods enough to be checked.
     """
     b_arm = [values for with_, values, _blind in samples if not with_]
     alpha = (1.0 - params.confidence) / max(1, len(state.kinds))
-    low, short = [], []
+    low, short, seen = [], [], False
     for vm, kind in state.kinds:
         held = _logs(state.held, vm)
         if kind != COMPUTING or len(held) < 2 * params.pairs:
             continue
+        seen = True
         logs = _logs(b_arm, vm)
         ratio = math.exp(math.fsum(held) / len(held)
                          - math.fsum(logs) / len(logs))
@@ -887,7 +911,7 @@ def _held_below(state, samples, params):
             low.append('%s at %.3f' % (vm, ratio))
         elif ratio < f:
             short.append('%s at %.3f < %.2f' % (vm, ratio, f))
-    return low, short
+    return low, short, seen
 
 
 def _prior(state, params, arms, samples):
@@ -1080,6 +1104,12 @@ def _settle(state, params, verdict, stats, hold_off=False):
     verdicts = state.verdicts
     if record is not None:
         verdicts = _with_verdict(verdicts, record)
+    held_cost = state.held_cost
+    if hold_off and not verdict.kept:
+        # (what its held level dropped: kept again on pairs, it is
+        # retested first and without grace)
+        held_cost = held_cost | (set(_kept_keys(state.kept))
+                                 - set(_kept_keys(kept)))
     changed = kept != state.kept
     held = () if changed else state.held
     # what stays kept was verified with what a retest just dropped, or
@@ -1102,7 +1132,7 @@ def _settle(state, params, verdict, stats, hold_off=False):
             k for k in strikes if _is_kept(kept, k)), verdicts=verdicts,
         in_force=kept, finished=verdict, explored=frozenset(explored),
         add_at=tuple(sorted((d, ns, w) for d, (ns, w) in add_at.items())),
-        held=held, samples=())
+        held=held, samples=(), held_cost=frozenset(held_cost))
     if descend:
         return _begin(settled, params, stats)
     if dropped and state.samples:
