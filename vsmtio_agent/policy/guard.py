@@ -49,12 +49,13 @@ falls. So the pairs of every block that ran to its end are kept for the
 comparison it made (the same A and B configurations, the same VMs),
 for ``pool_periods`` and up to ``pool_pairs`` per VM, and the next block
 of that comparison (a retry, a retest of what the addition kept) is
-judged on them all, each block a look that shares the significance of
-a keep; a loss is also judged on the block's own pairs, and a block
-whose pairs differ from the pool's beyond doubt (the workload changed)
-starts a pool of its own, though a VM the pool it left shows below its
-floor still loses (an effect that moves with the workload is kept only
-where it keeps the floors before and now). A block a rail or an early
+judged on them all, each block a look of a sequential test of a keep
+(Pocock's level, :func:`probe_stats.look_alpha`); a loss is also judged
+on the block's own pairs, and a block whose pairs differ from the
+pool's beyond doubt (the workload changed) starts a pool of its own,
+though a VM the pool it left shows below its floor still loses (an
+effect that moves with the workload is kept only where it keeps the
+floors before and now). A block a rail or an early
 test ended stopped where its noise ran extreme, and is judged alone and
 pooled nowhere.
 
@@ -823,7 +824,7 @@ def _probe_step(state, params, stats, served):
     verdict = probe_stats.judge(
         samples, state.kinds, params, t.adding, t.mechanism, t.domain,
         t.timeout_ns, _reference(state), retry, tries=tries,
-        factor=t.factor, prior=prior, looks=looks + 1, past=past)
+        factor=t.factor, prior=prior, past=past)
     if not (left or early):
         state = _pool(state, params, arms, prior, looks, samples)
         if prior is not None:

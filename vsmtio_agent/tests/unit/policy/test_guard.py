@@ -147,7 +147,10 @@ class TestPerVmFloors(testtools.TestCase):
         state = run(host, 200)
         self.assertIsNotNone(state.kept.timeout('s1'))
         host.vms = ('c1',)
-        state = run(host, 2 * P.retest_periods, state=state)
+        # (at the latest after the block under way, the watch after a
+        # drop and the countdown to the next block)
+        state = run(host, 2 * P.max_pairs + 2 * P.pairs + P.retest_periods
+                    + 1, state=state)
         self.assertEqual(guard.BARE, state.kept)
 
     def test_without_per_vm_timeouts_every_vm_is_tested_together(self):
@@ -538,7 +541,10 @@ class TestKeptRetestedDropped(testtools.TestCase):
         state = run(host, 400)
         self.assertIn(guard.SPLIT, state.kept)
         host.vms = ('c1',)
-        state = run(host, 2 * P.retest_periods, state=state)
+        # (at the latest after the block under way, the watch after a
+        # drop and the countdown to the next block)
+        state = run(host, 2 * P.max_pairs + 2 * P.pairs + P.retest_periods
+                    + 1, state=state)
         self.assertEqual(guard.BARE, state.kept)
 
     def test_bad_params_are_refused(self):
@@ -572,6 +578,54 @@ KINDS = (('c1', guard.COMPUTING), ('s1', guard.SERVING))
 NO_SMT = dataclasses.replace(P, smt=False)
 
 
+class TestSequentialLevel(testtools.TestCase):
+
+    def test_pococks_boundary(self):
+        a = 0.025
+        self.assertEqual(a, probe_stats.look_alpha(a, 1))
+        # Pocock (1977): 2.413 standard errors at five looks
+        self.assertAlmostEqual(
+            2.413, probe_stats.scipy_stats.norm.isf(
+                probe_stats.look_alpha(a, 5)), delta=0.002)
+        levels = [probe_stats.look_alpha(a, k) for k in range(1, 10)]
+        self.assertEqual(sorted(levels, reverse=True), levels)
+        for k, level in enumerate(levels[1:], 2):
+            self.assertLess(a / k, level)
+
+    def _kept_at_some_look(self, level, ratio, looks=9, runs=3000):
+        # a computing VM's pairs at ``ratio``, eight more at each look:
+        # how often some look shows it at or above the 0.97 floor
+        rng = random.Random(5)
+        bound = math.log(0.97)
+        kept = 0
+        for _ in range(runs):
+            logs = [rng.gauss(math.log(ratio), 0.02) for _ in range(72)]
+            kept += any(probe_stats._p_below(
+                logs[:8 * k], bound, 'greater', level(k))
+                for k in range(1, looks + 1))
+        return kept / runs
+
+    def test_a_cost_at_the_floor_is_kept_about_as_often_as_one_test(self):
+        a = 0.025
+        pocock = self._kept_at_some_look(
+            lambda k: probe_stats.look_alpha(a, 9), 0.97)
+        # (t-tests of a few pairs share their variance estimates beyond
+        # what the normal recursion assumes: a fifth or so over the level)
+        self.assertLess(pocock, 1.35 * a)
+        self.assertGreater(pocock, 0.8 * a)
+        # alpha at the first look and alpha / k at the k-th spend alpha
+        # times the harmonic number: half as much again, or more
+        self.assertGreater(self._kept_at_some_look(lambda k: a / k, 0.97),
+                           1.4 * a)
+
+    def test_a_cost_just_inside_the_floor_is_kept_more_often(self):
+        a = 0.025
+        self.assertGreater(
+            self._kept_at_some_look(lambda k: probe_stats.look_alpha(a, 9),
+                                    0.975),
+            self._kept_at_some_look(lambda k: a / 9, 0.975))
+
+
 class TestPooledEvidence(testtools.TestCase):
 
     def test_pooled_blocks_show_a_floor_no_one_block_shows(self):
@@ -584,7 +638,7 @@ class TestPooledEvidence(testtools.TestCase):
         self.assertIn('not shown', alone.reason)
         prior = probe_stats.block_logs(_pairs(ratios[:48]), KINDS)
         pooled = probe_stats.judge(_pairs(ratios[48:]), KINDS, P, True,
-                                   prior=prior, looks=3)
+                                   prior=prior)
         self.assertTrue(pooled.kept, pooled.reason)
         self.assertEqual(72, len(pooled.utility_logs))
 
@@ -593,7 +647,7 @@ class TestPooledEvidence(testtools.TestCase):
         # at half; the pooled mean would pass, the block's own loss fails
         prior = probe_stats.block_logs(_pairs([1.0] * 48), KINDS)
         v = probe_stats.judge(_pairs(_spread_at(0.5, 0.01, 8, 1)), KINDS,
-                              P, True, prior=prior, looks=2)
+                              P, True, prior=prior)
         self.assertFalse(v.kept)
         self.assertTrue(v.loses)
 
