@@ -736,6 +736,10 @@ def _begin(state, params, stats):
                 kept, mechanisms=kept.mechanisms - set(HOST_WIDE))
         state = dataclasses.replace(state, kept=kept, in_force=kept,
                                     held=())
+    # (nor is a VM that left marked for a held cost)
+    state = dataclasses.replace(state, held_cost=frozenset(
+        k for k in state.held_cost if k[1] in present or k[1] in (
+            None, ALL_VMS)))
     turn = state.turn
     trial = None
     if state.recheck:
@@ -961,7 +965,7 @@ def _pool(state, params, arms, prior, looks, samples):
     if not logs:
         return state
     # (a look whose pairs have all left the pool no longer counts)
-    looks = min(looks + 1, max(1, params.pool_pairs // params.pairs))
+    looks = min(looks + 1, probe_stats.design_looks(params))
     entry = (arms, state.kinds, tuple(sorted(
         (vm, tuple(x)) for vm, x in logs.items())), looks, state.period)
     keep = tuple(e for e in state.pooled if e[0] != arms

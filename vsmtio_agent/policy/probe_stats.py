@@ -194,7 +194,7 @@ def look_alpha(alpha, looks):
     the first included: a level that starts at ``alpha`` and falls as
     ``alpha / k`` at the ``k``-th look (this guard's before) spends
     ``alpha`` times the harmonic number, and keeps a cost right at the
-    floor nearly twice as often as it says. Computed by the recursion of
+    floor 1.7 times as often as it says. Computed by the recursion of
     Armitage, McPherson and Rowe (1969) on a grid; Pocock (1977) tabulates
     the same boundary (2.413 standard errors at five looks of 0.025).
     """
@@ -206,7 +206,7 @@ def look_alpha(alpha, looks):
     return float(scipy_stats.norm.sf(c))
 
 
-def _design_looks(params):
+def design_looks(params):
     """How many blocks' looks a pool may span: blocks of ``pairs``, capped."""
     return max(1, params.pool_pairs // params.pairs)
 
@@ -360,7 +360,7 @@ def undecided(samples, kinds, params, prior=None):
         return False
     alpha = (1.0 - params.confidence) / len(logs_by_vm)
     # (shown kept at the level judge keeps at)
-    alpha_keep = look_alpha(alpha, _design_looks(params))
+    alpha_keep = look_alpha(alpha, design_looks(params))
     kind_of = dict(kinds)
     for vm, logs in logs_by_vm.items():
         if kind_of[vm] != COMPUTING:
@@ -466,7 +466,7 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
     gain shown) run on the pooled logs, every block a look of a
     sequential test of as many looks as the pool holds blocks
     (:func:`look_alpha`), so looking again at growing evidence keeps a
-    mechanism that misses its floor about as often as one test; a loss
+    mechanism that misses its floor as often as one test; a loss
     is shown by the pooled logs or by this block's own (what a workload
     that changed since does now is not averaged away).
 
@@ -490,7 +490,7 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
     kind_of = dict(kinds)
     n = len(logs_by_vm)
     alpha = (1.0 - params.confidence) / n
-    design = _design_looks(params)
+    design = design_looks(params)
     alpha_keep = look_alpha(alpha, design)
     ratios = []
     worse = []
