@@ -481,7 +481,7 @@ def scenario_rows(name, results):
 
 
 def kept_label(mechanisms):
-    """R, S with its share of cores, B: what the agent kept."""
+    """R, S with its share of cores, B, W: what the agent kept."""
     out = []
     if guard.RETENTION in mechanisms:
         out.append('R')
@@ -491,6 +491,8 @@ def kept_label(mechanisms):
                           '1/%d' % round(1.0 / share)))
     if guard.BORROW in mechanisms:
         out.append('B')
+    if guard.WEIGHT in mechanisms:
+        out.append('W')
     return '+'.join(out) or 'none'
 
 
@@ -1215,7 +1217,9 @@ Every number below was printed by that run.
 Every run is at steady state: the real agent drives ``vsmtio-paper`` (the
 paper taken literally: Algorithm 1 judged by IPC and retention frequency,
 retention, RASS and the adjuster always on) and ``vsmtio`` (the product:
-LTCR judged by throughput, the guard, the fairness invariant) until its
+its guard keeps each mechanism, per VM where it can, only where probes
+show every honest VM at its floor and a gain, and searches each VM's
+timeout; RASS under the fairness invariant) until its
 state stops travelling (``simulate.settled``: the guard has judged every
 mechanism it may try once, its retries of what it dropped come at the
 longest back-off, the same mechanisms kept and the median timeout moving
@@ -1233,7 +1237,8 @@ KVM's halt polling is inactive, so also the paper's Blocking), guest
 ``idle=poll`` (``poll``), KVM halt polling (``hp``) and the paper's
 enhanced halt polling (``hp-enh``). Throughputs are normalised to vanilla;
 ``kept`` lists the mechanisms the agent kept at the end (R retention, S
-the sibling split with the share of cores it covers, B borrowing).
+the sibling split with the share of cores it covers, B borrowing, W a
+serving VM's CPU weight; which VMs, in the verdicts' table).
 
 .. image:: {png}
    :alt: I/O against CPU throughput per kernel and scenario; the
@@ -1305,7 +1310,10 @@ What the guard kept, and why
 
 The product's last verdict on each mechanism it tested, per scenario: the
 ratios are with the mechanism over without it, from the last probe (ABBA
-periods, one-sided t-tests; ``doc/source/policy.rst``). A dropped
+periods, one-sided t-tests on each VM's floor and on the geometric mean
+gain; where a comparison ran before, its earlier blocks' pairs are pooled
+with this one's and the keep is tested at Pocock's level for the looks a
+pool may span; ``doc/source/policy.rst``). A dropped
 mechanism is retried once every longest back-off: ``retry cost`` is what
 that costs the CPU / I/O class over the cycle, in percent of its
 throughput (the probe's A periods at the ratios it measured; the windows
@@ -1317,11 +1325,13 @@ TRAJ_HEAD = """\
 The timeout's trajectory
 ========================
 
-{name}: LTCR's timeout sampled each simulated second (the picture above
-draws every second). The paper's Algorithm 1 climbs step by step; the
-product's LTCR moves only where a probe block shows both classes gain,
-within two steps of the timeout the guard last verified, and only while
-the guard keeps retention and is not probing.
+{name}: the retention timeout sampled each simulated second (the picture
+above draws every second; the product's is the longest any VM retains at,
+or the rung its search starts from while none does). The paper's
+Algorithm 1 climbs step by step; the product runs no Algorithm 1 under
+its guard: each VM's timeout sits on a ladder of doubling rungs from the
+cost of a deschedule, and moves a rung only where a probe shows the new
+rung gains more than the one it leaves.
 
 """
 
