@@ -222,8 +222,11 @@ guard_opts = [
     cfg.FloatOpt('guard_confidence',
                  default=0.9, min=0.6, max=0.999,
                  help='Confidence of the one-sided t-tests that decide '
-                      'whether a VM lost and the VMs gained in a probe '
-                      '(shared among the VMs the probe judges).'),
+                      'whether a VM lost and the VMs gained in a probe. '
+                      'The tests of a loss share it among the VMs the '
+                      'probe judges (any one VM shown to lose drops a '
+                      'mechanism); those of a keep (every floor and the '
+                      'gain shown) among the rungs a search may keep.'),
     cfg.IntOpt('guard_retest_periods',
                default=150, min=10, max=100000,
                help='Periods between two probes: each kept mechanism is '

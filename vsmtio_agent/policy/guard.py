@@ -35,7 +35,8 @@ on a ladder of doubling rungs from the cost of a deschedule
 the next rung down (shorter retentions cost the neighbours less), and a
 kept VM explores one rung down, then one up, each judged against the same
 bare arm (the VM not retaining) and kept only if it beats its current
-rung's gain. A VM explores again after each retest: exploration is
+rung's gain; a light serving VM's weight walks its factors upward on no
+gain the same way. A VM explores again after each retest: exploration is
 periodic, its cost the A arms of a probe that does not pay. The sibling
 split (graded by the share of cores it covers) and borrowing are
 host-wide and judged against the bare host, so the computing VMs' losses
@@ -364,6 +365,7 @@ class State:
     light: frozenset = frozenset()      # serving VMs that may be weighted
     by_run_time: bool = False           # computing VMs judged by CPU time
     add_at: tuple = ()                  # ((domain, ns, way), ..): next try
+    weight_at: tuple = ()               # ((domain, factor), ..): next try
     held: tuple = ()                    # recent {vm: value}s under kept
     after: Optional[tuple] = None       # (key, {vm: reference}, samples)
     alarms: tuple = ()                  # after-effect verdicts, by key
@@ -594,6 +596,7 @@ def _next_trial(state, params, kinds):
     """The next addition or exploration due, or None."""
     kept = state.kept
     add_at = {d: ns for d, ns, _way in state.add_at}
+    weight_at = dict(state.weight_at)
     for m in PER_VM:
         vms = _serving(kinds, params)
         if m == RETENTION and not params.retention:
@@ -609,7 +612,8 @@ def _next_trial(state, params, kinds):
             if now is None:
                 if not _waiting(state, (m, vm)):
                     first = (add_at.get(vm, params.start_ns)
-                             if m == RETENTION else params.weight_factors[0])
+                             if m == RETENTION else weight_at.get(
+                                 vm, params.weight_factors[0]))
                     return _trial(m, vm, first)
                 continue
             for direction in (DOWN, UP):
@@ -709,7 +713,12 @@ def _reference(state):
         if now is None:
             return None
         v = state.verdict(t.mechanism, t.domain)
-        return v if v is not None and v.kept else None
+        # (the verdict of the value in force: a move a recheck undid left
+        # the verdict of the value it moved to, which a return to that
+        # value could never beat)
+        value = v and (v.timeout_ns if t.mechanism == RETENTION
+                       else v.factor)
+        return v if v is not None and v.kept and value == now else None
     if t.mechanism in WIDER:
         return state.verdict(_top_split(state.kept.mechanisms))
     return None
@@ -787,6 +796,18 @@ def _begin(state, params, stats):
     return dataclasses.replace(probe, in_force=a)
 
 
+def _tries(trial, params):
+    """How many tests a search may run for the choice ``trial`` makes.
+
+    Each rung of a ladder (a VM's timeouts, its weight factors, the
+    split's shares, widened while none gains) may be kept, so a keep's
+    tests share their level among them (:func:`probe_stats.keep_level`).
+    """
+    return {RETENTION: len(params.rungs),
+            WEIGHT: len(params.weight_factors),
+            **dict.fromkeys(SHARES, len(SHARES))}.get(trial.mechanism, 1)
+
+
 def _probe_step(state, params, stats, served):
     values, blind, _cpu_time = measure(stats, served, state.kinds)
     sample = (ABBA[state.position % 4], values, blind)
@@ -799,9 +820,11 @@ def _probe_step(state, params, stats, served):
     prior, looks, past = (
         (None, 0, None) if position < 2 * params.pairs or position % 4
         else _prior(state, params, arms, samples))
+    tries = _tries(t, params)
     more = position < 2 * params.pairs or (
         t.adding and position < 2 * params.max_pairs and position % 4 == 0
-        and probe_stats.undecided(samples, state.kinds, params, prior))
+        and probe_stats.undecided(samples, state.kinds, params, prior,
+                                  tries))
     if position % 4 and position >= 2 * params.pairs:
         more = True         # finish the ABBA quadruple under way
     left = _left_level(state, samples, params)
@@ -818,10 +841,6 @@ def _probe_step(state, params, stats, served):
     last = state.verdict(*t.key)
     retry = (t.adding and t.mechanism not in PER_VM and last is not None
              and not last.kept)
-    # (the split's levels are a ladder too, widened while none gains)
-    tries = {RETENTION: len(params.rungs),
-             WEIGHT: len(params.weight_factors),
-             **dict.fromkeys(SHARES, len(SHARES))}.get(t.mechanism, 1)
     if left or early:
         # (judged on its own pairs, and pooled nowhere)
         prior, looks, past = None, 0, None
@@ -1035,6 +1054,7 @@ def _settle(state, params, verdict, stats, hold_off=False):
     # and a rung that stopped gaining would never go)
     explored = set(state.explored)
     add_at = {d: (ns, w) for d, ns, w in state.add_at}
+    weight_at = dict(state.weight_at)
     descend = False
     backoff = state.backoff
     dropped = False
@@ -1049,32 +1069,14 @@ def _settle(state, params, verdict, stats, hold_off=False):
                 kept = kept.with_value(t.mechanism, t.domain, t.value)
                 if t.mechanism == RETENTION:
                     add_at.pop(t.domain, None)
+                else:
+                    weight_at.pop(t.domain, None)
                 if _keys(kept) == 1:
                     backoff = _cleared(backoff, key)
-            elif t.mechanism == WEIGHT or t.domain is None:
-                # (no VM: the blind host's report that nothing is probed)
-                backoff = _backed_off(backoff, key, params)
-                dropped = True
             else:
-                # a loss: shorter retentions cost the neighbours less; no
-                # gain: longer ones outlast more of the VM's waits. The
-                # next rung that way is tried at once, before the VM backs
-                # off, and the search never turns back
-                way = DOWN if verdict.loses else UP
-                came = dict((d, w) for d, _ns, w in state.add_at).get(
-                    t.domain, way)
-                nxt = _rung(params, t.timeout_ns, way)
-                if nxt is not None and way == came:
-                    add_at[t.domain] = (nxt, way)
-                    descend = True
-                else:
-                    # the walk ends; its retry starts where it ended (a
-                    # climb that lost, from the last rung that did not),
-                    # not from the start again
-                    resume = t.timeout_ns
-                    if came == UP and verdict.loses:
-                        resume = _rung(params, resume, DOWN) or resume
-                    add_at[t.domain] = (resume, came)
+                descend = _walk(state, params, t, verdict, add_at,
+                                weight_at)
+                if not descend:
                     backoff = _backed_off(backoff, key, params)
                 dropped = True
         else:
@@ -1137,6 +1139,7 @@ def _settle(state, params, verdict, stats, hold_off=False):
             k for k in strikes if _is_kept(kept, k)), verdicts=verdicts,
         in_force=kept, finished=verdict, explored=frozenset(explored),
         add_at=tuple(sorted((d, ns, w) for d, (ns, w) in add_at.items())),
+        weight_at=tuple(sorted(weight_at.items())),
         held=held, samples=(), held_cost=frozenset(held_cost))
     if descend:
         return _begin(settled, params, stats)
@@ -1152,6 +1155,41 @@ def _settle(state, params, verdict, stats, hold_off=False):
         # (a refused addition's own retry waits its back-off)
         return _begin(settled, params, stats)
     return settled
+
+
+def _walk(state, params, t, verdict, add_at, weight_at):
+    """Whether a VM's refused first value of a mechanism walks on at once.
+
+    Retention: a loss tries a shorter timeout (it costs the neighbours
+    less), no gain a longer one (it outlasts more of the VM's waits), and
+    the search never turns back; where it ends, its retry starts where it
+    ended (a climb that lost, from the last rung that did not). A weight:
+    no gain tries a larger factor (a weight's gain can come only past a
+    cliff); a loss or the largest factor ends the walk, and its retry
+    starts from the first factor again. ``add_at`` and ``weight_at`` (the
+    next value each VM tries) are updated in place; False: the VM backs
+    off (as one with no VM to probe, the blind host's report, does).
+    """
+    if t.domain is None:
+        return False
+    if t.mechanism == WEIGHT:
+        nxt = None if verdict.loses else _rung(params, t.factor, UP, WEIGHT)
+        if nxt is None:
+            weight_at.pop(t.domain, None)
+            return False
+        weight_at[t.domain] = nxt
+        return True
+    way = DOWN if verdict.loses else UP
+    came = dict((d, w) for d, _ns, w in state.add_at).get(t.domain, way)
+    nxt = _rung(params, t.timeout_ns, way)
+    if nxt is not None and way == came:
+        add_at[t.domain] = (nxt, way)
+        return True
+    resume = t.timeout_ns
+    if came == UP and verdict.loses:
+        resume = _rung(params, resume, DOWN) or resume
+    add_at[t.domain] = (resume, came)
+    return False
 
 
 def _baseline_settled(state, params, verdict, hold_off=False):

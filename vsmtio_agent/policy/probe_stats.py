@@ -211,6 +211,25 @@ def design_looks(params):
     return max(1, params.pool_pairs // params.pairs)
 
 
+def keep_level(params, tries=1):
+    """The level each of an addition's tests of a keep runs at.
+
+    An addition is kept only where every computing VM is shown at its
+    floor and the gain is shown, so it is kept in error only where the
+    test of the VM that is in fact short (or of a gain that is not there)
+    errs: each test at level ``alpha`` keeps a mechanism that puts some
+    VM below its floor at most ``alpha`` of the time, however many VMs
+    there are (an intersection-union test, Berger 1982). The level is not
+    shared among the VMs, as the tests of a loss share it (any one VM
+    shown to lose drops a mechanism, so each of them may err); it is
+    shared among the tests a search runs for one choice (``tries``: the
+    rungs of a ladder, any of which it may keep) and spent over the looks
+    a pool spans (:func:`look_alpha`).
+    """
+    return look_alpha((1.0 - params.confidence) / tries,
+                      design_looks(params))
+
+
 def _crossing(c, looks):
     """P(some ``S_k >= c sqrt(k)``, ``k <= looks``): ``S_k`` sums k N(0,1).
 
@@ -344,7 +363,7 @@ def rail_crossed(samples, kinds, params, spread=None):
     return False
 
 
-def undecided(samples, kinds, params, prior=None):
+def undecided(samples, kinds, params, prior=None, tries=1):
     """Whether an addition's block should run more pairs before judging.
 
     A computing VM whose confidence interval straddles its floor (its
@@ -353,14 +372,15 @@ def undecided(samples, kinds, params, prior=None):
     ``max_pairs``), where judging now would keep a mechanism whose true
     cost may be past the floor, or refuse one whose cost is within it,
     as the block's noise happens to fall. ``prior`` is the evidence
-    earlier blocks of the same comparison left (:func:`pooled`).
+    earlier blocks of the same comparison left (:func:`pooled`);
+    ``tries`` as :func:`judge`'s.
     """
     logs_by_vm = pooled(prior, block_logs(samples, kinds))
     if not logs_by_vm:
         return False
     alpha = (1.0 - params.confidence) / len(logs_by_vm)
     # (shown kept at the level judge keeps at)
-    alpha_keep = look_alpha(alpha, design_looks(params))
+    alpha_keep = keep_level(params, tries)
     kind_of = dict(kinds)
     for vm, logs in logs_by_vm.items():
         if kind_of[vm] != COMPUTING:
@@ -455,9 +475,10 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
     then clear the hysteresis, as a retest's floor is lowered by it, so
     noise alone does not flip it back and forth. ``tries`` is how many
     such tests a search may run for one choice (the rungs of a timeout
-    ladder): the gain is tested at the significance level divided by it,
-    so walking the ladder keeps a rung that gains nothing no more often
-    than one test would.
+    ladder): the gain and each computing VM's floor are tested at the
+    significance level divided by it (:func:`keep_level`), so walking the
+    ladder keeps a rung that gains nothing, or that puts a VM below its
+    floor, no more often than one test would.
 
     ``prior`` is what earlier blocks of the same comparison (the same A
     and B arms, the same VMs) measured, ``{vm: logs}``. A cost or a gain
@@ -490,8 +511,9 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
     kind_of = dict(kinds)
     n = len(logs_by_vm)
     alpha = (1.0 - params.confidence) / n
-    design = design_looks(params)
-    alpha_keep = look_alpha(alpha, design)
+    # (a loss is tested at the level shared among the VMs, a keep at
+    # keep_level's)
+    alpha_keep = keep_level(params, tries)
     ratios = []
     worse = []
     short = []
@@ -542,12 +564,11 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
         return Verdict(mechanism, False, 'a VM falls short of its floor: '
                        + ', '.join(short), loses=adding, **out)
     against = ''
-    alpha_gain = look_alpha((1.0 - params.confidence) / tries, design)
     if reference is not None and reference.utility_logs:
-        gained = gain_p(util, list(reference.utility_logs)) < alpha_gain
+        gained = gain_p(util, list(reference.utility_logs)) < alpha_keep
         against = ' over %s' % _describe(reference)
     else:
-        gained = _p_below(util, 0.0, 'greater', alpha_gain)
+        gained = _p_below(util, 0.0, 'greater', alpha_keep)
     if not gained:
         return Verdict(mechanism, False, 'no gain shown%s (geometric mean '
                        '%.3f)' % (against, math.exp(mean_util)), **out)

@@ -273,6 +273,22 @@ class TestTimeoutSearch(testtools.TestCase):
         state = run(host, 800, state=state)
         self.assertEqual(100 * US, state.kept.timeout('s1'))
 
+    def test_a_move_a_recheck_undid_is_not_judged_against_itself(self):
+        # kept at 50 us, the verdict on record is the 100 us move the
+        # recheck undid: a return to 100 us beats no change, not that
+        moved = probe_stats.Verdict(guard.RETENTION, True, 'gains',
+                                    domain='s1', timeout_ns=100 * US,
+                                    utility_logs=(0.3,) * 8)
+        state = dataclasses.replace(
+            guard.start(), kept=guard.BARE.with_value(
+                guard.RETENTION, 's1', 50 * US),
+            verdicts=(moved,), trial=guard.Trial(guard.RETENTION, 's1',
+                                                 100 * US))
+        self.assertIsNone(guard._reference(state))
+        at_50 = dataclasses.replace(moved, timeout_ns=50 * US)
+        self.assertIs(at_50, guard._reference(
+            dataclasses.replace(state, verdicts=(at_50,))))
+
     def test_the_ladder_doubles_from_the_cost_of_a_deschedule(self):
         from vsmtio_agent.policy import ltcr
         b = ltcr.Bounds(initial_ns=200 * US, min_ns=10 * US,
@@ -312,6 +328,27 @@ class TestWeightLever(testtools.TestCase):
         state = run(host, 800)
         self.assertEqual(2.0, state.kept.weight('s1'))
         self.assertIn(guard.WEIGHT, state.kept)
+
+    def test_no_gain_at_a_factor_walks_up_to_the_next(self):
+        # the gain comes past a cliff: nothing at x2, 1.3 at x4
+        host = self.host(lambda f: 1.0 if f == 2 else 1.3,
+                         lambda f: 1.0)
+        state = run(host, 600)
+        self.assertEqual(4.0, state.kept.weight('s1'))
+
+    def test_a_loss_ends_the_walk_and_its_retry_starts_at_the_first(self):
+        # x2 gains nothing and x4 costs c1 a fifth: nothing is kept, and
+        # the retry after the back-off tries x2 again, not x4
+        host = self.host(lambda f: 1.0 if f == 2 else 1.3,
+                         lambda f: 1.0 if f == 2 else 0.8)
+        tried = []
+        for state in steps(host, 800):
+            self.assertIsNone(state.kept.weight('s1'))
+            t = state.trial
+            if t is not None and t.mechanism == guard.WEIGHT and (
+                    not tried or tried[-1] != t.factor):
+                tried.append(t.factor)
+        self.assertEqual([2.0, 4.0, 2.0], tried[:3])
 
     def test_a_busy_vm_is_never_weighted(self):
         host = self.host(lambda f: 1.3, lambda f: 1.0, util=0.9)
@@ -633,6 +670,47 @@ class TestSequentialLevel(testtools.TestCase):
             self._kept_at_some_look(lambda k: probe_stats.look_alpha(a, 9),
                                     0.975),
             self._kept_at_some_look(lambda k: a / 9, 0.975))
+
+
+class TestKeepLevel(testtools.TestCase):
+    """A keep is an intersection-union test: its VMs share no level."""
+
+    def _kept(self, others, runs=1500):
+        # c1's pairs at exactly its floor, ``others`` computing VMs at
+        # no cost beside it, s1 gaining a tenth: how often one block
+        # keeps the addition
+        rng = random.Random(11)
+        kinds = tuple(('c%d' % i, guard.COMPUTING)
+                      for i in range(1, others + 2)) + (
+            ('s1', guard.SERVING),)
+        kept = 0
+        for _ in range(runs):
+            samples = []
+            for _pair in range(P.pairs):
+                ratio = {'c1': 0.97 * math.exp(rng.gauss(0, 0.02)),
+                         's1': 1.1}
+                for a in (True, False):
+                    values = {vm: (ratio.get(vm, math.exp(
+                        rng.gauss(0, 0.01))) if a else 1.0)
+                        for vm, _kind in kinds}
+                    samples.append((a, values, False))
+            kept += probe_stats.judge(samples, kinds, P, True).kept
+        return kept / runs
+
+    def test_a_vm_at_its_floor_is_kept_at_the_level_whatever_beside_it(self):
+        level = probe_stats.keep_level(P)
+        alone, beside_three = self._kept(0), self._kept(3)
+        # (a standard error of 0.5% at 1500 runs of a 3% level)
+        for rate in (alone, beside_three):
+            self.assertLess(rate, level + 0.02)
+            self.assertGreater(rate, level - 0.02)
+
+    def test_a_search_of_several_rungs_shares_the_level(self):
+        self.assertLess(probe_stats.keep_level(P, 5),
+                        probe_stats.keep_level(P, 1))
+        self.assertEqual(probe_stats.look_alpha(
+            (1.0 - P.confidence) / 2, probe_stats.design_looks(P)),
+            probe_stats.keep_level(P, 2))
 
 
 class TestPooledEvidence(testtools.TestCase):
