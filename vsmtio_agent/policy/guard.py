@@ -745,10 +745,12 @@ def _begin(state, params, stats):
                 kept, mechanisms=kept.mechanisms - set(HOST_WIDE))
         state = dataclasses.replace(state, kept=kept, in_force=kept,
                                     held=())
-    # (nor is a VM that left marked for a held cost)
+    # (nor is a VM that left marked for a held cost, nor its next try)
     state = dataclasses.replace(state, held_cost=frozenset(
         k for k in state.held_cost if k[1] in present or k[1] in (
-            None, ALL_VMS)))
+            None, ALL_VMS)), add_at=tuple(
+        x for x in state.add_at if x[0] in present or x[0] == ALL_VMS),
+        weight_at=tuple(x for x in state.weight_at if x[0] in present))
     turn = state.turn
     trial = None
     if state.recheck:

@@ -350,6 +350,15 @@ class TestWeightLever(testtools.TestCase):
                 tried.append(t.factor)
         self.assertEqual([2.0, 4.0, 2.0], tried[:3])
 
+    def test_a_vm_that_left_leaves_no_next_try(self):
+        state = dataclasses.replace(
+            guard.start(), weight_at=(('s1', 4.0), ('s9', 4.0)),
+            add_at=(('s9', 25 * US, guard.DOWN),))
+        stats, _served = Host(lambda config: {}).period(guard.BARE)
+        state = guard._begin(state, P, stats)
+        self.assertEqual((('s1', 4.0),), state.weight_at)
+        self.assertEqual((), state.add_at)
+
     def test_a_busy_vm_is_never_weighted(self):
         host = self.host(lambda f: 1.3, lambda f: 1.0, util=0.9)
         state = guard.start()
