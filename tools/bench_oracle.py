@@ -506,8 +506,14 @@ def main(argv=None):
             old = json.load(f)
         same = ('space', 'families', 'max_passes', 'search_s', 'confirm',
                 'floors', 'confirm_s')
-        if all(old.get(k) == doc[k] for k in same):
-            doc['results'] = old['results']
+        differ = [k for k in same if old.get(k) != doc[k]]
+        if differ and old.get('results'):
+            # writing this run over them would drop the other scenarios'
+            # results without a word
+            p.error('%s holds the results of a search with other %s: pass '
+                    'another --json, or the same options'
+                    % (args.json, ', '.join(differ)))
+        doc['results'] = old.get('results', {})
     results = []
     with concurrent.futures.ProcessPoolExecutor(args.processes) as pool:
         for r in pool.map(_job, jobs):
