@@ -3,6 +3,7 @@ document (tools/bench_sim.py)."""
 
 import importlib.util
 import itertools
+import json
 import os
 
 import fixtures
@@ -243,3 +244,17 @@ class TestSeedsReport(testtools.TestCase):
                     'vsmtio_agent.guard_settle_periods'):    # no value
             self.assertRaises(ValueError, bench_seeds.parse_overrides,
                               [bad])
+
+    def test_a_partial_search_keeps_the_results_of_another(self):
+        # a partial run over a file of another search is refused before it
+        # searches anything, and the file is left as it was
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'oracle.json')
+        other = {'confirm_s': 16.6, 'results': {'io_only': {'label': 'x'}}}
+        with open(path, 'w') as f:
+            json.dump(other, f)
+        self.useFixture(fixtures.MockPatch('sys.stderr'))
+        self.assertRaises(SystemExit, bench_oracle.main,
+                          ['--names', 'io_only', '--json', path])
+        with open(path) as f:
+            self.assertEqual(other, json.load(f))
