@@ -367,6 +367,9 @@ class State:
     add_at: tuple = ()                  # ((domain, ns, way), ..): next try
     weight_at: tuple = ()               # ((domain, factor), ..): next try
     held: tuple = ()                    # recent {vm: value}s under kept
+    # ((vm, sd), ..): a pair's noise as the held periods before the last
+    # change of what is kept showed it (:func:`_noise`)
+    noise: tuple = ()
     after: Optional[tuple] = None       # (key, {vm: reference}, samples)
     alarms: tuple = ()                  # after-effect verdicts, by key
     watched: int = 0                    # periods held, from the start
@@ -744,13 +747,14 @@ def _begin(state, params, stats):
             kept = dataclasses.replace(
                 kept, mechanisms=kept.mechanisms - set(HOST_WIDE))
         state = dataclasses.replace(state, kept=kept, in_force=kept,
-                                    held=())
+                                    held=(), noise=_kept_noise(state))
     # (nor is a VM that left marked for a held cost, nor its next try)
     state = dataclasses.replace(state, held_cost=frozenset(
         k for k in state.held_cost if k[1] in present or k[1] in (
             None, ALL_VMS)), add_at=tuple(
         x for x in state.add_at if x[0] in present or x[0] == ALL_VMS),
-        weight_at=tuple(x for x in state.weight_at if x[0] in present))
+        weight_at=tuple(x for x in state.weight_at if x[0] in present),
+        noise=tuple(x for x in state.noise if x[0] in present))
     turn = state.turn
     trial = None
     if state.recheck:
@@ -833,7 +837,7 @@ def _probe_step(state, params, stats, served):
     # (a block a rail or a test ended early stopped where its noise ran
     # extreme: its pairs would bias a pool)
     early = more and bool(left or probe_stats.rail_crossed(
-        samples, state.kinds, params, _spread(state.held))
+        samples, state.kinds, params, _noise(state))
         or probe_stats.harm_shown(samples, state.kinds, params, t.adding))
     if more and not early:
         a, b = arms
@@ -1121,6 +1125,7 @@ def _settle(state, params, verdict, stats, hold_off=False):
                                  - set(_kept_keys(kept)))
     changed = kept != state.kept
     held = () if changed else state.held
+    noise = _kept_noise(state) if changed else state.noise
     # what stays kept was verified with what a retest just dropped, or
     # against what was kept before an addition, not against the bare
     # host: it is tested against the bare host next, not in its turn
@@ -1142,7 +1147,8 @@ def _settle(state, params, verdict, stats, hold_off=False):
         in_force=kept, finished=verdict, explored=frozenset(explored),
         add_at=tuple(sorted((d, ns, w) for d, (ns, w) in add_at.items())),
         weight_at=tuple(sorted(weight_at.items())),
-        held=held, samples=(), held_cost=frozenset(held_cost))
+        held=held, noise=noise, samples=(),
+        held_cost=frozenset(held_cost))
     if descend:
         return _begin(settled, params, stats)
     if dropped and state.samples:
@@ -1296,6 +1302,28 @@ def _spread(periods):
         if len(logs) >= 5:
             out[vm] = statistics.stdev(b - a for a, b in zip(logs, logs[1:]))
     return out
+
+
+def _noise(state):
+    """``{vm: sd}`` the window rail reads a pair's loss against.
+
+    The spread of the periods held under what is kept now, and for a VM
+    with too few of them, that of the periods held before the last change
+    (``noise``). A change of what is kept empties ``held`` (its level is
+    another) and the next trial of a climb starts at once, so without the
+    older spread a computing VM would have none, and its first pair alone
+    would end the block on noise: a VM whose periods vary by 5% puts a
+    pair below 0.95 about a quarter of the time. Noise on the log scale
+    is the workload's, whatever the level.
+    """
+    out = dict(state.noise)
+    out.update(_spread(state.held))
+    return out
+
+
+def _kept_noise(state):
+    """``noise`` for the state after a change empties ``held``."""
+    return tuple(sorted(_noise(state).items()))
 
 
 def _logs(periods, vm):

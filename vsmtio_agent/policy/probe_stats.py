@@ -340,7 +340,8 @@ def rail_crossed(samples, kinds, params, spread=None):
     B arms on average, by a loss shown beyond its own noise (``RAIL_Z``
     standard errors of its pairs' mean, from ``spread``: the standard
     deviation of one pair's log-ratio, as the periods held before the
-    block show it), ends the block at once. No such mechanism could be
+    block, or before the last change of what is kept, show it), ends the
+    block at once. No such mechanism could be
     kept (the floors are above ``window_min``), and :func:`judge` finds
     the VM's loss. A computing VM's work varies little from period to
     period, so one pair settles a loss of a tenth; a serving VM's varies

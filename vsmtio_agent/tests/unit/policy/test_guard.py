@@ -833,6 +833,44 @@ class TestPooledEvidence(testtools.TestCase):
                               **{**P.__dict__, **bad})
 
 
+class TestRailNoise(testtools.TestCase):
+    """The window rail reads a pair against the VM's own noise."""
+
+    def test_a_pair_within_a_computing_vm_s_noise_ends_no_block(self):
+        # one pair at 0.94: beyond the window floor, but a VM whose pairs
+        # spread by 7% shows no loss in it; with no spread known it ends
+        # the block
+        pair = _pairs([0.94])
+        self.assertTrue(probe_stats.rail_crossed(pair, KINDS, P))
+        self.assertFalse(probe_stats.rail_crossed(pair, KINDS, P,
+                                                  {'c1': 0.07}))
+
+    def test_a_climb_keeps_the_noise_of_the_periods_before_a_change(self):
+        # a keep empties the held periods and the climb's next trial starts
+        # at once: its rail reads the spread held before the keep
+        host = Host(retention({'s1': lambda t: 1.3}), noise=0.05)
+        begun = []
+        for state in steps(host, 300):
+            if (state.phase == guard.PROBE and state.position == 0
+                    and not state.held and state.trial.adding):
+                begun.append(guard._noise(state))
+        self.assertTrue(begun)
+        for noise in begun:
+            # adjacent periods 5% apart each: a pair's log-ratio by ~7%
+            self.assertLess(0.04, noise['c1'])
+            self.assertLess(noise['c1'], 0.12)
+
+    def test_a_vm_that_left_leaves_no_noise(self):
+        state = dataclasses.replace(guard.start(), noise=(('c9', 0.05),))
+        host = Host(retention({'s1': lambda t: 1.3}))
+        # (forgotten when the next block begins, as its other marks)
+        for state in steps(host, 2 * P.pairs + 1, state=state):
+            pass
+        self.assertEqual(guard.PROBE, state.phase)
+        self.assertNotIn('c9', guard._noise(state))
+        self.assertIn('c1', guard._noise(state))
+
+
 class TestAfterEffects(testtools.TestCase):
 
     def test_a_drop_the_host_recovers_from_raises_no_alarm(self):
