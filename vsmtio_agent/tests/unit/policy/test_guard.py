@@ -374,6 +374,83 @@ class TestWeightLever(testtools.TestCase):
         self.assertEqual((), state.kept.weights)
 
 
+class TestJointWeight(testtools.TestCase):
+    """The light serving VMs' weights tried together where alone each fails."""
+
+    @staticmethod
+    def host(both, alone):
+        """c1 beside two light serving VMs s1 and s2.
+
+        ``both(f)``: {vm: factor} with s1 and s2 at ``f``; ``alone``: (the
+        raised VM, the other) with only one of them raised.
+        """
+        def effect(config):
+            f1, f2 = config.weight('s1'), config.weight('s2')
+            if f1 and f2:
+                return both(f1)
+            if f1 or f2:
+                up, other = ('s1', 's2') if f1 else ('s2', 's1')
+                return {up: alone[0], other: alone[1]}
+            return {}
+        host = Host(effect, vms=('c1', 's1', 's2'))
+        period = host.period
+
+        def light(config):
+            stats, served = period(config)
+            for r in list(stats):
+                if r.domain.startswith('s'):
+                    stats[r] = helpers.stats(halt_rate=500.0,
+                                             instruction_rate=1e8,
+                                             utilisation=0.2)
+            return stats, served
+        host.period = light
+        return host
+
+    def test_kept_together_where_alone_each_costs_the_other(self):
+        # alone, a raised VM takes its gain from the other serving VM
+        host = self.host(lambda f: {'s1': 1.15, 's2': 1.15, 'c1': 0.99},
+                         (1.1, 0.9))
+        first = {}
+        for state in steps(host, 900):
+            v = state.finished
+            if v is not None and v.mechanism == guard.WEIGHT:
+                first.setdefault(v.domain, v.kept)
+        self.assertEqual((('s1', 2.0), ('s2', 2.0)), state.kept.weights)
+        self.assertEqual({'s1': False, 's2': False, guard.ALL_VMS: True},
+                         first)
+        # each weight has since been retested on its own, and kept
+        self.assertTrue(state.verdict(guard.WEIGHT, 's1').kept)
+
+    def test_refused_together_where_the_computing_vm_pays(self):
+        host = self.host(lambda f: {'s1': 1.15, 's2': 1.15, 'c1': 0.85},
+                         (1.1, 0.9))
+        tried = False
+        for state in steps(host, 900):
+            self.assertEqual((), state.kept.weights)
+            tried = tried or state.verdict(guard.WEIGHT,
+                                           guard.ALL_VMS) is not None
+        self.assertTrue(tried)
+
+    def test_never_for_one_light_vm(self):
+        host = TestWeightLever().host(lambda f: 1.0, lambda f: 1.0)
+        for state in steps(host, 600):
+            t = state.trial
+            self.assertFalse(t is not None and t.domain == guard.ALL_VMS
+                             and t.mechanism == guard.WEIGHT)
+
+    def test_a_failed_recheck_undoes_the_joint_weights_only(self):
+        before = (('s3', 2.0),)
+        state = dataclasses.replace(
+            guard.start(), last_added=((guard.WEIGHT, guard.ALL_VMS), before),
+            kept=guard.Config(weights=(('s1', 2.0), ('s2', 2.0),
+                                       ('s3', 2.0))))
+        no = probe_stats.Verdict(guard.BASELINE, False, 'floor')
+        kept, backoff = guard._baseline_settled(state, P, no)
+        self.assertEqual(before, kept.weights)
+        self.assertIn((guard.WEIGHT, guard.ALL_VMS),
+                      [k for k, _p, _w in backoff])
+
+
 class TestKeptRetestedDropped(testtools.TestCase):
 
     def test_a_kept_mechanism_is_dropped_when_it_starts_to_hurt(self):
