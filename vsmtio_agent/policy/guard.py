@@ -36,8 +36,10 @@ the next rung down (shorter retentions cost the neighbours less), and a
 kept VM explores one rung down, then one up, each judged against the same
 bare arm (the VM not retaining) and kept only if it beats its current
 rung's gain; a light serving VM's weight walks its factors upward on no
-gain the same way. A VM explores again after each retest: exploration is
-periodic, its cost the A arms of a probe that does not pay. The sibling
+gain the same way, and where each light serving VM's own weight was
+refused, their weights are tried together. A VM explores again after each
+retest: exploration is periodic, its cost the A arms of a probe that does
+not pay. The sibling
 split (graded by the share of cores it covers) and borrowing are
 host-wide and judged against the bare host, so the computing VMs' losses
 never add up step by step. They are tried wherever a VM serves, whether
