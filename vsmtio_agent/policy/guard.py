@@ -361,8 +361,7 @@ class State:
     verdicts: tuple = ()                # the last Verdict per key
     finished: Optional[Verdict] = None  # the verdict the last step reached
     recheck: bool = False               # the kept config against bare next
-    # the addition a recheck verifies: (key, the value it replaced or None;
-    # for the joint weight, the weights kept before it)
+    # the addition a recheck verifies: (key, the Config kept before it)
     last_added: Optional[tuple] = None
     explored: frozenset = frozenset()   # (mechanism, domain, way) tried
     light: frozenset = frozenset()      # serving VMs that may be weighted
@@ -632,7 +631,7 @@ def _next_trial(state, params, kinds):
                 to = _rung(params, now, direction, m)
                 if to is not None:
                     return _trial(m, vm, to)
-        if m == WEIGHT and _joint_due(state, params, kinds):
+        if m == WEIGHT and _joint_due(state, kinds):
             return _trial(WEIGHT, ALL_VMS, weight_at.get(
                 ALL_VMS, params.weight_factors[0]))
     if not params.smt or state.by_run_time or not _serving(kinds, params):
@@ -660,7 +659,7 @@ def _joint(kept, kinds, light):
             if kind == SERVING and vm in light and kept.weight(vm) is None]
 
 
-def _joint_due(state, params, kinds):
+def _joint_due(state, kinds):
     """Whether the weights of the unweighted light VMs are tried together.
 
     Where two or more light serving VMs each had their own weight refused:
@@ -1124,9 +1123,7 @@ def _settle(state, params, verdict, stats, hold_off=False):
         now = kept.value(t.mechanism, t.domain)
         if now is None:
             if verdict.kept:
-                kept = (_with_joint(state, t.value)
-                        if t.domain == ALL_VMS and t.mechanism == WEIGHT
-                        else kept.with_value(t.mechanism, t.domain, t.value))
+                kept, _b = _arms(state)
                 if t.mechanism == RETENTION:
                     add_at.pop(t.domain, None)
                 else:
@@ -1186,9 +1183,7 @@ def _settle(state, params, verdict, stats, hold_off=False):
     last_added = None
     if verdict.kept and t.adding and t.mechanism in PER_VM and _keys(
             kept) > 1:
-        last_added = (key, state.kept.weights
-                      if key == (WEIGHT, ALL_VMS)
-                      else state.kept.value(t.mechanism, t.domain))
+        last_added = (key, state.kept)
     recheck = _keys(kept) > 0 and (
         last_added is not None
         or (not verdict.kept and not t.adding and t.mechanism != BASELINE)
@@ -1277,16 +1272,18 @@ def _baseline_settled(state, params, verdict, hold_off=False):
     (m, d), before = state.last_added
     if verdict.kept:
         return kept, _cleared(backoff, (m, d))
-    if (m, d) == (WEIGHT, ALL_VMS):
-        # (the weights kept before the joint trial raised its VMs')
-        kept = dataclasses.replace(kept, weights=before)
-    elif m in PER_VM:
-        kept = (kept.with_value(m, d, before) if before is not None
-                else kept.without_value(m, d))
-    else:
-        kept = _closure(dataclasses.replace(
-            kept, mechanisms=kept.mechanisms - {m}))
+    # (each VM still kept back at its value before the addition: what the
+    # addition raised goes, a move goes back to the rung it left)
+    kept = _closure(dataclasses.replace(
+        kept, timeouts=_still(before.timeouts, kept.timeouts),
+        weights=_still(before.weights, kept.weights)))
     return kept, _backed_off(backoff, (m, d), params)
+
+
+def _still(before, now):
+    """The ``(vm, value)`` of ``before`` whose VM ``now`` still has."""
+    vms = {vm for vm, _v in now}
+    return tuple(x for x in before if x[0] in vms)
 
 
 def _keys(config):
@@ -1508,7 +1505,7 @@ def climbed(state, params):
         if (params.weight_factors and vm in state.light and vm != ALL_VMS
                 and state.verdict(WEIGHT, vm) is None):
             return False
-    if (params.weight_factors and _joint_due(state, params, state.kinds)
+    if (params.weight_factors and _joint_due(state, state.kinds)
             and state.verdict(WEIGHT, ALL_VMS) is None):
         return False
     if (params.smt and not state.by_run_time

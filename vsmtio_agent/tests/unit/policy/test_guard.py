@@ -301,7 +301,8 @@ class TestTimeoutSearch(testtools.TestCase):
 class TestWeightLever(testtools.TestCase):
     """A light serving VM's CPU weight, kept per VM like retention."""
 
-    def host(self, gain, cost, util=0.2):
+    @staticmethod
+    def host(gain, cost, util=0.2):
         def effect(config):
             f = config.weight('s1')
             if f is None:
@@ -432,7 +433,7 @@ class TestJointWeight(testtools.TestCase):
         self.assertTrue(tried)
 
     def test_never_for_one_light_vm(self):
-        host = TestWeightLever().host(lambda f: 1.0, lambda f: 1.0)
+        host = TestWeightLever.host(lambda f: 1.0, lambda f: 1.0)
         for state in steps(host, 600):
             t = state.trial
             self.assertFalse(t is not None and t.domain == guard.ALL_VMS
@@ -441,7 +442,8 @@ class TestJointWeight(testtools.TestCase):
     def test_a_failed_recheck_undoes_the_joint_weights_only(self):
         before = (('s3', 2.0),)
         state = dataclasses.replace(
-            guard.start(), last_added=((guard.WEIGHT, guard.ALL_VMS), before),
+            guard.start(), last_added=((guard.WEIGHT, guard.ALL_VMS),
+                                       guard.Config(weights=before)),
             kept=guard.Config(weights=(('s1', 2.0), ('s2', 2.0),
                                        ('s3', 2.0))))
         no = probe_stats.Verdict(guard.BASELINE, False, 'floor')
