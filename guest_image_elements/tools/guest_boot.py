@@ -228,7 +228,7 @@ def boot(vmlinuz, initrd, cpu, smp=2, timeout=240):
            '-kernel', vmlinuz, '-initrd', initrd,
            # (no crypto self-tests: under TCG with two vCPUs one of them
            # soft-locked Debian's 6.1.0-57 guest in cryptomgr_test for
-           # over 200 s in one boot of three, and they test the kernel's
+           # over 200 s in one of two boots, and they test the kernel's
            # crypto, not what these guests are booted for)
            '-append', 'console=ttyS0 panic=-1 quiet rdinit=/init '
            'cryptomgr.notests']
