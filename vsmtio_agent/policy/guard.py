@@ -6,7 +6,7 @@ vCPU could have used, the sibling split halves the threads computing
 vCPUs get when I/O is light, borrowing puts a computing vCPU where a
 serving one is about to wake. So the guard tests each mechanism against
 what the host does without it, on this host's own workloads, and keeps it
-only where every VM keeps its floor and the tenants gain
+only where every VM keeps its floor and the serving tenants gain
 (:mod:`vsmtio_agent.policy.probe_stats` holds the tests).
 
 A test is a *probe block*: ``2 * pairs`` measured periods (up to ``2 *
@@ -1013,7 +1013,8 @@ def _prior(state, params, arms, samples):
     if prior is None:
         return None, 0, None
     if not probe_stats.consistent(
-            prior, probe_stats.block_logs(samples, state.kinds), params):
+            prior, probe_stats.block_logs(samples, state.kinds), params,
+            state.kinds):
         return None, 0, prior
     return prior, looks, None
 

@@ -15,10 +15,14 @@ them with one-sided t-tests (``scipy.stats``):
   drops a harmless mechanism no more often than one with two. No class
   total is judged: one tenant's gain, honest or shaped, cannot hide
   another's loss;
-- the mechanism's gain is the geometric mean of the VMs' ratios (each
-  tenant counts once, whatever its size or its number of tiny waits),
-  which must be significantly above no change (or above a reference
-  probe's, for a longer timeout or a wider split).
+- the mechanism's gain is the geometric mean of the serving VMs' ratios
+  (each tenant counts once, whatever its size or its number of tiny
+  waits; every VM's where none serves), which must be significantly
+  above no change (or above a reference probe's, for a longer timeout or
+  a wider split). What the mechanisms are for is I/O served; a computing
+  VM is held to its floor, not traded against it, so the guard seeks
+  what the oracle of the bench does (the most I/O with every tenant at
+  its floor), and a cost within the floors does not cancel a gain.
 
 Pure: samples in, verdict out. Apart from the guard's state machine
 because it is the part a reviewer checks against the statistics, and the
@@ -51,8 +55,9 @@ class Verdict:
     ``domain`` is the VM a per-VM mechanism (retention) was tested for,
     None for a host-wide one; ``timeout_ns`` the retention timeout the
     block tested. ``ratios`` holds ``(vm, kind, ratio)`` for every VM
-    judged; ``utility`` is their geometric mean and ``utility_logs`` its
-    log per pair (a longer timeout or a wider split must beat them).
+    judged; ``utility`` is the gain, the serving VMs' geometric mean
+    (:func:`utility_logs`), and ``utility_logs`` its log per pair (a
+    longer timeout or a wider split must beat them).
     ``after_effect`` marks the report of a drop the host did not recover
     from (:mod:`vsmtio_agent.policy.guard`); ``factor`` is the weight
     factor a weight trial tested.
@@ -289,12 +294,17 @@ def block_logs(samples, kinds):
     return out
 
 
-def utility_logs(logs_by_vm):
-    """Per pair, the mean of the VMs' log-ratios: each tenant counts once.
+def utility_logs(logs_by_vm, kinds=None):
+    """Per pair, the mean of the serving VMs' log-ratios: the gain.
 
-    The log of the VMs' geometric-mean ratio.
+    The log of the serving VMs' geometric-mean ratio (each tenant counts
+    once, whatever its size or its number of tiny waits), of every VM's
+    where none serves. The computing VMs are held by their floors, not
+    traded against the I/O.
     """
-    vms = list(logs_by_vm.values())
+    kind_of = dict(kinds or ())
+    vms = [logs for vm, logs in sorted(logs_by_vm.items())
+           if kind_of.get(vm) == SERVING] or list(logs_by_vm.values())
     if not vms:
         return []
     return [math.fsum(pair) / len(vms) for pair in zip(*vms)]
@@ -432,7 +442,7 @@ def _welch_p(a, b):
     return float(2.0 * scipy_special.stdtr(df, -abs(t)))
 
 
-def consistent(prior, logs_by_vm, params):
+def consistent(prior, logs_by_vm, params, kinds=()):
     """Whether a block measures what the earlier blocks of its pool did.
 
     Pooling assumes one effect; a workload that changed since makes
@@ -445,7 +455,7 @@ def consistent(prior, logs_by_vm, params):
     if not prior or not logs_by_vm or set(prior) != set(logs_by_vm):
         return False
     pairs = [(prior[vm], logs) for vm, logs in logs_by_vm.items()]
-    pairs.append((utility_logs(prior), utility_logs(logs_by_vm)))
+    pairs.append((utility_logs(prior, kinds), utility_logs(logs_by_vm, kinds)))
     alpha = (1.0 - params.confidence) / len(pairs)
     return all(len(a) < 2 or len(b) < 2 or _welch_p(a, b) >= alpha
                for a, b in pairs)
@@ -552,7 +562,7 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
             # second in a row), so none stays below it for good
             short.append('%s %.3f < %.2f' % (vm, ratio,
                                              f + params.hysteresis))
-    util = utility_logs(logs_by_vm)
+    util = utility_logs(logs_by_vm, kinds)
     mean_util = math.fsum(util) / len(util)
     out = dict(ratios=tuple(ratios), utility=math.exp(mean_util),
                utility_logs=tuple(util), **common)

@@ -123,6 +123,25 @@ class TestPerVmFloors(testtools.TestCase):
         self.assertTrue(v.loses)
         self.assertIn('c1', v.reason)
 
+    def test_the_gain_is_what_the_serving_vms_serve(self):
+        # s1 serves 4% more, c1 and c2 compute 2% less (within their
+        # floor): the host serves more with every tenant at its floor, so
+        # it is kept, though the mean over every VM shows no gain
+        rng = random.Random(3)
+        kinds = (('c1', guard.COMPUTING), ('c2', guard.COMPUTING),
+                 ('s1', guard.SERVING))
+        samples = []
+        for _pair in range(P.pairs):
+            for a in (True, False):
+                values = {vm: (0.98 if vm.startswith('c') else 1.04)
+                          * math.exp(rng.gauss(0, 0.005)) if a else 1.0
+                          for vm, _kind in kinds}
+                samples.append((a, values, False))
+        v = probe_stats.judge(samples, kinds, P, True)
+        self.assertTrue(v.kept, v.reason)
+        self.assertAlmostEqual(1.04, v.utility, delta=0.01)
+        self.assertLess(math.prod(r for _vm, _k, r in v.ratios), 1.0)
+
     def test_a_serving_bystander_is_held_to_no_change(self):
         # retention for s1 costs s2 a fifth of what it serves
         def effect(config):
