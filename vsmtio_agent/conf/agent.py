@@ -185,9 +185,9 @@ guard_opts = [
                      'RASS sibling split; borrowing) only where probe '
                      'periods show that every VM keeps its floor '
                      '(guard_cpu_min for a VM that computes, guard_io_min '
-                     'for one that serves) and the VMs gain. Off applies '
-                     'every mechanism always, with one timeout tuned by '
-                     'LTCR\'s Algorithm 1, as the paper does.'),
+                     'for one that serves) and the serving VMs gain. Off '
+                     'applies every mechanism always, with one timeout '
+                     'tuned by LTCR\'s Algorithm 1, as the paper does.'),
     cfg.FloatOpt('guard_cpu_min',
                  default=0.97, min=0.5, max=1.5,
                  help='The floor of each VM that computes: a mechanism is '
@@ -222,7 +222,8 @@ guard_opts = [
     cfg.FloatOpt('guard_confidence',
                  default=0.9, min=0.6, max=0.999,
                  help='Confidence of the one-sided t-tests that decide '
-                      'whether a VM lost and the VMs gained in a probe. '
+                      'whether a VM lost and the serving VMs gained in a '
+                      'probe. '
                       'The tests of a loss share it among the VMs the '
                       'probe judges (any one VM shown to lose drops a '
                       'mechanism); those of a keep (every floor and the '
@@ -240,7 +241,8 @@ guard_opts = [
                      '``quota:cpu_shares`` sets), a stock host\'s lever: '
                      'its wake-ups then take precedence over computing '
                      'vCPUs. Kept per VM, like retention, only where every '
-                     'VM keeps its floor and the VMs gain; a VM is light '
+                     'VM keeps its floor and the serving VMs gain; a VM is '
+                     'light '
                      'while its vCPUs run at most half the period, so the '
                      'weight buys precedence, not CPU time. Only on a host '
                      'driver that sets VM weights (its ``vm_weights`` '
