@@ -48,8 +48,14 @@ off before the oracle is reported (``prune``). ``--remeasure`` measures
 the configurations a cached result confirmed again over the current
 steady window, searching nothing (for a steady window that changed).
 
+``--config`` measures one static configuration given as JSON (the
+``config`` of a result, fields left out are off) on the scenarios of
+``--names`` over the steady window, and prints each VM against its floor,
+writing nothing: the static runs a bench document cites, reproducible.
+
     python tools/bench_oracle.py [--only PREFIX] [--json FILE]
         [--processes N] [--search-s S] [--check NAME,NAME] [--remeasure]
+    python tools/bench_oracle.py --names NAME[,NAME] --config JSON
 """
 
 import argparse
@@ -58,6 +64,8 @@ import json
 import os
 import sys
 import time
+
+import prettytable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -161,6 +169,84 @@ def label(cfg):
     if cfg['split']:
         parts.append('split')
     return '%s: %s' % (head, ', '.join(parts) or 'all off')
+
+
+def parse_config(text):
+    """A static configuration from ``--config``'s JSON, or ValueError.
+
+    The fields of :func:`all_off` (any left out are off): ``family``,
+    ``retain`` (``{vm: us}``, each a timeout within 1 us to 100 ms),
+    ``split``, ``weights`` (``{vm: factor}``, each within 1 and 100) and
+    ``haltpoll_max_us`` (0 to 100 ms). Which VMs a scenario has is checked
+    against it (:func:`check_vms`).
+    """
+    try:
+        got = json.loads(text)
+    except ValueError as e:
+        raise ValueError('--config is not JSON: %s' % e)
+    if not isinstance(got, dict):
+        raise ValueError('--config must be a JSON object, got %r' % (got,))
+    family = got.get('family', 'vsmtio')
+    if family not in FAMILIES:
+        raise ValueError('family must be one of %s, got %r'
+                         % (', '.join(FAMILIES), family))
+    cfg = all_off(family)
+    unknown = sorted(set(got) - set(cfg))
+    if unknown:
+        raise ValueError('unknown --config fields: %s (known: %s)'
+                         % (', '.join(map(str, unknown)),
+                            ', '.join(sorted(cfg))))
+
+    def number(what, v, low, high):
+        # (bool is an int to json; inf and nan are not numbers here)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
+                low <= v <= high):
+            raise ValueError('%s must be a number within %g and %g, got %r'
+                             % (what, low, high, v))
+        return v
+
+    for field, low, high in (('retain', 1, 100000), ('weights', 1, 100)):
+        inner = got.get(field, {})
+        if not isinstance(inner, dict):
+            raise ValueError('%s must map VM names to numbers, got %r'
+                             % (field, inner))
+        cfg[field] = {str(vm): number('%s of %s' % (field, vm), v, low,
+                                      high) for vm, v in inner.items()}
+    split = got.get('split', False)
+    if not isinstance(split, bool):
+        raise ValueError('split must be true or false, got %r' % (split,))
+    cfg['split'] = split
+    cfg['haltpoll_max_us'] = number('haltpoll_max_us',
+                                    got.get('haltpoll_max_us', 0), 0, 100000)
+    if family != 'haltpoll' and cfg['haltpoll_max_us']:
+        raise ValueError('haltpoll_max_us is the haltpoll family\'s')
+    if family == 'haltpoll' and (cfg['retain'] or cfg['split']):
+        raise ValueError('the haltpoll family has no retention or split')
+    return cfg
+
+
+def check_vms(cfg, vms):
+    """ValueError unless every VM ``cfg`` names is one of ``vms``."""
+    named = set(cfg['retain']) | set(cfg['weights'])
+    unknown = sorted(named - set(vms))
+    if unknown:
+        raise ValueError('no VM %s on this scenario (it has %s)'
+                         % (', '.join(unknown), ', '.join(sorted(vms))))
+
+
+def static_table(name, cfg, s):
+    """One configuration's judgement, each VM against its floor."""
+    head = ('%s, %s: I/O gain %s, CPU %s, every floor kept: %s'
+            % (name, label(cfg), _f(s['io_gain']), _f(s['cpu']),
+               'yes' if s['ok'] else 'NO'))
+    t = prettytable.PrettyTable(['VM', 'mean', 'min window', 'ok'])
+    t.align = 'r'
+    t.align['VM'] = 'l'
+    for vm, v in sorted(s['vms'].items()):
+        t.add_row([vm, _f(v['ratio']), _f(v['min_window']),
+                   '-' if v['ok'] is None else 'ok' if v['ok'] else
+                   'BELOW'])
+    return head + '\n' + t.get_string()
 
 
 def setup_for(cfg):
@@ -463,12 +549,37 @@ def main(argv=None):
     p.add_argument('--remeasure', action='store_true',
                    help='measure the configurations of --json again over '
                         'the current steady window, searching nothing')
+    p.add_argument('--config', action='append', default=[],
+                   help='measure this static configuration (JSON, as a '
+                        'result\'s config; repeatable) on the scenarios of '
+                        '--names, searching and writing nothing')
     p.add_argument('--check', default='',
                    help='scenarios (comma separated) whose every searched '
                         'configuration is ranked over both windows')
     args = p.parse_args(argv)
     if args.search_s < 0 or args.processes < 1 or args.confirm < 1:
         p.error('--search-s must be >= 0, --processes and --confirm >= 1')
+    if args.config:
+        if not args.names:
+            p.error('--config needs --names')
+        try:
+            configs = [parse_config(c) for c in args.config]
+        except ValueError as e:
+            p.error(str(e))
+        names = args.names.split(',')
+        for name in names:
+            # (every name checked before any run)
+            try:
+                vms = [vm['name'] for vm in scenario_mod.load(name).vms]
+                for cfg in configs:
+                    check_vms(cfg, vms)
+            except ValueError as e:
+                p.error('%s: %s' % (name, e))
+        for name in names:
+            ev = Evaluator(name)
+            for cfg in configs:
+                print(static_table(name, cfg, ev(cfg)))
+        return 0
     if args.check:
         for name in args.check.split(','):
             rows = check(name, args.search_s)

@@ -51,6 +51,22 @@ def every_config(oracle, vms):
                         vm: t for vm, t in zip(sorted(vms), ts) if t})
 
 
+def tiny_scenario(test):
+    """The tiny host's scenario file (a serving web VM, a batch VM)."""
+    io = h.io_wl(burst_us=20, wait_us=60, dist='exponential')
+    doc = {'name': 'tiny', 'host': {'cores': 1}, 'duration_s': 2.0,
+           'warmup_s': 0.2, 'placement': 'explicit',
+           'workloads': {'cpu': h.CPU_WL, 'io': io},
+           'vms': [{'name': 'web', 'workload': 'io', 'vcpus': 1,
+                    'threads': [0]},
+                   {'name': 'batch', 'workload': 'cpu', 'vcpus': 1,
+                    'threads': [1]}]}
+    path = test.useFixture(fixtures.TempDir()).join('tiny.yaml')
+    with open(path, 'w') as f:
+        yaml.safe_dump(doc, f)
+    return path
+
+
 class TestSearchOnATinyHost(testtools.TestCase):
     """A serving VM with short waits beside a batch VM on its sibling."""
 
@@ -58,17 +74,7 @@ class TestSearchOnATinyHost(testtools.TestCase):
         super().setUp()
         self.useFixture(fixtures.MockPatchObject(bench_oracle, 'SPACE',
                                                  SMALL))
-        io = h.io_wl(burst_us=20, wait_us=60, dist='exponential')
-        doc = {'name': 'tiny', 'host': {'cores': 1}, 'duration_s': 2.0,
-               'warmup_s': 0.2, 'placement': 'explicit',
-               'workloads': {'cpu': h.CPU_WL, 'io': io},
-               'vms': [{'name': 'web', 'workload': 'io', 'vcpus': 1,
-                        'threads': [0]},
-                       {'name': 'batch', 'workload': 'cpu', 'vcpus': 1,
-                        'threads': [1]}]}
-        self.path = self.useFixture(fixtures.TempDir()).join('tiny.yaml')
-        with open(self.path, 'w') as f:
-            yaml.safe_dump(doc, f)
+        self.path = tiny_scenario(self)
 
     def test_finds_the_best_of_the_whole_space(self):
         ev = bench_oracle.Evaluator(self.path, 0.5)
@@ -169,6 +175,80 @@ class TestSearchLogic(testtools.TestCase):
         self.assertAlmostEqual(1.1, r['io_gain'])
         self.assertEqual([False, True],
                          [t['ok'] for t in r['remeasured']['tried']])
+
+
+class TestStaticConfig(testtools.TestCase):
+    """--config: one configuration measured, nothing searched or written."""
+
+    def setUp(self):
+        super().setUp()
+        real = bench_oracle.setup_for
+
+        def tagged(cfg):
+            fn = real(cfg)
+            fn.cfg = cfg
+            return fn
+        self.useFixture(fixtures.MockPatchObject(bench_oracle, 'setup_for',
+                                                 tagged))
+        self.path = tiny_scenario(self)
+
+    def test_fields_left_out_are_off(self):
+        self.assertEqual(
+            dict(bench_oracle.all_off('vsmtio'), retain={'web': 25}),
+            bench_oracle.parse_config('{"retain": {"web": 25}}'))
+        self.assertEqual(
+            dict(bench_oracle.all_off('haltpoll'), haltpoll_max_us=200),
+            bench_oracle.parse_config(
+                '{"family": "haltpoll", "haltpoll_max_us": 200}'))
+
+    def test_bad_configurations_are_refused(self):
+        for bad in ('not json', '[1]', '{"family": "paper"}',
+                    '{"retian": {}}', '{"retain": {"web": NaN}}',
+                    '{"retain": {"web": Infinity}}',
+                    '{"retain": {"web": 0}}', '{"retain": [25]}',
+                    '{"weights": {"web": true}}', '{"split": "yes"}',
+                    '{"haltpoll_max_us": 200}',
+                    '{"family": "haltpoll", "split": true}'):
+            self.assertRaises(ValueError, bench_oracle.parse_config, bad)
+
+    def _main(self, *argv):
+        out = self.useFixture(fixtures.StringStream('stdout'))
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', out.stream))
+        self.useFixture(fixtures.MockPatch('sys.stderr'))
+        json_path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                                 'oracle.json')
+        rc = bench_oracle.main(list(argv) + ['--json', json_path])
+        self.assertFalse(os.path.exists(json_path))
+        out.stream.flush()
+        return rc, out.getDetails()['stdout'].as_text()
+
+    def test_prints_each_vm_against_its_floor(self):
+        runs = []
+
+        def run(name, kernel, setup, measure_s):
+            runs.append(kernel)
+            return fake_run(lambda cfg: (1.2, 0.96))(name, kernel, setup,
+                                                     measure_s)
+        self.useFixture(fixtures.MockPatchObject(
+            bench_oracle.Evaluator, '_run', staticmethod(run)))
+        rc, text = self._main('--names', self.path,
+                              '--config', '{"retain": {"web": 100}}')
+        self.assertEqual(0, rc)
+        self.assertEqual(['vanilla', 'vsmtio'], runs)
+        self.assertIn('vsmtio: web 100us: I/O gain 1.200, CPU 0.960, '
+                      'every floor kept: NO', text)
+        self.assertRegex(text, r'batch +\| +0\.960 .*BELOW')
+
+    def test_a_vm_the_scenario_lacks_is_refused_before_any_run(self):
+        run = self.useFixture(fixtures.MockPatchObject(
+            bench_oracle.Evaluator, '_run')).mock
+        self.useFixture(fixtures.MockPatch('sys.stderr'))
+        for argv in (['--names', self.path, '--config',
+                      '{"weights": {"db": 2}}'],
+                     ['--config', '{}'],
+                     ['--names', self.path, '--config', '{"split": 1}']):
+            self.assertRaises(SystemExit, bench_oracle.main, argv)
+        run.assert_not_called()
 
 
 class TestShareColumn(testtools.TestCase):
