@@ -113,19 +113,24 @@ def fake_run(gains):
     return run
 
 
+def tag_setups(test):
+    """Each setup carries its configuration, for :func:`fake_run`."""
+    real = bench_oracle.setup_for
+
+    def tagged(cfg):
+        fn = real(cfg)
+        fn.cfg = cfg
+        return fn
+    test.useFixture(fixtures.MockPatchObject(bench_oracle, 'setup_for',
+                                             tagged))
+
+
 class TestSearchLogic(testtools.TestCase):
     """Coordinate descent over made-up outcomes, where the best is known."""
 
     def setUp(self):
         super().setUp()
-        real = bench_oracle.setup_for
-
-        def tagged(cfg):
-            fn = real(cfg)
-            fn.cfg = cfg
-            return fn
-        self.useFixture(fixtures.MockPatchObject(bench_oracle, 'setup_for',
-                                                 tagged))
+        tag_setups(self)
 
     def test_never_returns_a_configuration_that_breaks_a_floor(self):
         def gains(cfg):
@@ -182,14 +187,7 @@ class TestStaticConfig(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        real = bench_oracle.setup_for
-
-        def tagged(cfg):
-            fn = real(cfg)
-            fn.cfg = cfg
-            return fn
-        self.useFixture(fixtures.MockPatchObject(bench_oracle, 'setup_for',
-                                                 tagged))
+        tag_setups(self)
         self.path = tiny_scenario(self)
 
     def test_fields_left_out_are_off(self):
