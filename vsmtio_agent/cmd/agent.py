@@ -90,20 +90,24 @@ def host_driver_names():
                    importlib.metadata.entry_points(group=HOST_DRIVERS)})
 
 
-def load_driver(conf):
-    """Build the configured host driver, by its name in ``HOST_DRIVERS``.
+def driver_class(conf):
+    """The configured host driver's class, by its name in ``HOST_DRIVERS``.
 
     Only by name: a module path would let the configuration import and
     call anything, and the daemon runs as root.
     """
     name = conf.vsmtio_agent.host_driver
     try:
-        mgr = stevedore_driver.DriverManager(
-            HOST_DRIVERS, name, invoke_on_load=True, invoke_args=(conf,))
+        mgr = stevedore_driver.DriverManager(HOST_DRIVERS, name)
     except Exception as exc:   # stevedore wraps import and lookup errors
         raise base.HostDriverError('cannot load host driver %r: %s'
                                    % (name, exc))
     return mgr.driver
+
+
+def load_driver(conf):
+    """Build the configured host driver (see :func:`driver_class`)."""
+    return driver_class(conf)(conf)
 
 
 def _service_base():
@@ -420,10 +424,11 @@ def validate_conf(conf):
     value for an option that has a default is refused. Raises
     ``cfg.Error`` or ``ValueError`` with a message naming the option.
     """
-    for group, opts in conf_opts.list_opts():
+    _check_host_driver(conf)
+    for group, opts in _opts_to_check(conf):
         for opt in opts:
             try:
-                value = getattr(getattr(conf, group.name), opt.dest)
+                value = getattr(getattr(conf, group), opt.dest)
             except cfg.NoSuchOptError:
                 # listed for the sample file, registered by keystoneauth1
                 # only when it loads the configured auth plugin
@@ -431,18 +436,18 @@ def validate_conf(conf):
             except cfg.Error as exc:
                 # The type's own error (what oslo raised this one from)
                 # says why; the files say where.
-                raise _option_error(conf, group.name, opt.dest,
+                raise _option_error(conf, group, opt.dest,
                                     exc.__context__ or exc)
             if isinstance(value, float) and not math.isfinite(value):
                 raise _option_error(
-                    conf, group.name, opt.dest,
+                    conf, group, opt.dest,
                     'Should be a finite number, not %s' % value)
             if value in (None, '') and opt.default not in (None, ''):
                 # oslo.config reads an empty number as None, which the
                 # agent would find only when it uses it (a None period
                 # waits forever); an empty path or pattern is as wrong
                 raise _option_error(
-                    conf, group.name, opt.dest,
+                    conf, group, opt.dest,
                     'empty: give a value, or remove the line for the '
                     'default (%s)' % (opt.default,))
     opts = conf.vsmtio_agent
@@ -450,8 +455,21 @@ def validate_conf(conf):
         raise ValueError('[vsmtio_agent] min_timeout_us (%d) is above '
                          'max_timeout_us (%d)'
                          % (opts.min_timeout_us, opts.max_timeout_us))
-    _check_host_driver(conf)
     engine.Params.from_conf(conf)
+
+
+def _opts_to_check(conf):
+    """(group name, options) of the agent and of its host driver.
+
+    A driver that cannot be loaded brings none here: ``run`` and
+    ``check`` say why it cannot, as they do for any driver.
+    """
+    groups = [(group.name, opts) for group, opts in conf_opts.list_opts()]
+    try:
+        groups += driver_class(conf).register_opts(conf).items()
+    except base.HostDriverError:
+        pass
+    return groups
 
 
 def _option_error(conf, group, name, why):

@@ -1,4 +1,4 @@
-"""oslo.config options of the vsmtio agent and its simulated host."""
+"""oslo.config options of the vsmtio agent."""
 
 from oslo_config import cfg
 
@@ -6,7 +6,6 @@ from vsmtio_agent.conf import agent
 from vsmtio_agent.conf import host
 from vsmtio_agent.conf import mist
 from vsmtio_agent.conf import publish
-from vsmtio_agent.conf import simulator
 
 
 def register_opts(conf):
@@ -15,7 +14,7 @@ def register_opts(conf):
     Tests build their own ConfigOpts with it (see
     :func:`vsmtio_agent.conf.agent.new_group` for why not share one).
     """
-    for module in (agent, host, mist, publish, simulator):
+    for module in (agent, host, mist, publish):
         module.register_opts(conf)
 
 

@@ -82,6 +82,17 @@ class Restored:
 class HostDriver(metaclass=abc.ABCMeta):
     """A host whose vCPUs the agent observes and places."""
 
+    @classmethod
+    def register_opts(cls, conf):
+        """Register the driver's own options on ``conf`` and list them.
+
+        A driver shipped beside the agent (the simulated host's
+        ``[vsmtio_sim]``) brings its options with it, so the agent's
+        start-up check covers them without knowing the driver. Returns
+        ``{group name: [options]}``; the default has none.
+        """
+        return {}
+
     @abc.abstractmethod
     def describe(self):
         """Return a :class:`HostMode`."""

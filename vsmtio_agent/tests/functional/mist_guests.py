@@ -13,7 +13,7 @@ The guests are TCG (KVM cannot boot a stock guest on these machines;
   writes it, reserves IOPS;
 * the *interfering* guest spins on every vCPU.
 
-Shared by ``test_mist.py`` and ``tools/bench_mist.py``.
+Shared by ``test_mist.py`` and ``vsmtio-bench mist``.
 """
 
 import dataclasses

@@ -1,0 +1,11 @@
+"""The benches: what the product does on the simulated host and on real
+parts, measured against a baseline in the same run.
+
+``vsmtio-bench NAME`` runs one (:mod:`vsmtio_bench.cmd`). The simulator
+benches (``sim``, ``oracle``, ``seeds``, ``objective``, ``step``) drive
+:mod:`vsmtio_sim`; the others time the agent (``tick``), nova's scheduler
+with the vsmtio filter and weigher (``scheduler``), libvirtd (``libvirtd``)
+and MIST on real guests (``mist``). They print ratios and write the
+generated pages under ``doc/benchmarks``; they assert nothing (the tests
+under ``vsmtio_bench/tests`` check their logic).
+"""

@@ -1,0 +1,54 @@
+"""``vsmtio-bench NAME [ARGS]``: run one bench.
+
+Each bench is a module of this package with its own options
+(``vsmtio-bench NAME --help``); only the chosen one is imported, so a
+bench's dependencies (nova, libvirt, pyperf, matplotlib) are needed only
+to run that bench.
+"""
+
+import importlib
+import sys
+
+BENCHES = {
+    'sim': 'every shipped scenario under every kernel model, the '
+           'break-even map, the sensitivity study and the pictures',
+    'oracle': 'the best static per-VM configuration in hindsight, per '
+              'scenario',
+    'seeds': 'the product against vanilla over several seeds, per VM',
+    'objective': 'the product under other CPU floors than the default',
+    'step': 'the CPU cost of one policy step, on recorded inputs',
+    'tick': 'the CPU cost of one agent period with 200 vCPU threads',
+    'scheduler': 'the cost and fleet effect of the vsmtio filter and '
+                 'weigher in nova\'s scheduler',
+    'libvirtd': 'what the agent\'s libvirt calls cost libvirtd and QEMU',
+    'mist': 'MIST on real qemu guests, interfered and protected',
+}
+
+
+def usage():
+    width = max(map(len, BENCHES))
+    return 'usage: vsmtio-bench NAME [ARGS]\n\nbenches:\n%s\n' % '\n'.join(
+        '  %-*s  %s' % (width, name, text) for name, text in BENCHES.items())
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ('-h', '--help'):
+        sys.stdout.write(usage())
+        return 0 if argv else 2
+    name, args = argv[0], argv[1:]
+    if name not in BENCHES:
+        sys.stderr.write('vsmtio-bench: error: no bench %r\n%s'
+                         % (name, usage()))
+        return 2
+    module = importlib.import_module('vsmtio_bench.' + name)
+    # pyperf's benches read their options from sys.argv, as its own
+    # runner does; the others are handed them
+    sys.argv = ['vsmtio-bench %s' % name] + args
+    if name in ('tick', 'scheduler'):
+        return module.main()
+    return module.main(args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

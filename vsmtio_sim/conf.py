@@ -1,0 +1,49 @@
+"""Options of the ``[vsmtio_sim]`` group: the embedded simulated SMT host."""
+
+from oslo_config import cfg
+
+from vsmtio_agent.conf import types
+
+
+def new_group():
+    """A fresh group per ConfigOpts (see ``conf.agent.new_group``)."""
+    return cfg.OptGroup(
+        'vsmtio_sim',
+        title='Simulated SMT host options',
+        help='The discrete-event simulated SMT host the agent drives with '
+             '``host_driver = simulated``: which scenario it runs and under '
+             'which kernel model.')
+
+
+sim_group = new_group()
+
+sim_opts = types.finite([
+    cfg.StrOpt('scenario',
+               default='sockperf_matmul',
+               help='A scenario: the name of a shipped scenario (see '
+                    '``vsmtio-sim list``) or the path of a scenario file.'),
+    cfg.StrOpt('kernel',
+               default='vsmtio',
+               choices=['vanilla', 'polling', 'haltpoll',
+                        'haltpoll-enhanced', 'vsmtio-paper', 'vsmtio'],
+               help='The host kernel model the simulated host runs.'),
+    cfg.IntOpt('seed',
+               default=1, min=0, max=2 ** 31 - 1,
+               help='Seed of the simulation\'s random numbers; the same '
+                    'seed gives the same run.'),
+    cfg.FloatOpt('duration',
+                 default=0.0, min=0.0, max=3600.0,
+                 help='Simulated seconds to run, warm-up included. 0 uses '
+                      'the scenario\'s ``duration_s``. Only ``vsmtio-sim`` '
+                      'reads it; the agent runs the host period by period.'),
+])
+
+
+def register_opts(conf):
+    conf.register_group(new_group())
+    conf.register_opts(sim_opts, group=sim_group.name)
+
+
+def list_opts():
+    """The ``oslo.config.opts`` entry point for oslo-config-generator."""
+    return [(sim_group, sim_opts)]

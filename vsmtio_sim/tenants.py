@@ -1,0 +1,142 @@
+"""Each honest tenant against its floor: the per-VM judgement of a run.
+
+Class totals hide a tenant's loss (issue 30): one VM with many tiny waits
+can lift the I/O class while another VM loses. So a kernel is judged VM by
+VM against the same VM under the baseline over the same measured window
+(common random numbers): a VM whose workload does I/O by the requests it
+served, any other by the instructions it retired. Its ratio must reach
+its floor as a mean over the window (``FLOORS``: a serving VM keeps at
+least vanilla's service, a computing VM 0.97 of its instructions), and
+``WINDOW_FLOOR`` in every window of about ``WINDOW_S``: half a second is
+five agent periods, short enough that a loss lasting a few periods (a
+probe's after-effect) shows, long enough to hold tens of requests of the
+slowest shipped loop. A VM the scenario marks as an adversary is reported
+but never judged: what it gains by shaping its waits is not the host's.
+"""
+
+import math
+
+import prettytable
+
+WINDOW_S = 0.5
+FLOORS = {'serving': 1.0, 'computing': 0.97}
+WINDOW_FLOOR = 0.95
+METRIC = {'serving': 'requests_per_s', 'computing': 'instructions_per_s'}
+
+
+def role(vm):
+    """'serving' for a VM (a result's ``vms`` entry) that does I/O."""
+    return 'computing' if vm['kind'] == 'cpu' else 'serving'
+
+
+def _ratio(a, b):
+    return a / b if b else None
+
+
+def _windows(result, base, name, metric):
+    """``name``'s ratio of ``result`` to ``base`` in each common window."""
+    wins = zip(result.get('windows', {}).get('vms', ()),
+               base.get('windows', {}).get('vms', ()))
+    out = [_ratio(x[name][metric], y[name][metric]) for x, y in wins]
+    return [w for w in out if w is not None]
+
+
+def judge(result, base, aa=None):
+    """``{vm: verdict}``: each VM of ``result`` against ``base``'s.
+
+    Both are results of :func:`~vsmtio_sim.runner.run_conf` over the
+    same window. A verdict holds the VM's ``role``, ``metric``, mean
+    ``ratio``, ``min_window`` (its lowest ratio in one window), its
+    ``floor`` and ``ok`` (None for an adversary, or a VM the baseline saw
+    do nothing). ``aa``, where given, is the baseline run again after
+    another history (an A/A run): each verdict then also holds
+    ``aa_window``, that run's lowest window against ``base``, which is
+    how low the model's own noise takes the VM in one window: a window
+    below the floor is read against it (``ok`` stays the floors').
+    """
+    out = {}
+    for name, b in sorted(base['vms'].items()):
+        r = role(b)
+        metric = METRIC[r]
+        mean = _ratio(result['vms'][name][metric], b[metric])
+        windows = _windows(result, base, name, metric)
+        low = min(windows, default=mean)
+        ok = None
+        if not b['adversary'] and mean is not None:
+            ok = mean >= FLOORS[r] and low >= WINDOW_FLOOR
+        out[name] = {'role': r, 'metric': metric,
+                     'adversary': b['adversary'], 'ratio': mean,
+                     'min_window': low,
+                     'windows': len(windows),
+                     'floor': FLOORS[r], 'ok': ok}
+        if aa is not None:
+            out[name]['aa_window'] = min(
+                _windows(aa, base, name, metric), default=None)
+    return out
+
+
+def geomean(values):
+    values = [v for v in values if v]
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def summary(verdicts):
+    """The host's figures from one kernel's verdicts.
+
+    ``io_gain``: the geometric mean of the honest serving VMs' ratios (a
+    VM with many tiny waits weighs no more than one with few); ``cpu``:
+    the same over the honest computing VMs; ``ok``: every honest VM at its
+    floors; ``worst``: the honest VM furthest below (or least above) its
+    floor, as ``(vm, ratio / floor)``.
+    """
+    honest = {vm: v for vm, v in verdicts.items() if v['ok'] is not None}
+    worst = min(((vm, min(v['ratio'] / v['floor'],
+                          v['min_window'] / WINDOW_FLOOR))
+                 for vm, v in honest.items()),
+                key=lambda x: x[1], default=None)
+    return {
+        'io_gain': geomean([v['ratio'] for v in honest.values()
+                            if v['role'] == 'serving']),
+        'cpu': geomean([v['ratio'] for v in honest.values()
+                        if v['role'] == 'computing']),
+        'ok': all(v['ok'] for v in honest.values()),
+        'worst': worst}
+
+
+def compare(results, baseline='vanilla'):
+    """``{kernel: {'vms': verdicts, **summary}}`` for a comparison."""
+    base = results[baseline]
+    out = {}
+    for kernel, r in results.items():
+        verdicts = judge(r, base)
+        out[kernel] = dict(summary(verdicts), vms=verdicts)
+    return out
+
+
+def table(results, baseline='vanilla'):
+    """The per-VM judgement of a comparison, one row per kernel and VM."""
+    judged = compare(results, baseline)
+    window = next(iter(results.values())).get('windows', {}).get('window_s')
+    t = prettytable.PrettyTable(['kernel', 'VM', 'judged on', 'mean',
+                                 'min window', 'floor', 'verdict'])
+    t.align = 'r'
+    for c in ('kernel', 'VM', 'judged on', 'verdict'):
+        t.align[c] = 'l'
+    for kernel, j in judged.items():
+        for vm, v in j['vms'].items():
+            t.add_row([kernel, vm, v['metric'].replace('_per_s', '/s'),
+                       _x(v['ratio']), _x(v['min_window']),
+                       '%.2f / %.2f' % (v['floor'], WINDOW_FLOOR),
+                       'adversary' if v['adversary'] else
+                       '-' if v['ok'] is None else
+                       'ok' if v['ok'] else 'BELOW'])
+    head = ('Each VM against itself under %s: mean over the window and the '
+            'lowest of its %s s windows; floors mean / every window'
+            % (baseline, '%g' % window if window else '?'))
+    return head + '\n' + t.get_string()
+
+
+def _x(v):
+    return '-' if v is None else '%.3f' % v

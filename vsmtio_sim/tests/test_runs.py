@@ -1,0 +1,337 @@
+"""Whole runs: determinism, the real agent on the simulated host, the CLI,
+and the paper's directions on a reduced host (§6)."""
+
+import json
+import os
+import tempfile
+import unittest
+
+import fixtures
+import testtools
+import yaml
+
+from vsmtio_agent.drivers import base
+from vsmtio_sim import cmd as sim_cmd
+from vsmtio_sim import driver as sim_driver
+from vsmtio_sim import runner
+from vsmtio_sim import scenario
+
+
+def reduced(name, cores=4, duration=1.0, warmup=0.4):
+    """A shipped paper scenario scaled to ``cores`` (vCPUs scaled too)."""
+    with open(os.path.join(scenario.SCENARIO_DIR, name + '.yaml')) as f:
+        d = yaml.safe_load(f)
+    scale = cores / d['host']['cores']
+    d['host']['cores'] = cores
+    d['duration_s'], d['warmup_s'] = duration, warmup
+    for vm in d['vms']:
+        vm['vcpus'] = max(1, int(round(vm['vcpus'] * scale)))
+    return d
+
+
+class _ScenarioFile(fixtures.Fixture):
+
+    def __init__(self, doc):
+        self.doc = doc
+
+    def _setUp(self):
+        fd, self.path = tempfile.mkstemp(suffix='.yaml')
+        with os.fdopen(fd, 'w') as f:
+            yaml.safe_dump(self.doc, f)
+        self.addCleanup(os.unlink, self.path)
+
+
+def strip(result):
+    result = dict(result)
+    result.pop('sim')
+    return result
+
+
+class TestDeterminism(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=2, duration=0.4,
+                    warmup=0.1))).path
+
+    def test_same_seed_same_result(self):
+        for kernel in ('vanilla', 'vsmtio'):
+            a = runner.run(self.path, kernel, seed=7)
+            b = runner.run(self.path, kernel, seed=7)
+            self.assertEqual(strip(a), strip(b))
+
+    def test_other_seed_other_result(self):
+        a = runner.run(self.path, 'vanilla', seed=1)
+        b = runner.run(self.path, 'vanilla', seed=2)
+        self.assertNotEqual(a['io_throughput'], b['io_throughput'])
+
+
+class TestAgentOnSimulatedHost(testtools.TestCase):
+    """The real Agent loop drives the simulated host (no fakes)."""
+
+    def test_agent_ticks_apply_rass_and_ltcr(self):
+        from vsmtio_agent import agent as agent_mod
+        path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=2, duration=0.5))).path
+        # the paper's configuration applies RASS from the first period
+        conf = runner.make_conf(path, 'vsmtio-paper')
+        driver = sim_driver.SimulatedHostDriver(conf)
+        self.assertEqual('simulated', driver.describe().mode)
+        ag = agent_mod.Agent(conf, driver)
+        ag.tick()
+        for _ in range(5):
+            decision = ag.tick().decision
+        sim = driver.simulation
+        self.assertEqual(decision.timeout_ns, int(sim.timeout_ns))
+        self.assertTrue(sim.rass_active)
+        io_vcpus = [v for v in sim.vcpus if v.wl.kind == 'io']
+        # RASS put the retaining (Redis) vCPUs on the I/O siblings
+        self.assertTrue(all(v.home.is_io for v in io_vcpus))
+        self.assertTrue(all(str(v.role) == str(decision.placements[
+            v.ref].role) for v in sim.vcpus))
+        ag.stop()
+
+    def test_found_through_the_host_driver_namespace(self):
+        from stevedore import driver as sd
+        path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=1))).path
+        mgr = sd.DriverManager('vsmtio_agent.host_drivers', 'simulated',
+                               invoke_on_load=True,
+                               invoke_args=(runner.make_conf(path,
+                                                             'vsmtio'),))
+        self.assertIsInstance(mgr.driver, sim_driver.SimulatedHostDriver)
+
+    def test_restore_puts_the_initial_timeout_back(self):
+        from vsmtio_agent import model
+        path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=1))).path
+        driver = sim_driver.SimulatedHostDriver(
+            runner.make_conf(path, 'vsmtio'))
+        before = driver.simulation.timeout_ns
+        result = driver.apply(model.Decision(timeout_ns=12345,
+                                             placements={}))
+        self.assertEqual(1, result.applied)
+        self.assertEqual(12345, driver.simulation.timeout_ns)
+        driver.restore()
+        self.assertEqual(before, driver.simulation.timeout_ns)
+
+    def test_unknown_vcpu_in_a_decision_fails_alone(self):
+        from vsmtio_agent import model
+        path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=1))).path
+        driver = sim_driver.SimulatedHostDriver(
+            runner.make_conf(path, 'vsmtio'))
+        core = driver.topology().cores[0]
+        ghost = model.VcpuRef('ghost', 0)
+        result = driver.apply(model.Decision(
+            timeout_ns=100000, placements={ghost: model.Placement(
+                core.core_id, model.Role.IO, core.io_thread,
+                (core.io_thread,))}))
+        self.assertEqual(1, result.failed)
+        self.assertIn('ghost/0', result.messages[0])
+
+    def test_other_kernels_offer_no_knobs(self):
+        path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=1))).path
+        driver = sim_driver.SimulatedHostDriver(
+            runner.make_conf(path, 'vanilla'))
+        from vsmtio_agent import model
+        result = driver.apply(model.Decision(timeout_ns=1, placements={}))
+        self.assertIsInstance(result, base.ApplyResult)
+        self.assertEqual(0, result.applied)
+
+
+class TestCli(testtools.TestCase):
+
+    def main(self, *argv):
+        out = self.useFixture(fixtures.StringStream('stdout')).stream
+        err = self.useFixture(fixtures.StringStream('stderr')).stream
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', out))
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', err))
+        rc = sim_cmd.main(list(argv))
+        out.seek(0)
+        err.seek(0)
+        return rc, out.read(), err.read()
+
+    def assertOneLineError(self, needle, *argv):
+        rc, out, err = self.main(*argv)
+        self.assertEqual(2, rc)
+        self.assertEqual('', out)
+        lines = err.strip().splitlines()
+        self.assertEqual(1, len(lines), err)
+        self.assertIn(needle, lines[0])
+        self.assertNotIn('Traceback', err)
+
+    def test_unknown_scenario(self):
+        self.assertOneLineError("unknown scenario 'nope'", 'run',
+                                '--scenario', 'nope', '--kernel', 'vanilla')
+
+    def test_unknown_kernel(self):
+        self.assertOneLineError("unknown kernel 'linux'", 'run',
+                                '--scenario', 'redis_pagerank', '--kernel',
+                                'linux')
+
+    def test_bad_duration(self):
+        self.assertOneLineError('--duration', 'compare', '--scenario',
+                                'redis_pagerank', '--duration', '-1')
+
+    def test_bad_scenario_file(self):
+        d = reduced('redis_pagerank', cores=1)
+        d['vms'][0]['vcpus'] = 'many'
+        path = self.useFixture(_ScenarioFile(d)).path
+        self.assertOneLineError('vms.0.vcpus', 'run', '--scenario', path,
+                                '--kernel', 'vanilla')
+
+    def test_list(self):
+        rc, out, _ = self.main('list')
+        self.assertEqual(0, rc)
+        self.assertIn('redis_pagerank', out)
+        self.assertIn('haltpoll-enhanced', out)
+
+    def test_run_json(self):
+        path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=1, duration=0.3,
+                    warmup=0.1))).path
+        rc, out, err = self.main('run', '--scenario', path, '--kernel',
+                                 'haltpoll', '--json')
+        self.assertEqual(0, rc)
+        result = json.loads(out)
+        self.assertEqual('haltpoll', result['kernel'])
+        self.assertGreater(result['io_throughput'], 0)
+        self.assertIn('100%', err)         # progress went to stderr
+
+    def test_compare_table(self):
+        path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=1, duration=0.3,
+                    warmup=0.1))).path
+        rc, out, _ = self.main('compare', '--scenario', path,
+                               '--processes', '1')
+        self.assertEqual(0, rc)
+        for kernel in ('vanilla', 'polling', 'haltpoll',
+                       'haltpoll-enhanced', 'vsmtio'):
+            self.assertIn(kernel, out)
+        self.assertIn('1.000', out)
+        self.assertIn('vsmtio: the real agent ran', out)
+
+
+class TestSteadyState(testtools.TestCase):
+    """At the paper's size, after the agent settled (§6; issue 11).
+
+    (HBase, PageRank) is a Fig. 5 pair whose I/O loop is derived from the
+    paper's vanilla profile. ``vsmtio-paper`` is the paper taken literally,
+    ``vsmtio`` the product (throughput-judged LTCR, the guard, fairness).
+    Where the model does not reproduce one of the paper's directions the
+    test is an expected failure and doc/benchmarks/simulator.rst says why:
+    the model is not tuned to the paper.
+    """
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.results = {}
+        for name, kernels in (
+                ('fig5_hbase_pagerank', ('vanilla', 'vsmtio-paper',
+                                         'vsmtio')),
+                ('fig8_all_cpu_0_96', ('vanilla', 'vsmtio')),
+                ('adversarial_gamer', ('vanilla', 'vsmtio'))):
+            cls.results[name] = {k: runner.run(name, k, steady=True)
+                                 for k in kernels}
+        # what the model's noise alone makes of each VM's mean
+        cls.results['fig5_hbase_pagerank']['aa'] = runner.run_aa(
+            'fig5_hbase_pagerank')
+
+    def ratio(self, name, key, kernel='vsmtio'):
+        r = self.results[name]
+        return r[kernel][key] / r['vanilla'][key]
+
+    def test_the_agent_settled(self):
+        for kernel in ('vsmtio-paper', 'vsmtio'):
+            agent = self.results['fig5_hbase_pagerank'][kernel]['agent']
+            self.assertIsNotNone(agent['settled_at_s'], kernel)
+            self.assertTrue(agent['trajectory'])
+
+    def test_paper_ltcr_grows_the_timeout_to_milliseconds(self):
+        # Algorithm 1 with IPC accepts step after step (§4.2; Table 6)
+        agent = self.results['fig5_hbase_pagerank']['vsmtio-paper']['agent']
+        self.assertGreater(agent['timeout_us'], 1000)
+
+    def test_paper_raises_io_throughput(self):
+        self.assertGreater(self.ratio('fig5_hbase_pagerank', 'io_throughput',
+                                      'vsmtio-paper'), 1.05)
+
+    def test_paper_cuts_vcpu_switches(self):
+        # retentions of milliseconds outlast most waits (Table 5)
+        self.assertLess(self.ratio('fig5_hbase_pagerank',
+                                   'vcpu_switches_per_s', 'vsmtio-paper'),
+                        0.6)
+
+    def test_vsmtio_does_not_spin(self):
+        # a waiting vCPU is retained (MWAIT), never spun; the product
+        # retains where its guard keeps a retention (and in the A arms
+        # of its retention probes)
+        for kernel in ('vsmtio-paper', 'vsmtio'):
+            r = self.results['fig5_hbase_pagerank'][kernel]
+            self.assertEqual(0.0, r['spinning_pct'])
+            if (kernel == 'vsmtio-paper'
+                    or 'retention' in r['agent']['mechanisms']):
+                self.assertGreater(r['retention_pct'], 0.0, kernel)
+
+    @unittest.expectedFailure
+    def test_paper_raises_cpu_throughput(self):
+        # Lower (about 0.9): the retention and the I/O vCPUs' sibling take
+        # hyperthread time the CPU-bound vCPUs used; the switches saved are
+        # worth less at the shipped costs (the break-even map in
+        # doc/benchmarks/simulator.rst shows what costs would turn it)
+        self.assertGreater(self.ratio('fig5_hbase_pagerank',
+                                      'cpu_throughput', 'vsmtio-paper'),
+                           1.0)
+
+    def test_product_keeps_every_tenant_at_its_floor(self):
+        # per VM, not per class (issue 30): each honest VM at its floor as
+        # a mean over the steady window, on the paper's pair (on the
+        # gamer's small host the probes' cost leaves the honest KV store
+        # about 3% under its 1.0 floor: doc/benchmarks/guard.rst; the
+        # test below holds every honest VM there to 0.95)
+        # a mean is held to its floor less what vanilla against itself
+        # differs by for that VM (the A/A run): no test tells them apart
+        from vsmtio_sim import tenants
+        for name in ('fig5_hbase_pagerank',):
+            r = self.results[name]
+            noise = tenants.judge(r['aa'], r['vanilla'])
+            for vm, v in tenants.judge(r['vsmtio'], r['vanilla']).items():
+                if v['adversary']:
+                    continue
+                self.assertGreaterEqual(
+                    v['ratio'], v['floor'] - abs(noise[vm]['ratio'] - 1.0),
+                    '%s %s' % (name, vm))
+
+    def test_product_reports_its_verdicts(self):
+        agent = self.results['fig5_hbase_pagerank']['vsmtio']['agent']
+        judged = {v['mechanism'] for v in agent['verdicts']}
+        self.assertIn('retention', judged)
+        for v in agent['verdicts']:
+            self.assertTrue(v['reason'])
+
+    def test_all_cpu_control_within_two_percent(self):
+        # Held since the simulated host starts its vCPUs out of phase: in
+        # lockstep, vanilla's siblings paired like with like all run long
+        # and RASS's symbiotic pairing (§4.3.2) looked 4% better
+        self.assertAlmostEqual(
+            1.0, self.ratio('fig8_all_cpu_0_96', 'cpu_throughput'),
+            delta=0.02)
+
+    def test_no_tenant_gains_by_shaping_its_waits(self):
+        # issue 11: the honest batch and I/O VMs each keep >= 0.95 of what
+        # vanilla gives them, and the gamer gains nothing to speak of
+        r = self.results['adversarial_gamer']
+        for name in ('pagerank', 'kmeans', 'hbase', 'gamer'):
+            w = r['vsmtio']['workloads'][name]
+            b = r['vanilla']['workloads'][name]
+            key = ('requests_per_s' if w['kind'] == 'io'
+                   else 'instructions_per_s')
+            ratio = w[key] / b[key]
+            if name == 'gamer':
+                self.assertLess(ratio, 1.05, name)
+            else:
+                self.assertGreaterEqual(ratio, 0.95, name)
