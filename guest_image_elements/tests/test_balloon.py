@@ -13,6 +13,7 @@ so they pass on any host with QEMU; what they cannot show is said in
 
 import importlib.util
 import os
+import sys
 
 import testtools
 
@@ -22,15 +23,21 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _load(name):
+    """A tool script as a module, registered under its name.
+
+    The tools are scripts that import each other from their directory;
+    registered, a tool loaded after another finds it.
+    """
     spec = importlib.util.spec_from_file_location(
         name, os.path.join(os.path.dirname(_HERE), 'tools', name + '.py'))
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
 
+guest_boot = _load('guest_boot')
 balloon_boot = _load('balloon_boot')
-guest_boot = balloon_boot.guest_boot
 
 PARAMS = {'enabled', 'cap_pct', 'quantum_us', 'max_pct'}
 

@@ -33,9 +33,11 @@ import tempfile
 import threading
 import time
 
+# beside this script: on the path of a script run as one, and loaded
+# first by a test that loads this file
+import guest_boot
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import guest_boot  # noqa: E402
 
 ELEMENT = os.path.join(os.path.dirname(HERE), 'vsmtio-balloon')
 MODULE_NAME = 'vsmtio_balloon'

@@ -26,18 +26,16 @@ import sys
 import time
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import configs  # noqa: E402
-import fleet  # noqa: E402
-import grafana_check  # noqa: E402
-import horizon_panel  # noqa: E402
-import layout  # noqa: E402
-import observability  # noqa: E402
-import procs  # noqa: E402
-import resources  # noqa: E402
-import services  # noqa: E402
-import watcher  # noqa: E402
+import configs
+import fleet
+import grafana_check
+import horizon_panel
+import layout
+import observability
+import procs
+import resources
+import services
+import watcher
 
 
 def timed(label, func, *args):

@@ -10,12 +10,9 @@ purpose.
 
 import argparse
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import browser  # noqa: E402
-import resources  # noqa: E402
+import browser
+import resources
 
 DEFAULT_OUT = os.path.join(os.environ.get('VSMTIO_SCREENSHOTS',
                                           '/var/tmp/vsmtio-screenshots'),
