@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.join(os.path.abspath(os.path.dirname(__file__)),
 
 extensions = [
     'openstackdocstheme',
+    'vsmtio_refcheck',
 ]
 
 # openstackdocstheme
