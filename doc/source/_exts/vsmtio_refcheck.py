@@ -271,7 +271,8 @@ class Checker(object):
         if not DOTTED.match(token):
             return None
         parts = token.split('.')
-        if token in self.entry_point_groups:
+        if token in self.entry_point_groups or any(
+                PLACEHOLDER.match(p) for p in parts[1:]):
             return None
         if (len(parts) == 2 and parts[0] in self.own_groups
                 and parts[1] in self.options[parts[0]]):
