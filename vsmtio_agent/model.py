@@ -30,7 +30,7 @@ class VcpuRef(NamedTuple):
     keys in the monitor, the engine and RASS), which a tuple does in C.
     The hash, equality among refs and order are those the dataclass had
     (both are those of the ``(domain, index)`` tuple);
-    ``doc/benchmarks/agent_tick.rst`` has the profile.
+    ``doc/source/benchmarks/agent_tick.rst`` has the profile.
     """
 
     domain: str
@@ -127,7 +127,7 @@ class VcpuCounters(NamedTuple):
     A named tuple (immutable, as the dataclass it was): a driver builds one
     per vCPU per period, and the monitor reads every field of two of them,
     which costs a named tuple a fraction of what it costs a frozen
-    dataclass (``doc/benchmarks/agent_tick.rst``).
+    dataclass (``doc/source/benchmarks/agent_tick.rst``).
     """
 
     weight: int = 1024

@@ -6,6 +6,6 @@ benches (``sim``, ``oracle``, ``seeds``, ``objective``, ``step``) drive
 :mod:`vsmtio_sim`; the others time the agent (``tick``), nova's scheduler
 with the vsmtio filter and weigher (``scheduler``), libvirtd (``libvirtd``)
 and MIST on real guests (``mist``). They print ratios and write the
-generated pages under ``doc/benchmarks``; they assert nothing (the tests
+generated pages under ``doc/source/benchmarks``; they assert nothing (the tests
 under ``vsmtio_bench/tests`` check their logic).
 """

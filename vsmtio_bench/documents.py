@@ -8,5 +8,5 @@ directory a caller happens to be in.
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCHMARKS = os.path.join(ROOT, 'doc', 'benchmarks')
+BENCHMARKS = os.path.join(ROOT, 'doc', 'source', 'benchmarks')
 ORACLE_JSON = os.path.join(BENCHMARKS, 'oracle.json')

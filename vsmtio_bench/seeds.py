@@ -10,7 +10,7 @@ for every scenario and seed given, judges each honest VM against its
 floor (:mod:`vsmtio_sim.tenants`), and prints per scenario and seed
 the oracle's I/O measure and the honest computing VMs' geometric mean
 (``tenants.summary``), the product's share of the oracle's I/O gain
-(``doc/benchmarks/oracle.json``, ``bench_sim.oracle_share``), every
+(``doc/source/benchmarks/oracle.json``, ``bench_sim.oracle_share``), every
 honest VM whose mean misses its floor, and every honest VM whose lowest
 window (``tenants.WINDOW_S``) is below ``tenants.WINDOW_FLOOR``, then the
 means over all. A window below it is often the model's own noise: with

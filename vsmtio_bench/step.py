@@ -21,7 +21,7 @@ rare steps (the guard's and LTCR's tests, the adjuster's swaps) count in
 the mean as they do in an agent's CPU time. Absolute figures: no second
 engine runs in the same tree to give a ratio; compare runs of two trees
 on the same recording (``--save`` then the pickle).
-``doc/benchmarks/agent_tick.rst`` has the figures.
+``doc/source/benchmarks/agent_tick.rst`` has the figures.
 
     vsmtio-bench step [--source sim:fig5_rocksdb_nginx]
         [--periods 600] [--repeat 5] [--save FILE]

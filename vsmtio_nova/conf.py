@@ -51,8 +51,8 @@ vsmtio_opts = [
                     'vCPUs of an instance it loaded from the cell database '
                     'for later requests. Loading costs the scheduler work '
                     'per instance, for every instance on every candidate '
-                    'host (doc/benchmarks/scheduler.rst measures it); an '
-                    'instance\'s flavor changes only when '
+                    'host (doc/source/benchmarks/scheduler.rst measures '
+                    'it); an instance\'s flavor changes only when '
                     'it is resized, and then its old class counts for at '
                     'most this long. 0 loads every request afresh.'),
     cfg.StrOpt('measured_class_secret',

@@ -16,7 +16,7 @@ hand::
     python3 guest_image_elements/tools/balloon_boot.py check --oem 50
     python3 guest_image_elements/tools/balloon_boot.py bench
 
-``bench`` prints the latency table of ``doc/benchmarks/balloon.rst``.
+``bench`` prints the latency table of ``doc/source/benchmarks/balloon.rst``.
 """
 
 import argparse

@@ -94,8 +94,8 @@ action_opts = [
                help='Which threads of a protected domain run at real-time '
                     'priority. A guest\'s block I/O is served by QEMU\'s '
                     'emulator and I/O threads: with ``vcpus`` they stay in '
-                    'CFS beside the interferer (doc/benchmarks/mist.rst '
-                    'measures both).'),
+                    'CFS beside the interferer '
+                    '(doc/source/benchmarks/mist.rst measures both).'),
     cfg.IntOpt('mist_rt_runtime_us',
                default=400000, min=1000, max=1000000,
                help='The most real-time runtime a protected domain gets '

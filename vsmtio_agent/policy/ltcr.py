@@ -26,8 +26,8 @@ vCPU that would have borrowed the sibling: its IPC rises (it runs beside
 a resting sibling) while the instructions it retires fall. Retention
 frequency rises with the timeout whether or not more requests are served.
 On the simulated host the paper's measure accepts every step up while
-CPU-bound throughput falls (doc/benchmarks/simulator.rst); judging by what
-each class gets done does not.
+CPU-bound throughput falls (doc/source/benchmarks/simulator.rst); judging
+by what each class gets done does not.
 
 A trial is kept only if both classes sped up; a class with no vCPU that
 has a usable measurement vetoes the change, so the timeout never moves

@@ -72,7 +72,7 @@ def classify(stats, min_retention_rate=0.0, threads=None, held=None,
     polling say, the rates are evidence and rank as usual.)
     """
     # This runs for every vCPU every period, so it is written for speed
-    # (doc/benchmarks/agent_tick.rst): _over_share and compute_share are
+    # (doc/source/benchmarks/agent_tick.rst): _over_share and compute_share are
     # inlined in _over, which the held roles and the ranking share, and
     # only the vCPUs that may be I/O-bound are ranked.
     cpu_role = model.Role.CPU

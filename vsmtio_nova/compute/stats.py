@@ -4,7 +4,7 @@ The scheduler must know every candidate host's mix at every request.
 Counting it there means classifying every instance on every host, and
 ``HostState.instances`` holds uuids without flavors: the flavors would be
 loaded from the cell databases on the request path, a cost per instance
-and per request (``doc/benchmarks/scheduler.rst`` measures it). So the
+and per request (``doc/source/benchmarks/scheduler.rst`` measures it). So the
 host counts its own mix instead, where
 nova counts ``num_instances``: :class:`MixStats` extends nova's
 ``nova.compute.stats.Stats``, the dict the resource tracker keeps per node

@@ -109,12 +109,13 @@ class ClassCache:
 
     Loading instances with their flavors from a cell database costs far
     more than everything else the filter and weigher do
-    (``doc/benchmarks/scheduler.rst`` measures it), and every request would
-    reload every instance on every candidate host. An instance's flavor
-    changes only on resize, so a loaded class is reused for ``[vsmtio]
-    instance_class_cache_seconds``; a resized instance counts with its old
-    class for at most that long. Entries are stamped when loaded and
-    dropped once expired, so deleted instances do not accumulate.
+    (``doc/source/benchmarks/scheduler.rst`` measures it), and every
+    request would reload every instance on every candidate host. An
+    instance's flavor changes only on resize, so a loaded class is reused
+    for ``[vsmtio] instance_class_cache_seconds``; a resized instance
+    counts with its old class for at most that long. Entries are stamped
+    when loaded and dropped once expired, so deleted instances do not
+    accumulate.
     """
 
     def __init__(self):

@@ -222,8 +222,8 @@ class TestSteadyState(testtools.TestCase):
     paper's vanilla profile. ``vsmtio-paper`` is the paper taken literally,
     ``vsmtio`` the product (throughput-judged LTCR, the guard, fairness).
     Where the model does not reproduce one of the paper's directions the
-    test is an expected failure and doc/benchmarks/simulator.rst says why:
-    the model is not tuned to the paper.
+    test is an expected failure and doc/source/benchmarks/simulator.rst
+    says why: the model is not tuned to the paper.
     """
 
     @classmethod
@@ -282,7 +282,7 @@ class TestSteadyState(testtools.TestCase):
         # Lower (about 0.9): the retention and the I/O vCPUs' sibling take
         # hyperthread time the CPU-bound vCPUs used; the switches saved are
         # worth less at the shipped costs (the break-even map in
-        # doc/benchmarks/simulator.rst shows what costs would turn it)
+        # doc/source/benchmarks/simulator.rst shows what costs would turn it)
         self.assertGreater(self.ratio('fig5_hbase_pagerank',
                                       'cpu_throughput', 'vsmtio-paper'),
                            1.0)
@@ -291,7 +291,7 @@ class TestSteadyState(testtools.TestCase):
         # per VM, not per class (issue 30): each honest VM at its floor as
         # a mean over the steady window, on the paper's pair (on the
         # gamer's small host the probes' cost leaves the honest KV store
-        # about 3% under its 1.0 floor: doc/benchmarks/guard.rst; the
+        # about 3% under its 1.0 floor: doc/source/benchmarks/guard.rst; the
         # test below holds every honest VM there to 0.95)
         # a mean is held to its floor less what vanilla against itself
         # differs by for that VM (the A/A run): no test tells them apart

@@ -7,7 +7,7 @@ counts, the policy decides, MistHost applies through the actuators. The
 reservation is set far above what a TCG guest can read (1,000,000 IOPS),
 so the guest is always below it and the CPU interference (I_cpu) decides;
 what the protection does to the guest's IOPS is measured by
-``vsmtio-bench mist`` (doc/benchmarks/mist.rst), not asserted here.
+``vsmtio-bench mist`` (doc/source/benchmarks/mist.rst), not asserted here.
 
 Under real-time priority the guest's own I_cpu falls below the threshold,
 so with a short release time (4 periods) the agent releases it, sees the

@@ -4,7 +4,7 @@
 ``adjuster.plan_swaps`` computes a core's exact deviation only where
 float bounds leave the answer open, and the probe tests ask scipy's
 t-test only where a bound on its t statistic leaves the verdict open
-(doc/benchmarks/agent_tick.rst). Each must give what the straightforward
+(doc/source/benchmarks/agent_tick.rst). Each must give what the straightforward
 algorithm gives, not a close answer: the references below are the code
 as it was before the shortcuts, run on random inputs that include what
 the shortcuts leave to it (NaN and infinite rates, float weights, no
