@@ -5,9 +5,10 @@ their last-level caches), the VMs (each running one workload model on N
 vCPUs, or a schedule of workloads in time phases), the initial placement
 of vCPUs on hyperthreads, how long to run, and optionally overrides of the
 costs and kernel parameters (``costs``, ``scheduler``, ``haltpoll``,
-``vsmtio``). Files are validated against :data:`SCHEMA` (JSON Schema)
-after the checks JSON Schema cannot make (non-finite numbers, alias
-expansion); an invalid file gets one error line naming the field.
+``vsmtio``). Files are validated against the JSON Schema of
+:mod:`vsmtio_sim.schema` after the checks JSON Schema cannot make
+(non-finite numbers, alias expansion); an invalid file gets one error
+line naming the field.
 Shipped scenarios live in ``scenarios/``; doc/source/simulator.rst lists
 every field with its default and the release that added it.
 
@@ -37,6 +38,7 @@ import warnings
 import jsonschema
 import yaml
 
+from vsmtio_sim import schema
 from vsmtio_sim import workloads as wl_mod
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -47,201 +49,6 @@ DATA_DIR = os.path.join(HERE, 'data')
 #: scenario has a few hundred; a few nested aliases can otherwise stand
 #: for billions ("billion laughs"), which every later walk would visit.
 MAX_NODES = 100000
-
-_DIST = {
-    'type': 'object',
-    'required': ['dist'],
-    'properties': {
-        'dist': {'enum': ['const', 'exponential', 'lognormal', 'uniform',
-                          'mixture']},
-        'mean_us': {'type': 'number', 'exclusiveMinimum': 0},
-        'sigma': {'type': 'number', 'minimum': 0, 'maximum': 5},
-        'low_us': {'type': 'number', 'minimum': 0},
-        'high_us': {'type': 'number', 'exclusiveMinimum': 0},
-        'weight': {'type': 'number', 'exclusiveMinimum': 0},
-        'parts': {'type': 'array', 'minItems': 1,
-                  'items': {'$ref': '#/$defs/dist'}},
-    },
-    'additionalProperties': False,
-    'allOf': [
-        {'if': {'properties': {'dist': {'enum': [
-            'const', 'exponential', 'lognormal']}}},
-         'then': {'required': ['mean_us']}},
-        {'if': {'properties': {'dist': {'const': 'uniform'}}},
-         'then': {'required': ['low_us', 'high_us']}},
-        # every part of a mixture says how often it is drawn
-        {'if': {'properties': {'dist': {'const': 'mixture'}}},
-         'then': {'required': ['parts'], 'properties': {'parts': {
-             'items': {'required': ['weight']}}}}},
-    ],
-}
-
-_WORKLOAD = {
-    'type': 'object',
-    'required': ['kind', 'cpi', 'working_set_kib'],
-    'properties': {
-        'kind': {'enum': list(wl_mod.KINDS)},
-        'working_set_kib': {'type': 'number', 'minimum': 0,
-                            'maximum': 1048576},
-        'cpi': {'type': 'object', 'required': ['base', 'miss'],
-                'properties': {
-                    'base': {'type': 'number', 'exclusiveMinimum': 0,
-                             'maximum': 50},
-                    'miss': {'type': 'number', 'minimum': 0,
-                             'maximum': 50}},
-                'additionalProperties': False},
-        'burst': {'$ref': '#/$defs/dist'},
-        'device': {'$ref': '#/$defs/dist'},
-        'irq': {
-            'type': 'object', 'required': ['steering', 'handler'],
-            'properties': {
-                'steering': {'enum': list(wl_mod.STEERINGS)},
-                'queues': {'type': 'integer', 'minimum': 1,
-                           'maximum': 4096},
-                'handler': {'$ref': '#/$defs/dist'},
-                'description': {'type': 'string'}},
-            'additionalProperties': False},
-        'description': {'type': 'string'},
-    },
-    'additionalProperties': False,
-    'if': {'properties': {'kind': {'enum': ['io', 'mixed']}}},
-    'then': {'required': ['burst', 'device']},
-}
-
-_NUM = {'type': 'number', 'minimum': 0}
-_SECONDS = {'type': 'number', 'exclusiveMinimum': 0, 'maximum': 3600}
-
-_VM = {
-    'type': 'object', 'required': ['name', 'workload', 'vcpus'],
-    'properties': {
-        'name': {'type': 'string', 'pattern': '^[A-Za-z0-9_.-]+$'},
-        # the workload from the start (before the first phase)
-        'workload': {'type': 'string'},
-        'vcpus': {'type': 'integer', 'minimum': 1, 'maximum': 4096},
-        'threads': {'type': 'array',
-                    'items': {'type': 'integer', 'minimum': 0}},
-        # a tenant shaping its behaviour to game the policy: reported
-        # apart from the host's classes
-        'adversary': {'type': 'boolean'},
-        # the tenant (nova project) that owns the VM, for trust domains;
-        # unset: the scenario's one tenant (its name)
-        'project': {'type': 'string', 'pattern': '^[A-Za-z0-9_.-]+$'},
-        # the workload changes at these simulated times
-        'phases': {
-            'type': 'array', 'minItems': 1,
-            'items': {'type': 'object', 'required': ['at_s', 'workload'],
-                      'properties': {'at_s': _SECONDS,
-                                     'workload': {'type': 'string'}},
-                      'additionalProperties': False}},
-        # vm: every vCPU changes at once; vcpu: vCPU i of n changes
-        # i / n x phase_spread_s later
-        'phase_sync': {'enum': ['vm', 'vcpu']},
-        'phase_spread_s': _SECONDS,
-        # the schedule (the first workload from 0, then the phases)
-        # starts again every phase_cycle_s
-        'phase_cycle_s': _SECONDS,
-    },
-    'additionalProperties': False,
-    'dependentRequired': {'phase_sync': ['phases'],
-                          'phase_spread_s': ['phases'],
-                          'phase_cycle_s': ['phases']},
-    'if': {'properties': {'phase_sync': {'const': 'vcpu'}},
-           'required': ['phase_sync']},
-    'then': {'required': ['phase_spread_s']},
-}
-
-#: The JSON Schema every scenario file must satisfy.
-SCHEMA = {
-    '$schema': 'https://json-schema.org/draft/2020-12/schema',
-    'title': 'vsmtio simulated-host scenario',
-    'type': 'object',
-    'required': ['name', 'host', 'vms'],
-    'additionalProperties': False,
-    '$defs': {'dist': _DIST},
-    'properties': {
-        'name': {'type': 'string', 'pattern': '^[a-z0-9_]+$'},
-        'title': {'type': 'string'},
-        'description': {'type': 'string'},
-        'host': {
-            'type': 'object', 'required': ['cores'],
-            'properties': {
-                'cores': {'type': 'integer', 'minimum': 1, 'maximum': 256},
-                'sockets': {'type': 'integer', 'minimum': 1, 'maximum': 8},
-                # each socket's last-level cache: its hyperthreads share
-                # it (llc_share_kib each, data/host.yaml, when unset)
-                'llc_kib': {'type': 'number', 'exclusiveMinimum': 0,
-                            'maximum': 1048576},
-                'llc_share_kib': {'type': 'number', 'exclusiveMinimum': 0,
-                                  'maximum': 1048576},
-                'remote_memory_latency_ratio': {
-                    'type': 'number', 'minimum': 1, 'maximum': 10}},
-            'additionalProperties': False},
-        'duration_s': _SECONDS,
-        'warmup_s': {'type': 'number', 'minimum': 0, 'maximum': 3600},
-        'workloads': {'type': 'object',
-                      'additionalProperties': _WORKLOAD},
-        'vms': {'type': 'array', 'minItems': 1, 'items': _VM},
-        'placement': {'enum': ['balanced', 'explicit']},
-        'initial_timeout_us': {'type': 'number', 'exclusiveMinimum': 0},
-        'costs': {
-            'type': 'object',
-            'properties': {
-                'cpu_ghz': {'type': 'number', 'exclusiveMinimum': 0},
-                'sibling_switching_speed': {
-                    'type': 'number', 'exclusiveMinimum': 0, 'maximum': 1},
-                'sibling_polling_speed': {
-                    'type': 'number', 'exclusiveMinimum': 0, 'maximum': 1},
-                'sibling_retaining_speed': {
-                    'type': 'number', 'exclusiveMinimum': 0, 'maximum': 1},
-                'smt_pair_speedup': {
-                    'type': 'object', 'required': ['min', 'max'],
-                    'properties': {
-                        'min': {'type': 'number', 'minimum': 1,
-                                'maximum': 2},
-                        'max': {'type': 'number', 'minimum': 1,
-                                'maximum': 2}},
-                    'additionalProperties': False},
-                'cache_refill_gbps': {'type': 'number',
-                                      'exclusiveMinimum': 0},
-                'cache_share_kib': _NUM,
-                'vm_exit_ns': _NUM, 'context_switch_ns': _NUM,
-                'l1d_flush_ns': _NUM, 'ipi_ns': _NUM,
-                'retention_resume_ns': _NUM,
-            },
-            # costs.yaml may grow inputs a release later: each is checked
-            # against its shipped value's type (_check_overrides)
-            'additionalProperties': True},
-        'scheduler': {
-            'type': 'object',
-            'properties': {
-                'latency_us': {'type': 'number', 'exclusiveMinimum': 0},
-                'min_granularity_us': {'type': 'number',
-                                       'exclusiveMinimum': 0},
-                'wakeup_granularity_us': _NUM,
-                # 0 (no VM cgroups) or cpu.shares' own range
-                'vm_cgroup_shares': {'type': 'integer', 'anyOf': [
-                    {'const': 0}, {'minimum': 2, 'maximum': 262144}]},
-                'tick_hz': {'type': 'number', 'minimum': 100,
-                            'maximum': 1000},
-                'load_half_life_ms': {'type': 'number',
-                                      'exclusiveMinimum': 0}},
-            'additionalProperties': True},
-        'haltpoll': {
-            'type': 'object',
-            'properties': {
-                'max_ns': {'type': 'integer', 'minimum': 0},
-                'grow': {'type': 'integer', 'minimum': 1},
-                'grow_start_ns': {'type': 'integer', 'minimum': 0},
-                'shrink': {'type': 'integer', 'minimum': 0},
-                'enhanced_max_ns': {'type': 'integer', 'minimum': 0}},
-            'additionalProperties': True},
-        'vsmtio': {
-            'type': 'object',
-            'properties': {'retention_yields': {'type': 'boolean'}},
-            'additionalProperties': True},
-        'paper': {'type': 'object'},
-    },
-}
 
 #: Fields of the first release's format that a later release replaced:
 #: dropped on load, with a warning naming what replaced them.
@@ -409,7 +216,7 @@ def _validate(doc, source):
     if where is not None:
         raise ScenarioError('%s: %s: not a finite number'
                             % (source, '.'.join(str(p) for p in where)))
-    validator = jsonschema.Draft202012Validator(SCHEMA)
+    validator = jsonschema.Draft202012Validator(schema.SCHEMA)
     errors = sorted(validator.iter_errors(doc),
                     key=lambda e: (len(list(e.absolute_path)), e.message))
     if errors:
@@ -588,8 +395,8 @@ def _library():
     library = {k: v for k, v in _data('workloads.yaml').items()
                if not k.startswith('_')}
     lib_errors = list(jsonschema.Draft202012Validator(
-        {'$defs': {'dist': _DIST}, 'type': 'object',
-         'additionalProperties': _WORKLOAD}).iter_errors(library))
+        {'$defs': {'dist': schema.DIST}, 'type': 'object',
+         'additionalProperties': schema.WORKLOAD}).iter_errors(library))
     if lib_errors:  # pragma: no cover - shipped data is tested
         raise ScenarioError('workloads.yaml: %s: %s'
                             % (_field(lib_errors[0]), lib_errors[0].message))
