@@ -1,8 +1,8 @@
 """Each honest tenant against its floor: the per-VM judgement of a run.
 
-Class totals hide a tenant's loss (issue 30): one VM with many tiny waits
-can lift the I/O class while another VM loses. So a kernel is judged VM by
-VM against the same VM under the baseline over the same measured window
+Class totals hide a tenant's loss: one VM with many tiny waits can lift
+the I/O class while another VM loses. So a kernel is judged VM by VM
+against the same VM under the baseline over the same measured window
 (common random numbers): a VM whose workload does I/O by the requests it
 served, any other by the instructions it retired. Its ratio must reach
 its floor as a mean over the window (``FLOORS``: a serving VM keeps at

@@ -52,7 +52,7 @@ class TestCorun(testtools.TestCase):
         st.floats(0.01, 10), st.floats(0.0, 10), st.floats(0.01, 10),
         st.floats(0.0, 10))
     def test_every_pair_stays_inside_the_source_range(self, ba, ma, bb, mb):
-        # issue 11: misses contend too, no pair beats the cited gains
+        # misses contend too, no pair beats the cited gains
         speed = self.combined((ba, ma), (bb, mb))
         self.assertGreaterEqual(speed, 1.0 - 1e-9)
         self.assertLessEqual(speed, 1.3 + 1e-9)

@@ -216,7 +216,7 @@ class TestCli(testtools.TestCase):
 
 
 class TestSteadyState(testtools.TestCase):
-    """At the paper's size, after the agent settled (§6; issue 11).
+    """At the paper's size, after the agent settled (§6).
 
     (HBase, PageRank) is a Fig. 5 pair whose I/O loop is derived from the
     paper's vanilla profile. ``vsmtio-paper`` is the paper taken literally,
@@ -288,8 +288,8 @@ class TestSteadyState(testtools.TestCase):
                            1.0)
 
     def test_product_keeps_every_tenant_at_its_floor(self):
-        # per VM, not per class (issue 30): each honest VM at its floor as
-        # a mean over the steady window, on the paper's pair (on the
+        # per VM, not per class: each honest VM at its floor as a mean
+        # over the steady window, on the paper's pair (on the
         # gamer's small host the probes' cost leaves the honest KV store
         # about 3% under its 1.0 floor: doc/source/benchmarks/guard.rst; the
         # test below holds every honest VM there to 0.95)
@@ -314,16 +314,17 @@ class TestSteadyState(testtools.TestCase):
             self.assertTrue(v['reason'])
 
     def test_all_cpu_control_within_two_percent(self):
-        # Held since the simulated host starts its vCPUs out of phase: in
-        # lockstep, vanilla's siblings paired like with like all run long
-        # and RASS's symbiotic pairing (§4.3.2) looked 4% better
+        # Holds because the simulated host starts its vCPUs out of phase:
+        # in lockstep, vanilla's siblings paired like with like would all
+        # run long and RASS's symbiotic pairing (§4.3.2) would look 4%
+        # better
         self.assertAlmostEqual(
             1.0, self.ratio('fig8_all_cpu_0_96', 'cpu_throughput'),
             delta=0.02)
 
     def test_no_tenant_gains_by_shaping_its_waits(self):
-        # issue 11: the honest batch and I/O VMs each keep >= 0.95 of what
-        # vanilla gives them, and the gamer gains nothing to speak of
+        # the honest batch and I/O VMs each keep >= 0.95 of what vanilla
+        # gives them, and the gamer gains nothing to speak of
         r = self.results['adversarial_gamer']
         for name in ('pagerank', 'kmeans', 'hbase', 'gamer'):
             w = r['vsmtio']['workloads'][name]

@@ -1,4 +1,4 @@
-"""Switching a mechanism off returns the host to vanilla (issue 28, item 5).
+"""Switching a mechanism off returns the host to vanilla.
 
 Every shipped scenario, scaled to four cores, runs the simulated vSMT-IO
 kernel with a mechanism on (retention at 200 us, RASS's split with
@@ -7,8 +7,8 @@ second (and from 2 to 4 s) every VM must serve what it serves under
 vanilla over the same window, drawing the same requests (common random
 numbers). The bound is 6% for a VM's mean over the windows: one window of
 one VM on these small hosts spreads by a few percent either way once the
-runs' queues diverge (4% per period for a class, NOTES.md), and the bug it
-guards against left a VM at 0.27x in every window.
+runs' queues diverge (4% per period for a class, NOTES.md), and the
+failure it guards against leaves a VM at 0.27x in every window.
 """
 
 import os
@@ -30,8 +30,8 @@ OFF = model.Decision(timeout_ns=200000, placements={}, retention=False,
                      split=False, borrow=False)
 
 
-def issue_case():
-    """Issue 28's host: batch VMs, a KV store, a gamer, 8 cores.
+def kv_store_beside_gamer():
+    """Batch VMs, a KV store, a gamer, 8 cores.
 
     The shipped adversarial host with its I/O VM running DBT-1's loop
     (short request bursts between random disk reads).
@@ -124,11 +124,11 @@ class TestSwitchedOffIsVanilla(testtools.TestCase):
                     sc, lambda sim: mechanisms_on(sim, retention, split),
                     windows=(WINDOW_S, (2.0, 4.0)))
 
-    def test_the_issue_case_is_not_stranded(self):
-        # issue 28: batch VMs, a KV store (DBT1's loop), a tenant shaping
-        # its waits, 8 cores; retention at 200 us for the first 0.1-1 s
-        # left the KV store at 0.27x vanilla for the rest of the run
-        sc = scenario.from_dict(issue_case())
+    def test_early_retention_does_not_strand_the_kv_store(self):
+        # batch VMs, a KV store (DBT1's loop), a tenant shaping its waits,
+        # 8 cores; retention at 200 us for the first 0.1-1 s must not leave
+        # the KV store at 0.27x vanilla for the rest of the run
+        sc = scenario.from_dict(kv_store_beside_gamer())
         for on_s in (0.1, 0.3, 1.0):
             self.assertVanilla(
                 sc, lambda sim: mechanisms_on(sim, True, False),
@@ -138,13 +138,13 @@ class TestSwitchedOffIsVanilla(testtools.TestCase):
 class TestThroughTheAgent(testtools.TestCase):
 
     def test_the_guards_probes_leave_no_vm_below_vanilla(self):
-        # issue 28: the guard's first retention probe, dropped, left the
+        # the guard's first retention probe, dropped, must not leave the
         # KV store at 0.27x vanilla with nothing kept. What the per-VM
         # guard keeps may lift a VM above vanilla (here the KV store, by
         # its own retention); no VM may end below it beyond the noise
         fd, path = tempfile.mkstemp(suffix='.yaml')
         with os.fdopen(fd, 'w') as f:
-            yaml.safe_dump(issue_case(), f)
+            yaml.safe_dump(kv_store_beside_gamer(), f)
         self.addCleanup(os.unlink, path)
         r = {k: runner.run(path, k, steady=True)
              for k in ('vanilla', 'vsmtio')}
@@ -162,10 +162,10 @@ class TestNoHysteresis(testtools.TestCase):
     def test_initial_load_does_not_decide_vanilla(self):
         # Linux starts a new task's load average full
         # (init_entity_runnable_average); the model starts it empty. A
-        # group's vruntime that did not run at its group weight's rate
-        # made those two starts settle apart, and retention's run time
-        # tipped a host from one to the other
-        sc = scenario.from_dict(issue_case())
+        # group's vruntime that does not run at its group weight's rate
+        # makes those two starts settle apart, and retention's run time
+        # then tips a host from one to the other
+        sc = scenario.from_dict(kv_store_beside_gamer())
         results = []
         for load in (0.0, 1.0):
             sim = engine.Simulation(sc, 'vanilla', 1)

@@ -1,13 +1,13 @@
-"""Busy guests keep their CPU with the agent running (issue 30, item 7).
+"""Busy guests keep their CPU with the agent running.
 
 On this machine's two cores, no SMT siblings: two one-vCPU guests spin and
 two light guests sleep and wake every 2 ms, all TCG (KVM cannot boot a
 stock guest here), under a real libvirtd, with the agent daemon running
 as an operator would run it: the product's defaults, and with the guard
-off. Session 15's cloud saw the agent pin both spinners onto one core
-while the other held the light guests: 45% of a CPU each, against 84-90%
-once it stopped. Two checks, through the agent's whole run after it has
-settled:
+off. The failure guarded against: the agent pins both spinners onto one
+core while the other holds the light guests, which leaves each 45% of a
+CPU, against 84-90% without the agent. Two checks, through the agent's
+whole run after it has settled:
 
 * placement: the spinners' vCPU threads are never both confined to one
   and the same CPU (read with ``sched_getaffinity`` twice a second);
@@ -51,9 +51,8 @@ while :; do read -t 0.002 x <&3; done
 # settle), and the window itself.
 SETTLE_S, WINDOW_S = 20, 20
 # Each spinner's share of one CPU, on average, must reach this; the host
-# alone gives 0.84-0.90 with the light guests (issue 30, item 7), the
-# stacking 0.45; or this fraction of their shares without the agent,
-# where that is lower.
+# alone gives 0.84-0.90 with the light guests, the stacking 0.45; or this
+# fraction of their shares without the agent, where that is lower.
 MIN_SHARE, BASELINE_FRACTION = 0.8, 0.85
 
 

@@ -63,9 +63,8 @@ class RealGuestTestCase(testtools.TestCase):
         RASS pins an I/O-bound vCPU to its core's I/O sibling, and a vCPU
         is I/O-bound by the retention KVM's halt statistics show: a TCG
         guest has none, so with siblings (:attr:`siblings`) or without,
-        the agent leaves its vCPUs where the host put them. (Until issue
-        30 it pinned every vCPU to a core of a host without siblings: the
-        stacking these tests used to follow.)
+        the agent leaves its vCPUs where the host put them. (It pins no
+        vCPU of a host without siblings to a core: that would stack them.)
         """
         if os.environ.get('VSMTIO_GUEST_TYPE', 'qemu') != 'kvm':
             self.skipTest('a TCG guest: the agent changes nothing of it '
@@ -163,7 +162,7 @@ class TestAgentInProcess(RealGuestTestCase):
     def test_a_host_that_offers_nothing_is_left_alone(self):
         # This host as it is, with the product's defaults: no SMT
         # siblings (no split), a read-only kvm.halt_poll_ns (no
-        # retention): no pin, no share, no knob moves (issue 30, item 7)
+        # retention): no pin, no share, no knob moves
         conf = host_fixtures.make_conf(
             self, libvirt_uri=guest_mod.URI, period=0.2,
             guard_probe_pairs=2, guard_retest_periods=10)

@@ -1,9 +1,9 @@
 """``vsmtio-agent restore`` on a real qemu guest under a real libvirtd.
 
-Issue 31.6: whatever the agent changed is put back with the daemon not
-running: after a SIGKILL (the daemon's own stop never ran) the guest's
-vCPU threads have their original affinity and the domain its original
-cpu shares again, as the kernel and libvirt report them; a second
+Whatever the agent changed is put back with the daemon not running:
+after a SIGKILL (the daemon's own stop never ran) the guest's vCPU
+threads have their original affinity and the domain its original cpu
+shares again, as the kernel and libvirt report them; a second
 ``restore`` finds nothing and says so; while a daemon runs, ``restore``
 refuses and changes nothing; after a clean stop there is nothing to do.
 """

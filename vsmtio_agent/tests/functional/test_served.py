@@ -1,19 +1,18 @@
 """Served I/O measured on a real qemu guest under a real libvirtd.
 
-The guard judges a serving VM by the requests and packets it serves
-(issue 30, item 6): the libvirt driver's snapshots carry them for every
-running domain, from libvirt's block and interface statistics. The guest
-here has a virtio disk and a virtio NIC on a tap of its own, and its
-/init alternates, by its own clock, a phase of I/O (4 KiB ``O_DIRECT``
-reads of the disk, and IPv6 pings of every node on the tap's link, the
-host's end among them, each sent as soon as the last reply came) with a
-phase of nothing. Link-local only: the test gives the host no address
-and no route. The test reads the
-driver's snapshots over the middle of each phase: the served rate is
-well above 0 while the guest does I/O, and near 0 while it idles. The
-guest is TCG (KVM cannot boot a stock guest on these machines), so its
-rates are an emulated guest's: the test asserts the measure, not a
-figure.
+The guard judges a serving VM by the requests and packets it serves: the
+libvirt driver's snapshots carry them for every running domain, from
+libvirt's block and interface statistics. The guest here has a virtio
+disk and a virtio NIC on a tap of its own, and its /init alternates, by
+its own clock, a phase of I/O (4 KiB ``O_DIRECT`` reads of the disk, and
+IPv6 pings of every node on the tap's link, the host's end among them,
+each sent as soon as the last reply came) with a phase of nothing.
+Link-local only: the test gives the host no address and no route. The
+test reads the driver's snapshots over the middle of each phase: the
+served rate is well above 0 while the guest does I/O, and near 0 while
+it idles. The guest is TCG (KVM cannot boot a stock guest on these
+machines), so its rates are an emulated guest's: the test asserts the
+measure, not a figure.
 """
 
 import subprocess

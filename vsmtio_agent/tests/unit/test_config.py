@@ -193,9 +193,9 @@ class TestOptionValues(MainTestCase):
                       '--host-driver', 'simulated', 'check'),
             '[vsmtio_publish_auth] connect_retry_delay', 'finite')
 
-    def test_period_nan_no_longer_spins(self):
-        # It did: Event.wait(nan) returns at once, and the loop logged as
-        # fast as it could. Now it never starts.
+    def test_period_nan_never_starts_the_loop(self):
+        # Event.wait(nan) returns at once: a loop with that period would
+        # log as fast as it could, so the agent refuses it before starting
         self.assertOneLineError(
             self.main('[vsmtio_agent]\nperiod = nan\n', '--host-driver',
                       'simulated', 'run', '--periods', '3'),

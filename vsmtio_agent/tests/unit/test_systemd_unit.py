@@ -70,7 +70,7 @@ class SystemdUnitTest(testtools.TestCase):
             os.path.dirname(conf.vsmtio_agent.status_path))
 
     def test_stops_through_restore(self):
-        # issue 31.6: whatever a killed agent left, the stop puts back
+        # whatever a killed agent left, the stop puts back
         service = service_section()
         argv = service['ExecStopPost'].split()
         self.assertEqual('-vsmtio-agent', argv[0])

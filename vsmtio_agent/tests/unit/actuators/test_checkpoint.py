@@ -187,7 +187,7 @@ class TestCheckpoint(testtools.TestCase):
 
 
 class TestCheckpointIsData(testtools.TestCase):
-    """Issue 31.5: the checkpoint root acts on is data, never code."""
+    """The checkpoint root acts on is data, never code."""
 
     def setUp(self):
         super().setUp()

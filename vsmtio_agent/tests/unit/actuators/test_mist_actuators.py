@@ -104,7 +104,7 @@ class TestIrq(testtools.TestCase):
                          self.record.original(self.act.kind, '36'))
 
     def test_restore_after_hotplug_writes_no_other_devices_irq(self):
-        # issue 31.7: the disk is unplugged and IRQ 36 goes to a new NIC
+        # the disk is unplugged and IRQ 36 goes to a new NIC
         self.act.move(36, {0})
         write(os.path.join(self.fake.root, 'interrupts'), INTERRUPTS.replace(
             'virtio1-req.0', 'virtio7-input.0'))
@@ -294,7 +294,7 @@ class TestRtRuntime(testtools.TestCase):
         self.assertEqual('global', rt.rt_mode(proc, self.fake.root, None)[0])
 
     def test_a_bound_that_leaves_others_nothing_is_no_bound(self):
-        # issue 31.2: a runtime equal to the period was accepted
+        # a runtime equal to the period leaves other tasks nothing
         proc = self.useFixture(fixtures.TempDir()).path
         write(os.path.join(proc, 'sys/kernel/sched_rt_period_us'),
               '1000000\n')

@@ -218,8 +218,8 @@ class TestApplyAndRestore(DriverTestCase):
                                         .checkpoint_path))
 
     def test_what_the_guard_drops_goes_back(self):
-        # issue 11: no knob stays moved for a mechanism the agent does not
-        # keep; the split's pins and shares and the timeout come back
+        # no knob stays moved for a mechanism the agent does not keep;
+        # the split's pins and shares and the timeout come back
         dom = self.useFixture(TestDomain())
         drv = self.driver()
         drv.sample()
@@ -249,7 +249,7 @@ class TestApplyAndRestore(DriverTestCase):
         self.assertEqual([ALL, ALL], dom.pins())
 
     def test_a_split_of_part_of_the_host_pins_only_its_cores(self):
-        # issue 11's graded split: core 0 split, core 1 not; a vCPU whose
+        # the graded split: core 0 split, core 1 not; a vCPU whose
         # core leaves the split goes back to where nova put it
         dom = self.useFixture(TestDomain())
         drv = self.driver()

@@ -346,8 +346,8 @@ class TestMistThroughTheDriver(testtools.TestCase):
                           'device: no disk controller to find under it')
 
     def test_only_the_protected_domains_devices_irqs(self):
-        # issue 31.2: every matching IRQ on the host was moved (nvme0q1 to
-        # CPU 0 too); now only those of the reserved VM's disk and NIC
+        # only the IRQs of the reserved VM's disk and NIC move, not every
+        # matching IRQ on the host (nvme0q1 among them)
         self.requires_block_device()
         drv = self.driver()
         drv.recover()
@@ -375,7 +375,7 @@ class TestMistThroughTheDriver(testtools.TestCase):
         self.assertEqual('0-3', self.irqs.affinity(50))
 
     def test_the_ban_list_is_honoured(self):
-        # issue 31.7: nothing kept an IRQ from being moved
+        # the operator's ban list keeps an IRQ where it is
         self.requires_block_device()
         self.conf.set_override('mist_irq_ban', [36, 39],
                                group='vsmtio_agent')
@@ -389,7 +389,8 @@ class TestMistThroughTheDriver(testtools.TestCase):
         drv.restore()
 
     def test_irqbalance_keeps_what_it_is_not_told_to_leave(self):
-        # issue 31.7: MIST moved IRQs irqbalance moves back within seconds
+        # MIST leaves the IRQs irqbalance would move back within seconds
+        # where they are, and says so
         self.requires_block_device()
         logged = self.useFixture(fixtures.FakeLogger())
         host_fixtures.write(os.path.join(self.irqs.root, '4242/comm'),
@@ -519,8 +520,8 @@ class TestRtBudgetPerReservation(testtools.TestCase):
         self.cpu._reserved[uuid] = reservation
 
     def test_runtime_follows_the_reservation(self):
-        # issue 31.2: every vCPU cgroup got mist_rt_runtime_us (400 ms of
-        # each second) whatever the domain had reserved
+        # each vCPU cgroup's runtime follows what its domain reserved, not
+        # a flat mist_rt_runtime_us (400 ms of each second)
         self.protect('a', ['machine/dom-a/vcpu0', 'machine/dom-a/vcpu1'],
                      model.Reservation(iops=500))
         self.protect('b', ['machine/dom-b/vcpu0'],

@@ -153,8 +153,8 @@ class TestPolicyEngine(testtools.TestCase):
         self.assertEqual((200 * US, True), (d.timeout_ns, d.retention))
 
     def test_no_split_without_smt_siblings(self):
-        # session 15's cloud: the paper's split on two single-thread cores
-        # pinned both busy guests to one CPU while the other idled
+        # the paper's split on two single-thread cores would pin both busy
+        # guests to one CPU while the other idles
         flat = model.Topology(tuple(model.Core(i, (i,)) for i in (0, 1)))
         st = {R(0): helpers.stats(0.5, core_id=0, utilisation=0.3),
               R(1): helpers.stats(0.0, core_id=0, utilisation=1.0),

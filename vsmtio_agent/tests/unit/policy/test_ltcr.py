@@ -54,8 +54,8 @@ class TestAlgorithm1(testtools.TestCase):
 
     def test_a_class_without_measurements_vetoes(self):
         # No PMU: CPU-bound vCPUs have no IPC, so the timeout never moves
-        # on the I/O side's evidence alone; and since issue 11 no trial
-        # starts either (a trial would move the host's knob for nothing)
+        # on the I/O side's evidence alone; and no trial starts either (a
+        # trial would move the host's knob for nothing)
         state, seen = self.run_periods(ltcr.start(self.bounds),
                                        perf(None, 100), perf(None, 200))
         self.assertEqual(200 * US, state.desired_ns)
@@ -118,8 +118,8 @@ class TestThroughputMeasure(testtools.TestCase):
                          measure)
 
     def test_ipc_up_while_instructions_fall_is_refused(self):
-        # the issue-11 case: a longer retention leaves the CPU-bound vCPU
-        # a resting sibling (IPC up) but less time (fewer instructions)
+        # a longer retention leaves the CPU-bound vCPU a resting sibling
+        # (IPC up) but less time (fewer instructions)
         base = self.stats(ipc=1.0, instr=1e9, retentions=100, halts=100)
         trial = self.stats(ipc=1.1, instr=0.9e9, retentions=120, halts=101)
         self.assertEqual(220 * US, self.trial(ltcr.PAPER, base,
@@ -147,7 +147,7 @@ class TestThroughputMeasure(testtools.TestCase):
 
 
 class TestNoUnjudgeableTrials(testtools.TestCase):
-    """issue 11: a host without IPC/instructions never moves its knob."""
+    """A host without IPC/instructions never moves its knob."""
 
     bounds = ltcr.Bounds(initial_ns=200 * US, min_ns=10 * US,
                          max_ns=5000 * US, reschedule_cost_ns=50 * US)

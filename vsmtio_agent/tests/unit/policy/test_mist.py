@@ -23,7 +23,7 @@ HOLD = mist.VmPeriod(i_cpu=0.5, iops=40.0, bytes_per_s=None,
 # each way the conditions can fail to hold together
 CALM = [dataclasses.replace(HOLD, **change) for change in (
     {'i_cpu': 0.01}, {'iops': 150.0}, {'i_cpu': None}, {'iops': None},
-    # no evidence of demand: a reserved VM that computes (issue 31)
+    # no evidence of demand: a reserved VM that computes
     {'queue_depth': 0.0, 'iops': 0.0}, {'queue_depth': 0.01},
     {'queue_depth': None})]
 
@@ -285,12 +285,12 @@ class TestIrqPlan(testtools.TestCase):
         self.assertEqual({}, self.plan([0, 1], block_cpus={0, 1}))
 
     def test_a_banned_irq_is_never_planned(self):
-        # issue 31.7: the operator's ban list is honoured
+        # the operator's ban list is honoured
         plan = self.plan([0, 1, 2, 3], banned={36, 51})
         self.assertEqual({38, 39, 50}, set(plan))
 
     def test_only_the_given_devices_irqs(self):
-        # issue 31.2: a domain's devices, not every matching IRQ
+        # a domain's own devices, not every matching IRQ
         plan = mist.irq_plan({36}, {38, 39}, [0, 1])
         self.assertEqual({36: frozenset([0]), 38: frozenset([1]),
                           39: frozenset([1])}, plan)

@@ -1,4 +1,4 @@
-"""Property-based tests of the policy engine's invariants (issue 2)."""
+"""Property-based tests of the policy engine's invariants."""
 
 from hypothesis import given
 from hypothesis import settings

@@ -151,7 +151,7 @@ class TestSymbiosis(testtools.TestCase):
 
 
 class TestFairness(testtools.TestCase):
-    """No vCPU gets the I/O sibling by shaping its waits (issue 11)."""
+    """No vCPU gets the I/O sibling by shaping its waits."""
 
     def test_a_vcpu_computing_beyond_its_share_is_cpu_bound(self):
         # four vCPUs on a two-thread core: a fair share is half a thread.
