@@ -22,8 +22,9 @@ The parts, each in its own module: ``connection`` (reconnecting with
 backoff), ``domains`` (the tracked domains and their vCPU threads),
 ``sampling`` (one snapshot per period), ``planning`` (what a decision
 changes), ``applylog`` (one apply's result), ``recovery`` (the lock,
-crash recovery, restore and withdrawal) and ``survey`` (what the host
-offers, for :meth:`LibvirtHostDriver.describe`).
+crash recovery and restore), ``reconcile`` (the recorded originals kept
+true while the agent runs) and ``survey`` (what the host offers, for
+:meth:`LibvirtHostDriver.describe`).
 """
 
 import threading
@@ -38,6 +39,7 @@ from vsmtio_agent.drivers.libvirt import applylog
 from vsmtio_agent.drivers.libvirt import connection as connection_mod
 from vsmtio_agent.drivers.libvirt import domains as domains_mod
 from vsmtio_agent.drivers.libvirt import planning
+from vsmtio_agent.drivers.libvirt import reconcile
 from vsmtio_agent.drivers.libvirt import recovery
 from vsmtio_agent.drivers.libvirt import sampling
 from vsmtio_agent.drivers.libvirt import survey
@@ -75,9 +77,10 @@ class LibvirtHostDriver(base.HostDriver):
         self.restorer = recovery.Restorer(
             opts, self.checkpoint, self.connection, self.domains,
             self.planner.timeout)
+        self.reconciler = reconcile.Reconciler(self.restorer)
         self.sampler = sampling.Sampler(
             self.connection, self.domains, opts.procfs_root,
-            bool(self.abi_version), self.restorer.forget,
+            bool(self.abi_version), self.reconciler.forget,
             opts.switch_read_periods, opts.vcpu_source, opts.served_stats)
         # core scheduling: libvirt's setting, for its system daemon only
         if self.uri.startswith('qemu:///system'):
@@ -145,10 +148,10 @@ class LibvirtHostDriver(base.HostDriver):
         log = applylog.ApplyLog()
         # A domain that arrived with another agent's changes gets what nova
         # gave it back first: it starts as a domain booted here does.
-        self.restorer.adopt(log)
+        self.reconciler.adopt(log)
         # What the guard switched off goes back to the host's own values;
         # a knob is never moved for a mechanism the agent does not keep.
-        self.restorer.withdraw(decision, log)
+        self.reconciler.withdraw(decision, log)
         if self.mist is not None:
             self.mist.apply(decision.protect, self.domains, log)
         changes = [c for c in self.planner.plan(decision, log)
@@ -175,7 +178,7 @@ class LibvirtHostDriver(base.HostDriver):
         for change in kept:
             self._write(change, log, decision.trial)
         if log.failed:
-            self.restorer.prune()
+            self.reconciler.prune()
         self._flush(log)
         return log.result()
 
@@ -226,8 +229,8 @@ class LibvirtHostDriver(base.HostDriver):
 
     def _failed(self, change, exc, log):
         if isinstance(exc, libvirt_errors.DomainGone):
-            self.restorer.forget(change.entry.uuid,
-                                 'disappeared before apply')
+            self.reconciler.forget(change.entry.uuid,
+                                   'disappeared before apply')
             log.same()
             return
         label = change.label
