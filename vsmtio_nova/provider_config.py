@@ -31,9 +31,13 @@ import yaml
 
 from vsmtio_nova import capability
 from vsmtio_nova import io_inventory
-from vsmtio_nova import virt
 
 FILENAME = 'vsmtio.yaml'
+#: ``[DEFAULT] compute_driver`` of a host that runs the vsmtio libvirt
+#: driver, as nova resolves it once :func:`vsmtio_nova.virt.register` made
+#: the driver ``nova.virt.vsmtio``: only such a host advertises
+#: :data:`~vsmtio_nova.capability.TRAIT`.
+COMPUTE_DRIVER = 'vsmtio.VsmtioLibvirtDriver'
 HEADER = ('# Written by vsmtio-nova-conf provider-config; it rewrites or '
           'removes this file.\n')
 
@@ -53,9 +57,9 @@ def document(conf):
     provider entry, so then no file is written).
     """
     traits, whys = [], []
-    if conf.compute_driver != virt.COMPUTE_DRIVER:
+    if conf.compute_driver != COMPUTE_DRIVER:
         whys.append('no retention trait: compute_driver is %s, not %s'
-                    % (conf.compute_driver, virt.COMPUTE_DRIVER))
+                    % (conf.compute_driver, COMPUTE_DRIVER))
     else:
         retains, why = capability.host_can_retain(
             conf.libvirt.virt_type, conf.vsmtio.sysfs_root)

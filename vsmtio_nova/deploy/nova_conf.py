@@ -31,7 +31,7 @@ import sys
 from oslo_config import cfg
 
 from vsmtio_nova.deploy import ini
-from vsmtio_nova import virt
+from vsmtio_nova import provider_config
 
 GROUP = 'filter_scheduler'
 FILTER_CLASS = 'WorkloadMixFilter'
@@ -41,7 +41,7 @@ RETENTION_FILTER = ('vsmtio_nova.scheduler.retention.'
                     + RETENTION_FILTER_CLASS)
 FILTERS = (FILTER, RETENTION_FILTER)
 WEIGHER = 'vsmtio_nova.scheduler.weights.WorkloadMixWeigher'
-COMPUTE_DRIVER = virt.COMPUTE_DRIVER
+COMPUTE_DRIVER = provider_config.COMPUTE_DRIVER
 MARK = '# vsmtio-nova-conf: '
 EOL_FLAG = ' +eol'
 
@@ -232,8 +232,6 @@ def load(path):
 
 
 def _provider_config(path, dry_run):
-    from vsmtio_nova import provider_config  # loads nova's API: only here
-
     written, text, why = provider_config.write(load(path), dry_run=dry_run)
     if dry_run and text:
         print(text, end='')
@@ -251,8 +249,6 @@ def _run(args):
     if args.action == 'enable':
         changed = enable(args.nova_conf, retention=args.retention)
     else:
-        from vsmtio_nova import provider_config
-
         conf = load(args.nova_conf)  # first: a bad file changes nothing
         changed = disable(args.nova_conf)
         changed |= provider_config.remove(conf)

@@ -14,8 +14,8 @@ from oslo_log import log as logging
 from nova.scheduler import filters
 from nova.scheduler import utils
 
+from vsmtio_nova import mix
 from vsmtio_nova.scheduler import hostmix
-from vsmtio_nova.scheduler import mix
 from vsmtio_nova.scheduler import settings
 
 LOG = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ class WorkloadMixFilter(filters.BaseHostFilter):
     A host fails when this instance would push its share outside
     ``[min_io_fraction, max_io_fraction]`` so far that even filling the
     host's remaining vCPUs with the other class could not bring it back
-    (:func:`~vsmtio_nova.scheduler.mix.violates`): a full host is held to
+    (:func:`~vsmtio_nova.mix.violates`): a full host is held to
     the band itself, a host with room may pass through it while a burst of
     one class arrives, and the weigher sends the other class there first.
 

@@ -29,7 +29,7 @@ from nova import objects
 from vsmtio_contract import workload
 from vsmtio_nova.compute import stats as mix_stats
 from vsmtio_nova import conf as vsmtio_conf  # noqa: F401 (registers [vsmtio])
-from vsmtio_nova.scheduler import mix
+from vsmtio_nova import mix
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF

@@ -8,8 +8,8 @@ Enable it in nova.conf: add
 
 from nova.scheduler import weights
 
+from vsmtio_nova import mix
 from vsmtio_nova.scheduler import hostmix
-from vsmtio_nova.scheduler import mix
 from vsmtio_nova.scheduler import settings
 
 

@@ -5,14 +5,14 @@ nova 34 loads ``[DEFAULT] compute_driver`` as ``nova.virt.<value>``
 path, so an out-of-tree driver cannot be named there directly.
 :func:`register` makes the driver importable as ``nova.virt.vsmtio``;
 ``vsmtio-nova-compute`` calls it and then runs nova-compute unchanged, with
-``compute_driver = vsmtio.VsmtioLibvirtDriver``.
+``compute_driver = vsmtio.VsmtioLibvirtDriver``
+(:data:`vsmtio_nova.provider_config.COMPUTE_DRIVER`).
 """
 
 import importlib
 import sys
 
 NOVA_NAME = 'nova.virt.vsmtio'
-COMPUTE_DRIVER = 'vsmtio.VsmtioLibvirtDriver'
 
 
 def register():

@@ -7,21 +7,21 @@ classified vCPUs): its CPU-bound guests left and only I/O-bound ones
 remain, or the reverse. The scheduler repairs such a host only when new
 arrivals of the missing class come; this plans the repair now.
 
-The mix is the scheduler's own arithmetic (:mod:`vsmtio_nova.scheduler.
-mix`): vCPUs of instances counted ``io`` or ``cpu``, a share judged only
-on hosts holding enough classified vCPUs. The plan is greedy: each step
+The mix is the arithmetic the scheduler uses (:mod:`vsmtio_nova.mix`):
+vCPUs of instances counted ``io`` or ``cpu``, a share judged only on
+hosts holding enough classified vCPUs. The plan is greedy: each step
 takes the one migration that most reduces the fleet's vCPUs outside the
 band, never one that takes a host inside the band out of it, nor one
 that leaves any host further outside; ties go to the move that most
-reduces the weigher's fleet objective (:func:`~vsmtio_nova.scheduler.mix.
-weigh`), so a repair also moves the fleet towards the target. It stops
-when no host is stranded, when no move helps, or after ``max_moves``.
+reduces the weigher's fleet objective (:func:`~vsmtio_nova.mix.weigh`),
+so a repair also moves the fleet towards the target. It stops when no
+host is stranded, when no move helps, or after ``max_moves``.
 """
 
 import typing
 
 from vsmtio_contract import workload
-from vsmtio_nova.scheduler import mix
+from vsmtio_nova import mix
 
 IO = workload.WorkloadClass.IO
 CPU = workload.WorkloadClass.CPU

@@ -23,7 +23,7 @@ from watcher.decision_engine.strategy.strategies import base
 
 from vsmtio_contract import workload
 from vsmtio_nova import conf as vsmtio_conf
-from vsmtio_nova.scheduler import mix
+from vsmtio_nova import mix
 from vsmtio_nova.watcher import repair
 
 LOG = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class WorkloadMixGoal(goal_base.Goal):
 
 
 class _Flavor(typing.NamedTuple):
-    """What :func:`~vsmtio_nova.scheduler.mix.classify_flavor` reads."""
+    """What :func:`~vsmtio_nova.mix.classify_flavor` reads."""
 
     name: str
     extra_specs: dict

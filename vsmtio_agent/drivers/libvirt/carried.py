@@ -11,7 +11,7 @@ changes. An agent that finds the element on a domain incarnation its
 checkpoint has nothing of (it arrived by migration, or this host's
 checkpoint was lost) takes what it carries as the domain's originals and
 writes them back before planning anything
-(:meth:`~vsmtio_agent.drivers.libvirt.recovery.Restorer.adopt`): the
+(:meth:`~vsmtio_agent.drivers.libvirt.reconcile.Reconciler.adopt`): the
 domain starts from what nova gave it, as a domain booted there does.
 
 Pins carried by an instance with guest NUMA cells are not taken: nova

@@ -88,7 +88,7 @@ class LibvirtBootTest(base.ServersTestBase):
         self.flags(sysfs_root=sysfs, group='vsmtio')
         self.flags(provider_config_location=self.useFixture(
             fixtures.TempDir()).path, group='compute')
-        self.flags(compute_driver=virt.COMPUTE_DRIVER)
+        self.flags(compute_driver=provider_config.COMPUTE_DRIVER)
         provider_config.write(nova.conf.CONF)
 
     def domain(self, index=-1):

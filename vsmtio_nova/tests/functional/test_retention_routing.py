@@ -26,7 +26,6 @@ from vsmtio_nova.deploy import nova_conf
 from vsmtio_nova import extra_specs
 from vsmtio_nova import provider_config
 from vsmtio_nova.tests.functional import test_workload_mix
-from vsmtio_nova import virt
 from vsmtio_nova.virt import traits
 
 
@@ -123,7 +122,7 @@ class RetentionRoutingTest(integrated_helpers._IntegratedTestBase):
         if write:
             # As on a host running the vsmtio driver, which the fake
             # driver stands in for once the file is written.
-            self.flags(compute_driver=virt.COMPUTE_DRIVER)
+            self.flags(compute_driver=provider_config.COMPUTE_DRIVER)
             provider_config.write(nova.conf.CONF)
             self.flags(compute_driver='fake.RetentionFakeDriver')
 

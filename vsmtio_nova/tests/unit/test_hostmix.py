@@ -12,9 +12,9 @@ from nova.scheduler import weights as nova_weights
 from nova import test
 
 from vsmtio_contract import workload
+from vsmtio_nova import mix
 from vsmtio_nova.scheduler import filters
 from vsmtio_nova.scheduler import hostmix
-from vsmtio_nova.scheduler import mix
 from vsmtio_nova.scheduler import weights
 from vsmtio_nova.tests.unit import base
 

@@ -3,7 +3,7 @@
 import testtools
 
 from vsmtio_contract import workload
-from vsmtio_nova.scheduler import mix
+from vsmtio_nova import mix
 from vsmtio_nova.tests.unit import base
 
 IO = workload.WorkloadClass.IO

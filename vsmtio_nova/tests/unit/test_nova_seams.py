@@ -38,6 +38,7 @@ from vsmtio_contract import specs
 from vsmtio_contract import workload
 from vsmtio_nova.compute import stats
 from vsmtio_nova import extra_specs
+from vsmtio_nova import provider_config
 from vsmtio_nova.tests.unit import base
 from vsmtio_nova.tests.unit.virt import test_libvirt_driver
 from vsmtio_nova import virt
@@ -118,11 +119,11 @@ class LoadingSeamTest(SeamMixin, test_libvirt_driver.DomainXMLTestCase):
     def test_nova_loads_the_driver_after_register(self):
         virt.register()
         drvr = virt_driver.load_compute_driver(fake.FakeVirtAPI(),
-                                               virt.COMPUTE_DRIVER)
+                                               provider_config.COMPUTE_DRIVER)
         self.seam(self.SEAM,
                   isinstance(drvr, driver.VsmtioLibvirtDriver),
                   'load_compute_driver(%r) gave %r'
-                  % (virt.COMPUTE_DRIVER, type(drvr)))
+                  % (provider_config.COMPUTE_DRIVER, type(drvr)))
 
     def test_nova_still_refuses_a_full_class_path(self):
         # Why register() exists. Should nova accept a full class path,

@@ -21,7 +21,6 @@ from vsmtio_contract import kernel_abi
 from vsmtio_nova import capability
 from vsmtio_nova.deploy import nova_conf
 from vsmtio_nova import provider_config
-from vsmtio_nova import virt
 
 OPERATORS = '''\
 meta:
@@ -49,7 +48,7 @@ class ProviderConfigTest(testtools.TestCase):
                   'w') as f:
             f.write('1\n')
 
-    def nova_conf(self, driver=virt.COMPUTE_DRIVER, virt_type='kvm',
+    def nova_conf(self, driver=provider_config.COMPUTE_DRIVER, virt_type='kvm',
                   sysfs=None, iops=0, mib=0):
         path = os.path.join(self.tmp, 'nova.conf')
         with open(path, 'w') as f:

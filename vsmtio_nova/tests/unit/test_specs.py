@@ -24,7 +24,7 @@ from vsmtio_contract import specs
 from vsmtio_contract import workload
 from vsmtio_nova import capability
 from vsmtio_nova.compute import stats as mix_stats
-from vsmtio_nova.scheduler import mix
+from vsmtio_nova import mix
 from vsmtio_nova.scheduler import retention as retention_filter
 from vsmtio_nova.tests.unit import base
 

@@ -6,9 +6,9 @@ from nova import test
 
 from vsmtio_contract import workload
 from vsmtio_nova.compute import stats as mix_stats
+from vsmtio_nova import mix
 from vsmtio_nova.scheduler import filters
 from vsmtio_nova.scheduler import hostmix
-from vsmtio_nova.scheduler import mix
 from vsmtio_nova.scheduler import weights
 from vsmtio_nova.tests.unit import base
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 import testtools
 
 from vsmtio_contract import workload
-from vsmtio_nova.scheduler import mix
+from vsmtio_nova import mix
 from vsmtio_nova.watcher import repair
 
 IO = workload.WorkloadClass.IO

@@ -13,7 +13,7 @@ from watcher.decision_engine.model import element
 from watcher.decision_engine.model import model_root
 
 from vsmtio_contract import workload
-from vsmtio_nova.scheduler import mix
+from vsmtio_nova import mix
 from vsmtio_nova.watcher import strategy
 
 SECRET = 'test-secret'

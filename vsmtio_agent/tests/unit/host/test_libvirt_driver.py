@@ -404,9 +404,8 @@ class TestFaults(DriverTestCase):
         # A read-only libvirt connection is how libvirt refuses a client
         # that may look but not change: a real permission error.
         dom = self.useFixture(TestDomain())
-        self.useFixture(fixtures.MonkeyPatch(
-            'vsmtio_agent.drivers.libvirt.libvirt.open',
-            libvirt.openReadOnly))
+        self.useFixture(fixtures.MonkeyPatch('libvirt.open',
+                                             libvirt.openReadOnly))
         drv = self.driver()
         drv.sample()
         plan = model.Decision(200000, {

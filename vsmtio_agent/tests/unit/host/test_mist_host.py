@@ -136,7 +136,8 @@ class TestReservationFromNovaMetadata(testtools.TestCase):
         self.assertEqual((None, None, None), served.block_totals(stats))
 
 
-class TestMistThroughTheDriver(testtools.TestCase):
+class _MistDriverCase(testtools.TestCase):
+    """A libvirt driver with MIST on, and one domain with a reservation."""
 
     def setUp(self):
         super().setUp()
@@ -178,11 +179,20 @@ class TestMistThroughTheDriver(testtools.TestCase):
         self.addCleanup(d.close)
         return d
 
+    def requires_block_device(self):
+        if self.disk_dev[0] == 0:
+            self.skipTest('this tree is on a filesystem without a block '
+                          'device: no disk controller to find under it')
+
     def decision(self, protect):
         verdict = mist.Verdict(protect=True, reason='test')
         return model.Decision(timeout_ns=200000, placements={},
                               protect={self.uuid: verdict} if protect
                               else {})
+
+
+class TestMistThroughTheDriver(_MistDriverCase):
+    """Protection, release and restore of the reserved domain."""
 
     def test_sample_carries_the_reservation(self):
         drv = self.driver()
@@ -269,17 +279,6 @@ class TestMistThroughTheDriver(testtools.TestCase):
         self.assertFalse(os.path.exists(
             self.conf.vsmtio_agent.checkpoint_path))
 
-    def test_irq_separation_can_be_turned_off(self):
-        self.conf.set_override('mist_irq_separation', False,
-                               group='vsmtio_agent')
-        drv = self.driver()
-        drv.recover()
-        drv.sample()
-        drv.apply(self.decision(True))
-        self.assertEqual('0-3', self.irqs.affinity(36))
-        self.assertEqual(1000, self.dom.blkioParameters(0)['weight'])
-        drv.restore()
-
     def test_mist_outranks_the_split_on_cpu_shares(self):
         # One knob, two mechanisms that want it: the ledger says who. The
         # test driver keeps no scheduler parameters (it answers a fixed
@@ -340,10 +339,25 @@ class TestMistThroughTheDriver(testtools.TestCase):
         self.assertIsNone(drv.checkpoint.owners.holder(
             'cpu_shares', self.uuid, 'cpu_shares'))
 
-    def requires_block_device(self):
-        if self.disk_dev[0] == 0:
-            self.skipTest('this tree is on a filesystem without a block '
-                          'device: no disk controller to find under it')
+    def test_describe_says_why_no_real_time(self):
+        mode = self.driver().describe()
+        self.assertTrue(any('sched_rt_runtime_us is -1' in m
+                            for m in mode.missing), mode.missing)
+
+
+class TestMistInterruptsThroughTheDriver(_MistDriverCase):
+    """Which interrupts MIST moves for the reserved domain, and back."""
+
+    def test_irq_separation_can_be_turned_off(self):
+        self.conf.set_override('mist_irq_separation', False,
+                               group='vsmtio_agent')
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        drv.apply(self.decision(True))
+        self.assertEqual('0-3', self.irqs.affinity(36))
+        self.assertEqual(1000, self.dom.blkioParameters(0)['weight'])
+        drv.restore()
 
     def test_only_the_protected_domains_devices_irqs(self):
         # only the IRQs of the reserved VM's disk and NIC move, not every
@@ -451,11 +465,6 @@ class TestMistThroughTheDriver(testtools.TestCase):
         drv.apply(self.decision(False))
         self.assertEqual('0-3', self.irqs.affinity(36))
         self.assertTrue(drv.checkpoint.empty)
-
-    def test_describe_says_why_no_real_time(self):
-        mode = self.driver().describe()
-        self.assertTrue(any('sched_rt_runtime_us is -1' in m
-                            for m in mode.missing), mode.missing)
 
     def test_describe_says_what_interrupts_and_irqbalance(self):
         self.conf.set_override('mist_irq_ban', [24, 26],

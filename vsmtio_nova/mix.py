@@ -5,6 +5,10 @@ A host's *mix* counts the vCPUs of its instances whose flavor declares
 pairs hyperthreads: one 8-vCPU I/O guest balances eight 1-vCPU CPU guests.
 ``auto`` (or unset) flavors count with the class the agent measured when a
 trusted measurement exists (see :mod:`vsmtio_nova.compute.stats`), else not.
+
+nova-compute counts its mix with it, the scheduler's filter and weigher
+judge hosts with it and the Watcher strategy plans repairs with it: one
+arithmetic, so the three never disagree on what a host's mix is.
 """
 
 import typing
