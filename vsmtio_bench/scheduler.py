@@ -49,9 +49,9 @@ from nova.scheduler import weights as nova_weights  # noqa: E402
 
 from vsmtio_nova.compute import stats as mix_stats  # noqa: E402
 from vsmtio_nova import conf as vsmtio_conf  # noqa: E402,F401
+from vsmtio_nova import mix  # noqa: E402
 from vsmtio_nova.scheduler import filters  # noqa: E402
 from vsmtio_nova.scheduler import hostmix  # noqa: E402
-from vsmtio_nova.scheduler import mix  # noqa: E402
 from vsmtio_nova.scheduler import settings  # noqa: E402
 from vsmtio_nova.scheduler import weights  # noqa: E402
 

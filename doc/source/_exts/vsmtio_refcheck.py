@@ -71,11 +71,6 @@ in configuration excerpts capitalised sections (``[Service]``: a systemd
 unit, not an oslo.config file), and C paths of the Linux kernel's tree
 (``arch/x86/kvm/x86.c``: a relative ``.c`` or ``.h`` path whose first
 component is one of ``KERNEL_TREE``).
-
-``pending_paths.txt`` beside this file lists paths accepted although they
-do not exist yet (one per line, ``#`` comments): code being moved on
-another branch, cited under its new name. A path in it that exists is
-reported, so that the list empties itself as the moves land.
 """
 
 import configparser
@@ -94,7 +89,6 @@ LOG = logging.getLogger(__name__)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, '..', '..', '..'))
-PENDING = os.path.join(HERE, 'pending_paths.txt')
 
 #: Options of other services' configuration files that the docs cite.
 #: ``'group'`` accepts any option of the group; ``('group', 'option')``
@@ -135,17 +129,6 @@ GROUP_REF = re.compile(r'(?:^|(?<=\s))\[([A-Za-z_][A-Za-z0-9_.]*)\]'
                        r'(?:[ \t]+([A-Za-z_][\w\-]*\*?))?')
 INI_LINE = re.compile(r'^\s*([A-Za-z_][\w\-]*)\s*=')
 INI_HEADER = re.compile(r'^\s*\[([A-Za-z_][A-Za-z0-9_.]*)\]\s*$')
-
-
-def _read_pending():
-    pending = set()
-    if os.path.exists(PENDING):
-        with open(PENDING) as f:
-            for line in f:
-                line = line.split('#', 1)[0].strip()
-                if line:
-                    pending.add(line.rstrip('/'))
-    return pending
 
 
 def _repo_files():
@@ -219,15 +202,9 @@ class Checker(object):
 
     def __init__(self):
         setup = _setup_cfg()
-        self.pending = _read_pending()
         self.files = set(_repo_files())
         self.dirs = {f.rsplit('/', i)[0] for f in self.files
                      for i in range(1, f.count('/') + 1)}
-        for p in self.pending:
-            self.files.add(p)
-            parts = p.split('/')
-            self.dirs.update('/'.join(parts[:i])
-                             for i in range(1, len(parts) + 1))
         self.top = {p.split('/', 1)[0] for p in self.files | self.dirs}
         self.packages = {d for d in self.top
                          if d + '/__init__.py' in self.files}
@@ -283,8 +260,7 @@ class Checker(object):
         for part in parts[1:]:
             if self.exists(path + '/' + part + '.py'):
                 return None
-            if path + '/' + part + '/__init__.py' in self.files or (
-                    path + '/' + part in self.pending):
+            if path + '/' + part + '/__init__.py' in self.files:
                 path += '/' + part
                 continue
             if path == parts[0]:
@@ -435,10 +411,6 @@ def check(app, exception):
                                                     history=history):
                 line = _line_of(text, node.astext().split('\n')[0], 1)
                 _warn(problem, '%s:%d' % (_relative(path), line))
-    for path in sorted(checker.pending):
-        if os.path.exists(os.path.join(ROOT, path)):
-            _warn('exists now: remove it from pending_paths.txt: %s' % path,
-                  _relative(PENDING))
 
 
 def setup(app):
