@@ -7,7 +7,7 @@ second (and from 2 to 4 s) every VM must serve what it serves under
 vanilla over the same window, drawing the same requests (common random
 numbers). The bound is 6% for a VM's mean over the windows: one window of
 one VM on these small hosts spreads by a few percent either way once the
-runs' queues diverge (4% per period for a class, NOTES.md), and the
+runs' queues diverge (about 4% per period for a class), and the
 failure it guards against leaves a VM at 0.27x in every window.
 """
 

@@ -1,11 +1,12 @@
 """A real libvirtd and a real qemu guest for the agent's functional tests.
 
-Brought up as ``../shared/NOTES.md`` records for these machines: Debian's
-libvirt and qemu packages, a system ``libvirtd`` started by the test
-(no systemd), a Debian kernel and a busybox initramfs built here whose two
-vCPUs behave differently: vCPU 0 spins, vCPU 1 sleeps and wakes every 2 ms.
-KVM cannot boot a stock guest on these machines, so the
-domain is ``type='qemu'`` (TCG) unless ``VSMTIO_GUEST_TYPE=kvm``.
+Brought up from Debian's libvirt and qemu packages: a system
+``libvirtd`` started by the test without systemd, with a ``qemu.conf``
+that runs QEMU as root with file stdio (``QEMU_CONF``), a Debian kernel
+and a busybox initramfs built here whose two vCPUs behave differently:
+vCPU 0 spins, vCPU 1 sleeps and wakes every 2 ms. KVM cannot boot a
+stock guest on these machines, so the domain is ``type='qemu'`` (TCG)
+unless ``VSMTIO_GUEST_TYPE=kvm``.
 Downloads are cached under ``/var/tmp/vsmtio-host``.
 """
 
@@ -32,7 +33,7 @@ PACKAGES = {
     '/usr/bin/qemu-system-x86_64': 'qemu-system-x86',
     '/bin/busybox': 'busybox-static',
 }
-QEMU_CONF = ('# written by vsmtio functional tests (NOTES.md recipe)\n'
+QEMU_CONF = ('# written by vsmtio functional tests\n'
              'user = "root"\ngroup = "root"\nstdio_handler = "file"\n')
 URI = 'qemu:///system'
 

@@ -76,7 +76,7 @@ NOVA_INSTANCE = """<instance>
 
 
 class EmbeddedLibvirt(fixtures.Fixture):
-    """A ``qemu:///embed`` root with the NOTES.md qemu.conf."""
+    """A ``qemu:///embed`` root with the functional tests' qemu.conf."""
 
     def _setUp(self):
         guest_mod.ensure_packages()
