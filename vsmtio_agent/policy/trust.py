@@ -164,7 +164,7 @@ def separate(assignment, trust, cores, weights, incumbents=None):
     if all(len({trust[r] for r in refs}) < 2 for refs in members.values()):
         return assignment
     order = {core: n for n, core in enumerate(cores)}
-    load, count, owner, mixed_cores = _survey(members, trust, weights)
+    load, owner, mixed_cores = _survey(members, trust, weights)
     mixed_cores.sort(key=lambda c: order.get(c, len(order)))
     total = _domain_weights(assignment, trust, weights)
     _share_out(mixed_cores, members, trust, owner, total, incumbents)
@@ -172,8 +172,7 @@ def separate(assignment, trust, cores, weights, incumbents=None):
     for core, refs in movers.items():
         # a core's load is what stays on it
         load[core] -= sum(weights[r] for r in refs)
-        count[core] -= len(refs)
-    place = _placer(owner, load, count, cores, order)
+    place = _placer(owner, load, members, cores, order)
     result = dict(assignment)
     for core in mixed_cores:
         for ref in movers[core]:
@@ -182,26 +181,24 @@ def separate(assignment, trust, cores, weights, incumbents=None):
 
 
 def _survey(members, trust, weights):
-    """Each core's load and vCPU count, its owner, and the mixed cores.
+    """Each core's load, its owner, and the mixed cores.
 
     ``members`` maps a core to its vCPUs. A core of one trust domain is
     that domain's; a mixed core (listed in ``members``' order) is yet to
-    be shared out (:func:`_share_out`). The load (CFS weight) and count
-    let :func:`_placer` send a moving vCPU where it weighs least.
+    be shared out (:func:`_share_out`). The load (CFS weight) lets
+    :func:`_placer` send a moving vCPU where it weighs least.
     """
     load = collections.Counter()
-    count = collections.Counter()
     owner = {}
     mixed_cores = []
     for core, refs in members.items():
         load[core] = sum(weights[r] for r in refs)
-        count[core] = len(refs)
         ks = {trust[r] for r in refs}
         if len(ks) == 1:
             owner[core] = ks.pop()
         else:
             mixed_cores.append(core)
-    return load, count, owner, mixed_cores
+    return load, owner, mixed_cores
 
 
 def _domain_weights(assignment, trust, weights):
@@ -252,7 +249,7 @@ def _movers(mixed_cores, members, trust, owner):
             for core in mixed_cores}
 
 
-def _placer(owner, load, count, cores, order):
+def _placer(owner, load, members, cores, order):
     """Where a vCPU that leaves a mixed core goes, as a function.
 
     ``place(key, weight, core)`` moves a vCPU of trust domain ``key`` and
@@ -261,16 +258,16 @@ def _placer(owner, load, count, cores, order):
     domain then owns, else nowhere (``core`` again), for no other
     domain's core may take it. A domain that owns a core fills it rather
     than take an empty one, which is kept for a domain that owns none.
-    ``load`` and ``count`` start as what stays on each core, and ``load``
-    grows by each vCPU placed. Each domain's cores and the empty ones
-    (all of load 0, so the first is the least loaded) are listed once
-    here, not searched for at each vCPU that moves.
+    ``load`` starts as what stays on each core and grows by each vCPU
+    placed. Each domain's cores and the empty ones (of ``cores``, those
+    with no vCPU in ``members``: all of load 0, so the first is the least
+    loaded) are listed once here, not searched for at each vCPU that
+    moves. Every owned core keeps a vCPU, its owner's.
     """
     owned_cores = collections.defaultdict(set)
     for c, k in owner.items():
-        if count[c]:
-            owned_cores[k].add(c)
-    empty = collections.deque(c for c in cores if not count[c])
+        owned_cores[k].add(c)
+    empty = collections.deque(c for c in cores if c not in members)
     rank = len(order)
 
     def place(key, weight, core):
