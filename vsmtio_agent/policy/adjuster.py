@@ -11,6 +11,7 @@ minimum gap, so a host where every core is alike (all CPU-bound, the
 paper's 0:96 control) is left alone instead of churning vCPUs.
 """
 
+import functools
 import math
 import statistics
 
@@ -119,53 +120,22 @@ def plan_swaps(assignment, rates, std_threshold, min_mean_gap, max_swaps,
     members = _members(assignment, rates)
     values = {core: [rates[r] for r in refs]
               for core, refs in members.items()}
-    if all(-_TAME < v < _TAME for vs in values.values() for v in vs):
-        bounds = {core: _std_bounds(vs) for core, vs in values.items()
-                  if len(vs) >= 2}
-    else:
-        core_profiles(assignment, rates)    # raises where it raised
-        bounds = {core: (-math.inf, math.inf) for core, vs in values.items()
-                  if len(vs) >= 2}
+    bounds = _deviation_bounds(assignment, rates, values)
     means = {core: statistics.fmean(vs) for core, vs in values.items()}
-    exact = {}
-
-    def std(core):
-        found = exact.get(core)
-        if found is None:
-            found = exact[core] = statistics.pstdev(values[core])
-        return found
-
+    std = functools.cache(lambda core: statistics.pstdev(values[core]))
     swaps = []
     used = set()
     while len(swaps) < max_swaps:
-        # the most homogeneous core (of those below the threshold, the
-        # lowest deviation, then core id): only a core whose deviation
-        # may be below the threshold and may be the lowest is computed
-        pool = [(low, high, core) for core, (low, high) in bounds.items()
-                if core not in used and low < std_threshold]
-        if not pool:
+        found = _most_homogeneous(bounds, used, std_threshold, std)
+        if found is None:
             break
-        best_high = min(high for _low, high, _core in pool)
-        std_a, core_a = min((std(core), core) for low, _high, core in pool
-                            if low <= best_high)
-        if not std_a < std_threshold:
-            break
-        mean_a = means[core_a]
-        others = sorted(
-            (-abs(mean - mean_a), core)
-            for core, mean in means.items()
-            if core != core_a and core not in used)
-        if not others or -others[0][0] < min_mean_gap:
+        core_a = found[1]
+        partners = _partners(means, core_a, used, min_mean_gap)
+        if not partners:
             # The most homogeneous core has no partner different enough;
             # look no further this period.
             break
-        swap = None
-        for neg_gap, core_b in others:
-            if -neg_gap < min_mean_gap:
-                break
-            swap = _pick(members, rates, core_a, core_b, allowed)
-            if swap is not None:
-                break
+        swap = _first_allowed(members, rates, core_a, partners, allowed)
         if swap is None:
             # no pair the trust domains allow: the next homogeneous core
             used.add(core_a)
@@ -173,6 +143,77 @@ def plan_swaps(assignment, rates, std_threshold, min_mean_gap, max_swaps,
         swaps.append(swap)
         used.update((core_a, swap.core_b))
     return tuple(swaps)
+
+
+def _deviation_bounds(assignment, rates, values):
+    """``{core: (low, high)}`` around the deviation of each core of two.
+
+    ``values`` holds each core's measured rates. A core with fewer than
+    two has no spread to judge, so it has no bounds and is never the
+    homogeneous one. Where some rate is beyond what :func:`_std_bounds`
+    bounds (huge, infinite or NaN) the bounds are unbounded, so that
+    every deviation is computed exactly, and whatever
+    :func:`statistics.pstdev` raises on such rates is raised here first.
+    """
+    if all(-_TAME < v < _TAME for vs in values.values() for v in vs):
+        return {core: _std_bounds(vs) for core, vs in values.items()
+                if len(vs) >= 2}
+    core_profiles(assignment, rates)    # raises where pstdev raises
+    return {core: (-math.inf, math.inf) for core, vs in values.items()
+            if len(vs) >= 2}
+
+
+def _most_homogeneous(bounds, used, std_threshold, std):
+    """``(deviation, core)`` of the next core to mix, or None.
+
+    Of the cores not in ``used`` whose deviation is below
+    ``std_threshold``, the lowest deviation, then the lowest core id.
+    ``std`` gives a core's exact deviation; it is asked only of the cores
+    whose ``bounds`` let them be both below the threshold and the lowest,
+    for an exact deviation is what costs.
+    """
+    pool = [(low, high, core) for core, (low, high) in bounds.items()
+            if core not in used and low < std_threshold]
+    if not pool:
+        return None
+    best_high = min(high for _low, high, _core in pool)
+    found = min((std(core), core) for low, _high, core in pool
+                if low <= best_high)
+    return found if found[0] < std_threshold else None
+
+
+def _partners(means, core_a, used, min_mean_gap):
+    """The cores ``core_a`` may swap with, the most different first.
+
+    The cores not in ``used`` whose mean rate differs from ``core_a``'s
+    by at least ``min_mean_gap``, by that difference descending (ties:
+    core id): a swap between two alike cores would only churn vCPUs.
+    """
+    mean_a = means[core_a]
+    others = sorted(
+        (-abs(mean - mean_a), core)
+        for core, mean in means.items()
+        if core != core_a and core not in used)
+    partners = []
+    for neg_gap, core in others:
+        if -neg_gap < min_mean_gap:
+            break
+        partners.append(core)
+    return partners
+
+
+def _first_allowed(members, rates, core_a, partners, allowed):
+    """The swap of ``core_a`` with the first partner that ``allowed`` lets.
+
+    ``partners`` come the most different first, so the trust domains
+    give up as little heterogeneity as they must; None if none allows a
+    swap (see :func:`_pick`).
+    """
+    for core_b in partners:
+        swap = _pick(members, rates, core_a, core_b, allowed)
+        if swap is not None:
+            return swap
+    return None
 
 
 def apply_swaps(assignment, swaps):

@@ -75,7 +75,6 @@ def classify(stats, min_retention_rate=0.0, threads=None, held=None,
     # (doc/source/benchmarks/agent_tick.rst): _over_share and compute_share are
     # inlined in _over, which the held roles and the ranking share, and
     # only the vCPUs that may be I/O-bound are ranked.
-    cpu_role = model.Role.CPU
     refs = list(stats)
     sts = list(stats.values())
     rates = list(map(_retention_rate, sts))
@@ -83,41 +82,73 @@ def classify(stats, min_retention_rate=0.0, threads=None, held=None,
     total = sum(weights)
     over = _over(sts, rates, weights, total, threads)
     if not any(rates):
-        if min_idle_rate is not None and any(
-                st.halt_rate is not None for st in sts):
-            return by_idle_entries(stats, min_idle_rate, over)
-        if held is not None:
-            # each vCPU's held role, but CPU-bound where over its share
-            out = dict(zip(refs, map(held.get, refs,
-                                     itertools.repeat(cpu_role))))
-            if any(over):
-                out.update(dict.fromkeys(itertools.compress(refs, over),
-                                         cpu_role))
-            return out
-    # The rank (see _rank): over its share last, unmeasured retention
-    # below every measured one, then retention descending, then the ref.
-    # The I/O class is a prefix of the vCPUs that may be I/O-bound: not
-    # over their share, retaining for at least ``min_retention_rate`` and
-    # for more than nothing. Those rank first (each retains more than any
-    # other measured vCPU), so they are all this has to sort.
-    candidates = [
-        (-rate, ref, weight)
-        for ref, rate, weight, over_share in zip(refs, rates, weights, over)
-        if not over_share and rate is not None
-        and not (rate < min_retention_rate or rate <= 0)]
+        roles = _unretained(stats, refs, over, held, min_idle_rate)
+        if roles is not None:
+            return roles
+    candidates = _candidates(refs, rates, weights, over, min_retention_rate)
     if type(total) is not int or any(
             rate != rate for rate, _r, _w in candidates):
         # a NaN rate has no rank, and float weights sum differently in
         # another order: the whole ranking, as it is written
         return _classify_ranked(stats, min_retention_rate, threads)
     candidates.sort()
+    return _balanced_cut(refs, candidates, total)
+
+
+def _unretained(stats, refs, over, held, min_idle_rate):
+    """The roles of a core where no vCPU retained, or None.
+
+    Its rates say nothing of a class: with ``min_idle_rate``, and idle
+    entries counted, :func:`by_idle_entries` classes it; else the
+    ``held`` roles do, each vCPU keeping its own (a new one CPU-bound).
+    ``over`` marks the vCPUs over their fair share, CPU-bound in both
+    (the fairness invariant). None where neither is known: the rates
+    then rank as usual.
+    """
+    if min_idle_rate is not None and any(
+            st.halt_rate is not None for st in stats.values()):
+        return by_idle_entries(stats, min_idle_rate, over)
+    if held is None:
+        return None
+    cpu_role = model.Role.CPU
+    out = dict(zip(refs, map(held.get, refs, itertools.repeat(cpu_role))))
+    if any(over):
+        out.update(dict.fromkeys(itertools.compress(refs, over), cpu_role))
+    return out
+
+
+def _candidates(refs, rates, weights, over, min_retention_rate):
+    """``[(-rate, ref, weight)]`` of the vCPUs that may be I/O-bound.
+
+    The rank (see _rank): over its share last, unmeasured retention
+    below every measured one, then retention descending, then the ref.
+    The I/O class is a prefix of the vCPUs that may be I/O-bound: not
+    over their share, retaining for at least ``min_retention_rate`` and
+    for more than nothing. Those rank first (each retains more than any
+    other measured vCPU), so they are all :func:`classify` has to sort.
+    """
+    return [
+        (-rate, ref, weight)
+        for ref, rate, weight, over_share in zip(refs, rates, weights, over)
+        if not over_share and rate is not None
+        and not (rate < min_retention_rate or rate <= 0)]
+
+
+def _balanced_cut(refs, candidates, total):
+    """``{ref: Role}`` with the classes' weights as equal as they can be.
+
+    The I/O class is the prefix of ``candidates`` (ranked) whose weight
+    is closest to half of ``total``, the shortest such on a tie, which
+    leaves CPU-bound vCPUs both siblings; every other vCPU of ``refs`` is
+    CPU-bound.
+    """
     best_k, best_gap, prefix = 0, total, 0
     for k, (_rate, _r, weight) in enumerate(candidates, start=1):
         prefix += weight
         gap = abs(total - 2 * prefix)
         if gap < best_gap:
             best_k, best_gap = k, gap
-    out = dict.fromkeys(refs, cpu_role)
+    out = dict.fromkeys(refs, model.Role.CPU)
     for _rate, ref, _w in candidates[:best_k]:
         out[ref] = model.Role.IO
     return out

@@ -164,67 +164,121 @@ def separate(assignment, trust, cores, weights, incumbents=None):
     if all(len({trust[r] for r in refs}) < 2 for refs in members.values()):
         return assignment
     order = {core: n for n, core in enumerate(cores)}
+    load, owner, mixed_cores = _survey(members, trust, weights)
+    mixed_cores.sort(key=lambda c: order.get(c, len(order)))
+    total = _domain_weights(assignment, trust, weights)
+    _share_out(mixed_cores, members, trust, owner, total, incumbents)
+    movers = _movers(mixed_cores, members, trust, owner)
+    for core, refs in movers.items():
+        # a core's load is what stays on it
+        load[core] -= sum(weights[r] for r in refs)
+    place = _placer(owner, load, members, cores, order)
+    result = dict(assignment)
+    for core in mixed_cores:
+        for ref in movers[core]:
+            result[ref] = place(trust[ref], weights[ref], core)
+    return result
+
+
+def _survey(members, trust, weights):
+    """Each core's load, its owner, and the mixed cores.
+
+    ``members`` maps a core to its vCPUs. A core of one trust domain is
+    that domain's; a mixed core (listed in ``members``' order) is yet to
+    be shared out (:func:`_share_out`). The load (CFS weight) lets
+    :func:`_placer` send a moving vCPU where it weighs least.
+    """
     load = collections.Counter()
-    count = collections.Counter()
-    owner = {}      # each core's owner
+    owner = {}
     mixed_cores = []
     for core, refs in members.items():
         load[core] = sum(weights[r] for r in refs)
-        count[core] = len(refs)
         ks = {trust[r] for r in refs}
         if len(ks) == 1:
             owner[core] = ks.pop()
         else:
             mixed_cores.append(core)
-    mixed_cores.sort(key=lambda c: order.get(c, len(order)))
-    total = collections.Counter()      # each domain's weight on the host
+    return load, owner, mixed_cores
+
+
+def _domain_weights(assignment, trust, weights):
+    """Each trust domain's CFS weight over the vCPUs in ``assignment``.
+
+    What the host owes a domain: :func:`_share_out` gives out the mixed
+    cores in proportion to it.
+    """
+    total = collections.Counter()
     for ref, k in trust.items():
         if ref in assignment:
             total[k] += weights[ref]
-    owned = collections.Counter(owner.values())
+    return total
+
+
+def _share_out(mixed_cores, members, trust, owner, total, incumbents):
+    """Give each of ``mixed_cores`` (in order) an owner, in ``owner``.
+
+    A core that ``incumbents`` (see :func:`separate`) says a domain held
+    stays that domain's while the domain is on it, so the pins already
+    made stay and a newcomer moves. Any other goes to the domain on it
+    with the most weight (``total``) per core it would then own, ties to
+    the smallest key: the D'Hondt rule, which shares cores out in
+    proportion to weight.
+    """
     held = incumbents() if incumbents is not None else {}
+    owned = collections.Counter(owner.values())
     for core in mixed_cores:
         ks = sorted({trust[r] for r in members[core]})
         if held.get(core) in ks:
             owner[core] = held[core]
             owned[held[core]] += 1
             continue
-        # the domain with the most weight per core it would own
         best = max(ks, key=lambda k: (total[k] / (owned[k] + 1),
                                       -ks.index(k)))
         owner[core] = best
         owned[best] += 1
-    result = dict(assignment)
-    movers = {core: sorted(r for r in members[core]
-                           if trust[r] != owner[core])
-              for core in mixed_cores}
-    for core, refs in movers.items():
-        # a core's load is what stays on it
-        load[core] -= sum(weights[r] for r in refs)
-        count[core] -= len(refs)
-    # each domain's cores, and the empty ones in ``cores``' order (all
-    # load 0, so the first is the least loaded): no pass over every core
-    # per vCPU that moves
+
+
+def _movers(mixed_cores, members, trust, owner):
+    """``{core: [refs]}`` of the vCPUs that must leave each mixed core.
+
+    Those not of the core's owner, by ref, so the moves are the same
+    whatever order the host listed its vCPUs in.
+    """
+    return {core: sorted(r for r in members[core]
+                         if trust[r] != owner[core])
+            for core in mixed_cores}
+
+
+def _placer(owner, load, members, cores, order):
+    """Where a vCPU that leaves a mixed core goes, as a function.
+
+    ``place(key, weight, core)`` moves a vCPU of trust domain ``key`` and
+    CFS ``weight`` off ``core``: to the least loaded core its domain owns
+    (ties: in ``cores``' order), else to the first empty core, which its
+    domain then owns, else nowhere (``core`` again), for no other
+    domain's core may take it. A domain that owns a core fills it rather
+    than take an empty one, which is kept for a domain that owns none.
+    ``load`` starts as what stays on each core and grows by each vCPU
+    placed. Each domain's cores and the empty ones (of ``cores``, those
+    with no vCPU in ``members``: all of load 0, so the first is the least
+    loaded) are listed once here, not searched for at each vCPU that
+    moves. Every owned core keeps a vCPU, its owner's.
+    """
     owned_cores = collections.defaultdict(set)
     for c, k in owner.items():
-        if count[c]:
-            owned_cores[k].add(c)
-    empty = collections.deque(c for c in cores if not count[c])
+        owned_cores[k].add(c)
+    empty = collections.deque(c for c in cores if c not in members)
     rank = len(order)
-    for core in mixed_cores:
-        for ref in movers[core]:
-            mine = trust[ref]
-            own = owned_cores.get(mine)
-            if own:
-                target = min(own, key=lambda c: (load[c],
-                                                 order.get(c, rank)))
-            elif empty:
-                target = empty.popleft()
-                owner[target] = mine
-                owned_cores[mine].add(target)
-            else:
-                target = core
-            result[ref] = target
-            load[target] += weights[ref]
-            count[target] += 1
-    return result
+
+    def place(key, weight, core):
+        own = owned_cores.get(key)
+        if own:
+            target = min(own, key=lambda c: (load[c], order.get(c, rank)))
+        elif empty:
+            target = empty.popleft()
+            owned_cores[key].add(target)
+        else:
+            target = core
+        load[target] += weight
+        return target
+    return place

@@ -63,3 +63,12 @@ class TestPlanSwaps(testtools.TestCase):
         rates = {R(0): 0, R(1): 0, R(2): .9, R(3): .9}
         self.assertEqual((), adjuster.plan_swaps(assignment, rates, 0.1,
                                                  0.1, 0))
+
+    def test_rates_beyond_the_float_bounds_are_judged_exactly(self):
+        # squares of 1e300 overflow a float deviation: core 0 is still
+        # found homogeneous (exact deviation 0) and mixed with core 1
+        assignment = {R(0): 0, R(1): 0, R(2): 1, R(3): 1}
+        rates = {R(0): 1e300, R(1): 1e300, R(2): 0.0, R(3): 0.5}
+        self.assertEqual(
+            (model.Swap(a=R(1), core_a=0, b=R(2), core_b=1),),
+            adjuster.plan_swaps(assignment, rates, 0.1, 0.1, 2))

@@ -106,6 +106,20 @@ class TestSeparate(testtools.TestCase):
             assignment, {a0: 'a', b0: 'b'}, (0, 1), dict.fromkeys(
                 assignment, 1)))
 
+    def test_without_trust_domains_the_assignment_is_returned_itself(self):
+        assignment = {R(0, 'a'): 0, R(0, 'b'): 0}
+        self.assertIs(assignment, trust.separate(
+            assignment, None, (0, 1), dict.fromkeys(assignment, 1)))
+
+    def test_a_domain_weighs_only_its_vcpus_in_the_assignment(self):
+        # b1 has a key and a weight but no core: counted, it would make
+        # b the heavier domain on core 0; uncounted, the tie goes to a
+        a0, b0, b1 = R(0, 'a'), R(0, 'b'), R(1, 'b')
+        k = {a0: 'a', b0: 'b', b1: 'b'}
+        out = trust.separate({a0: 0, b0: 0}, k, (0, 1),
+                             dict.fromkeys(k, 1024))
+        self.assertEqual({a0: 0, b0: 1}, out)
+
 
 class TestSwaps(testtools.TestCase):
 
