@@ -280,9 +280,10 @@ def placement(core, role):
 
 
 # The SMT co-run model, the one CPI-stack computation in vsmtio: the
-# simulated host times co-running siblings with it (sim/cpi.py) and RASS
-# ranks borrowers with it. Its two constants come from the range of
-# combined speed-ups a pair of busy siblings shows (sim/data/costs.yaml):
+# simulated host times co-running siblings with it (vsmtio_sim/cpi.py) and
+# RASS ranks borrowers with it. Its two constants come from the range of
+# combined speed-ups a pair of busy siblings shows
+# (vsmtio_sim/data/costs.yaml):
 # the best pair (one thread only issues, the other only misses) reaches
 # the top of the range, the worst (both want the same resource) the bottom.
 PAIR_SPEEDUP_MIN = 1.0
