@@ -34,7 +34,6 @@ inputs; nothing here is tuned toward the paper's numbers.
 import argparse
 import concurrent.futures
 import json
-import math
 import os
 import platform
 import statistics
@@ -47,17 +46,17 @@ import yaml
 from vsmtio_agent.policy import guard
 from vsmtio_bench import documents
 from vsmtio_bench import oracle as bench_oracle
+from vsmtio_bench import stats
 from vsmtio_sim import kernels
 from vsmtio_sim import report
 from vsmtio_sim import runner
 from vsmtio_sim import scenario
-from vsmtio_sim import tenants
 
 KERNELS = kernels.NAMES
 SHORT = {'vanilla': 'van', 'polling': 'poll', 'haltpoll': 'hp',
          'haltpoll-enhanced': 'hp-enh', 'vsmtio-paper': 'paper',
          'vsmtio': 'vsmtio'}
-BASELINES = ('vanilla', 'polling', 'haltpoll', 'haltpoll-enhanced')
+
 ESTIMATED = ('redis_pagerank', 'sockperf_matmul')
 GROUPS = (
     ('Fig. 5 / Table 5: the eight pairs, four VMs, 2 vCPUs per hyperthread',
@@ -72,12 +71,12 @@ GROUPS = (
      'measure the estimates, not the paper', ESTIMATED),
 )
 TRAJECTORY = 'fig5_hbase_pagerank'
+
 # The break-even map: per-switch indirect cost (us; the refill of a 256 KiB
 # working set, data/workloads.yaml) against the best SMT pair's gain.
 REFILL_US = (0, 8, 16, 50, 200)
 PAIR_MAX = (1.0, 1.1, 1.2, 1.3, 1.5)
 MAP_WARMUP_S, MAP_MEASURE_S = 2.0, 8.0
-
 
 # The sensitivity study: every unsourced or disputed input, swept over its
 # plausible range on SENSITIVITY_SCENARIOS under the three kernels the
@@ -121,13 +120,10 @@ SWEEP = (
 )
 SENSITIVITY_SCENARIOS = ('fig5_hbase_pagerank', 'fig4_hbase_matmul')
 SENSITIVITY_KERNELS = ('vanilla', 'vsmtio-paper', 'vsmtio')
+
 # Each honest VM's floor under the product, by what it does: a serving VM
 # (requests) at vanilla's, a computing VM (instructions) at 0.97 of it.
 FLOORS = {'requests_per_s': 1.0, 'instructions_per_s': 0.97}
-# A ratio within this of its reference is a tie: the A/A runs of the main
-# study put the class figures' run-to-run difference below 0.2%, and one
-# VM is a few tenths of a class.
-NOISE = 0.005
 
 
 def _label(value):
@@ -181,9 +177,9 @@ def _direction(ratios):
     """'+' every VM above 1, '-' every VM below, '~' otherwise."""
     if not ratios:
         return 'n/a'
-    if all(r > 1.0 + NOISE for r in ratios):
+    if all(r > 1.0 + stats.NOISE for r in ratios):
         return '+'
-    if all(r < 1.0 - NOISE for r in ratios):
+    if all(r < 1.0 - stats.NOISE for r in ratios):
         return '-'
     return '~'
 
@@ -201,7 +197,7 @@ def judge(res):
     paper = vm_ratios(res, 'vsmtio-paper')
     worst = min((r / f for _vm, _m, r, f in mine), default=None)
     return {
-        'no_regression': worst is None or worst >= 1.0 - NOISE,
+        'no_regression': worst is None or worst >= 1.0 - stats.NOISE,
         'worst': worst,
         'paper_io': _direction([r for _v, m, r, _f in paper
                                 if m == 'requests_per_s']),
@@ -233,7 +229,7 @@ def conclusions(points, shipped):
         cells[key] = '%s: %s' % (
             'holds' if not flips else 'flips at ' + ', '.join(flips),
             figures(lambda j: j[key]))
-    gains = [v for v, j in points if j['gain'] > NOISE]
+    gains = [v for v, j in points if j['gain'] > stats.NOISE]
     cells['gain'] = '%s: %s' % (
         'holds' if len(gains) == len(points) else
         'none anywhere' if not gains else
@@ -350,10 +346,11 @@ def sensitivity_section(sens, names, cpu_s, duration):
     return SENS_HEAD.format(
         scenarios=', '.join(names), n=len(sens), kernels=', '.join(
             SENSITIVITY_KERNELS), window=window, cpu=cpu_s / 60.0,
-        wall=cpu_s / 120.0, noise=NOISE) + inputs + '\n\n' + SENS_TABLE + \
-        rst_table(['scenario', 'input', '(a) no regression',
-                   '(b) paper I/O', '(b) paper CPU', '(c) product gain'],
-                  sensitivity_rows(sens, names)) + '\n'
+        wall=cpu_s / 120.0, noise=stats.NOISE) + inputs + '\n\n' + \
+        SENS_TABLE + rst_table(['scenario', 'input', '(a) no regression',
+                                '(b) paper I/O', '(b) paper CPU',
+                                '(c) product gain'],
+                               sensitivity_rows(sens, names)) + '\n'
 
 
 def _f(v, fmt='%.2f'):
@@ -377,23 +374,15 @@ def rst_table(header, rows):
     return '\n'.join(out)
 
 
-# The product and vanilla are measured over this many consecutive windows
-# of their one run (batch means): whether a shortfall is the product's or
-# chance's (a one-sided t-test over the batches).
-BATCHES = 3
-REPLICATED = ('vanilla', 'vsmtio')
-# The A/A run (runner.run_aa; see noise_band).
-AA = 'vanilla-aa'
-
-
 def _job(args):
     name, kernel = args
     t, c = time.time(), time.process_time()
-    if kernel == AA:
+    if kernel == stats.AA:
         r = runner.run_aa(name)
     else:
         r = runner.run(name, kernel, steady=True,
-                       batches=BATCHES if kernel in REPLICATED else 1)
+                       batches=(stats.BATCHES if kernel in stats.REPLICATED
+                                else 1))
     r['bench_wall_s'] = time.time() - t
     r['bench_cpu_s'] = time.process_time() - c
     return name, kernel, r
@@ -404,7 +393,7 @@ def run_all(names, processes):
 
     The A/A result is kept in vanilla's as ``aa``: it is no kernel.
     """
-    jobs = [(n, k) for n in names for k in KERNELS + (AA,)]
+    jobs = [(n, k) for n in names for k in KERNELS + (stats.AA,)]
     # the agent's kernels take longest: start them first
     jobs.sort(key=lambda j: j[1] not in ('vsmtio', 'vsmtio-paper'))
     results = {n: {} for n in names}
@@ -415,31 +404,11 @@ def run_all(names, processes):
                              % (i, len(jobs), name, kernel,
                                 r['bench_wall_s']))
     for res in results.values():
-        aa = res.pop(AA)
+        aa = res.pop(stats.AA)
         res['vanilla']['aa'] = {k: aa[k] for k in (
             'io_throughput', 'cpu_throughput', 'bench_cpu_s', 'vms',
             'windows')}
     return results
-
-
-def replicated(res, key, floor):
-    """The product over vanilla in each window, and what they say.
-
-    Returns the ratios, their geometric mean and the p-value that the
-    true ratio is below ``floor`` (one-sided t-test on the logs).
-    """
-    from scipy import stats as scipy_stats
-    pairs = zip(res['vsmtio']['batches'], res['vanilla']['batches'])
-    ratios = [a[key] / b[key] for a, b in pairs if b[key]]
-    if len(ratios) < 2:
-        return ratios, None, None
-    logs = [math.log(r) for r in ratios]
-    if len(set(logs)) < 2:
-        p = 0.0 if logs[0] < math.log(floor) else 1.0
-    else:
-        p = float(scipy_stats.ttest_1samp(logs, math.log(floor),
-                                          alternative='less').pvalue)
-    return ratios, math.exp(statistics.fmean(logs)), p
 
 
 def replicate_rows(results):
@@ -449,7 +418,7 @@ def replicate_rows(results):
         row = [name]
         for key, floor in (('io_throughput', 1.0),
                            ('cpu_throughput', 0.97)):
-            ratios, mean, p = replicated(res, key, floor)
+            ratios, mean, p = stats.replicated(res, key, floor)
             row += [' '.join('%.3f' % r for r in ratios) or '-',
                     _f(mean, '%.3f'), _f(p, '%.2f')]
         rows.append(row)
@@ -500,84 +469,16 @@ HEADER = ['scenario', 'kernel', 'I/O', 'paper I/O', 'CPU', 'paper CPU',
           'timeout us', 'kept']
 
 
-def aa_difference(res):
-    """Per class, |the A/A run's first window / vanilla's - 1|.
-
-    Every kernel's windows start from a reseed (common random numbers), so
-    two kernels compared window by window draw the same requests and
-    differ by their mechanisms plus what is left of their different pasts
-    (the queues, the run-queue order, the requests in flight when the
-    window began). The A/A run measures that rest: vanilla against
-    vanilla, its window started after a different history.
-    """
-    van, aa = res['vanilla'], res['vanilla'].get('aa')
-    out = []
-    for key in ('io_throughput', 'cpu_throughput'):
-        base = van[key]
-        out.append(abs(aa[key] / base - 1.0) if aa and base else 0.0)
-    return tuple(out)
-
-
-def noise_band(results):
-    """Per class, the largest A/A difference over every scenario.
-
-    One A/A pair per scenario is one draw of that difference (it can be 0
-    by luck); the largest over all of them is the band a difference
-    between two kernels must clear to be one: a smaller one is a tie.
-    """
-    diffs = [aa_difference(res) for res in results.values()]
-    return tuple(max((d[i] for d in diffs), default=0.0) for i in (0, 1))
-
-
-def dominated_by(results, band):
-    """Baselines better than the product on both classes at once.
-
-    Returns ``(beyond, within)``: those better on both by more than the
-    noise ``band`` (per class), and those better on both only within it.
-    """
-    norm = report.normalise(results)
-    mine = norm['vsmtio']
-    io_band, cpu_band = band
-    beyond, within = [], []
-    for k in BASELINES:
-        d_io = (norm[k]['io'] or 0) - (mine['io'] or 0)
-        d_cpu = (norm[k]['cpu'] or 0) - (mine['cpu'] or 0)
-        if d_io > 0 and d_cpu > 0:
-            text = '%s (I/O +%.3f, CPU +%.3f)' % (k, d_io, d_cpu)
-            if d_io > io_band and d_cpu > cpu_band:
-                beyond.append(text)
-            else:
-                within.append(text)
-    return beyond, within
-
-
-def holm(pvalues, alpha=0.05):
-    """Which of ``{key: p}`` stay significant over all the tests at once.
-
-    Holm's step-down correction: with two classes tested on every
-    scenario, about one test in twenty would fall below 0.05 by chance
-    alone; Holm keeps the chance of any false alarm over the whole
-    family at ``alpha``.
-    """
-    ranked = sorted((p, k) for k, p in pvalues.items() if p is not None)
-    m, out = len(ranked), {}
-    for i, (p, k) in enumerate(ranked):
-        if p * (m - i) >= alpha:
-            break
-        out[k] = True
-    return {k: out.get(k, False) for k in pvalues}
-
-
 def summary(results):
     rows, misses, dominated, ties = [], [], [], []
-    pooled = noise_band(results)
+    pooled = stats.noise_band(results)
     tests = {}
     for name, res in sorted(results.items()):
         for what, key, floor in (('I/O', 'io_throughput', 1.0),
                                  ('CPU', 'cpu_throughput', 0.97)):
-            _r, m, p = replicated(res, key, floor)
+            _r, m, p = stats.replicated(res, key, floor)
             tests[(name, what)] = (m, p, floor)
-    significant = holm({k: p for k, (_m, p, _f) in tests.items()})
+    significant = stats.holm({k: p for k, (_m, p, _f) in tests.items()})
     for name, res in sorted(results.items()):
         band = dict(zip(('I/O', 'CPU'), pooled))
         below = [(what, m, p, significant[(name, what)],
@@ -587,7 +488,7 @@ def summary(results):
         if below:
             misses.append('%s (%s)' % (name, ', '.join(
                 '%s %.4f over %d windows, p = %s that it is below the '
-                'objective%s%s' % (what, m, BATCHES,
+                'objective%s%s' % (what, m, stats.BATCHES,
                                    _f(p, '%.2f'),
                                    ': significant even over all %d tests'
                                    % len(tests) if sig else
@@ -597,7 +498,7 @@ def summary(results):
                                    '; within the noise band (%.4f)'
                                    % band[what] if tie else '')
                 for what, m, p, sig, tie in below)))
-        beyond, within = dominated_by(res, pooled)
+        beyond, within = stats.dominated_by(res, pooled)
         if beyond:
             dominated.append('%s by %s' % (name, ', '.join(beyond)))
         if within:
@@ -614,25 +515,6 @@ def summary(results):
     return rows, misses, dominated, ties
 
 
-def retry_cost(v, params):
-    """What retrying dropped verdict ``v`` costs each class, long-run.
-
-    At steady state a dropped mechanism is retried once every longest
-    back-off (``retest_periods * max_backoff`` periods) plus the probe;
-    the probe's A periods run with it, each at the ratio its last probe
-    measured. The share of throughput that costs a class over the cycle,
-    as a percentage (0 where the mechanism does not cost that class).
-    The measured windows start as the back-off reaches its longest, so
-    they hold no such retry: this is its cost, amortised.
-    """
-    if v['kept']:
-        return None
-    a = len(v.get('utility_logs') or ())
-    cycle = params.retest_periods * params.max_backoff + 2 * a
-    return tuple(100.0 * a * max(0.0, 1.0 - r) / cycle if r else 0.0
-                 for r in (v['cpu_ratio'], v['io_ratio']))
-
-
 def verdict_rows(results):
     params = guard.Params.from_conf(runner.make_conf(
         next(iter(results)), 'vsmtio', 1, 0.0, None))
@@ -640,7 +522,7 @@ def verdict_rows(results):
     for name, res in sorted(results.items()):
         a = res['vsmtio'].get('agent') or {}
         for v in a.get('verdicts') or ():
-            cost = retry_cost(v, params)
+            cost = stats.retry_cost(v, params)
             what = v['mechanism'] + (' for %s' % v['domain']
                                      if v.get('domain') else '')
             rows.append([name, what,
@@ -739,19 +621,6 @@ def breakeven(timeout_us, processes):
     return grid, cpu_s
 
 
-def product_gain(res):
-    """The product's I/O gain on the oracle's measure (``tenants``)."""
-    return tenants.summary(tenants.judge(res['vsmtio'],
-                                         res['vanilla']))['io_gain']
-
-
-def oracle_share(product, oracle):
-    """(product - 1) / (oracle - 1); None where the oracle gains nothing."""
-    if product is None or oracle is None or oracle <= 1.0 + NOISE:
-        return None
-    return (product - 1.0) / (oracle - 1.0)
-
-
 def oracle_rows(results, oracle):
     """Per scenario: the oracle, the product on its measure, the share."""
     rows, shares = [], []
@@ -759,8 +628,8 @@ def oracle_rows(results, oracle):
         o = (oracle.get('results') or {}).get(name)
         if o is None:
             continue
-        mine = product_gain(results[name])
-        share = oracle_share(mine, o['io_gain'])
+        mine = bench_oracle.product_gain(results[name])
+        share = bench_oracle.oracle_share(mine, o['io_gain'])
         if share is not None:
             shares.append(share)
         rows.append([name, o['label'], _f(o['io_gain'], '%.3f'),
@@ -786,7 +655,7 @@ def oracle_section(results, oracle):
                 if oracle.get('confirm_s') else 'the steady window'),
         wall=sum(r['wall_s'] + r.get('remeasured', {}).get('wall_s', 0.0)
                  for r in oracle['results'].values()) / 60.0,
-        noise=NOISE)]
+        noise=stats.NOISE)]
     out.append(rst_table(['scenario', 'oracle: best static configuration',
                           'oracle I/O', 'oracle CPU', 'product I/O',
                           'share'], rows) + '\n')
@@ -800,14 +669,6 @@ def oracle_section(results, oracle):
         out.append('- No oracle result (not searched) for: %s.\n'
                    % ', '.join(missing))
     return '\n'.join(out)
-
-
-def load_oracle(path):
-    """The oracle's cached result, or None where there is none."""
-    if not path or not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
 
 
 def pictures(results, grid, png, map_png):
@@ -923,12 +784,12 @@ def main(argv=None):
         sens = doc.get('sensitivity') or {}
         sens_cpu = doc['wall_s'].get('sensitivity_cpu', 0.0)
         sens_names = [n for n in sens_names if n in sens]
-        oracle = doc.get('oracle') or load_oracle(args.oracle)
+        oracle = doc.get('oracle') or bench_oracle.load_oracle(args.oracle)
     else:
         if args.run_oracle:
             bench_oracle.main(['--only', args.only, '--json', args.oracle,
                                '--processes', str(args.processes)])
-        oracle = load_oracle(args.oracle)
+        oracle = bench_oracle.load_oracle(args.oracle)
         names = [n for n in scenario.shipped() if n.startswith(args.only)]
         t0 = time.time()
         results = run_all(names, args.processes)
@@ -979,13 +840,13 @@ def document(results, grid, names, main_wall, total_wall, cpu_s, args,
         main=(' (%.1f min before the map)' % (main_wall / 60.0)
               if main_wall is not None else ''),
         n=len(names), k=len(KERNELS),
-        batches=BATCHES, aa=runner.AA_SHIFT_S,
+        batches=stats.BATCHES, aa=runner.AA_SHIFT_S,
         png=os.path.basename(args.png),
         map_png=os.path.basename(args.map_png))]
     out.append(SUMMARY_HEAD)
     out.append(rst_table(['kernel', 'mean I/O', 'min I/O', 'mean CPU',
                           'min CPU'], rows) + '\n')
-    spread = [aa_difference(results[n]) for n in names]
+    spread = [stats.aa_difference(results[n]) for n in names]
     io_spread = [x[0] for x in spread]
     cpu_spread = [x[1] for x in spread]
     if io_spread and cpu_spread:
@@ -1000,7 +861,7 @@ def document(results, grid, names, main_wall, total_wall, cpu_s, args,
                       statistics.median(cpu_spread)))
     out.append('- The product (``vsmtio``) below 0.97 CPU or 1.0 I/O of '
                'vanilla, as the mean over %d windows: %s.\n'
-               % (BATCHES, '; '.join(misses) or 'none'))
+               % (stats.BATCHES, '; '.join(misses) or 'none'))
     out.append(REPLICATE_HEAD)
     out.append(rst_table(['scenario', 'I/O by window', 'mean', 'p<1.0',
                           'CPU by window', 'mean', 'p<0.97'],
@@ -1054,11 +915,6 @@ def document(results, grid, names, main_wall, total_wall, cpu_s, args,
     return '\n'.join(out)
 
 
-def _mean(values):
-    values = [v for v in values if v is not None]
-    return statistics.fmean(values) if values else None
-
-
 # Fig. 4 (section 6.2): Matmul's throughput relative to Blocking, from
 # the paper's text: vSMT-IO 14.5% above Blocking, and 37.9% and 27.6%
 # above Polling and HALT-Polling.
@@ -1091,7 +947,7 @@ def _disagree_fig4(results):
     switch_us, speed = _switch_us()
     norm = {n: report.normalise(r) for n, r in fig4.items()}
     cells = ', '.join('%s %.2f (paper %.2f)' % (
-        SHORT[k], _mean(n[k]['cpu'] for n in norm.values()), want)
+        SHORT[k], stats.mean(n[k]['cpu'] for n in norm.values()), want)
         for k, want in sorted(PAPER_FIG4_MATMUL.items()))
     need = []
     for name, r in sorted(fig4.items()):
@@ -1105,7 +961,7 @@ def _disagree_fig4(results):
     out = ['- Fig. 4, Matmul beside each I/O benchmark over Blocking '
            '(vanilla), mean of the eight pairs: %s; the I/O side under '
            'polling %.2f (the paper: vSMT-IO within 2.3%% of Polling).'
-           % (cells, _mean(n['polling']['io'] for n in norm.values()))]
+           % (cells, stats.mean(n['polling']['io'] for n in norm.values()))]
     if need:
         out.append(
             '- What would reconcile Fig. 4: the paper\'s 14.5%% Matmul '
@@ -1142,16 +998,16 @@ def disagree(results, grid):
             'ms. The I/O side\'s extra service is hyperthread time the '
             'CPU-bound side loses, and at the shipped costs the switches '
             'saved are worth less.'
-            % (_mean(n['vsmtio-paper']['io'] for n in norm),
-               _mean(n['vsmtio-paper']['cpu'] for n in norm),
+            % (stats.mean(n['vsmtio-paper']['io'] for n in norm),
+               stats.mean(n['vsmtio-paper']['cpu'] for n in norm),
                statistics.fmean(sw), min(t_us) / 1e3, max(t_us) / 1e3))
         lines.append(
             '- The product on the same pairs: I/O %.2f, CPU %.2f on '
             'average: the guard refuses what costs the CPU side more than '
             'its objective allows, so its I/O gain is what retention alone '
             '(and the split, where it passes) gives without that loss.'
-            % (_mean(n['vsmtio']['io'] for n in norm),
-               _mean(n['vsmtio']['cpu'] for n in norm)))
+            % (stats.mean(n['vsmtio']['io'] for n in norm),
+               stats.mean(n['vsmtio']['cpu'] for n in norm)))
     if grid:
         even = sorted((r, p) for (r, p), (cpu, _io) in grid.items()
                       if cpu >= 1.0)
@@ -1396,7 +1252,5 @@ are the 16 us column and the 1.3 row.
          cost and SMT co-run gain
 
 """
-
-
 if __name__ == '__main__':
     sys.exit(main())

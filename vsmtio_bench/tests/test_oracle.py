@@ -238,10 +238,10 @@ class TestStaticConfig(testtools.TestCase):
 class TestShareColumn(testtools.TestCase):
 
     def test_share_of_the_oracles_gain(self):
-        self.assertAlmostEqual(0.5, bench_sim.oracle_share(1.1, 1.2))
-        self.assertAlmostEqual(-0.5, bench_sim.oracle_share(0.9, 1.2))
-        self.assertIsNone(bench_sim.oracle_share(1.1, 1.0))
-        self.assertIsNone(bench_sim.oracle_share(None, 1.2))
+        self.assertAlmostEqual(0.5, bench_oracle.oracle_share(1.1, 1.2))
+        self.assertAlmostEqual(-0.5, bench_oracle.oracle_share(0.9, 1.2))
+        self.assertIsNone(bench_oracle.oracle_share(1.1, 1.0))
+        self.assertIsNone(bench_oracle.oracle_share(None, 1.2))
 
     def test_rows_and_mean(self):
         def res(web):
