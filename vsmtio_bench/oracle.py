@@ -70,6 +70,7 @@ import prettytable
 from vsmtio_agent import model
 from vsmtio_agent.policy import rass
 from vsmtio_bench import documents
+from vsmtio_bench import stats
 from vsmtio_sim import runner
 from vsmtio_sim import scenario as scenario_mod
 from vsmtio_sim import tenants
@@ -271,6 +272,27 @@ def score(summary):
     if summary['ok']:
         return (1, summary['io_gain'] or 1.0)
     return (0, summary['worst'][1] if summary['worst'] else 0.0)
+
+
+def product_gain(res):
+    """The product's I/O gain on the oracle's measure (``tenants``)."""
+    return tenants.summary(tenants.judge(res['vsmtio'],
+                                         res['vanilla']))['io_gain']
+
+
+def oracle_share(product, oracle):
+    """(product - 1) / (oracle - 1); None where the oracle gains nothing."""
+    if product is None or oracle is None or oracle <= 1.0 + stats.NOISE:
+        return None
+    return (product - 1.0) / (oracle - 1.0)
+
+
+def load_oracle(path):
+    """The oracle's cached result, or None where there is none."""
+    if not path or not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
 
 
 class Evaluator(object):

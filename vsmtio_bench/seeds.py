@@ -10,7 +10,7 @@ for every scenario and seed given, judges each honest VM against its
 floor (:mod:`vsmtio_sim.tenants`), and prints per scenario and seed
 the oracle's I/O measure and the honest computing VMs' geometric mean
 (``tenants.summary``), the product's share of the oracle's I/O gain
-(``doc/source/benchmarks/oracle.json``, ``bench_sim.oracle_share``), every
+(``doc/source/benchmarks/oracle.json``, ``oracle.oracle_share``), every
 honest VM whose mean misses its floor, and every honest VM whose lowest
 window (``tenants.WINDOW_S``) is below ``tenants.WINDOW_FLOOR``, then the
 means over all. A window below it is often the model's own noise: with
@@ -38,7 +38,7 @@ from oslo_config import cfg
 import prettytable
 
 from vsmtio_bench import documents
-from vsmtio_bench import sim as bench_sim
+from vsmtio_bench import oracle as bench_oracle
 from vsmtio_sim import runner
 from vsmtio_sim import scenario as scenario_mod
 from vsmtio_sim import tenants
@@ -114,7 +114,7 @@ def report(results, oracle, tolerance):
     windows = beyond = 0
     for r in sorted(results, key=lambda r: (r['scenario'], r['seed'])):
         o = oracle.get(r['scenario'], {}).get('io_gain')
-        s = bench_sim.oracle_share(r['io'], o)
+        s = bench_oracle.oracle_share(r['io'], o)
         if s is not None:
             shares.append(s)
             scenario_shares.setdefault(r['scenario'], []).append(s)
@@ -190,7 +190,7 @@ def main(argv=None):
         n.startswith(p) for p in args.scenarios.split(',') if p)]
     if not names:
         parser.error('no shipped scenario matches %r' % args.scenarios)
-    oracle = (bench_sim.load_oracle(args.oracle) or {}).get('results', {})
+    oracle = (bench_oracle.load_oracle(args.oracle) or {}).get('results', {})
     jobs = [(n, s, args.aa, overrides) for n in names for s in seeds]
     with multiprocessing.Pool(max(1, args.processes)) as pool:
         results = []

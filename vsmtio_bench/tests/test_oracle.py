@@ -9,9 +9,9 @@ import fixtures
 import testtools
 import yaml
 
+from vsmtio_bench import document as bench_document
 from vsmtio_bench import oracle as bench_oracle
 from vsmtio_bench import seeds as bench_seeds
-from vsmtio_bench import sim as bench_sim
 from vsmtio_sim.tests import helpers as h
 
 SMALL = {'timeouts_us': (50, 400), 'weights': (1, 2),
@@ -238,10 +238,10 @@ class TestStaticConfig(testtools.TestCase):
 class TestShareColumn(testtools.TestCase):
 
     def test_share_of_the_oracles_gain(self):
-        self.assertAlmostEqual(0.5, bench_sim.oracle_share(1.1, 1.2))
-        self.assertAlmostEqual(-0.5, bench_sim.oracle_share(0.9, 1.2))
-        self.assertIsNone(bench_sim.oracle_share(1.1, 1.0))
-        self.assertIsNone(bench_sim.oracle_share(None, 1.2))
+        self.assertAlmostEqual(0.5, bench_oracle.oracle_share(1.1, 1.2))
+        self.assertAlmostEqual(-0.5, bench_oracle.oracle_share(0.9, 1.2))
+        self.assertIsNone(bench_oracle.oracle_share(1.1, 1.0))
+        self.assertIsNone(bench_oracle.oracle_share(None, 1.2))
 
     def test_rows_and_mean(self):
         def res(web):
@@ -254,7 +254,7 @@ class TestShareColumn(testtools.TestCase):
         oracle = {'results': {
             'a': {'label': 'x', 'io_gain': 1.2, 'cpu': 0.98},
             'b': {'label': 'y', 'io_gain': 1.0, 'cpu': 1.0}}}
-        rows, shares = bench_sim.oracle_rows(results, oracle)
+        rows, shares = bench_document.oracle_rows(results, oracle)
         self.assertEqual(['50%', '-'], [r[-1] for r in rows])
         self.assertEqual(1, len(shares))
         self.assertAlmostEqual(0.5, shares[0])

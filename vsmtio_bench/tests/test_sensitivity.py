@@ -7,7 +7,7 @@ exercise each case (not numbers any run printed).
 
 import testtools
 
-from vsmtio_bench import sim as bench
+from vsmtio_bench import sensitivity as bench
 from vsmtio_sim import scenario
 
 
