@@ -1,4 +1,4 @@
-"""The simulator bench's document, ``doc/benchmarks/simulator.rst``.
+"""The simulator bench's document, ``doc/source/benchmarks/simulator.rst``.
 
 Turns the bench's results into RST: the summary and its statistics in
 words, the replication table, the oracle comparison, one table per
@@ -14,11 +14,11 @@ formats.
 import os
 import platform
 import statistics
-import time
 
 import yaml
 
 from vsmtio_agent.policy import guard
+from vsmtio_bench import documents
 from vsmtio_bench import figures
 from vsmtio_bench import oracle as bench_oracle
 from vsmtio_bench import stats
@@ -58,6 +58,12 @@ def _k(v):
 
 
 def rst_table(header, rows):
+    """A simple RST table.
+
+    A row whose first cell is empty holds an empty comment there: in a
+    simple table an empty first cell would make it part of the row above.
+    """
+    rows = [[_first_cell(r[0])] + list(r[1:]) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     line = '  '.join('=' * w for w in widths)
     out = [line, '  '.join(str(h).ljust(w) for h, w in zip(header, widths)),
@@ -66,6 +72,10 @@ def rst_table(header, rows):
         out.append('  '.join(str(x).ljust(w) for x, w in zip(r, widths)))
     out.append(line)
     return '\n'.join(out)
+
+
+def _first_cell(value):
+    return value if str(value).strip() else '..'
 
 
 def replicate_rows(results):
@@ -256,7 +266,7 @@ def oracle_section(results, oracle):
         weights=', '.join('x%s' % w for w in space['weights']),
         hp=', '.join(map(str, space['haltpoll_max_us'])),
         passes=oracle['max_passes'], search=oracle['search_s'],
-        confirm=oracle['confirm'], date=oracle['date'],
+        confirm=oracle['confirm'],
         window=('%g simulated s' % oracle['confirm_s']
                 if oracle.get('confirm_s') else 'the steady window'),
         wall=sum(r['wall_s'] + r.get('remeasured', {}).get('wall_s', 0.0)
@@ -281,7 +291,7 @@ def document(results, grid, names, main_wall, total_wall, cpu_s, args,
              oracle=None):
     rows, misses, dominated, ties = summary(results)
     out = [HEAD.format(
-        date=time.strftime('%Y-%m-%d'), python=platform.python_version(),
+        commit=documents.commit(), python=platform.python_version(),
         cpus=os.cpu_count(), wall=total_wall / 60.0,
         cpu=('; the workers used %.1f CPU-minutes, %.1f min of wall time '
              'on two idle cores' % (cpu_s / 60.0, cpu_s / 120.0)
@@ -513,8 +523,9 @@ HEAD = """\
 Simulated SMT host: benchmark at steady state
 =============================================
 
-Printed by ``tox -e bench`` (``vsmtio-bench sim``) on {date}: Python
-{python}, {cpus} CPUs, two worker processes; {n} shipped scenarios under
+Printed by ``tox -e bench`` (``vsmtio-bench sim``) at commit ``{commit}``.
+
+Python {python}, {cpus} CPUs, two worker processes; {n} shipped scenarios under
 {k} kernel models (the product and vanilla over {batches} consecutive
 windows), then the break-even map and the sensitivity study, took
 {wall:.1f} min in all{main}{cpu}.
@@ -557,8 +568,8 @@ The oracle
 ----------
 
 What the best fixed configuration would give, found in hindsight by
-``vsmtio-bench oracle`` (run on {date}, its workers busy {wall:.0f}
-minutes in all on a shared machine; cached in ``oracle.json``): per
+``vsmtio-bench oracle`` (its workers busy {wall:.0f} minutes in all on
+a shared machine; cached in ``oracle.json``): per
 scenario, the static per-VM configuration with the highest I/O gain (the
 geometric mean over the honest serving VMs of their requests served over
 vanilla's) that keeps every honest VM at its floors (serving >= 1.0 and

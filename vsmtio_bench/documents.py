@@ -6,7 +6,23 @@ directory a caller happens to be in.
 """
 
 import os
+import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARKS = os.path.join(ROOT, 'doc', 'source', 'benchmarks')
 ORACLE_JSON = os.path.join(BENCHMARKS, 'oracle.json')
+
+
+def commit():
+    """The checkout's commit, which the generated pages name as theirs.
+
+    ``unknown`` outside a git checkout (an sdist): a page says where it
+    came from, never when.
+    """
+    try:
+        out = subprocess.run(['git', '-C', ROOT, 'rev-parse', '--short',
+                              'HEAD'], capture_output=True, text=True,
+                             timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return 'unknown'
+    return out or 'unknown'

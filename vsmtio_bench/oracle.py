@@ -627,7 +627,7 @@ def main(argv=None):
            'floors': {'mean': tenants.FLOORS,
                       'window': tenants.WINDOW_FLOOR,
                       'window_s': tenants.WINDOW_S},
-           'date': time.strftime('%Y-%m-%d'), 'results': {}}
+           'commit': documents.commit(), 'results': {}}
     if (args.only or args.names) and args.json and os.path.exists(
             args.json):
         # a partial run keeps the other scenarios' results of the same

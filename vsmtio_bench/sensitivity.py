@@ -278,7 +278,7 @@ def sensitivity_section(sens, names, cpu_s, duration):
     if not sens:
         return ''
     table = document.rst_table
-    inputs = table(['input', 'values (shipped *)', 'why this range'], [
+    inputs = table(['input', 'values (shipped \\*)', 'why this range'], [
         [p.replace(',', ', '), ' '.join(
             _label(v) + ('*' if _label(v) == next(iter(
                 sens.values())).get(p, {}).get('shipped') else '')

@@ -2,11 +2,11 @@
 """Benchmark the simulated SMT host at steady state on every shipped scenario.
 
 Runs every kernel model on every shipped scenario with
-``simulate.run(..., steady=True)``: the real agent drives the two vSMT-IO
-kernels (``vsmtio-paper``, the paper taken literally; ``vsmtio``, the
-product) until its state settles, then every kernel is measured over the
-same window (one cycle of the guard's probing). Writes
-``doc/benchmarks/simulator.rst`` and two pictures beside it:
+``vsmtio_sim.runner.run(..., steady=True)``: the real agent drives the
+two vSMT-IO kernels (``vsmtio-paper``, the paper taken literally;
+``vsmtio``, the product) until its state settles, then every kernel is
+measured over the same window (one cycle of the guard's probing). Writes
+``doc/source/benchmarks/simulator.rst`` and two pictures beside it:
 
 - ``simulator.png``: I/O against CPU throughput (normalised to vanilla)
   per kernel and scenario, and the retention timeout's trajectory;
@@ -18,10 +18,11 @@ Its last section, "Sensitivity", sweeps every unsourced or disputed input
 across each input's range, judging every honest VM on its own.
 
 With the oracle's result (``vsmtio-bench oracle``: per scenario the best
-static per-VM configuration in hindsight under the same per-VM floors; its
-cached ``doc/benchmarks/oracle.json`` by default, ``--oracle``, or a fresh
-search with ``--run-oracle``) the document says what share of the
-oracle's I/O gain the product reaches on each scenario.
+static per-VM configuration in hindsight under the same per-VM floors;
+its cached ``doc/source/benchmarks/oracle.json`` by default,
+``--oracle``, or a fresh search with ``--run-oracle``) the document says
+what share of the oracle's I/O gain the product reaches on each
+scenario.
 
 A benchmark, not a test: it asserts nothing. The costs are the shipped
 inputs; nothing here is tuned toward the paper's numbers.

@@ -1,0 +1,58 @@
+"""The generated page is valid RST, as Sphinx reads it, and says where it
+came from, never when."""
+
+import docutils.core
+import docutils.nodes
+import testtools
+
+from vsmtio_bench import document
+from vsmtio_bench import documents
+
+
+def parse(text):
+    """The doctree and every warning docutils raised on ``text``."""
+    return docutils.core.publish_doctree(
+        text, settings_overrides={'report_level': 2, 'halt_level': 5,
+                                  'warning_stream': False})
+
+
+def warnings(tree):
+    return [m.astext() for m in tree.findall(docutils.nodes.system_message)
+            if m['level'] >= 2]
+
+
+class RstTableTest(testtools.TestCase):
+
+    def test_a_row_with_an_empty_first_cell_stays_a_row(self):
+        # a scenario's later kernels leave its name cell empty; in a
+        # simple table that would fold them into the row above
+        rows = [['fig5_x', 'van', '1.00'], ['', 'poll', '1.51'],
+                ['', 'vsmtio', '1.02']]
+        tree = parse(document.rst_table(['scenario', 'kernel', 'I/O'],
+                                        rows))
+        self.assertEqual([], warnings(tree))
+        body = next(tree.findall(docutils.nodes.tbody))
+        self.assertEqual(3, len(body.children))
+        self.assertEqual(['fig5_x', '', ''],
+                         [row.children[0].astext() for row in body.children])
+
+    def test_a_marked_shipped_value_is_text_not_emphasis(self):
+        tree = parse(document.rst_table(
+            ['input', 'values (shipped \\*)'], [['costs.x', 'x0.5 x1* x2']]))
+        self.assertEqual([], warnings(tree))
+        self.assertEqual([], list(tree.findall(docutils.nodes.emphasis)))
+
+
+class ProvenanceTest(testtools.TestCase):
+
+    def test_the_commit_is_the_checkouts_or_unknown(self):
+        found = documents.commit()
+        self.assertTrue(found == 'unknown' or (
+            4 <= len(found) <= 40 and
+            all(c in '0123456789abcdef' for c in found)), found)
+
+    def test_the_header_names_the_command_and_the_commit_and_no_date(self):
+        head = document.HEAD.split('\n\n')[1]
+        self.assertIn('``vsmtio-bench sim``', head)
+        self.assertIn('{commit}', head)
+        self.assertNotIn('{date}', document.HEAD + document.ORACLE_HEAD)
