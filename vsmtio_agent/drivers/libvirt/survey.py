@@ -195,11 +195,13 @@ class Survey:
                     entries.append(entry)
             except (base.HostDriverError, libvirt.libvirtError):
                 pass
+        # a domain whose threads no reader asked for was not looked for
         unknown = [e for e in entries if e.qemu_why is not None]
         known = [e for e in entries if e.pid is not None]
-        line = ('QEMU processes named by libvirt\'s state only (%s): %d of '
-                '%d running domain(s)' % (
-                    self.domains.qemu.describe(), len(known), len(entries)))
+        line = ('QEMU processes named by libvirt\'s state only (%s): '
+                'established for %d of %d running domain(s) looked for'
+                % (self.domains.qemu.describe(), len(known),
+                   len(known) + len(unknown)))
         if any(e.qemu_by_name for e in known):
             line += ('; executables judged by their exec name (no '
                      'CAP_SYS_PTRACE to read /proc/<pid>/exe)')

@@ -376,7 +376,7 @@ class TestUnestablishedDomainsAreLeftAlone(drv_tests.DriverTestCase):
                       self.log.output)
         mode = drv.describe()
         self.assertNotIn(line, mode.missing)
-        self.assertIn('1 of 2 running domain(s)', ' '.join(
+        self.assertIn('established for 1 of 2 running domain(s)', ' '.join(
             mode.capabilities))
 
     def test_a_domain_without_a_dac_label(self):
