@@ -79,7 +79,7 @@ def protected_phase(agent, reader, args):
 
 def policies(guest):
     """The vCPU threads' policies and the domain's blkio weight, as text."""
-    pid, tids = mist_guests.vcpu_threads(guest.uuid)
+    pid, tids = mist_guests.vcpu_threads(guest)
     names = sorted(POLICY.get(os.sched_getscheduler(t)
                               & ~os.SCHED_RESET_ON_FORK, '?')
                    for t in tids.values())

@@ -2,14 +2,17 @@
 """Benchmark: CPU cost of one agent period on a host with 200 vCPU threads.
 
 The host is real where it can be: 200 real threads on this machine, named
-as QEMU names vCPU threads (``CPU <n>/KVM``) inside 10 processes that carry
-their domain's ``-uuid`` on the command line, read through procfs by the
-libvirt driver; the domains themselves are libvirt ``test:///default``
-domains with those UUIDs (20 vCPUs each), so libvirt calls, pinning and
-shares are real libvirt API calls. One period = sample, derive, policy
-step, apply. Periods are ``--period`` apart (the agent's default, 0.1 s) as
-in the daemon; the sleep between them is not counted, but it is what lets
-the vCPUs run between two readings. Each vCPU thread wakes every 50 ms, so
+as QEMU names vCPU threads (``CPU <n>/KVM``) inside 10 processes, read
+through procfs by the libvirt driver; the domains themselves are libvirt
+``test:///default`` domains (20 vCPUs each), so libvirt calls, pinning and
+shares are real libvirt API calls. The agent adopts a process as a
+domain's QEMU only where libvirt's state names it, and the test driver
+keeps none: the bench, which started the processes, names them instead
+(:class:`StartedHere`), once per domain, outside the periods measured.
+One period = sample, derive, policy step, apply. Periods are ``--period``
+apart (the agent's default, 0.1 s) as in the daemon; the sleep between
+them is not counted, but it is what lets the vCPUs run between two
+readings. Each vCPU thread wakes every 50 ms, so
 by default every vCPU runs in every period (the procfs reader's worst
 case); ``--idle-domains N`` makes N domains' vCPUs wake every 2 s instead.
 
@@ -89,9 +92,12 @@ sys.stdout.write('ready\n'); sys.stdout.flush()
 sys.stdin.read()
 '''
 DOMAIN_XML = """<domain type='%s'><name>bench-%s</name><uuid>%s</uuid>
-<memory>65536</memory><vcpu>%d</vcpu><os><type>hvm</type></os></domain>"""
+<memory>65536</memory><vcpu>%d</vcpu><os><type>hvm</type></os>
+<seclabel type='static' model='dac' relabel='no'><label>+%d:+%d</label>
+</seclabel></domain>"""
 BUSY_WAKE, IDLE_WAKE = 0.05, 2.0
 _KEEP = []
+_PIDS = {}      # domain UUID -> the pid of the process standing for it
 
 
 def cpu_seconds():
@@ -145,11 +151,35 @@ def start_host(idle_domains=0, kvm=False):
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         proc.stdout.readline()
         procs.append(proc)
-        conn.createXML(DOMAIN_XML % (kind, dom_uuid[:8], dom_uuid, VCPUS))
+        _PIDS[dom_uuid] = proc.pid
+        conn.createXML(DOMAIN_XML % (kind, dom_uuid[:8], dom_uuid, VCPUS,
+                                     os.geteuid(), os.getegid()))
     atexit.register(lambda: [p.kill() for p in procs])
     # test:///default's domains live as long as a connection to it does.
     _KEEP.append(conn)
     return procs
+
+
+class StartedHere:
+    """The bench's processes as the domains' QEMU, named by the bench.
+
+    What libvirt's pid files and cgroups are to the agent on a compute
+    host (:mod:`vsmtio_agent.drivers.libvirt.qemu_identity`): test:///
+    has neither, and the bench started the processes itself.
+    """
+
+    def __init__(self, pids):
+        self.pids = pids
+
+    def find(self, uuid, name, dom_id, uid):
+        from vsmtio_agent.drivers.libvirt import qemu_identity
+
+        pid = self.pids.get(uuid)
+        return qemu_identity.Found(pid, 'started by the bench' if pid
+                                   else 'not started by the bench')
+
+    def describe(self):
+        return 'the processes the bench started'
 
 
 def make_agent(tmp, source, every=None):
@@ -178,6 +208,7 @@ def make_agent(tmp, source, every=None):
         conf.set_override('switch_read_periods', every,
                           group='vsmtio_agent')
     driver = libvirt_driver.LibvirtHostDriver(conf)
+    driver.domains.qemu = StartedHere(dict(_PIDS))
     driver.interrupt()      # advance() returns at once: no sleep counted
     driver.recover()        # the daemon's first step
     agent = agent_mod.Agent(conf, driver)

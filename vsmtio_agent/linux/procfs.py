@@ -7,8 +7,10 @@ domain). Three small files per thread give what the monitor needs:
 and involuntary switches, MIST's I_cpu) and ``stat`` (the CPU it last ran
 on). They are read directly, against an injectable root, rather than
 through psutil: psutil would re-validate each thread id and keeps one
-process-global procfs path, and it has no schedstat reader. psutil finds the
-QEMU process itself (:func:`find_qemu_pid`).
+process-global procfs path, and it has no schedstat reader. Which process
+is a domain's QEMU is not this module's to say: libvirt's own state says
+(:mod:`vsmtio_agent.drivers.libvirt.qemu_identity`), and the threads are
+looked for only in that process.
 
 This runs for every vCPU every period, so the reader keeps each thread's
 files open (one ``pread(2)`` per file and period), reads ``status`` and
@@ -30,7 +32,6 @@ from typing import NamedTuple
 from typing import Optional
 
 from oslo_log import log as logging
-import psutil
 
 from vsmtio_agent.linux import procread
 
@@ -69,7 +70,10 @@ def _read(path):
 def vcpu_threads(pid, procfs_root='/proc'):
     """Map vCPU index -> thread id for QEMU process ``pid``.
 
-    An unreadable process (gone, or not ours) gives an empty map.
+    ``pid`` must be one libvirt's state named as a domain's QEMU
+    (:mod:`~vsmtio_agent.drivers.libvirt.qemu_identity`): any process can
+    name its threads ``CPU 0/KVM``. An unreadable process (gone, or not
+    ours) gives an empty map.
     """
     task_dir = os.path.join(procfs_root, str(pid), 'task')
     try:
@@ -321,40 +325,3 @@ class ThreadReader:
         if key not in self._warned:
             self._warned.add(key)
             LOG.warning('%s (further such errors are not logged)', message)
-
-
-def find_qemu_pid(uuid, pidfile=None, procfs_root='/proc'):
-    """The pid of the QEMU process running domain ``uuid``.
-
-    libvirt keeps a pid file per domain; where it is absent or stale (a
-    session or embedded driver), the QEMU command line names the domain by
-    ``-uuid``. The pid is checked against that command line either way.
-    """
-    uuid = uuid.lower()
-
-    def runs(pid):
-        try:
-            with open(os.path.join(procfs_root, str(pid), 'cmdline'),
-                      'rb') as f:
-                args = f.read().decode('utf-8', 'replace').split('\0')
-        except OSError:
-            return False
-        return any(a.lower() == uuid for a in args) or any(
-            'uuid=' + uuid in a.lower() for a in args)
-
-    if pidfile:
-        try:
-            pid = int(_read(pidfile).strip())
-            if runs(pid):
-                return pid
-        except (OSError, ValueError):
-            pass
-    if procfs_root != '/proc':
-        candidates = (int(p) for p in os.listdir(procfs_root) if p.isdigit())
-    else:
-        candidates = (p.pid for p in psutil.process_iter(['name'])
-                      if 'qemu' in (p.info['name'] or ''))
-    for pid in candidates:
-        if runs(pid):
-            return pid
-    return None

@@ -20,6 +20,8 @@ Two modes (:meth:`LibvirtHostDriver.describe` says which and why):
 
 The parts, each in its own module: ``connection`` (reconnecting with
 backoff), ``domains`` (the tracked domains and their vCPU threads),
+``qemu_identity`` (which process is a domain's QEMU: libvirt's pid file
+or the domain's cgroup, never a process's name or command line),
 ``sampling`` (one snapshot per period), ``planning`` (what a decision
 changes), ``applylog`` (one apply's result), ``recovery`` (the lock,
 crash recovery and restore), ``reconcile`` (the recorded originals kept
@@ -66,7 +68,8 @@ class LibvirtHostDriver(base.HostDriver):
         self.abi_version, abi_why = kernel_abi.patched_abi(opts.sysfs_root)
         self.checkpoint = checkpoint_mod.Checkpoint(
             opts.checkpoint_path, checkpoint_mod.boot_id(opts.procfs_root))
-        self.domains = domains_mod.Domains(self.uri, opts.procfs_root)
+        self.domains = domains_mod.Domains(self.uri, opts.procfs_root,
+                                           opts.sysfs_root)
         self.connection = connection_mod.Connection(
             self.uri, opts.libvirt_retry_initial, opts.libvirt_retry_max,
             on_lost=self.domains.clear)

@@ -17,20 +17,23 @@ from vsmtio_agent.actuators import libvirt_errors
 from vsmtio_agent.actuators import pinning
 from vsmtio_agent.actuators import shares as shares_mod
 from vsmtio_agent.drivers.libvirt import carried as carried_mod
+from vsmtio_agent.drivers.libvirt import qemu_identity
 from vsmtio_agent.linux import procfs
 from vsmtio_agent.linux import sched_core
 from vsmtio_agent import model
 
 LOG = logging.getLogger(__name__)
 
-# How long a domain whose QEMU process was not found is left alone before
-# the next search (a domain of another host's URI, or starting up).
+# How long a domain whose QEMU process was not established is left alone
+# before the next search (a domain of another host's URI, or starting up).
 PID_RETRY_S = 30.0
 # Seconds between two listings of the running domains, at most, on a
 # connection with lifecycle events: an event lost (none has been seen
 # lost) leaves a domain unseen this long, not for ever.
 RELIST_S = 10.0
 _NO_STATS = {}      # never modified
+# why a domain's QEMU user is unknown before its XML is read
+_XML_UNREAD = 'its live XML was not read'
 # nova's libvirt metadata namespaces (1.0, 1.1, ...) begin with this
 NOVA_NS = 'http://openstack.org/xmlns/libvirt/nova/'
 
@@ -96,6 +99,12 @@ class Domain:
         self.kvm = False
         self.pid = None
         self.pid_checked = 0.0
+        # the uid libvirt runs its QEMU as (its DAC label), or why unknown
+        self.qemu_uid = None
+        self.qemu_uid_why = _XML_UNREAD
+        # why its QEMU was not established (logged once), None: it was
+        self.qemu_why = None
+        self.qemu_by_name = False   # its executable judged by exec name
         self.tids = {}
         # vCPU count of a driver without vCPU stats (virDomainGetVcpus)
         self.nvcpus = None
@@ -142,9 +151,12 @@ class Domain:
 class Domains:
     """The tracked domains of one libvirt URI, by UUID."""
 
-    def __init__(self, uri, procfs_root):
+    def __init__(self, uri, procfs_root, sysfs_root='/sys'):
         self.uri = uri
         self.procfs_root = procfs_root
+        # where the domains' QEMU processes are named: libvirt's own state
+        self.qemu = qemu_identity.QemuFinder.for_uri(uri, sysfs_root,
+                                                     procfs_root)
         self.entries = {}
         self._listed_on = None  # the connection they were listed on
         self._listed = (None, 0.0)  # its changes count then, and when
@@ -222,6 +234,7 @@ class Domains:
         entry = Domain(dom, uuid, dom_id, dom.name())
         xml = ElementTree.fromstring(dom.XMLDesc(0))
         entry.kvm = xml.get('type') == 'kvm'
+        entry.qemu_uid, entry.qemu_uid_why = qemu_identity.dac_uid(xml)
         entry.project = nova_project(xml)
         entry.server = nova_name(xml)
         entry.carried = carried_mod.read(xml, entry.label)
@@ -238,22 +251,63 @@ class Domains:
         return entry
 
     def threads_of(self, entry, nvcpus):
-        """vCPU index -> tid, re-discovered when threads or QEMU changed."""
+        """vCPU index -> tid, re-discovered when threads or QEMU changed.
+
+        Only threads of the process libvirt's own state names as the
+        domain's QEMU (:meth:`identify`); none where it names none.
+        """
         if entry.pid is None or len(entry.tids) < nvcpus:
             now = time.monotonic()
             if entry.pid is None and now - entry.pid_checked < \
                     PID_RETRY_S and entry.pid_checked:
                 return {}
             entry.pid_checked = now
-            pidfile = None
-            if self.uri.startswith('qemu:///system'):
-                pidfile = '/run/libvirt/qemu/%s.pid' % entry.name
-            entry.pid = procfs.find_qemu_pid(entry.uuid, pidfile,
-                                             self.procfs_root)
+            entry.pid = self.identify(entry)
             entry.tids = (procfs.vcpu_threads(entry.pid, self.procfs_root)
                           if entry.pid else {})
             self._read_cookies(entry)
         return entry.tids
+
+    def identify(self, entry, quiet=False):
+        """The pid of ``entry``'s QEMU, or None, said once per incarnation.
+
+        ``quiet``: log nothing (``vsmtio-agent check`` says it instead).
+
+        A domain whose QEMU libvirt's state does not establish is left
+        alone: no thread of it is read or written (no real-time priority,
+        RASS class, core-scheduling cookie or thread counter); what goes
+        through libvirt (its pinning, cpu shares, statistics) still does,
+        libvirt addressing its own QEMU.
+        """
+        if entry.qemu_uid_why is _XML_UNREAD:
+            # an entry made without its XML (a restore after a crash)
+            try:
+                xml = ElementTree.fromstring(entry.dom.XMLDesc(0))
+                entry.qemu_uid, entry.qemu_uid_why = \
+                    qemu_identity.dac_uid(xml)
+            except (libvirt.libvirtError, ElementTree.ParseError) as exc:
+                entry.qemu_uid_why = 'its live XML: %s' % exc
+        if entry.qemu_uid is None:
+            found = qemu_identity.Found(None, entry.qemu_uid_why)
+        else:
+            found = self.qemu.find(entry.uuid, entry.name, entry.id,
+                                   entry.qemu_uid)
+        if found.pid is None:
+            if entry.qemu_why is None and not quiet:
+                LOG.warning('Domain %s (%s): its QEMU process is not '
+                            'established by libvirt\'s state (%s); its '
+                            'threads are left alone (no real-time '
+                            'priority, RASS class or thread counters)',
+                            entry.label, entry.uuid, found.why)
+            entry.qemu_why = found.why
+            return None
+        if not quiet and (entry.qemu_why is not None
+                          or entry.pid != found.pid):
+            LOG.info('Domain %s (%s): QEMU is pid %d, %s', entry.label,
+                     entry.uuid, found.pid, found.why)
+        entry.qemu_why = None
+        entry.qemu_by_name = found.by_name
+        return found.pid
 
     def _read_cookies(self, entry):
         """Each vCPU thread's core-scheduling cookie, where there are any.

@@ -93,6 +93,7 @@ class Survey:
                            'computing VMs by CPU time, so it tries '
                            'retention and VM weights, never the split')
         missing.extend(self.degradations.missing)
+        self._describe_identity(caps, missing)
         self._describe_trust(caps, missing)
         if self.mist is not None:
             mist_caps, mist_missing = self.mist.describe()
@@ -175,6 +176,40 @@ class Survey:
             return {dom.name(): domains_mod.is_kvm(dom) for dom in found}
         except (base.HostDriverError, libvirt.libvirtError):
             return {}
+
+    def _describe_identity(self, caps, missing):
+        """Whose QEMU libvirt's state names, and each domain it does not.
+
+        The domains sampled so far; for ``check``, before any sample, those
+        libvirt lists now, looked for the same way (reading only).
+        """
+        entries = list(self.domains.values())
+        if not entries:
+            try:
+                found = self.connection.get().listAllDomains(
+                    libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
+                for dom in found:
+                    entry = domains_mod.Domain(dom, dom.UUIDString(),
+                                               dom.ID(), dom.name())
+                    entry.pid = self.domains.identify(entry, quiet=True)
+                    entries.append(entry)
+            except (base.HostDriverError, libvirt.libvirtError):
+                pass
+        # a domain whose threads no reader asked for was not looked for
+        unknown = [e for e in entries if e.qemu_why is not None]
+        known = [e for e in entries if e.pid is not None]
+        line = ('QEMU processes named by libvirt\'s state only (%s): '
+                'established for %d of %d running domain(s) looked for'
+                % (self.domains.qemu.describe(), len(known),
+                   len(known) + len(unknown)))
+        if any(e.qemu_by_name for e in known):
+            line += ('; executables judged by their exec name (no '
+                     'CAP_SYS_PTRACE to read /proc/<pid>/exe)')
+        caps.append(line)
+        for entry in sorted(unknown, key=lambda e: e.label):
+            missing.append('QEMU of domain %s not established (%s): its '
+                           'threads are left alone'
+                           % (entry.label, entry.qemu_why))
 
     def _describe_trust(self, caps, missing):
         """Trust domains: the rule, and the host's core scheduling.

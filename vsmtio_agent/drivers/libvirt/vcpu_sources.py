@@ -19,9 +19,11 @@ One interface, :class:`VcpuSource`, and two implementations, chosen by
     three procfs files per vCPU thread and asking each QEMU over QMP every
     period (``tox -e bench-libvirtd``).
 
-psutil covers neither: it finds the QEMU process
-(:func:`~vsmtio_agent.linux.procfs.find_qemu_pid`), but has no
-``schedstat`` reader and opens a thread's files by path on every call.
+psutil covers neither: it has no ``schedstat`` reader and opens a
+thread's files by path on every call. The procfs source reads only
+threads of the process libvirt's state names as the domain's QEMU
+(:mod:`~vsmtio_agent.drivers.libvirt.qemu_identity`); a domain with none
+has libvirt's figures.
 """
 
 import abc

@@ -18,10 +18,13 @@ import stat
 import subprocess
 import time
 import uuid
+from xml.etree import ElementTree
 
 import fixtures
 import libvirt
 
+from vsmtio_agent.drivers.libvirt import qemu_identity
+from vsmtio_agent.linux import procfs
 from vsmtio_agent.tests import system_user
 
 CACHE = os.environ.get('VSMTIO_CACHE', '/var/tmp/vsmtio-host/guest')
@@ -267,6 +270,22 @@ DOMAIN_XML = """<domain type='%(type)s'>
   </devices>
 </domain>
 """
+
+
+def qemu_of(dom):
+    """``(pid, {index: tid})`` of ``dom``'s QEMU and its vCPU threads.
+
+    Found as the agent finds it: from libvirt's state of the connection
+    ``dom`` came from (:mod:`~vsmtio_agent.drivers.libvirt.qemu_identity`).
+    """
+    uid, why = qemu_identity.dac_uid(ElementTree.fromstring(dom.XMLDesc(0)))
+    if uid is None:
+        raise AssertionError('no QEMU user for %s: %s' % (dom.name(), why))
+    found = qemu_identity.QemuFinder.for_uri(dom.connect().getURI()).find(
+        dom.UUIDString(), dom.name(), dom.ID(), uid)
+    if found.pid is None:
+        raise AssertionError('no QEMU of %s: %s' % (dom.name(), found.why))
+    return found.pid, procfs.vcpu_threads(found.pid)
 
 
 def console_text(path):

@@ -27,7 +27,6 @@ import libvirt
 from vsmtio_agent import agent as agent_mod
 from vsmtio_agent.drivers import libvirt as libvirt_driver
 from vsmtio_agent.drivers.libvirt import connection
-from vsmtio_agent.linux import procfs
 from vsmtio_agent.policy import engine as engine_mod
 from vsmtio_agent.tests.functional import guest as guest_mod
 from vsmtio_agent.tests import system_user
@@ -202,7 +201,6 @@ def make_agent(conf):
     return agent_mod.Agent(conf, driver, engine)
 
 
-def vcpu_threads(guest_uuid):
-    """``{index: tid}`` of a guest's vCPU threads and its QEMU pid."""
-    pid = procfs.find_qemu_pid(guest_uuid)
-    return pid, procfs.vcpu_threads(pid)
+def vcpu_threads(guest):
+    """A :class:`MistGuest`'s QEMU pid and its ``{index: tid}``."""
+    return guest_mod.qemu_of(guest.dom)

@@ -30,7 +30,6 @@ import time
 import fixtures
 import testtools
 
-from vsmtio_agent.linux import procfs
 from vsmtio_agent.tests.functional import guest as guest_mod
 
 SPIN_INIT = """#!/bin/busybox sh
@@ -73,7 +72,7 @@ class TestBusyGuestsKeepTheirCpu(testtools.TestCase):
         self.spinners = guests[:2]
         self.tids = []
         for guest in self.spinners:
-            threads = procfs.vcpu_threads(procfs.find_qemu_pid(guest.uuid))
+            _pid, threads = guest_mod.qemu_of(guest.lookup())
             self.assertEqual([0], sorted(threads))
             self.tids.append(threads[0])
         self.dir = self.useFixture(fixtures.TempDir()).path

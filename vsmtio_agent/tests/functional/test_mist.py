@@ -56,7 +56,7 @@ class TestMistOnRealGuests(testtools.TestCase):
             mist_guests.MistGuest(self.emb.conn, 'spinner', vcpus=2,
                                   cpuset='0'))
         self.tmp = self.useFixture(fixtures.TempDir()).path
-        self.pid, self.vcpus = mist_guests.vcpu_threads(self.reader.uuid)
+        self.pid, self.vcpus = mist_guests.vcpu_threads(self.reader)
         self.threads = sorted(int(t) for t in os.listdir(
             '/proc/%d/task' % self.pid))
         self.original_policies = self.policies()
@@ -182,7 +182,7 @@ class TestMistOnRealGuests(testtools.TestCase):
         self.assertEqual(os.SCHED_RR | os.SCHED_RESET_ON_FORK,
                          os.sched_getscheduler(self.pid))
         # the interferer is not touched
-        _, spin_vcpus = mist_guests.vcpu_threads(self.spinner.uuid)
+        _, spin_vcpus = mist_guests.vcpu_threads(self.spinner)
         for tid in spin_vcpus.values():
             self.assertEqual(os.SCHED_OTHER, os.sched_getscheduler(tid))
         # the budget, where the kernel has RT group scheduling (these

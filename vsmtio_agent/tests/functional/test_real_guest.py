@@ -25,7 +25,6 @@ import testtools
 from vsmtio_agent import agent as agent_mod
 from vsmtio_agent.drivers import libvirt as libvirt_driver
 from vsmtio_agent.linux import kernel_knobs
-from vsmtio_agent.linux import procfs
 from vsmtio_agent import model
 from vsmtio_agent.policy import monitor
 from vsmtio_agent.tests.functional import guest as guest_mod
@@ -41,8 +40,7 @@ class RealGuestTestCase(testtools.TestCase):
         self.log = self.useFixture(fixtures.FakeLogger(level=20))
         self.libvirtd = guest_mod.libvirtd_for(self)
         self.guest = self.useFixture(guest_mod.Guest())
-        self.pid = procfs.find_qemu_pid(self.guest.uuid)
-        self.tids = procfs.vcpu_threads(self.pid)
+        self.pid, self.tids = guest_mod.qemu_of(self.guest.lookup())
         self.assertEqual([0, 1], sorted(self.tids))
         self.original_affinity = self.affinity()
         self.original_shares = self.shares()

@@ -108,28 +108,57 @@ def make_conf(test, **overrides):
     return conf
 
 
+# The uid libvirt runs the fake QEMU as (Debian's libvirt-qemu is a system
+# uid like it), and the DAC label libvirt writes in its live XML for it.
+QEMU_UID = 64055
+DAC_SECLABEL = ("<seclabel type='static' model='dac' relabel='no'>"
+                "<label>+%d:+%d</label></seclabel>" % (QEMU_UID, QEMU_UID))
+
+
+def fake_process(root, pid, uid, exe, args, threads=()):
+    """A process under procfs ``root``: what identifies it, its threads.
+
+    ``threads`` are the names its threads give themselves (``comm``),
+    tids ``pid + 1`` on; returns ``{name: tid}``.
+    """
+    base = os.path.join(root, str(pid))
+    write(os.path.join(base, 'status'),
+          'Name:\t%s\nUid:\t%d\t%d\t%d\t%d\nGid:\t%d\t%d\t%d\t%d\n'
+          % ((os.path.basename(exe)[:15],) + (uid,) * 8))
+    write(os.path.join(base, 'cmdline'), '\0'.join(list(args) + ['']))
+    os.symlink(exe, os.path.join(base, 'exe'))
+    tids = {}
+    for n, name in enumerate(threads):
+        tid = tids[name] = pid + 1 + n
+        write(os.path.join(base, 'task', str(tid), 'comm'), name + '\n')
+    return tids
+
+
 class FakeQemuProcfs(fixtures.Fixture):
     """A procfs tree holding one QEMU process of domain ``uuid``.
 
     Its vCPU threads carry the patched kernel's per-thread ``sched_rass``
-    file, which no process on this machine has.
+    file, which no process on this machine has. With the domain's
+    ``name``, libvirt's pid file of it is written in :attr:`run_dir`
+    (:meth:`finder` looks there): the driver adopts a process only where
+    libvirt's state names it, and the test driver has none of its own.
+    Its domain's XML must carry :data:`DAC_SECLABEL`.
     """
 
-    def __init__(self, uuid, vcpus=2, pid=4242):
+    def __init__(self, uuid, vcpus=2, pid=4242, name=None):
         super().__init__()
         self.uuid, self.vcpus, self.pid = uuid, vcpus, pid
+        self.name = name
 
     def _setUp(self):
         self.root = self.useFixture(fixtures.TempDir()).path
         base = os.path.join(self.root, str(self.pid))
-        write(os.path.join(base, 'cmdline'),
-              '\0'.join(['qemu-system-x86_64', '-uuid', self.uuid, '']))
-        self.tids = {}
-        for index in range(self.vcpus):
-            tid = self.pid + 1 + index
-            self.tids[index] = tid
+        self.tids = {index: tid for index, tid in enumerate(fake_process(
+            self.root, self.pid, QEMU_UID, '/usr/bin/qemu-system-x86_64',
+            ['/usr/bin/qemu-system-x86_64', '-uuid', self.uuid],
+            ['CPU %d/KVM' % i for i in range(self.vcpus)]).values())}
+        for index, tid in self.tids.items():
             task = os.path.join(base, 'task', str(tid))
-            write(os.path.join(task, 'comm'), 'CPU %d/KVM\n' % index)
             write(os.path.join(task, 'status'),
                   'voluntary_ctxt_switches:\t%d\n'
                   'nonvoluntary_ctxt_switches:\t3\n' % (10 * index))
@@ -137,6 +166,18 @@ class FakeQemuProcfs(fixtures.Fixture):
             write(os.path.join(task, 'schedstat'), '%d 5 7\n' % (index + 1))
             write(os.path.join(task, 'stat'), '%d (CPU %d/KVM) S %s\n' % (
                 tid, index, ' '.join(['0'] * 35 + [str(index)] + ['0'] * 8)))
+        self.run_dir = os.path.join(self.root, 'run-libvirt-qemu')
+        os.makedirs(self.run_dir, mode=0o755)
+        os.chmod(self.run_dir, 0o755)
+        if self.name:
+            write(os.path.join(self.run_dir, self.name + '.pid'),
+                  '%d\n' % self.pid)
+
+    def finder(self):
+        """A QEMU finder reading this tree's pid files and procfs."""
+        from vsmtio_agent.drivers.libvirt import qemu_identity
+        return qemu_identity.QemuFinder(self.run_dir,
+                                        procfs_root=self.root)
 
     def sched_rass(self, index):
         with open(os.path.join(self.root, str(self.pid), 'task',

@@ -38,8 +38,9 @@ class TestSwitchReadPeriods(base.DriverTestCase):
 
     def test_each_thread_read_on_its_turn_and_counted_over_its_window(self):
         dom = self.useFixture(base.TestDomain())
-        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(dom.uuid))
-        drv = self.driver(procfs_root=qemu.root, switch_read_periods=2)
+        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(dom.uuid,
+                                                            name=dom.name))
+        drv = self.driver(qemu=qemu, switch_read_periods=2)
         refs = [model.VcpuRef(dom.uuid, i) for i in range(2)]
 
         first = drv.sample()    # the first reading of a thread is whole
@@ -87,8 +88,9 @@ class TestSwitchReadPeriods(base.DriverTestCase):
 
     def test_every_period_by_default_one(self):
         dom = self.useFixture(base.TestDomain())
-        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(dom.uuid))
-        drv = self.driver(procfs_root=qemu.root, switch_read_periods=1)
+        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(dom.uuid,
+                                                            name=dom.name))
+        drv = self.driver(qemu=qemu, switch_read_periods=1)
         drv.sample()
         for i in range(2):
             ran(qemu, i, 100 + i, 20 + 10 * i, 5)
@@ -113,8 +115,9 @@ class TestReservedDomainsEveryPeriod(base.DriverTestCase):
             'specs': test_mist_host.spec('vsmtio:io_reservation_iops', '500')
             + test_mist_host.spec('resources:CUSTOM_VSMTIO_IO_IOPS', '500')})
         self.addCleanup(dom.destroy)
-        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(uid))
-        drv = self.driver(procfs_root=qemu.root, switch_read_periods=2,
+        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(
+            uid, name='r-' + uid[:8]))
+        drv = self.driver(qemu=qemu, switch_read_periods=2,
                           mist=True, guard=False)
         refs = [model.VcpuRef(uid, i) for i in range(2)]
         snap = drv.sample()
@@ -145,9 +148,10 @@ class TestDriverWithoutVcpuStats(base.DriverTestCase):
 
     def test_read_threads_cost_no_call_after_the_first(self):
         dom = self.useFixture(base.TestDomain())
-        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(dom.uuid))
+        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(dom.uuid,
+                                                            name=dom.name))
         seen = self.calls()
-        drv = self.driver(procfs_root=qemu.root, switch_read_periods=1)
+        drv = self.driver(qemu=qemu, switch_read_periods=1)
         drv.sample()
         first = seen.count(dom.uuid)
         self.assertEqual(1, first)      # the vCPU count, once
@@ -180,8 +184,9 @@ class TestThreadCountersFirst(base.DriverTestCase):
         # libvirt's vcpu.N.time is in clock ticks (10 ms): the thread's
         # schedstat, in ns, is taken where it was read.
         dom = self.useFixture(base.TestDomain())
-        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(dom.uuid))
-        drv = self.driver(procfs_root=qemu.root)
+        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(dom.uuid,
+                                                            name=dom.name))
+        drv = self.driver(qemu=qemu)
         real = libvirt.virConnect.getAllDomainStats
 
         def with_vcpu_stats(conn, stats, flags=0):
@@ -303,7 +308,8 @@ class TestLibvirtSource(base.DriverTestCase):
     def test_run_time_delay_and_cpu_from_libvirt_only(self):
         dom = self.useFixture(base.TestDomain())
         # a QEMU's threads are there, but this source does not read them
-        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(dom.uuid))
+        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(dom.uuid,
+                                                            name=dom.name))
         for i in range(2):
             ran(qemu, i, 12345 + i, 20, 5)
         asked = []
@@ -323,7 +329,7 @@ class TestLibvirtSource(base.DriverTestCase):
             return out
         self.useFixture(fixtures.MonkeyPatch(
             'libvirt.virConnect.getAllDomainStats', with_vcpu_stats))
-        drv = self.driver(procfs_root=qemu.root, vcpu_source='libvirt')
+        drv = self.driver(qemu=qemu, vcpu_source='libvirt')
         self.assertIn('from libvirt', ' '.join(drv.describe().capabilities))
         del asked[:]        # describe's own call, for the served measure
         snap = drv.sample()

@@ -26,6 +26,7 @@ DOMAIN_XML = """<domain type='test'>
   %(metadata)s
   <memory>65536</memory><vcpu%(cpuset)s>2</vcpu>
   <os><type>hvm</type></os>
+  """ + host_fixtures.DAC_SECLABEL + """
 </domain>"""
 
 
@@ -92,10 +93,18 @@ class DriverTestCase(testtools.TestCase):
         self.log = self.useFixture(fixtures.FakeLogger())
         self.sysfs = self.useFixture(host_fixtures.FakeSysfs(cores=4))
 
-    def driver(self, **overrides):
+    def driver(self, qemu=None, **overrides):
+        """The driver, reading ``qemu``'s pid files and procfs if given.
+
+        ``qemu``: a :class:`~host_fixtures.FakeQemuProcfs`.
+        """
         overrides.setdefault('sysfs_root', self.sysfs.root)
+        if qemu is not None:
+            overrides['procfs_root'] = qemu.root
         self.conf = host_fixtures.make_conf(self, **overrides)
         drv = libvirt_driver.LibvirtHostDriver(self.conf)
+        if qemu is not None:
+            drv.domains.qemu = qemu.finder()
         self.addCleanup(drv.close)
         return drv
 
@@ -137,8 +146,9 @@ class TestSampleAndTopology(DriverTestCase):
     def test_patched_kernel_rass_classes_and_io_cpus(self):
         self.sysfs = self.useFixture(host_fixtures.FakeSysfs(patched=True))
         dom = self.useFixture(TestDomain())
-        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(dom.uuid))
-        drv = self.driver(procfs_root=qemu.root)
+        qemu = self.useFixture(host_fixtures.FakeQemuProcfs(dom.uuid,
+                                                            name=dom.name))
+        drv = self.driver(qemu=qemu)
         snap = drv.sample()
         self.assertEqual(10, snap.vcpus[model.VcpuRef(dom.uuid, 1)]
                          .voluntary_switches)

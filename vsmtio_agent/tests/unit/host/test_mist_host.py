@@ -37,6 +37,7 @@ NOVA_XML = """<domain type='test'>
   </metadata>
   <memory>65536</memory><vcpu>2</vcpu>
   <os><type>hvm</type></os>
+  """ + host_fixtures.DAC_SECLABEL + """
 </domain>"""
 
 DEVICES_XML = """

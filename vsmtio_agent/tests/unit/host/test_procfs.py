@@ -159,15 +159,3 @@ class TestVcpuThreads(testtools.TestCase):
                                       c.involuntary_switches))
         self.assertEqual(1, log.output.count('ignoring schedstat'))
         self.assertEqual(1, log.output.count('ignoring stat'))
-
-    def test_find_qemu_pid_by_uuid_on_the_command_line(self):
-        root = self.useFixture(fixtures.TempDir()).path
-        uuid = '6695eb01-f6a4-8304-79aa-97f2502e193f'
-        host_fixtures.write(os.path.join(root, '10', 'cmdline'),
-                            '\0'.join(['qemu', '-uuid', 'other']))
-        host_fixtures.write(os.path.join(root, '11', 'cmdline'),
-                            '\0'.join(['qemu', '-uuid', uuid.upper()]))
-        stale = os.path.join(root, 'x.pid')
-        host_fixtures.write(stale, '10\n')
-        self.assertEqual(11, procfs.find_qemu_pid(uuid, stale, root))
-        self.assertIsNone(procfs.find_qemu_pid('nope', None, root))
