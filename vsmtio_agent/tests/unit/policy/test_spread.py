@@ -105,6 +105,7 @@ class TestNeverStack(testtools.TestCase):
             hold_split(eng, levels, retaining=False)
             for _ in range(20):
                 d = eng.step(self.stats(retention=0.0))
+                self.assertEqual(bool(levels), d.split)
                 self.assertEqual({0, 1}, set(cores_of(d, self.spin)),
                                  levels)
 
