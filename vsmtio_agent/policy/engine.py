@@ -1,6 +1,8 @@
 """The vSMT-IO policy engine: one deterministic step per period (§4.1).
 
-Each period: the Workload Adjuster may swap vCPUs between cores (§4.4);
+Each period: busy vCPUs are kept on distinct cores where there are
+enough (:mod:`~vsmtio_agent.policy.spread`, as RASS's pairing wants); the
+Workload Adjuster may swap vCPUs between cores (§4.4);
 RASS classifies every core's vCPUs and plans their hyperthreads (§4.3);
 LTCR judges the period it just saw and picks the next retention timeout
 (§4.2). The guard (:mod:`vsmtio_agent.policy.guard`) decides which of the
@@ -24,6 +26,7 @@ from vsmtio_agent.policy import guard as guard_mod
 from vsmtio_agent.policy import ltcr
 from vsmtio_agent.policy import mist as mist_mod
 from vsmtio_agent.policy import rass
+from vsmtio_agent.policy import spread
 from vsmtio_agent.policy import trust as trust_mod
 
 US = 1000
@@ -295,7 +298,10 @@ class PolicyEngine(object):
         cores among themselves. Under trust domains (``trust``, the
         vCPUs' keys) the vCPUs of a mixed core are separated where
         another core can take them, and a swap that would put a vCPU
-        beside another domain's is never planned.
+        beside another domain's is never planned. Busy vCPUs are then
+        put on distinct cores where there are enough and the domains
+        allow (:mod:`~vsmtio_agent.policy.spread`), guard or not, and no
+        swap stacks them again.
         """
         p = self.params
         assignment = self._reconcile(stats)
@@ -307,18 +313,31 @@ class PolicyEngine(object):
                 assignment, trust, self._core_order,
                 {ref: st.weight for ref, st in stats.items()},
                 functools.partial(self._incumbents, trust))
+        busy = spread.busy(stats)
+        rates = None
+        if len(busy) > 1:
+            rates = dict(zip(stats, map(_retention_rate, stats.values())))
+            assignment = spread.spread(assignment, busy, self._core_order,
+                                       trust, rates, self.assignment)
         if not (p.adjuster_max_swaps and guard_mod.SPLIT in active
                 and retained):
             return assignment, ()
         movable = (assignment if share >= 1.0 else
                    {ref: core for ref, core in assignment.items()
                     if core in split})
-        rates = dict(zip(stats, map(_retention_rate, stats.values())))
-        allowed = trust_mod.swap_checker(assignment, trust)
+        if rates is None:
+            rates = dict(zip(stats, map(_retention_rate, stats.values())))
+        allowed = spread.both(trust_mod.swap_checker(assignment, trust),
+                              spread.swap_checker(assignment, busy))
         swaps = adjuster.plan_swaps(
             movable, rates, p.adjuster_std_threshold,
             p.adjuster_min_mean_gap, p.adjuster_max_swaps, allowed)
-        return adjuster.apply_swaps(assignment, swaps), swaps
+        assignment = adjuster.apply_swaps(assignment, swaps)
+        if swaps:
+            # a swap may have opened a core a busy vCPU can now go to
+            assignment = spread.spread(assignment, busy, self._core_order,
+                                       trust, rates, self.assignment)
+        return assignment, swaps
 
     def _incumbents(self, trust):
         """``{core: key}`` of the split cores one trust domain held."""

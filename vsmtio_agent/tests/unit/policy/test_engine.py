@@ -121,7 +121,10 @@ class TestPolicyEngine(testtools.TestCase):
         self.assertEqual(model.Role.CPU, d.placements[R(1)].role)
 
     def test_held_roles_keep_the_fairness_invariant(self):
-        eng = engine.PolicyEngine(self.topo, params(guard=guard.Params()))
+        # one core of two siblings: three busy vCPUs have no other core
+        # to be spread to, so each is over its share of this one
+        eng = engine.PolicyEngine(model.Topology.uniform(1),
+                                  params(guard=guard.Params()))
         eng.roles = {R(0): model.Role.IO, R(1): model.Role.CPU}
         eng.guard = dataclasses.replace(eng.guard, countdown=100)
         # computing beyond its share of the core (one of two threads)
