@@ -55,10 +55,26 @@ detection_opts = [
                       'request in flight most of the time, however badly '
                       'it is served; a VM that only computes, or logs now '
                       'and then, stays orders of magnitude below the '
-                      'default. Without this evidence (or where the host '
-                      'has no request times) the VM is never protected, '
-                      'so a reservation alone cannot make a computing VM '
-                      'real-time.'),
+                      'default. Flushes do not count. Without this '
+                      'evidence (or where the host has no request times) '
+                      'the VM is never protected, so a reservation alone '
+                      'cannot make a computing VM real-time. Besides, its '
+                      'I/O must be at least ``mist_min_demand_fraction`` '
+                      'of its reservation.'),
+    cfg.FloatOpt('mist_min_demand_fraction',
+                 default=0.25, min=0.05, max=0.95,
+                 help='The least share of its reservation a reserved VM '
+                      'must be served, on a reserved dimension (IOPS or '
+                      'bytes per second, reads and writes; flushes do not '
+                      'count), for a shortfall on that dimension to count. '
+                      'A VM served less is not denied its reservation but '
+                      'not using it: a VM that computes and keeps a '
+                      'trickle of I/O going is never protected, whatever '
+                      'its I_cpu. The MIST paper\'s protected VM got over '
+                      'half its reservation under interference. Lower it '
+                      'to protect VMs interfered with more heavily than '
+                      'that, at the price of protecting VMs that ask for '
+                      'less of what they reserved.'),
     cfg.IntOpt('mist_act_periods',
                default=3, min=1, max=1000,
                help='Consecutive periods a reserved VM must be both below '

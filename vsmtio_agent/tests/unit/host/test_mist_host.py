@@ -127,7 +127,12 @@ class TestReservationFromNovaMetadata(testtools.TestCase):
                  'block.0.rd.times': 100, 'block.0.wr.times': 200,
                  'block.0.fl.times': 7, 'block.1.rd.times': 50,
                  'block.1.wr.times': 0}
-        self.assertEqual((8, 35, 357), served.block_totals(stats))
+        self.assertEqual((8, 35, 350), served.block_totals(stats))
+        # flushes are no demand: a guest that only flushes, slowly, keeps
+        # a request in flight and shows none
+        flushing = dict(stats, **{'block.0.fl.reqs': 10 ** 6,
+                                  'block.0.fl.times': 10 ** 12})
+        self.assertEqual((8, 35, 350), served.block_totals(flushing))
         self.assertEqual((None, None, None), served.block_totals({}))
         # a disk without request times: counts, but no evidence of demand
         del stats['block.1.wr.times']
