@@ -152,18 +152,22 @@ action_opts = [
                  help='The least share of each real-time period that '
                       'real-time threads must leave to normal tasks on '
                       'every CPU. A domain\'s grant never exceeds the '
-                      'period less this share; on hosts without real-time '
-                      'group scheduling (where only the host-wide '
-                      '``kernel.sched_rt_runtime_us`` bounds real-time '
-                      'threads) MIST uses real time only if that bound '
-                      'leaves at least this share (the kernel\'s default, '
-                      '950000 of 1000000 us, leaves 5%), and the cpu '
-                      'shares fallback otherwise: a runtime equal to the '
-                      'period, or -1, is never accepted.'),
+                      'period less this share, and MIST uses real time '
+                      'only where the host-wide '
+                      '``kernel.sched_rt_runtime_us`` also leaves at least '
+                      'this share (the kernel\'s default, 950000 of '
+                      '1000000 us, leaves 5%): a runtime equal to the '
+                      'period, or -1, is never accepted. On hosts without '
+                      'real-time group scheduling MIST uses no real time '
+                      'at all (no budget would be the VM\'s own), only '
+                      'the cpu shares fallback.'),
     cfg.FloatOpt('mist_cpu_shares_factor',
                  default=4.0, min=1.0, max=64.0,
-                 help='The fallback where the host grants no real-time '
-                      'runtime: the protected domain\'s cpu shares are '
+                 help='The fallback where the host cannot give a '
+                      'protected domain a real-time budget of its own (no '
+                      'real-time group scheduling, as on Debian\'s '
+                      'kernels; ``vsmtio-agent check`` and ``status`` say '
+                      'which a host gets): its cpu shares are '
                       'multiplied by this factor. Proportional sharing '
                       'protects less than real-time scheduling under '
                       'heavy load (the MIST paper, §IV). 1 disables it.'),

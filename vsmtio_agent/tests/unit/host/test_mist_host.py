@@ -8,7 +8,9 @@ cpu-shares fallback here. Real-time on real vCPU threads is asserted on a
 real qemu guest (``vsmtio_agent/tests/functional/test_mist.py``).
 """
 
+import json
 import os
+import threading
 import uuid
 
 import fixtures
@@ -348,6 +350,96 @@ class TestMistThroughTheDriver(_MistDriverCase):
         mode = self.driver().describe()
         self.assertTrue(any('sched_rt_runtime_us is -1' in m
                             for m in mode.missing), mode.missing)
+
+
+class TestNoRealTimeWithoutPerVmBudget(_MistDriverCase):
+    """A host-wide RT bound is no VM's budget: cpu shares, never SCHED_RR.
+
+    Debian's kernels bound real-time threads only host-wide
+    (``kernel.sched_rt_runtime_us``, 950000 of 1000000 us, and no
+    ``cpu.rt_runtime_us`` per cgroup): one protected VM's threads could
+    take that whole bound from every other real-time thread. The domain of
+    ``test:///default`` has no QEMU process, so its entry is pointed at a
+    real thread of this process: the one place a SCHED_RR write would
+    show (the agent runs as root here, so nothing else would stop it).
+    """
+
+    def setUp(self):
+        super().setUp()
+        kernel = os.path.join(self.irqs.root, 'sys/kernel')
+        host_fixtures.write(os.path.join(kernel, 'sched_rt_runtime_us'),
+                            '950000\n')
+        host_fixtures.write(os.path.join(kernel, 'sched_rt_period_us'),
+                            '1000000\n')
+        # only the thread below, never every thread of the test runner
+        self.conf.set_override('mist_rt_threads', 'vcpus',
+                               group='vsmtio_agent')
+        stop = threading.Event()
+        self.thread = threading.Thread(target=stop.wait, daemon=True)
+        self.thread.start()
+        self.addCleanup(self.thread.join)
+        self.addCleanup(stop.set)
+        self.policy = os.sched_getscheduler(self.thread.native_id)
+
+    def test_global_rt_gets_the_shares_fallback_and_says_so(self):
+        logged = self.useFixture(fixtures.FakeLogger())
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        entry = drv.domains.get(self.uuid)
+        entry.pid, entry.tids = os.getpid(), {0: self.thread.native_id}
+        original = self.dom.schedulerParameters()['weight']
+        for _ in range(3):
+            result = drv.apply(self.decision(True))
+            self.assertEqual(0, result.failed, result.messages)
+        tid = self.thread.native_id
+        self.assertEqual(self.policy, os.sched_getscheduler(tid))
+        self.assertNotEqual(os.SCHED_RR,
+                            os.sched_getscheduler(tid)
+                            & ~os.SCHED_RESET_ON_FORK)
+        self.assertEqual([], drv.checkpoint.keys('mist_sched_policy'))
+        # the weight fallback, from the original shares
+        self.assertEqual('shares', drv.mist.protected[self.uuid][
+            mist_host.CPU])
+        factor = self.conf.vsmtio_agent.mist_cpu_shares_factor
+        self.assertEqual(round(original * factor), entry.shares[1])
+        # said once in the log, and where check and status say the mode
+        self.assertEqual(1, logged.output.count(
+            'no per-VM real-time budget: no real-time group scheduling '
+            '(no cpu.rt_runtime_us in the cpu cgroups): '
+            'kernel.sched_rt_runtime_us bounds all real-time threads '
+            'together at 950000 of 1000000 us'), logged.output)
+        line = ('cpu shares x%.1f instead of real-time priority: no per-VM '
+                'real-time budget' % factor)
+        mode = drv.describe()
+        self.assertTrue(any(m.startswith('MIST cpu: ' + line)
+                            for m in mode.missing), mode.missing)
+        self.assertTrue(drv.mist_mode().startswith(line), drv.mist_mode())
+        from vsmtio_agent import agent as agent_mod
+        from vsmtio_agent import status
+        ag = agent_mod.Agent(self.conf, drv)
+        ag.tick()
+        doc = status.document(ag.tick(), drv, self.conf.vsmtio_agent,
+                              mode.mode)
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path, 's')
+        with open(path, 'w') as f:
+            json.dump(doc, f)
+        self.assertIn('  CPU: ' + line,
+                      status.format_table(status.load(path)))
+        drv.restore()
+        self.assertEqual(original, entry.shares[1])
+
+    def test_group_rt_is_reported_as_real_time(self):
+        # the same host with RT group scheduling: a budget per VM
+        cg = self.useFixture(acts.FakeCgroups())
+        os.makedirs(os.path.join(self.sysfs.root, 'fs'), exist_ok=True)
+        os.symlink(cg.root, os.path.join(self.sysfs.root, 'fs/cgroup'))
+        drv = self.driver()
+        self.assertTrue(drv.mist_mode().startswith(
+            'real-time priority (SCHED_RR) with a per-VM budget'),
+            drv.mist_mode())
+        self.assertIn('MIST cpu: ' + drv.mist_mode(),
+                      drv.describe().capabilities)
 
 
 class TestMistInterruptsThroughTheDriver(_MistDriverCase):
