@@ -191,10 +191,14 @@ action_opts = [
                      'other back within seconds.'),
     cfg.StrOpt('mist_irq_scope',
                default='domain', choices=[
-                   ('domain', 'the host-side interrupts of the protected '
-                    'domains\' disks (the block device under a file or '
-                    'block source) and NICs (the physical ports under the '
-                    'bridge, bond or macvtap of their interfaces)'),
+                   ('domain', 'only the interrupts of devices a '
+                    'protected domain alone owns: the MSI/MSI-X vectors of '
+                    'PCI devices assigned to it (bound to VFIO) and of the '
+                    'port under its macvtap in passthrough mode. Never an '
+                    'IRQ of a device shared with the host or another '
+                    'domain: the disk its image lives on, a bridge\'s '
+                    'ports and uplink. A tap or vhost queue has no host '
+                    'IRQ'),
                    ('pattern', 'every IRQ whose action names match '
                     '``mist_block_irq_pattern`` or '
                     '``mist_net_irq_pattern``: a configured set, host-wide '

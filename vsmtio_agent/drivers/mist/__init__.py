@@ -15,7 +15,7 @@ driver's checkpoint and its owners), never through callbacks:
     cpu-shares fallback, logged once and reported by ``check`` and
     ``status`` (:meth:`MistHost.cpu_mode`);
   - block I/O: the domain's ``blkiotune`` weight;
-  - interrupts: the IRQs of the protected domains' devices
+  - interrupts: the IRQs of the devices a protected domain alone owns
     (:mod:`.devices`) or a configured set, less a ban list, block and
     network ones on disjoint host CPUs
     (:func:`vsmtio_agent.policy.mist.irq_plan`); while irqbalance runs,
@@ -354,7 +354,8 @@ class MistHost(object):
         (caps if real_time else missing).append('MIST cpu: %s' % line)
         if self.opts.mist_irq_separation:
             caps.append('MIST interrupts: %s%s' % (
-                'the protected VMs\' devices'
+                'those of the devices a protected VM alone owns '
+                '(assigned to it)'
                 if self.opts.mist_irq_scope == 'domain'
                 else 'every IRQ matching the patterns',
                 '; never IRQs %s' % ','.join(
