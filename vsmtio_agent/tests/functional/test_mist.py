@@ -4,12 +4,14 @@ A reserved guest reads its virtio disk beside a guest spinning on every
 vCPU (``mist_guests``: embedded libvirt, TCG). The agent runs its real
 loop: the libvirt driver measures block I/O and the vCPU threads' switch
 counts, the policy decides, MistHost applies through the actuators. The
-reservation is twice what the guest reads beside the spinner (measured
-from the host first): the guest is below it, yet served half of it, above
-``mist_min_demand_fraction`` (a quarter), protected or not, so the CPU
-interference (I_cpu) decides; what the protection does to the guest's
-IOPS is measured by ``vsmtio-bench mist`` (doc/source/benchmarks/mist.rst),
-not asserted here.
+reservation is four times what the guest reads beside the spinner
+(measured from the host first) and ``mist_min_demand_fraction`` its least
+(0.05): a TCG guest's rate swings by a factor of two on a loaded machine, and
+within that window the guest is short of its reservation and served more
+than the fraction, protected or not, so the CPU interference (I_cpu)
+decides (the fraction itself is the unit tests'); what the protection
+does to the guest's IOPS is measured by ``vsmtio-bench mist``
+(doc/source/benchmarks/mist.rst), not asserted here.
 
 Under real-time priority the guest's own I_cpu falls below the threshold,
 so with a short release time (4 periods) the agent releases it, sees the
@@ -70,7 +72,8 @@ class TestMistOnRealGuests(testtools.TestCase):
 
     def agent(self, **overrides):
         settings = dict(mist_act_periods=3, mist_clear_periods=4,
-                        mist_max_clear_periods=16)
+                        mist_max_clear_periods=16,
+                        mist_min_demand_fraction=0.05)
         settings.update(overrides)
         conf = mist_guests.make_conf(self.emb.uri, self.tmp, **settings)
         ag = mist_guests.make_agent(conf)
@@ -157,9 +160,12 @@ class TestMistOnRealGuests(testtools.TestCase):
         self.assertFalse(os.path.exists(
             idle.driver.checkpoint.path))
 
-        # twice what it reads beside the spinner: short, and served more
-        # than the quarter of it that mist_min_demand_fraction asks for
-        reserved = max(1, int(2 * self.reader.iops(5)))
+        # four times what it reads beside the spinner: a TCG guest's
+        # rate swings by a factor of two on a loaded machine, so the agent
+        # asks for a twentieth (mist_min_demand_fraction's least) and the
+        # guest stays short of its reservation and served more than that
+        # whatever the load; the fraction itself is the unit tests'
+        reserved = max(1, int(4 * self.reader.iops(5)))
         self.reader.reserve(reserved)
         agent = self.agent()
         record = agent.driver.checkpoint
