@@ -28,8 +28,9 @@ tap on a bridge or an Open vSwitch port (the bridge's ports, the uplink
 and its queues carry every domain's and the host's traffic), a macvtap
 in another mode (its port is shared), a network disk. A tap or vhost
 queue has no interrupt of its own on the host: the guest is notified
-through KVM (irqfd), and vhost's work runs in its worker thread, which
-MIST's real-time protection covers with QEMU's other threads.
+through KVM (irqfd), and vhost's work runs in its worker thread (since
+Linux 6.4 a thread of QEMU's process, which ``mist_rt_threads = all``
+makes real-time with the others).
 The operator who wants shared devices' interrupts separated names them,
 host-wide, through ``mist_irq_scope = pattern``.
 """
