@@ -171,8 +171,8 @@ class DomainCounters:
     """One domain's cumulative I/O counters and its reservation (MIST).
 
     ``io_requests`` (reads plus writes) and ``io_bytes`` are summed over
-    its disks; ``io_busy_ns`` is the summed time its requests spent in
-    flight (reads, writes and flushes), from which the demand it shows
+    its disks; ``io_busy_ns`` is the summed time its reads and writes
+    spent in flight (flushes do not count), from which the demand it shows
     follows; ``net_packets`` (received plus sent) is summed over its
     interfaces; each ``None`` where the host has no such statistics.
     What a domain serves is what these count, on any host: the guard

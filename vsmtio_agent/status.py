@@ -69,6 +69,7 @@ SCHEMA = {
                       'additionalProperties': {'type': 'integer'}},
         'mist': {'type': ['object', 'null'],
                  'additionalProperties': _MIST_VERDICT},
+        'mist_mode': {'type': ['string', 'null']},
         'vms': {'type': 'object', 'additionalProperties': _VM}}}
 _VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 
@@ -218,7 +219,8 @@ def document(period, driver, opts, mode):
                           else None),
             'mist': ({d: dataclasses.asdict(v)
                       for d, v in sorted(period.mist.items())}
-                     if period and period.mist is not None else None)}
+                     if period and period.mist is not None else None),
+            'mist_mode': driver.mist_mode()}
 
 
 def format_table(doc):
@@ -267,6 +269,8 @@ def format_table(doc):
     if mist is not None:
         lines.append('MIST: %d reserved VM(s), %d protected' % (
             len(mist), sum(1 for v in mist.values() if v['protect'])))
+        if doc.get('mist_mode'):
+            lines.append('  CPU: %s' % doc['mist_mode'])
         for domain, v in sorted(mist.items()):
             lines.append('  %s: %s, I_cpu %s (%s)' % (
                 domain, 'protected' if v['protect'] else 'not protected',

@@ -7,7 +7,10 @@ libvirt (``mist_guests``). Phases, each ``--seconds`` long, the guest's
 IOPS measured from the host (libvirt block statistics over the phase):
 
 ``solo``         the reserved guest alone, the agent observing (dry run);
-                 then its reservation is set (``--reserve-iops``)
+                 then its reservation is set (``--reserve-iops``, by
+                 default twice the solo rate: short of it interfered
+                 with or protected, and served well over the quarter of
+                 it ``mist_min_demand_fraction`` asks for)
 ``interfered``   the interferer running, the agent observing (dry run:
                  it says whether it would protect, and writes nothing)
 ``protected``    the agent live: measured from the period MIST fired
@@ -90,10 +93,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--seconds', type=float, default=10.0)
     parser.add_argument('--rounds', type=int, default=4)
-    parser.add_argument('--reserve-iops', type=int, default=10 ** 6,
-                        help='the reserved guest\'s reservation; the '
-                        'default is beyond any TCG guest, so it is always '
-                        'below it and I_cpu decides')
+    parser.add_argument('--reserve-iops', type=int, default=None,
+                        help='the reserved guest\'s reservation; default '
+                        'twice its solo rate, so it is below it and served '
+                        'more than mist_min_demand_fraction of it, and '
+                        'I_cpu decides')
     parser.add_argument('--interferer-vcpus', type=int, default=2)
     parser.add_argument('--rt-threads', choices=('all', 'vcpus'),
                         default='all')
@@ -127,6 +131,8 @@ def measure(args, emb, tmp, reader):
     solo, icpu, _ = run_phase(observer, reader, args.seconds)
     observer.stop()
     rows.append(('solo', solo, icpu, False, policies(reader)))
+    if args.reserve_iops is None:
+        args.reserve_iops = max(1, int(2 * solo))
     reader.reserve(args.reserve_iops)
     with mist_guests.MistGuest(emb.conn, 'spinner',
                                vcpus=args.interferer_vcpus):

@@ -3,8 +3,8 @@
 MIST's CPU protection moves a reserved VM's QEMU threads from CFS to
 SCHED_RR (paper §IV: proportional shares did not isolate under heavy load).
 An RT thread runs before every CFS thread, so the agent uses it only where
-the host bounds what RT threads may take, and never so that they may take
-a whole period:
+the host bounds what *each VM's* RT threads may take, and never so that
+they may take a whole period:
 
 * with RT group scheduling (``CONFIG_RT_GROUP_SCHED``: the thread's cpu
   cgroup has ``cpu.rt_runtime_us``) a thread may be RT only if its group
@@ -12,13 +12,15 @@ a whole period:
   reservation (:func:`budget_us`), split evenly over its cgroups that hold
   RT threads, and their ancestors what their children need
   (:class:`CgroupRtRuntime`, :func:`grants`): the paper's own knob (§V),
-  bounded per reservation;
-* without it (Debian's kernels) only the host-wide
-  ``kernel.sched_rt_runtime_us`` bounds RT threads, all of them together.
-  The agent uses RT there only if that bound leaves every CPU at least
-  ``min_other_share`` of each period for SCHED_OTHER; a host where it is
-  -1 (no bound), 0, or leaves less gets the cpu-shares fallback
-  (:func:`rt_mode`).
+  bounded per reservation. This is the only mode MIST makes threads RT
+  in (:func:`rt_mode` says ``group``);
+* without it (Debian's kernels: ``global``) only the host-wide
+  ``kernel.sched_rt_runtime_us`` bounds RT threads, all of them together:
+  one protected VM could take all of it from every other VM's and the
+  host's RT threads, whatever it reserved. No VM is made RT there; MIST
+  falls back to cpu shares. A host where the bound is -1 (none), 0, or
+  leaves other tasks less than ``min_other_share`` of each period gets no
+  RT either (None).
 
 Both knobs are actuators (read, record once, write, restore). Their
 originals carry an identity (the thread's start time; nothing for a
@@ -94,9 +96,11 @@ def cpu_controller_root(cgroup_root):
 def rt_mode(procfs_root, cgroup_root, cgroup_path, min_other_share=0.05):
     """('group' | 'global' | None, why) for a thread in ``cgroup_path``.
 
-    ``group``: RT group scheduling, the agent must grant runtime;
-    ``global``: RT bounded host-wide by ``kernel.sched_rt_runtime_us``,
-    which leaves at least ``min_other_share`` of each period to SCHED_OTHER;
+    ``group``: RT group scheduling, the agent must grant runtime, and each
+    VM's runtime is its own (:func:`per_vm_budget`);
+    ``global``: RT bounded only host-wide by ``kernel.sched_rt_runtime_us``
+    (which leaves at least ``min_other_share`` of each period to
+    SCHED_OTHER), shared by every RT thread: no budget of one VM's;
     None: the host gives RT threads no such bound (or no runtime at all).
     """
     sysctl = os.path.join(procfs_root, 'sys/kernel')
@@ -123,9 +127,25 @@ def rt_mode(procfs_root, cgroup_root, cgroup_path, min_other_share=0.05):
         return 'group', ('real-time group scheduling: a runtime sized to '
                          'each reservation, granted to its cgroups under %s'
                          % root)
-    return 'global', ('real-time runtime bounded host-wide at %d of %d us '
-                      'per period (no real-time group scheduling)'
-                      % (runtime, period))
+    return 'global', ('no real-time group scheduling (no %s in the cpu '
+                      'cgroups): kernel.sched_rt_runtime_us bounds all '
+                      'real-time threads together at %d of %d us per '
+                      'period, no VM\'s on its own' % (RT_FILE, runtime,
+                                                       period))
+
+
+def per_vm_budget(procfs_root, cgroup_root, cgroup_path,
+                  min_other_share=0.05):
+    """(whether a VM's RT threads can be given a budget of their own, why).
+
+    True only in :func:`rt_mode`'s ``group`` mode. ``why`` says what the
+    host has: in ``global`` mode, that the host-wide bound is no VM's.
+    """
+    mode, why = rt_mode(procfs_root, cgroup_root, cgroup_path,
+                        min_other_share)
+    if mode == 'group':
+        return True, why
+    return False, 'no per-VM real-time budget: %s' % why
 
 
 def period_us(procfs_root, group_dir=None):

@@ -55,10 +55,26 @@ detection_opts = [
                       'request in flight most of the time, however badly '
                       'it is served; a VM that only computes, or logs now '
                       'and then, stays orders of magnitude below the '
-                      'default. Without this evidence (or where the host '
-                      'has no request times) the VM is never protected, '
-                      'so a reservation alone cannot make a computing VM '
-                      'real-time.'),
+                      'default. Flushes do not count. Without this '
+                      'evidence (or where the host has no request times) '
+                      'the VM is never protected, so a reservation alone '
+                      'cannot make a computing VM real-time. Besides, its '
+                      'I/O must be at least ``mist_min_demand_fraction`` '
+                      'of its reservation.'),
+    cfg.FloatOpt('mist_min_demand_fraction',
+                 default=0.25, min=0.05, max=0.95,
+                 help='The least share of its reservation a reserved VM '
+                      'must be served, on a reserved dimension (IOPS or '
+                      'bytes per second, reads and writes; flushes do not '
+                      'count), for a shortfall on that dimension to count. '
+                      'A VM served less is not denied its reservation but '
+                      'not using it: a VM that computes and keeps a '
+                      'trickle of I/O going is never protected, whatever '
+                      'its I_cpu. The MIST paper\'s protected VM got over '
+                      'half its reservation under interference. Lower it '
+                      'to protect VMs interfered with more heavily than '
+                      'that, at the price of protecting VMs that ask for '
+                      'less of what they reserved.'),
     cfg.IntOpt('mist_act_periods',
                default=3, min=1, max=1000,
                help='Consecutive periods a reserved VM must be both below '
@@ -136,18 +152,22 @@ action_opts = [
                  help='The least share of each real-time period that '
                       'real-time threads must leave to normal tasks on '
                       'every CPU. A domain\'s grant never exceeds the '
-                      'period less this share; on hosts without real-time '
-                      'group scheduling (where only the host-wide '
-                      '``kernel.sched_rt_runtime_us`` bounds real-time '
-                      'threads) MIST uses real time only if that bound '
-                      'leaves at least this share (the kernel\'s default, '
-                      '950000 of 1000000 us, leaves 5%), and the cpu '
-                      'shares fallback otherwise: a runtime equal to the '
-                      'period, or -1, is never accepted.'),
+                      'period less this share, and MIST uses real time '
+                      'only where the host-wide '
+                      '``kernel.sched_rt_runtime_us`` also leaves at least '
+                      'this share (the kernel\'s default, 950000 of '
+                      '1000000 us, leaves 5%): a runtime equal to the '
+                      'period, or -1, is never accepted. On hosts without '
+                      'real-time group scheduling MIST uses no real time '
+                      'at all (no budget would be the VM\'s own), only '
+                      'the cpu shares fallback.'),
     cfg.FloatOpt('mist_cpu_shares_factor',
                  default=4.0, min=1.0, max=64.0,
-                 help='The fallback where the host grants no real-time '
-                      'runtime: the protected domain\'s cpu shares are '
+                 help='The fallback where the host cannot give a '
+                      'protected domain a real-time budget of its own (no '
+                      'real-time group scheduling, as on Debian\'s '
+                      'kernels; ``vsmtio-agent check`` and ``status`` say '
+                      'which a host gets): its cpu shares are '
                       'multiplied by this factor. Proportional sharing '
                       'protects less than real-time scheduling under '
                       'heavy load (the MIST paper, §IV). 1 disables it.'),
@@ -171,10 +191,14 @@ action_opts = [
                      'other back within seconds.'),
     cfg.StrOpt('mist_irq_scope',
                default='domain', choices=[
-                   ('domain', 'the host-side interrupts of the protected '
-                    'domains\' disks (the block device under a file or '
-                    'block source) and NICs (the physical ports under the '
-                    'bridge, bond or macvtap of their interfaces)'),
+                   ('domain', 'only the interrupts of devices a '
+                    'protected domain alone owns: the MSI/MSI-X vectors of '
+                    'PCI devices assigned to it (bound to VFIO) and of the '
+                    'port under its macvtap in passthrough mode. Never an '
+                    'IRQ of a device shared with the host or another '
+                    'domain: the disk its image lives on, a bridge\'s '
+                    'ports and uplink. A tap or vhost queue has no host '
+                    'IRQ'),
                    ('pattern', 'every IRQ whose action names match '
                     '``mist_block_irq_pattern`` or '
                     '``mist_net_irq_pattern``: a configured set, host-wide '

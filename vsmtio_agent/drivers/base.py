@@ -166,6 +166,15 @@ class HostDriver(metaclass=abc.ABCMeta):
         """
         return {}
 
+    def mist_mode(self):
+        """How MIST protects a VM's CPU on this host: one line, or None.
+
+        For ``status``, beside MIST's verdicts: real time with a budget of
+        the VM's own, or the cpu shares fallback and why. The default (a
+        host without MIST) has none.
+        """
+        return None
+
     def vcpu_pins(self):
         """``{VcpuRef: frozenset of CPUs}`` as the host has them now.
 

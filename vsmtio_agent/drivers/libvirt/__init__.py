@@ -199,6 +199,10 @@ class LibvirtHostDriver(base.HostDriver):
         """``{uuid: label}``: nova's server name and the domain's."""
         return {entry.uuid: entry.label for entry in self.domains.values()}
 
+    def mist_mode(self):
+        """How MIST protects a VM's CPU here; None with MIST off."""
+        return None if self.mist is None else self.mist.cpu_mode()[1]
+
     def _flush(self, log):
         """Originals forgotten this apply leave the file too."""
         try:

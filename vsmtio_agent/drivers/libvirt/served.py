@@ -21,10 +21,13 @@ GROUPS = libvirt.VIR_DOMAIN_STATS_BLOCK | libvirt.VIR_DOMAIN_STATS_INTERFACE
 def block_totals(stats):
     """(requests, bytes, busy ns) summed over a domain's disks.
 
-    Busy ns is the time its requests spent in flight (libvirt's
-    ``rd.times``, ``wr.times`` and ``fl.times``), the evidence of demand
-    MIST's detector needs; ``None`` where a disk lacks it. Everything is
-    ``None`` where the domain has no block statistics.
+    Busy ns is the time its reads and writes spent in flight (libvirt's
+    ``rd.times`` and ``wr.times``), the evidence of demand MIST's detector
+    needs; ``None`` where a disk lacks it. Flushes (``fl.*``) count in
+    none of the three: a flush moves no data a reservation promised, and
+    a slow one is the cheapest way for a guest to keep a request in
+    flight. Everything is ``None`` where the domain has no block
+    statistics.
     """
     count = stats.get('block.count')
     if count is None:
@@ -39,8 +42,7 @@ def block_totals(stats):
             return None, None, None
         if busy is not None:
             try:
-                busy += (stats[p + 'rd.times'] + stats[p + 'wr.times']
-                         + stats.get(p + 'fl.times', 0))
+                busy += stats[p + 'rd.times'] + stats[p + 'wr.times']
             except KeyError:
                 busy = None
     return reqs, nbytes, busy

@@ -10,11 +10,12 @@ driver's checkpoint and its owners), never through callbacks:
   record every original in the checkpoint before they change it:
 
   - CPU (:mod:`.cpu`): the domain's threads to SCHED_RR, with a runtime
-    sized to its reservation granted to its cgroups where the host has RT
-    group scheduling, and only where the host-wide bound leaves other
-    tasks their share without it; else, the cpu-shares fallback;
+    sized to its reservation granted to its cgroups, only where the host
+    has RT group scheduling (a budget of the VM's own); else, the
+    cpu-shares fallback, logged once and reported by ``check`` and
+    ``status`` (:meth:`MistHost.cpu_mode`);
   - block I/O: the domain's ``blkiotune`` weight;
-  - interrupts: the IRQs of the protected domains' devices
+  - interrupts: the IRQs of the devices a protected domain alone owns
     (:mod:`.devices`) or a configured set, less a ban list, block and
     network ones on disjoint host CPUs
     (:func:`vsmtio_agent.policy.mist.irq_plan`); while irqbalance runs,
@@ -63,6 +64,7 @@ class MistHost(object):
         self.meter = meter_mod.Meter()
         self._irq_refused = set()
         self._irq_said = set()      # reasons already logged
+        self._cpu_said = set()      # reasons for no real time, logged
         self.irq_plan = {}          # the IRQs planned last, and their CPUs
 
     def reservation(self, entry):
@@ -119,6 +121,13 @@ class MistHost(object):
                                     log)
                 held[CPU] = 'rt'
                 return
+            except cpu_mod.NoRtBudget as exc:
+                # the host's configuration, not a failed change: nothing
+                # was changed, and the fallback is the answer
+                self._no_real_time(str(exc))
+                why = 'no per-VM real-time budget on this host'
+                held.pop(CPU, None)
+                self.cpu.release_threads(entry.uuid, log)
             except act_base.ActuatorError as exc:
                 why = str(exc)
                 log.fail()
@@ -127,6 +136,39 @@ class MistHost(object):
         else:
             why = 'vCPU threads of %s not found' % entry.name
         self._shares_fallback(entry, why, log)
+
+    def _no_real_time(self, why):
+        """Say once per reason that protected VMs get no real time."""
+        if why in self._cpu_said:
+            return
+        self._cpu_said.add(why)
+        factor = self.opts.mist_cpu_shares_factor
+        LOG.warning('MIST: %s: protected VMs get %s instead of real-time '
+                    'priority', why, 'cpu shares x%.1f' % factor
+                    if factor != 1 else 'no CPU protection (the cpu shares '
+                    'fallback is off)')
+
+    def cpu_mode(self):
+        """(real time, one line): how MIST protects a VM's CPU on this host.
+
+        Real time only with a per-VM budget (RT group scheduling); else
+        the cpu shares fallback, and why. For ``check`` and ``status``.
+        As for a guest's thread: libvirt puts them below the root group.
+        """
+        budget, why = rt.per_vm_budget(
+            self.opts.procfs_root, self.cpu.cgroup_root,
+            'machine' if self.cpu.runtime else None,
+            self.opts.mist_rt_min_other_share)
+        if budget:
+            return True, ('real-time priority (SCHED_RR) with a per-VM '
+                          'budget: %s' % why)
+        factor = self.opts.mist_cpu_shares_factor
+        if factor == 1:
+            return False, ('no CPU protection: %s, and the cpu shares '
+                           'fallback is off (mist_cpu_shares_factor = 1)'
+                           % why)
+        return False, ('cpu shares x%.1f instead of real-time priority: %s'
+                       % (factor, why))
 
     def _shares_fallback(self, entry, why, log):
         factor = self.opts.mist_cpu_shares_factor
@@ -307,17 +349,13 @@ class MistHost(object):
                 'release' % (self.opts.mist_icpu_threshold,
                              self.opts.mist_act_periods,
                              self.opts.mist_clear_periods)]
-        # as for a guest's thread: libvirt puts them below the root group
-        mode, why = rt.rt_mode(self.opts.procfs_root, self.cpu.cgroup_root,
-                               'machine' if self.cpu.runtime else None,
-                               self.opts.mist_rt_min_other_share)
-        (caps if mode else []).append('MIST cpu: %s' % why)
-        missing = [] if mode else ['MIST real-time: %s (fallback: cpu '
-                                   'shares x%.1f)'
-                                   % (why, self.opts.mist_cpu_shares_factor)]
+        real_time, line = self.cpu_mode()
+        missing = []
+        (caps if real_time else missing).append('MIST cpu: %s' % line)
         if self.opts.mist_irq_separation:
             caps.append('MIST interrupts: %s%s' % (
-                'the protected VMs\' devices'
+                'those of the devices a protected VM alone owns '
+                '(assigned to it)'
                 if self.opts.mist_irq_scope == 'domain'
                 else 'every IRQ matching the patterns',
                 '; never IRQs %s' % ','.join(

@@ -1,14 +1,15 @@
 """MIST's CPU protection of a reserved domain (paper §IV).
 
-The domain's threads move to SCHED_RR (:mod:`~vsmtio_agent.actuators.rt`).
-Where the host has RT group scheduling, the domain's cgroups are granted a
-runtime sized to its reservation (:func:`~vsmtio_agent.actuators.rt.
-budget_us`), split evenly over the cgroups that hold its RT threads: which
-thread serves its I/O (the vCPU that submits, the emulator or I/O thread
-that completes) is not known, and an even split keeps the domain's total
-at its budget. Where the host grants no bounded RT runtime, or leaves
-other tasks too little of it, the fallback multiplies the domain's cpu
-shares: the knob
+The domain's threads move to SCHED_RR (:mod:`~vsmtio_agent.actuators.rt`)
+only where the host has RT group scheduling: the domain's cgroups are
+granted a runtime sized to its reservation (:func:`~vsmtio_agent.actuators.
+rt.budget_us`), split evenly over the cgroups that hold its RT threads:
+which thread serves its I/O (the vCPU that submits, the emulator or I/O
+thread that completes) is not known, and an even split keeps the domain's
+total at its budget. Without a budget of the VM's own (a host whose RT
+runtime is bounded only host-wide, or not at all, or leaves other tasks
+too little) no thread is made RT (:class:`NoRtBudget`, raised before any
+change) and the fallback multiplies the domain's cpu shares: the knob
 RASS's split also raises, so MIST claims it in the ledger first (MIST
 outranks the split) and computes its value from the recorded original,
 never from the split's.
@@ -28,6 +29,14 @@ from vsmtio_agent import model
 LOG = logging.getLogger(__name__)
 
 MAX_SHARES = 10000
+
+
+class NoRtBudget(act_base.ActuatorError):
+    """The host cannot give this VM a real-time budget of its own.
+
+    Not a failure: the host's configuration, which the cpu shares fallback
+    answers. Raised before any thread or cgroup is changed.
+    """
 
 
 class CpuProtection:
@@ -69,8 +78,9 @@ class CpuProtection:
     def rt_threads(self, entry, reservation, log):
         """SCHED_RR for the domain's threads, granting runtime first.
 
-        ``reservation`` sizes the domain's RT budget where the host has
-        RT group scheduling.
+        ``reservation`` sizes the domain's RT budget. :class:`NoRtBudget`,
+        with nothing changed, where the host has no RT group scheduling
+        to give it one.
 
         Threads get ``SCHED_RESET_ON_FORK``: a thread QEMU starts later
         (its I/O worker pool) begins in CFS and is raised at the next
@@ -82,14 +92,14 @@ class CpuProtection:
             keys['%d/%d' % (entry.pid, tid)] = rt.cpu_cgroup(
                 self.opts.procfs_root, entry.pid, tid)
         first = next(iter(keys.values()), None)
-        mode, why = rt.rt_mode(self.opts.procfs_root, self.cgroup_root,
-                               first, self.opts.mist_rt_min_other_share)
-        if mode is None:
-            raise act_base.ActuatorError(why)
+        budget, why = rt.per_vm_budget(self.opts.procfs_root,
+                                       self.cgroup_root, first,
+                                       self.opts.mist_rt_min_other_share)
+        if not budget:
+            raise NoRtBudget(why)
         threads.update(keys)
         self._reserved[entry.uuid] = reservation
-        if mode == 'group':
-            self.grant()
+        self.grant()
         want = {'policy': os.SCHED_RR | os.SCHED_RESET_ON_FORK,
                 'priority': self.opts.mist_rt_priority}
         for key in sorted(keys):

@@ -1,155 +1,176 @@
-"""Which host interrupts serve a domain's disks and NICs (MIST §IV).
+"""Which host interrupts a domain alone owns (MIST §IV, ``domain`` scope).
 
-MIST separates the interrupts of the devices a reserved VM's I/O goes
-through. The domain XML names what the VM uses on the host side; sysfs
-names the hardware under it, and the hardware its IRQs:
+MIST separates the interrupts that serve a reserved VM's I/O. Moving an
+IRQ moves it for every user of its device, so in ``domain`` scope the
+agent moves only the IRQs of devices the protected domain alone owns,
+found from its domain XML and sysfs:
 
-* a disk whose source is a file lives on the block device of the file's
-  filesystem (``st_dev``), a block source is that device (``st_rdev``);
-  ``/sys/dev/block/<major>:<minor>`` leads to it, through the ``slaves``
-  of a device-mapper or md device to the disks below, and up from a
-  partition to its disk and the controller that raises its interrupts: the
-  first device above with ``msi_irqs`` (MSI/MSI-X vectors) or a non-zero
-  ``irq`` (a legacy line);
-* a NIC's host side is its ``target dev`` (a tap or macvtap) and its
-  ``source dev`` or ``source bridge``; the physical ports under them are
-  found through the kernel's ``upper_*``/``lower_*`` links (a tap's
-  bridge, a bridge's or bond's ports, a macvtap's link), stopping at a
-  port with a ``device``: its controller's IRQs.
+* a PCI device assigned to it (``<hostdev mode='subsystem' type='pci'>``,
+  ``<interface type='hostdev'>``: an NVMe controller, an SR-IOV VF), while
+  it is bound to a VFIO driver (a VFIO device is opened by one QEMU
+  only): its own MSI/MSI-X vectors (``msi_irqs`` of that PCI function);
+* the port under a macvtap in ``passthrough`` mode
+  (``<interface type='direct'>``, ``<source mode='passthrough'>``), while
+  that macvtap is the port's only upper device (the kernel lets one
+  passthrough macvtap take a port, and then the port carries that
+  domain's traffic alone): its own MSI/MSI-X vectors.
 
-What cannot be identified is left alone: a disk on a filesystem with no
-block device (NFS, tmpfs, overlay), a network disk (RBD, iSCSI: its I/O
-goes through a NIC the VM's interfaces need not name), a port under Open
-vSwitch's datapath when it is not linked to ``ovs-system``. The operator
-who wants those moved names them through ``mist_irq_scope = pattern``.
+A device is a block device when its PCI class is mass storage (``0x01``),
+a network one when it is a network controller (``0x02``); any other is
+left alone. A legacy INTx line (``irq``) is never moved: lines are shared
+between devices.
+
+Everything else a domain uses shares a device with the host or with
+other domains, and its IRQs are never moved in this scope: a disk image
+on the host's filesystem (the root disk's controller), a block device
+source (its controller serves the host's other disks or namespaces), a
+tap on a bridge or an Open vSwitch port (the bridge's ports, the uplink
+and its queues carry every domain's and the host's traffic), a macvtap
+in another mode (its port is shared), a network disk. A tap or vhost
+queue has no interrupt of its own on the host: the guest is notified
+through KVM (irqfd), and vhost's work runs in its worker thread (since
+Linux 6.4 a thread of QEMU's process, which ``mist_rt_threads = all``
+makes real-time with the others).
+The operator who wants shared devices' interrupts separated names them,
+host-wide, through ``mist_irq_scope = pattern``.
 """
 
 import os
-import stat
 from xml.etree import ElementTree
 
-# a bridge of bonds of VLANs is a few levels deep; a loop in the links
-# (which the kernel forbids) or a huge bridge is not followed further
-_MAX_NETDEVS = 256
-_MAX_DEPTH = 8
+PCI_STORAGE, PCI_NETWORK = 0x01, 0x02
 
 
-def host_sources(xml_text):
-    """``(disk paths, network device names)`` a domain's XML names.
+def _pci_name(address):
+    """``0000:03:00.1`` of a libvirt ``<address>``; None if incomplete."""
+    try:
+        return '%04x:%02x:%02x.%x' % tuple(
+            int(address.get(attr), 0)
+            for attr in ('domain', 'bus', 'slot', 'function'))
+    except (TypeError, ValueError):
+        return None
 
-    ``ValueError`` if the XML does not parse.
+
+def owned_sources(xml_text):
+    """``(PCI devices assigned, [(macvtap, port)] in passthrough mode)``.
+
+    What a domain's XML says it alone holds; ``ValueError`` if the XML
+    does not parse.
     """
     try:
         root = ElementTree.fromstring(xml_text)
     except ElementTree.ParseError as exc:
         raise ValueError('domain XML: %s' % exc)
-    disks, nets = [], []
-    for disk in root.findall('./devices/disk'):
-        source = disk.find('source')
-        if source is None:
-            continue
-        path = source.get('file') or source.get('dev')
-        if path:
-            disks.append(path)
-    for iface in root.findall('./devices/interface'):
-        for tag, attr in (('target', 'dev'), ('source', 'dev'),
-                          ('source', 'bridge')):
-            node = iface.find(tag)
-            if node is not None and node.get(attr):
-                nets.append(node.get(attr))
-    return disks, nets
+    addresses = [node.find('source/address') for node in
+                 root.findall("./devices/hostdev[@mode='subsystem']"
+                              "[@type='pci']")]
+    addresses += [node.find('source/address') for node in
+                  root.findall("./devices/interface[@type='hostdev']")]
+    pci = sorted({_pci_name(a) for a in addresses if a is not None
+                  and a.get('type', 'pci') == 'pci'} - {None})
+    macvtaps = []
+    for iface in root.findall("./devices/interface[@type='direct']"):
+        source, target = iface.find('source'), iface.find('target')
+        if (source is not None and source.get('mode') == 'passthrough'
+                and source.get('dev') and target is not None
+                and target.get('dev')):
+            macvtaps.append((target.get('dev'), source.get('dev')))
+    return pci, macvtaps
 
 
-def _read_int(path):
+def _read(path):
     try:
         with open(path) as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
+            return f.read().strip()
+    except OSError:
         return None
 
 
-def device_irqs(sysfs_root, path):
-    """The IRQs of the first device at or above sysfs ``path``."""
-    top = os.path.realpath(os.path.join(sysfs_root, 'devices'))
-    node = os.path.realpath(path)
-    while node.startswith(top + os.sep):
-        try:
-            vectors = os.listdir(os.path.join(node, 'msi_irqs'))
-        except OSError:
-            vectors = None      # no MSI: a legacy line, or further up
-        if vectors is not None:
-            return {int(n) for n in vectors if n.isdigit()}
-        irq = _read_int(os.path.join(node, 'irq'))
-        if irq:
-            return {irq}
-        node = os.path.dirname(node)
-    return set()
+def own_vectors(node):
+    """The MSI/MSI-X vectors of the PCI function at sysfs ``node``.
 
-
-def _block_node_irqs(sysfs_root, node, depth):
-    slaves = os.path.join(node, 'slaves')
-    try:
-        below = sorted(os.listdir(slaves))
-    except OSError:
-        below = []
-    if below and depth < _MAX_DEPTH:
-        out = set()
-        for name in below:
-            out |= _block_node_irqs(sysfs_root, os.path.realpath(
-                os.path.join(slaves, name)), depth + 1)
-        return out
-    return device_irqs(sysfs_root, node)
-
-
-def disk_irqs(sysfs_root, path):
-    """The IRQs of the block device a disk source lives on; empty if none.
-
-    ``OSError`` if the source cannot be looked at.
+    Only its own: a legacy line, or a parent bridge's IRQ, is shared.
     """
-    st = os.stat(path)
-    dev = st.st_rdev if stat.S_ISBLK(st.st_mode) else st.st_dev
-    if os.major(dev) == 0:
-        return set()        # no block device: tmpfs, NFS, overlay
-    node = os.path.join(sysfs_root, 'dev/block',
-                        '%d:%d' % (os.major(dev), os.minor(dev)))
-    if not os.path.exists(node):
+    try:
+        names = os.listdir(os.path.join(node, 'msi_irqs'))
+    except OSError:
         return set()
-    return _block_node_irqs(sysfs_root, os.path.realpath(node), 0)
+    return {int(n) for n in names if n.isdigit()}
 
 
-def net_irqs(sysfs_root, names):
-    """The IRQs of the physical ports under network devices ``names``."""
-    base = os.path.join(sysfs_root, 'class/net')
-    todo, seen, out = list(names), set(), set()
-    while todo and len(seen) < _MAX_NETDEVS:
-        name = todo.pop()
-        if name in seen or '/' in name or name in ('.', '..'):
-            continue
-        seen.add(name)
-        node = os.path.join(base, name)
-        if os.path.exists(os.path.join(node, 'device')):
-            # a port with hardware: the traffic leaves here
-            out |= device_irqs(sysfs_root, os.path.join(node, 'device'))
-            continue
-        try:
-            links = os.listdir(node)
-        except OSError:
-            continue
-        todo.extend(link[len('upper_'):] for link in links
-                    if link.startswith(('upper_', 'lower_')))
-    return out
+def pci_role(node):
+    """``'block'``, ``'net'`` or None, from the function's PCI class."""
+    try:
+        base = int(_read(os.path.join(node, 'class')) or '', 16) >> 16
+    except ValueError:
+        return None
+    return {PCI_STORAGE: 'block', PCI_NETWORK: 'net'}.get(base)
+
+
+def _valid_name(name):
+    return bool(name) and '/' not in name and name not in ('.', '..')
+
+
+def assigned_irqs(sysfs_root, pci):
+    """``(role, IRQs, problem)`` of a PCI device assigned to a domain."""
+    node = os.path.join(sysfs_root, 'bus/pci/devices', pci)
+    if not os.path.isdir(node):
+        return None, set(), 'assigned device %s: not in sysfs' % pci
+    link = os.path.join(node, 'driver')
+    driver = (os.path.basename(os.path.realpath(link))
+              if os.path.exists(link) else 'none')
+    if 'vfio' not in driver:
+        return None, set(), ('assigned device %s: bound to %s, not to a '
+                             'VFIO driver: not the domain\'s alone'
+                             % (pci, driver))
+    role = pci_role(node)
+    if role is None:
+        return None, set(), ('assigned device %s: neither a storage nor a '
+                             'network controller' % pci)
+    return role, own_vectors(node), None
+
+
+def passthrough_irqs(sysfs_root, macvtap, port):
+    """``(IRQs, problem)`` of the port under a passthrough macvtap."""
+    if not (_valid_name(macvtap) and _valid_name(port)):
+        return set(), 'macvtap %s on %s: not a device name' % (macvtap, port)
+    node = os.path.join(sysfs_root, 'class/net', port)
+    try:
+        uppers = {n[len('upper_'):] for n in os.listdir(node)
+                  if n.startswith('upper_')}
+    except OSError:
+        return set(), 'macvtap %s: port %s not in sysfs' % (macvtap, port)
+    if uppers != {macvtap}:
+        return set(), ('macvtap %s: port %s has other upper devices (%s): '
+                       'shared' % (macvtap, port,
+                                   ', '.join(sorted(uppers - {macvtap}))
+                                   or 'none of its own'))
+    device = os.path.join(node, 'device')
+    if not os.path.exists(device):
+        return set(), 'macvtap %s: port %s has no hardware' % (macvtap,
+                                                               port)
+    return own_vectors(os.path.realpath(device)), None
 
 
 def domain_irqs(sysfs_root, xml_text):
-    """``(block IRQs, network IRQs, problems)`` of one domain.
+    """``(block IRQs, network IRQs, problems)`` a domain alone owns.
 
-    ``problems`` are the sources that could not be looked at, as text.
+    ``problems`` say, as text, what the domain was assigned that is not
+    its alone, or cannot be looked at: its IRQs are left alone.
     """
-    disks, nets = host_sources(xml_text)
-    block, problems = set(), []
-    for path in disks:
-        try:
-            block |= disk_irqs(sysfs_root, path)
-        except OSError as exc:
-            problems.append('disk %s: %s' % (path, exc))
-    return block, net_irqs(sysfs_root, nets), problems
+    pci, macvtaps = owned_sources(xml_text)
+    block, net, problems = set(), set(), []
+    for name in pci:
+        role, irqs, problem = assigned_irqs(sysfs_root, name)
+        if problem:
+            problems.append(problem)
+        elif role == 'block':
+            block |= irqs
+        else:
+            net |= irqs
+    for macvtap, port in macvtaps:
+        irqs, problem = passthrough_irqs(sysfs_root, macvtap, port)
+        if problem:
+            problems.append(problem)
+        net |= irqs
+    return block, net, problems

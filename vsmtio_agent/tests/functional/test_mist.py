@@ -4,21 +4,25 @@ A reserved guest reads its virtio disk beside a guest spinning on every
 vCPU (``mist_guests``: embedded libvirt, TCG). The agent runs its real
 loop: the libvirt driver measures block I/O and the vCPU threads' switch
 counts, the policy decides, MistHost applies through the actuators. The
-reservation is set far above what a TCG guest can read (1,000,000 IOPS),
-so the guest is always below it and the CPU interference (I_cpu) decides;
-what the protection does to the guest's IOPS is measured by
-``vsmtio-bench mist`` (doc/source/benchmarks/mist.rst), not asserted here.
+reservation is four times what the guest reads beside the spinner
+(measured from the host first) and ``mist_min_demand_fraction`` its least
+(0.05): a TCG guest's rate swings by a factor of two on a loaded machine, and
+within that window the guest is short of its reservation and served more
+than the fraction, protected or not, so the CPU interference (I_cpu)
+decides (the fraction itself is the unit tests'); what the protection
+does to the guest's IOPS is measured by ``vsmtio-bench mist``
+(doc/source/benchmarks/mist.rst), not asserted here.
 
 Under real-time priority the guest's own I_cpu falls below the threshold,
 so with a short release time (4 periods) the agent releases it, sees the
 interference again and protects it again, holding twice as long: the
 hysteresis, on real counters.
 
-Interrupt separation cannot be exercised whole on these machines: the host
-refuses the affinity of the disk's request queue (EPERM) though it lets its
-config vector move; the test checks that the agent planned only the IRQs
-of the controller under the reader's disk image, reports the refusal, and
-gives back what it had moved.
+Interrupt separation (``mist_irq_scope = domain``) moves only the IRQs of
+devices a protected VM alone owns; the reader owns none (its disk image
+lives on the host's disk, whose controller serves the host too), so the
+test checks that the agent plans no IRQ and the controller under the
+image keeps its affinity.
 """
 
 import json
@@ -30,10 +34,9 @@ import testtools
 
 from vsmtio_agent.actuators import rt
 from vsmtio_agent.drivers import mist as mist_host
+from vsmtio_agent import model
 from vsmtio_agent.tests.functional import guest as guest_mod
 from vsmtio_agent.tests.functional import mist_guests
-
-RESERVED = 10 ** 6
 
 
 class TestMistOnRealGuests(testtools.TestCase):
@@ -69,7 +72,8 @@ class TestMistOnRealGuests(testtools.TestCase):
 
     def agent(self, **overrides):
         settings = dict(mist_act_periods=3, mist_clear_periods=4,
-                        mist_max_clear_periods=16)
+                        mist_max_clear_periods=16,
+                        mist_min_demand_fraction=0.05)
         settings.update(overrides)
         conf = mist_guests.make_conf(self.emb.uri, self.tmp, **settings)
         ag = mist_guests.make_agent(conf)
@@ -156,7 +160,13 @@ class TestMistOnRealGuests(testtools.TestCase):
         self.assertFalse(os.path.exists(
             idle.driver.checkpoint.path))
 
-        self.reader.reserve(RESERVED)
+        # four times what it reads beside the spinner: a TCG guest's
+        # rate swings by a factor of two on a loaded machine, so the agent
+        # asks for a twentieth (mist_min_demand_fraction's least) and the
+        # guest stays short of its reservation and served more than that
+        # whatever the load; the fraction itself is the unit tests'
+        reserved = max(1, int(4 * self.reader.iops(5)))
+        self.reader.reserve(reserved)
         agent = self.agent()
         record = agent.driver.checkpoint
         fired = self.tick_until(agent, 'protection', self.protected)
@@ -164,13 +174,17 @@ class TestMistOnRealGuests(testtools.TestCase):
         # fired on its own evidence: I_cpu above 0.05 and below reserved
         self.assertGreaterEqual(fired, 3)
         self.assertIn('> 0.050', verdict.reason)
-        self.assertIn('< %d reserved' % RESERVED, verdict.reason)
-        mode, why = rt.rt_mode('/proc', '/sys/fs/cgroup',
-                               self.cgroups[0] if self.cgroups else None)
+        self.assertIn('< %d reserved' % reserved, verdict.reason)
+        budget, why = rt.per_vm_budget(
+            '/proc', '/sys/fs/cgroup',
+            self.cgroups[0] if self.cgroups else None)
         held = agent.driver.mist.protected[self.reader.uuid]
-        if mode is None:
-            # a host that bounds no real-time runtime gets the fallback
+        if not budget:
+            # a host that cannot give the VM a real-time budget of its own
+            # (Debian's kernels) gets the fallback, and no thread is RT
             self.assertEqual('shares', held[mist_host.CPU], why)
+            for tid in self.vcpus.values():
+                self.assertEqual(os.SCHED_OTHER, os.sched_getscheduler(tid))
             return
         # every vCPU (and emulator) thread of the reader is SCHED_RR
         self.assertEqual('rt', held[mist_host.CPU],
@@ -185,22 +199,19 @@ class TestMistOnRealGuests(testtools.TestCase):
         _, spin_vcpus = mist_guests.vcpu_threads(self.spinner)
         for tid in spin_vcpus.values():
             self.assertEqual(os.SCHED_OTHER, os.sched_getscheduler(tid))
-        # the budget, where the kernel has RT group scheduling (these
-        # machines' running kernel has; Debian's own do not): the
-        # reservation asks for more than the ceiling, so the domain gets
-        # mist_rt_runtime_us, split over its cgroups; elsewhere the
-        # host-wide bound leaves others their share (rt_mode said so)
-        if mode == 'group':
-            self.assertEqual((400000, RESERVED * 100),
-                             agent.driver.mist.cpu.budgets[self.reader.uuid])
-            granted = self.runtimes()
-            self.assertEqual(len(self.cgroups), len(granted), why)
-            for group, value in granted.items():
-                self.assertLessEqual(value, 400000, group)
-                self.assertEqual(0, self.original_runtime[group], group)
-        else:
-            self.assertEqual('global', mode, why)
-            self.assertEqual({}, agent.driver.mist.cpu.budgets)
+        # the budget (the kernel has RT group scheduling: these machines'
+        # running kernel has; Debian's own do not): the reservation's, at
+        # most the ceiling, split over the domain's cgroups
+        period = rt.period_us('/proc', os.path.join(
+            rt.cpu_controller_root('/sys/fs/cgroup'), self.cgroups[0]))
+        self.assertEqual(rt.budget_us(
+            model.Reservation(iops=reserved), period, 100.0, 1000.0,
+            400000, 0.05), agent.driver.mist.cpu.budgets[self.reader.uuid])
+        granted = self.runtimes()
+        self.assertEqual(len(self.cgroups), len(granted), why)
+        for group, value in granted.items():
+            self.assertLessEqual(value, 400000, group)
+            self.assertEqual(0, self.original_runtime[group], group)
         self.assertEqual(1000, self.weight())
         # originals on disk before the change, with their identities
         with open(record.path) as f:
@@ -212,17 +223,15 @@ class TestMistOnRealGuests(testtools.TestCase):
                 '%d/%d' % (self.pid, t) for t in self.vcpus.values()})
         self.assertIn('weight', saved['domains'][self.reader.uuid][
             'blkio_weight'])
-        # interrupts: only those of the controller under the reader's
-        # disk image (its PCI address in /proc/interrupts' chip column),
-        # none of the spinner's or the host's other devices. This host
-        # lets the controller's config vector move and refuses its request
-        # queue (EPERM): the refusal is reported, and what was moved went
-        # back at once, through the identity-checked restore
-        planned = self.disk_controller_irqs()
-        self.assertEqual(planned, set(agent.driver.mist.irq_plan))
-        self.assertIn(mist_host.IRQ, agent.driver.mist.unsupported)
+        # interrupts: the reader owns no device (its image is on the
+        # host's disk, its controller's IRQs the host's too): none is
+        # planned, none recorded, and the controller under the image (its
+        # PCI address in /proc/interrupts' chip column) keeps its CPUs
+        self.assertEqual({}, agent.driver.mist.irq_plan)
+        self.assertNotIn(mist_host.IRQ, agent.driver.mist.unsupported)
         self.assertNotIn('mist_irq_affinity', kept)
-        self.assertEqual(self.original_irqs, self.irq_affinities(planned))
+        self.assertEqual(self.original_irqs, self.irq_affinities(
+            self.disk_controller_irqs()))
 
         # held, then released once the calm lasts 4 periods
         released = self.tick_until(agent, 'release',

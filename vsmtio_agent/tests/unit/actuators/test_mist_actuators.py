@@ -293,6 +293,25 @@ class TestRtRuntime(testtools.TestCase):
         # cgroup v2 (no v1 cpu path for the thread): the host-wide bound
         self.assertEqual('global', rt.rt_mode(proc, self.fake.root, None)[0])
 
+    def test_only_group_scheduling_gives_a_vm_its_own_budget(self):
+        # the host-wide bound is every RT thread's together: no VM's own
+        proc = self.useFixture(fixtures.TempDir()).path
+        write(os.path.join(proc, 'sys/kernel/sched_rt_period_us'),
+              '1000000\n')
+        write(os.path.join(proc, 'sys/kernel/sched_rt_runtime_us'),
+              '950000\n')
+        self.assertTrue(rt.per_vm_budget(proc, self.fake.root,
+                                         'machine/x')[0])
+        os.unlink(os.path.join(self.fake.cpu, rt.RT_FILE))
+        budget, why = rt.per_vm_budget(proc, self.fake.root, 'machine/x')
+        self.assertFalse(budget)
+        self.assertIn('no per-VM real-time budget: no real-time group '
+                      'scheduling', why)
+        write(os.path.join(proc, 'sys/kernel/sched_rt_runtime_us'), '-1\n')
+        budget, why = rt.per_vm_budget(proc, self.fake.root, None)
+        self.assertFalse(budget)
+        self.assertIn('sched_rt_runtime_us is -1', why)
+
     def test_a_bound_that_leaves_others_nothing_is_no_bound(self):
         # a runtime equal to the period leaves other tasks nothing
         proc = self.useFixture(fixtures.TempDir()).path

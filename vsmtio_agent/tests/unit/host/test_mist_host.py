@@ -8,7 +8,9 @@ cpu-shares fallback here. Real-time on real vCPU threads is asserted on a
 real qemu guest (``vsmtio_agent/tests/functional/test_mist.py``).
 """
 
+import json
 import os
+import threading
 import uuid
 
 import fixtures
@@ -48,11 +50,31 @@ DEVICES_XML = """
     <interface type='bridge'>
       <source bridge='br0'/><target dev='tap1'/>
     </interface>
+    <interface type='hostdev' managed='yes'>
+      <source><address type='pci' domain='0x0000' bus='0x00' slot='0x05'
+                       function='0x1'/></source>
+    </interface>
+    <hostdev mode='subsystem' type='pci' managed='yes'>
+      <source><address domain='0x0000' bus='0x00' slot='0x06'
+                       function='0x0'/></source>
+    </hostdev>
   </devices>"""
+
+# the host's disk controller, whose disk holds the guest's image
+ROOT_DISK_IRQS = (35, 36)
+# the uplink under the bridge the guest's tap is on: one IRQ per queue
+UPLINK_IRQS = tuple(range(80, 88))
+# assigned to the reserved domain: an SR-IOV VF and an NVMe controller
+VF_IRQS, NVME_IRQS = (90, 91), (92, 93)
+# a VF whose port is under a macvtap in passthrough mode
+PASSTHROUGH_IRQS = (94, 95)
 
 
 def with_devices(disk, xml):
-    """``xml`` with a disk on ``disk`` and a NIC on bridge br0."""
+    """``xml`` with an image at ``disk``, a tap, a VF and an NVMe.
+
+    The tap is on bridge br0; the VF and the NVMe controller are assigned.
+    """
     return xml.replace('</os>', '</os>' + DEVICES_XML % {'disk': disk})
 
 
@@ -61,14 +83,27 @@ def link(path, target):
     os.symlink(target, path)
 
 
-class FakeDevices(fixtures.Fixture):
-    """A sysfs tree of a host's disk and NIC controllers (virtio, PCI).
+def interrupts_line(n, chip, name):
+    return (' %d:          0          0          0          0  %s   '
+            '0-edge      %s\n' % (n, chip, name))
 
-    Laid out as the kernel does (``/sys/dev/block/M:m`` and
-    ``/sys/class/net`` point into ``/sys/devices``): the disk controller
-    at 0000:00:02.0 raises IRQs 35 and 36, the NIC at 0000:00:03.0 IRQs
-    37-39; a device-mapper volume sits on the disk's partition, and bridge
-    br0 joins the physical eth0 with two VMs' taps.
+
+class FakeDevices(fixtures.Fixture):
+    """A sysfs tree of a host's PCI controllers, as the kernel lays it out.
+
+    ``/sys/dev/block/M:m``, ``/sys/class/net`` and ``/sys/bus/pci/devices``
+    point into ``/sys/devices``:
+
+    * the host's disk controller 0000:00:02.0 (IRQs 35, 36): a
+      device-mapper volume on a partition of its disk vda holds the
+      filesystem of the guest's disk image (``disk_dev``);
+    * the uplink eth0, 0000:00:03.0, one IRQ per queue, 8 queues (80-87),
+      joined by bridge br0 with two VMs' taps;
+    * assigned to the reserved domain, bound to vfio-pci: an SR-IOV VF
+      0000:00:05.1 (a network controller: 90, 91) and an NVMe controller
+      0000:00:06.0 (storage: 92, 93);
+    * the VF 0000:00:07.0 (94, 95), its port eth5 under macvtap0 alone;
+      and 0000:00:08.0, a NIC bound to vfio-pci with a legacy line only.
     """
 
     def __init__(self, sysfs_root, disk_dev):
@@ -77,12 +112,24 @@ class FakeDevices(fixtures.Fixture):
 
     def _setUp(self):
         pci = os.path.join(self.root, 'devices/pci0000:00')
-        for dev, irqs in (('0000:00:02.0', (35, 36)),
-                          ('0000:00:03.0', (37, 38, 39))):
+        for dev, irqs, cls, driver in (
+                ('0000:00:02.0', ROOT_DISK_IRQS, '0x010000', 'virtio-pci'),
+                ('0000:00:03.0', UPLINK_IRQS, '0x020000', 'ixgbe'),
+                ('0000:00:05.1', VF_IRQS, '0x020000', 'vfio-pci'),
+                ('0000:00:06.0', NVME_IRQS, '0x010802', 'vfio-pci'),
+                ('0000:00:07.0', PASSTHROUGH_IRQS, '0x020000', 'iavf'),
+                ('0000:00:08.0', (), '0x020000', 'vfio-pci')):
             for n in irqs:
                 host_fixtures.write(os.path.join(pci, dev, 'msi_irqs',
                                                  str(n)), 'msix\n')
             host_fixtures.write(os.path.join(pci, dev, 'irq'), '11\n')
+            host_fixtures.write(os.path.join(pci, dev, 'class'), cls + '\n')
+            os.makedirs(os.path.join(self.root, 'bus/pci/drivers', driver),
+                        exist_ok=True)
+            link(os.path.join(pci, dev, 'driver'),
+                 '../../../bus/pci/drivers/' + driver)
+            link(os.path.join(self.root, 'bus/pci/devices', dev),
+                 '../../../devices/pci0000:00/' + dev)
         vda = os.path.join(pci, '0000:00:02.0/virtio1/block/vda')
         os.makedirs(os.path.join(vda, 'vda1'))
         dm = os.path.join(self.root, 'devices/virtual/block/dm-0')
@@ -93,11 +140,29 @@ class FakeDevices(fixtures.Fixture):
         net = os.path.join(self.root, 'class/net')
         link(os.path.join(net, 'eth0/device'),
              '../../../devices/pci0000:00/0000:00:03.0')
-        for name in ('br0', 'tap1', 'tap2', 'lo'):
+        link(os.path.join(net, 'eth5/device'),
+             '../../../devices/pci0000:00/0000:00:07.0')
+        for name in ('br0', 'tap1', 'tap2', 'macvtap0', 'lo'):
             os.makedirs(os.path.join(net, name), exist_ok=True)
-        for a, b in (('br0', 'eth0'), ('br0', 'tap1'), ('br0', 'tap2')):
+        for a, b in (('br0', 'eth0'), ('br0', 'tap1'), ('br0', 'tap2'),
+                     ('macvtap0', 'eth5')):
             link(os.path.join(net, a, 'lower_' + b), '../' + b)
             link(os.path.join(net, b, 'upper_' + a), '../' + a)
+
+    @staticmethod
+    def interrupts():
+        """``/proc/interrupts`` lines of the devices above."""
+        lines = [interrupts_line(35, 'PCI-MSIX-0000:00:02.0',
+                                 'virtio1-config')]
+        lines += [interrupts_line(n, 'PCI-MSIX-0000:00:03.0',
+                                  'eth0-TxRx-%d' % i)
+                  for i, n in enumerate(UPLINK_IRQS)]
+        for dev, irqs in (('0000:00:05.1', VF_IRQS),
+                          ('0000:00:06.0', NVME_IRQS)):
+            lines += [interrupts_line(n, 'PCI-MSIX-' + dev,
+                                      'vfio-msix[%d](%s)' % (i, dev))
+                      for i, n in enumerate(irqs)]
+        return ''.join(lines)
 
 
 NVME = (' 50:          0          0          0          0  '
@@ -128,7 +193,12 @@ class TestReservationFromNovaMetadata(testtools.TestCase):
                  'block.0.rd.times': 100, 'block.0.wr.times': 200,
                  'block.0.fl.times': 7, 'block.1.rd.times': 50,
                  'block.1.wr.times': 0}
-        self.assertEqual((8, 35, 357), served.block_totals(stats))
+        self.assertEqual((8, 35, 350), served.block_totals(stats))
+        # flushes are no demand: a guest that only flushes, slowly, keeps
+        # a request in flight and shows none
+        flushing = dict(stats, **{'block.0.fl.reqs': 10 ** 6,
+                                  'block.0.fl.times': 10 ** 12})
+        self.assertEqual((8, 35, 350), served.block_totals(flushing))
         self.assertEqual((None, None, None), served.block_totals({}))
         # a disk without request times: counts, but no evidence of demand
         del stats['block.1.wr.times']
@@ -157,8 +227,11 @@ class _MistDriverCase(testtools.TestCase):
         self.useFixture(FakeDevices(self.sysfs.root, self.disk_dev))
         # an NVMe queue on the host serves no reserved domain
         host_fixtures.write(os.path.join(self.irqs.root, 'interrupts'),
-                            acts.INTERRUPTS.replace('NMI:', NVME + 'NMI:'))
-        host_fixtures.write(self.irqs.affinity_file(50), '0-3\n')
+                            acts.INTERRUPTS.replace(
+                                'NMI:', NVME + FakeDevices.interrupts()
+                                + 'NMI:'))
+        for n in ((35, 50) + UPLINK_IRQS + VF_IRQS + NVME_IRQS):
+            host_fixtures.write(self.irqs.affinity_file(n), '0-3\n')
         self.conn = libvirt.open('test:///default')
         self.addCleanup(self.conn.close)
         self.uuid = str(uuid.uuid4())
@@ -179,11 +252,6 @@ class _MistDriverCase(testtools.TestCase):
         d = libvirt_driver.LibvirtHostDriver(self.conf)
         self.addCleanup(d.close)
         return d
-
-    def requires_block_device(self):
-        if self.disk_dev[0] == 0:
-            self.skipTest('this tree is on a filesystem without a block '
-                          'device: no disk controller to find under it')
 
     def decision(self, protect):
         verdict = mist.Verdict(protect=True, reason='test')
@@ -221,14 +289,13 @@ class TestMistThroughTheDriver(_MistDriverCase):
         self.assertEqual(1, len(calls))
 
     def test_protect_release_and_restore(self):
-        self.requires_block_device()
         drv = self.driver()
         drv.recover()
         drv.sample()
         result = drv.apply(self.decision(True))
         self.assertEqual(1000, self.dom.blkioParameters(0)['weight'])
-        self.assertEqual('0', self.irqs.affinity(36))       # block IRQ
-        self.assertEqual('1-3', self.irqs.affinity(38))     # network IRQ
+        self.assertEqual('0', self.irqs.affinity(92))       # its NVMe
+        self.assertEqual('1-3', self.irqs.affinity(90))     # its VF
         self.assertEqual('0-3', self.irqs.affinity(26))     # untouched
         self.assertIn(mist_host.CPU, drv.mist.protected[self.uuid])
         self.assertGreaterEqual(result.applied, 4)
@@ -238,22 +305,20 @@ class TestMistThroughTheDriver(_MistDriverCase):
         # released: every original back
         drv.apply(self.decision(False))
         self.assertEqual(self.weight, self.dom.blkioParameters(0)['weight'])
-        self.assertEqual('0-3', self.irqs.affinity(36))
-        self.assertEqual('0-3', self.irqs.affinity(38))
+        self.assertEqual('0-3', self.irqs.affinity(92))
+        self.assertEqual('0-3', self.irqs.affinity(90))
         self.assertTrue(drv.checkpoint.empty)
 
     def test_stop_restores(self):
-        self.requires_block_device()
         drv = self.driver()
         drv.recover()
         drv.sample()
         drv.apply(self.decision(True))
         drv.restore()
         self.assertEqual(self.weight, self.dom.blkioParameters(0)['weight'])
-        self.assertEqual('0-3', self.irqs.affinity(36))
+        self.assertEqual('0-3', self.irqs.affinity(92))
 
     def test_a_crashed_agent_is_undone_at_the_next_start(self):
-        self.requires_block_device()
         drv = self.driver()
         drv.recover()
         drv.sample()
@@ -261,11 +326,11 @@ class TestMistThroughTheDriver(_MistDriverCase):
         drv.close()                 # dies without restoring
         path = self.conf.vsmtio_agent.checkpoint_path
         self.assertTrue(os.path.exists(path))
-        self.assertEqual('0', self.irqs.affinity(36))
+        self.assertEqual('0', self.irqs.affinity(92))
         fresh = self.driver()
         fresh.recover()
         self.assertEqual(self.weight, self.dom.blkioParameters(0)['weight'])
-        self.assertEqual('0-3', self.irqs.affinity(36))
+        self.assertEqual('0-3', self.irqs.affinity(92))
         self.assertFalse(os.path.exists(path))
 
     def test_a_dry_run_writes_nothing(self):
@@ -276,7 +341,7 @@ class TestMistThroughTheDriver(_MistDriverCase):
         ag.tick()                   # the start period
         ag._apply(self.decision(True))
         self.assertEqual(self.weight, self.dom.blkioParameters(0)['weight'])
-        self.assertEqual('0-3', self.irqs.affinity(36))
+        self.assertEqual('0-3', self.irqs.affinity(92))
         self.assertFalse(os.path.exists(
             self.conf.vsmtio_agent.checkpoint_path))
 
@@ -346,6 +411,96 @@ class TestMistThroughTheDriver(_MistDriverCase):
                             for m in mode.missing), mode.missing)
 
 
+class TestNoRealTimeWithoutPerVmBudget(_MistDriverCase):
+    """A host-wide RT bound is no VM's budget: cpu shares, never SCHED_RR.
+
+    Debian's kernels bound real-time threads only host-wide
+    (``kernel.sched_rt_runtime_us``, 950000 of 1000000 us, and no
+    ``cpu.rt_runtime_us`` per cgroup): one protected VM's threads could
+    take that whole bound from every other real-time thread. The domain of
+    ``test:///default`` has no QEMU process, so its entry is pointed at a
+    real thread of this process: the one place a SCHED_RR write would
+    show (the agent runs as root here, so nothing else would stop it).
+    """
+
+    def setUp(self):
+        super().setUp()
+        kernel = os.path.join(self.irqs.root, 'sys/kernel')
+        host_fixtures.write(os.path.join(kernel, 'sched_rt_runtime_us'),
+                            '950000\n')
+        host_fixtures.write(os.path.join(kernel, 'sched_rt_period_us'),
+                            '1000000\n')
+        # only the thread below, never every thread of the test runner
+        self.conf.set_override('mist_rt_threads', 'vcpus',
+                               group='vsmtio_agent')
+        stop = threading.Event()
+        self.thread = threading.Thread(target=stop.wait, daemon=True)
+        self.thread.start()
+        self.addCleanup(self.thread.join)
+        self.addCleanup(stop.set)
+        self.policy = os.sched_getscheduler(self.thread.native_id)
+
+    def test_global_rt_gets_the_shares_fallback_and_says_so(self):
+        logged = self.useFixture(fixtures.FakeLogger())
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        entry = drv.domains.get(self.uuid)
+        entry.pid, entry.tids = os.getpid(), {0: self.thread.native_id}
+        original = self.dom.schedulerParameters()['weight']
+        for _ in range(3):
+            result = drv.apply(self.decision(True))
+            self.assertEqual(0, result.failed, result.messages)
+        tid = self.thread.native_id
+        self.assertEqual(self.policy, os.sched_getscheduler(tid))
+        self.assertNotEqual(os.SCHED_RR,
+                            os.sched_getscheduler(tid)
+                            & ~os.SCHED_RESET_ON_FORK)
+        self.assertEqual([], drv.checkpoint.keys('mist_sched_policy'))
+        # the weight fallback, from the original shares
+        self.assertEqual('shares', drv.mist.protected[self.uuid][
+            mist_host.CPU])
+        factor = self.conf.vsmtio_agent.mist_cpu_shares_factor
+        self.assertEqual(round(original * factor), entry.shares[1])
+        # said once in the log, and where check and status say the mode
+        self.assertEqual(1, logged.output.count(
+            'no per-VM real-time budget: no real-time group scheduling '
+            '(no cpu.rt_runtime_us in the cpu cgroups): '
+            'kernel.sched_rt_runtime_us bounds all real-time threads '
+            'together at 950000 of 1000000 us'), logged.output)
+        line = ('cpu shares x%.1f instead of real-time priority: no per-VM '
+                'real-time budget' % factor)
+        mode = drv.describe()
+        self.assertTrue(any(m.startswith('MIST cpu: ' + line)
+                            for m in mode.missing), mode.missing)
+        self.assertTrue(drv.mist_mode().startswith(line), drv.mist_mode())
+        from vsmtio_agent import agent as agent_mod
+        from vsmtio_agent import status
+        ag = agent_mod.Agent(self.conf, drv)
+        ag.tick()
+        doc = status.document(ag.tick(), drv, self.conf.vsmtio_agent,
+                              mode.mode)
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path, 's')
+        with open(path, 'w') as f:
+            json.dump(doc, f)
+        self.assertIn('  CPU: ' + line,
+                      status.format_table(status.load(path)))
+        drv.restore()
+        self.assertEqual(original, entry.shares[1])
+
+    def test_group_rt_is_reported_as_real_time(self):
+        # the same host with RT group scheduling: a budget per VM
+        cg = self.useFixture(acts.FakeCgroups())
+        os.makedirs(os.path.join(self.sysfs.root, 'fs'), exist_ok=True)
+        os.symlink(cg.root, os.path.join(self.sysfs.root, 'fs/cgroup'))
+        drv = self.driver()
+        self.assertTrue(drv.mist_mode().startswith(
+            'real-time priority (SCHED_RR) with a per-VM budget'),
+            drv.mist_mode())
+        self.assertIn('MIST cpu: ' + drv.mist_mode(),
+                      drv.describe().capabilities)
+
+
 class TestMistInterruptsThroughTheDriver(_MistDriverCase):
     """Which interrupts MIST moves for the reserved domain, and back."""
 
@@ -356,26 +511,50 @@ class TestMistInterruptsThroughTheDriver(_MistDriverCase):
         drv.recover()
         drv.sample()
         drv.apply(self.decision(True))
-        self.assertEqual('0-3', self.irqs.affinity(36))
+        self.assertEqual('0-3', self.irqs.affinity(92))
         self.assertEqual(1000, self.dom.blkioParameters(0)['weight'])
         drv.restore()
 
-    def test_only_the_protected_domains_devices_irqs(self):
-        # only the IRQs of the reserved VM's disk and NIC move, not every
-        # matching IRQ on the host (nvme0q1 among them)
-        self.requires_block_device()
+    def test_only_the_irqs_of_devices_the_domain_alone_owns(self):
+        # Its tap is on br0, whose uplink eth0 has 8 queues every VM on
+        # the bridge and the host share: none of them moves, nor the
+        # controller of the host's disk its image lives on, nor any other
+        # matching IRQ of the host (nvme0q1). Its own VF's and NVMe
+        # controller's queues do.
         drv = self.driver()
         drv.recover()
         drv.sample()
         drv.apply(self.decision(True))
-        self.assertEqual('0', self.irqs.affinity(36))
-        self.assertEqual('1-3', self.irqs.affinity(39))
-        for other in (24, 26, 28, 40, 44, 50):
+        self.assertEqual({92: frozenset([0]), 93: frozenset([0]),
+                          90: frozenset([1, 2, 3]),
+                          91: frozenset([1, 2, 3])}, drv.mist.irq_plan)
+        for n in NVME_IRQS:
+            self.assertEqual('0', self.irqs.affinity(n), n)
+        for n in VF_IRQS:
+            self.assertEqual('1-3', self.irqs.affinity(n), n)
+        for other in (UPLINK_IRQS + ROOT_DISK_IRQS
+                      + (24, 26, 28, 38, 39, 40, 44, 50)):
             self.assertEqual('0-3', self.irqs.affinity(other), other)
-        self.assertEqual({36: frozenset([0]), 38: frozenset([1, 2, 3]),
-                          39: frozenset([1, 2, 3])}, drv.mist.irq_plan)
         drv.restore()
-        self.assertEqual('0-3', self.irqs.affinity(36))
+        for n in VF_IRQS + NVME_IRQS:
+            self.assertEqual('0-3', self.irqs.affinity(n), n)
+
+    def test_an_assigned_device_back_with_its_host_driver_is_shared(self):
+        # the VF is bound to its host driver again (the domain's XML still
+        # names it): it serves the host, not the domain alone
+        vf = os.path.join(self.sysfs.root, 'devices/pci0000:00/0000:00:05.1')
+        os.unlink(os.path.join(vf, 'driver'))
+        os.symlink('../../../bus/pci/drivers/ixgbe',
+                   os.path.join(vf, 'driver'))
+        logged = self.useFixture(fixtures.FakeLogger())
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        drv.apply(self.decision(True))
+        self.assertEqual({92, 93}, set(drv.mist.irq_plan))
+        self.assertIn('assigned device 0000:00:05.1: bound to ixgbe, not to '
+                      'a VFIO driver', logged.output)
+        drv.restore()
 
     def test_the_configured_set_is_host_wide(self):
         self.conf.set_override('mist_irq_scope', 'pattern',
@@ -386,55 +565,54 @@ class TestMistInterruptsThroughTheDriver(_MistDriverCase):
         drv.apply(self.decision(True))
         self.assertEqual('0', self.irqs.affinity(50))
         self.assertEqual('0', self.irqs.affinity(36))
+        self.assertEqual('1-3', self.irqs.affinity(80))     # eth0-TxRx-0
         drv.restore()
         self.assertEqual('0-3', self.irqs.affinity(50))
+        self.assertEqual('0-3', self.irqs.affinity(80))
 
     def test_the_ban_list_is_honoured(self):
         # the operator's ban list keeps an IRQ where it is
-        self.requires_block_device()
-        self.conf.set_override('mist_irq_ban', [36, 39],
+        self.conf.set_override('mist_irq_ban', [92, 91],
                                group='vsmtio_agent')
         drv = self.driver()
         drv.recover()
         drv.sample()
         drv.apply(self.decision(True))
-        self.assertEqual('0-3', self.irqs.affinity(36))
-        self.assertEqual('0-3', self.irqs.affinity(39))
-        self.assertEqual('1-3', self.irqs.affinity(38))
+        self.assertEqual('0-3', self.irqs.affinity(92))
+        self.assertEqual('0-3', self.irqs.affinity(91))
+        self.assertEqual('1-3', self.irqs.affinity(90))
+        self.assertEqual('0', self.irqs.affinity(93))
         drv.restore()
 
     def test_irqbalance_keeps_what_it_is_not_told_to_leave(self):
         # MIST leaves the IRQs irqbalance would move back within seconds
         # where they are, and says so
-        self.requires_block_device()
         logged = self.useFixture(fixtures.FakeLogger())
         host_fixtures.write(os.path.join(self.irqs.root, '4242/comm'),
                             'irqbalance\n')
         with open(os.path.join(self.irqs.root, '4242/cmdline'), 'wb') as f:
-            f.write(b'/usr/sbin/irqbalance\0--foreground\0--banirq=38\0')
+            f.write(b'/usr/sbin/irqbalance\0--foreground\0--banirq=90\0')
         drv = self.driver()
         drv.recover()
         drv.sample()
         drv.apply(self.decision(True))
-        self.assertEqual('1-3', self.irqs.affinity(38))     # banned there
-        self.assertEqual('0-3', self.irqs.affinity(36))
-        self.assertEqual('0-3', self.irqs.affinity(39))
+        self.assertEqual('1-3', self.irqs.affinity(90))     # banned there
+        for n in (91, 92, 93):
+            self.assertEqual('0-3', self.irqs.affinity(n), n)
         self.assertIn('irqbalance (pid 4242) runs and would move IRQs '
-                      '36,39 back', logged.output)
+                      '91-93 back', logged.output)
         drv.restore()
-        self.assertEqual('0-3', self.irqs.affinity(38))
+        self.assertEqual('0-3', self.irqs.affinity(90))
 
     def test_a_refused_separation_gives_back_what_it_moved(self):
-        # The functional test's host moves a config vector and refuses the
-        # request queue's (EPERM); here a stand-in refuses IRQ 39 the same
-        # way, after 36 and 38 were moved.
-        self.requires_block_device()
+        # A host may let one vector move and refuse the next (EPERM); here
+        # a stand-in refuses IRQ 91 that way, after 90 was moved.
         from vsmtio_agent.actuators import base as act_base
         from vsmtio_agent.actuators import irq as irq_act
 
         class Refusing(irq_act.IrqAffinity):
             def _set(self, key, value):
-                if key == '39':
+                if key == '91':
                     raise act_base.ActuatorError('EPERM', denied=True)
                 super()._set(key, value)
 
@@ -444,27 +622,26 @@ class TestMistInterruptsThroughTheDriver(_MistDriverCase):
         drv.mist.irq = Refusing(drv.checkpoint, self.irqs.root)
         drv.apply(self.decision(True))
         self.assertIn(mist_host.IRQ, drv.mist.unsupported)
-        for n in (36, 38, 39):
+        for n in VF_IRQS + NVME_IRQS:
             self.assertEqual('0-3', self.irqs.affinity(n), n)
         self.assertEqual([], drv.checkpoint.keys(drv.mist.irq.kind))
         drv.apply(self.decision(True))      # not tried again
-        self.assertEqual('0-3', self.irqs.affinity(36))
+        self.assertEqual('0-3', self.irqs.affinity(90))
         drv.restore()
 
     def test_an_irq_leaves_with_its_domains_protection(self):
-        self.requires_block_device()
         drv = self.driver()
         drv.recover()
         drv.sample()
         drv.apply(self.decision(True))
-        self.assertEqual('0', self.irqs.affinity(36))
-        # the NIC's IRQ 39 is banned meanwhile: it goes back at once
-        self.conf.set_override('mist_irq_ban', [39], group='vsmtio_agent')
+        self.assertEqual('0', self.irqs.affinity(92))
+        # the VF's IRQ 91 is banned meanwhile: it goes back at once
+        self.conf.set_override('mist_irq_ban', [91], group='vsmtio_agent')
         drv.apply(self.decision(True))
-        self.assertEqual('0-3', self.irqs.affinity(39))
-        self.assertEqual('0', self.irqs.affinity(36))
+        self.assertEqual('0-3', self.irqs.affinity(91))
+        self.assertEqual('0', self.irqs.affinity(92))
         drv.apply(self.decision(False))
-        self.assertEqual('0-3', self.irqs.affinity(36))
+        self.assertEqual('0-3', self.irqs.affinity(92))
         self.assertTrue(drv.checkpoint.empty)
 
     def test_describe_says_what_interrupts_and_irqbalance(self):
@@ -475,8 +652,9 @@ class TestMistInterruptsThroughTheDriver(_MistDriverCase):
         host_fixtures.write(os.path.join(self.irqs.root, '77/cmdline'),
                             'irqbalance\0')
         mode = self.driver().describe()
-        self.assertIn("MIST interrupts: the protected VMs' devices; never "
-                      "IRQs 24,26", mode.capabilities)
+        self.assertIn("MIST interrupts: those of the devices a protected VM "
+                      "alone owns (assigned to it); never IRQs 24,26",
+                      mode.capabilities)
         self.assertIn('MIST interrupts: irqbalance (pid 77) runs: only the '
                       'IRQs its --banirq names are moved', mode.missing)
 
@@ -564,39 +742,96 @@ class _Log:
         pass
 
 
+PASSTHROUGH_XML = """<domain><devices>
+  <interface type='direct'>
+    <source dev='%s' mode='%s'/><target dev='macvtap0'/>
+  </interface></devices></domain>"""
+
+
 class TestDevices(testtools.TestCase):
-    """The walk from a domain's sources to its controllers' IRQs."""
+    """From what a domain alone owns to its IRQs; nothing shared."""
 
     def setUp(self):
         super().setUp()
         self.root = self.useFixture(fixtures.TempDir()).path
         self.useFixture(FakeDevices(self.root, (254, 0)))
+        # the host's disk, its image's filesystem: a real device number
+        self.image = os.path.abspath(__file__)
 
-    def test_through_device_mapper_and_a_bridge(self):
+    def domain_irqs(self, xml):
         from vsmtio_agent.drivers.mist import devices
-        # a volume on a partition of the virtio disk
-        node = os.path.join(self.root, 'dev/block/254:0')
-        self.assertEqual({35, 36}, devices._block_node_irqs(
-            self.root, os.path.realpath(node), 0))
-        # a tap on br0 reaches eth0's controller, not another tap's
-        self.assertEqual({37, 38, 39}, devices.net_irqs(self.root,
-                                                        ['tap1']))
-        self.assertEqual({37, 38, 39}, devices.net_irqs(self.root,
-                                                        ['br0']))
-        self.assertEqual(set(), devices.net_irqs(self.root, ['lo', 'nope']))
-        # a legacy line where a device has no MSI vectors
-        host_fixtures.write(os.path.join(
-            self.root, 'devices/platform/ide0/irq'), '14\n')
-        self.assertEqual({14}, devices.device_irqs(
-            self.root, os.path.join(self.root, 'devices/platform/ide0')))
+        return devices.domain_irqs(self.root, xml)
 
-    def test_what_a_domain_names(self):
+    def test_what_a_domain_owns(self):
         from vsmtio_agent.drivers.mist import devices
-        xml = with_devices('/no/such/image', NOVA_XML % {
+        xml = with_devices(self.image, NOVA_XML % {
             'name': 'x', 'uuid': str(uuid.uuid4()), 'specs': ''})
-        self.assertEqual((['/no/such/image'], ['tap1', 'br0']),
-                         devices.host_sources(xml))
-        block, net, problems = devices.domain_irqs(self.root, xml)
-        self.assertEqual((set(), {37, 38, 39}), (block, net))
-        self.assertIn('/no/such/image', problems[0])
-        self.assertRaises(ValueError, devices.host_sources, '<domain')
+        self.assertEqual((['0000:00:05.1', '0000:00:06.0'], []),
+                         devices.owned_sources(xml))
+        block, net, problems = self.domain_irqs(xml)
+        self.assertEqual((set(NVME_IRQS), set(VF_IRQS), []),
+                         (block, net, problems))
+        self.assertRaises(ValueError, devices.owned_sources, '<domain')
+
+    def test_nothing_shared_with_the_host_or_another_domain(self):
+        # a disk image on the host's disk, a block device source, a tap on
+        # a bridge with the uplink, the bridge itself: not the domain's
+        # alone, whatever sysfs says lies under them
+        xml = """<domain><devices>
+          <disk type='file'><source file='%s'/></disk>
+          <disk type='block'><source dev='/dev/dm-0'/></disk>
+          <interface type='bridge'><source bridge='br0'/>
+            <target dev='tap1'/></interface>
+          <interface type='direct'><source dev='eth0' mode='bridge'/>
+            <target dev='macvtap1'/></interface>
+        </devices></domain>""" % self.image
+        self.assertEqual((set(), set(), []), self.domain_irqs(xml))
+
+    def test_a_port_under_its_passthrough_macvtap_alone(self):
+        block, net, problems = self.domain_irqs(
+            PASSTHROUGH_XML % ('eth5', 'passthrough'))
+        self.assertEqual((set(), set(PASSTHROUGH_IRQS), []),
+                         (block, net, problems))
+        # the same port in another mode is shared with its other users
+        self.assertEqual((set(), set(), []), self.domain_irqs(
+            PASSTHROUGH_XML % ('eth5', 'bridge')))
+        # a port with another upper device (a bridge) is shared
+        net_dir = os.path.join(self.root, 'class/net')
+        os.symlink('../br0', os.path.join(net_dir, 'eth5/upper_br0'))
+        block, net, problems = self.domain_irqs(
+            PASSTHROUGH_XML % ('eth5', 'passthrough'))
+        self.assertEqual(set(), net)
+        self.assertIn('port eth5 has other upper devices (br0): shared',
+                      problems[0])
+        # the uplink under the bridge is never taken for a passthrough port
+        block, net, problems = self.domain_irqs(
+            PASSTHROUGH_XML % ('eth0', 'passthrough'))
+        self.assertEqual(set(), net)
+        self.assertIn('port eth0 has other upper devices (br0)', problems[0])
+        block, net, problems = self.domain_irqs(
+            PASSTHROUGH_XML % ('../eth0', 'passthrough'))
+        self.assertEqual(set(), net)
+        self.assertIn('not a device name', problems[0])
+
+    def test_only_its_own_msi_vectors(self):
+        from vsmtio_agent.drivers.mist import devices
+        hostdev = ("<domain><devices><hostdev mode='subsystem' type='pci'>"
+                   "<source><address domain='0' bus='0' slot='%s' "
+                   "function='%s'/></source></hostdev></devices></domain>")
+        # a device bound to vfio-pci with a legacy line only: lines are
+        # shared, so nothing
+        self.assertEqual((set(), set(), []), self.domain_irqs(
+            hostdev % ('0x08', '0')))
+        # a device that is no storage or network controller
+        gpu = os.path.join(self.root, 'devices/pci0000:00/0000:00:06.0')
+        host_fixtures.write(os.path.join(gpu, 'class'), '0x030000\n')
+        block, net, problems = self.domain_irqs(hostdev % ('0x06', '0'))
+        self.assertEqual((set(), set()), (block, net))
+        self.assertIn('neither a storage nor a network controller',
+                      problems[0])
+        # a device not in sysfs
+        block, net, problems = self.domain_irqs(hostdev % ('0x1f', '7'))
+        self.assertIn('0000:00:1f.7: not in sysfs', problems[0])
+        # a parent's IRQ is not the device's own
+        self.assertEqual(set(), devices.own_vectors(os.path.join(
+            self.root, 'devices/pci0000:00')))

@@ -97,10 +97,10 @@ class TestDemand(testtools.TestCase):
                             * 10)
         self.assertEqual([False] * 10, flags)
 
-    def test_a_starved_vm_with_requests_in_flight_is_protected(self):
-        # served almost nothing, yet its requests wait: demand is shown
-        starved = dataclasses.replace(HOLD, iops=1.0, queue_depth=4.0)
-        flags, _ = run(P, [starved] * 3)
+    def test_a_vm_with_requests_in_flight_is_protected(self):
+        # served 40 of its 100 IOPS, its requests waiting: demand shown
+        busy = dataclasses.replace(HOLD, queue_depth=4.0)
+        flags, _ = run(P, [busy] * 3)
         self.assertEqual([False, False, True], flags)
 
     def test_observe_derives_the_mean_requests_in_flight(self):
@@ -121,6 +121,78 @@ class TestDemand(testtools.TestCase):
                           min_queue_depth=float('nan'))
 
 
+class TestDemandItsReservationExplains(testtools.TestCase):
+    """Protection needs a shortfall the VM's reservation explains.
+
+    The VM must be served at least ``min_demand_fraction`` of what it
+    reserved (0.25 by default): a trickle of I/O beside computing vCPUs
+    is no claim on a reservation, however preempted the vCPUs are.
+    """
+
+    RES = model.Reservation(iops=500)
+    # 20 IOPS, a request in flight 6% of the time, I_cpu 0.3: it passes
+    # every other condition (in flight above 0.05, I_cpu above 0.05,
+    # below its reservation)
+    TRICKLE = mist.VmPeriod(i_cpu=0.3, iops=20.0, bytes_per_s=None,
+                            reservation=RES, queue_depth=0.06)
+
+    def test_a_trickle_is_never_protected(self):
+        flags, _ = run(mist.Params(), [self.TRICKLE] * 50)
+        self.assertEqual([False] * 50, flags)
+        _, verdicts = mist.step(mist.Params(), {}, {'vm': self.TRICKLE})
+        self.assertIn('too little I/O for its reservation to explain '
+                      '(20 IOPS < 25% of 500 reserved)',
+                      verdicts['vm'].reason)
+
+    def test_the_stated_fraction_of_the_reservation_is_protected(self):
+        params = mist.Params()
+        at = dataclasses.replace(self.TRICKLE, iops=125.0)     # 25%
+        flags, _ = run(params, [at] * 3)
+        self.assertEqual([False, False, True], flags)
+        _, verdicts = mist.step(params, {}, {'vm': at})
+        self.assertIn('I_cpu 0.300 > 0.050 and 125 IOPS < 500 reserved',
+                      verdicts['vm'].reason)
+        below = dataclasses.replace(self.TRICKLE, iops=124.0)
+        self.assertFalse(any(run(params, [below] * 10)[0]))
+        # the operator states the fraction
+        half = mist.Params(min_demand_fraction=0.5)
+        self.assertFalse(any(run(half, [at] * 10)[0]))
+        self.assertTrue(run(half, [dataclasses.replace(
+            at, iops=250.0)] * 3)[0][-1])
+
+    def test_a_starved_vm_below_the_fraction_is_not_protected(self):
+        # the fraction's price: served 1 of 100 IOPS with four requests
+        # waiting cannot be told from a VM that asks for 1
+        starved = dataclasses.replace(HOLD, iops=1.0, queue_depth=4.0)
+        self.assertFalse(any(run(P, [starved] * 10)[0]))
+
+    def test_each_dimension_on_its_own(self):
+        # bandwidth reserved too: small requests serve 40% of the IOPS and
+        # 1% of the bytes; the IOPS explain the shortfall, the bytes do not
+        res = model.Reservation(iops=100, bytes_per_s=10 ** 8)
+        vm = mist.VmPeriod(0.5, 40.0, 10 ** 6, res, queue_depth=1.0)
+        _, verdicts = mist.step(P, {}, {'vm': vm})
+        self.assertTrue(verdicts['vm'].reason.startswith(
+            'I_cpu 0.500 > 0.050 and 40 IOPS < 100 reserved ('),
+            verdicts['vm'].reason)
+        # a trickle on both dimensions
+        vm = mist.VmPeriod(0.5, 4.0, 10 ** 6, res, queue_depth=1.0)
+        _, verdicts = mist.step(P, {}, {'vm': vm})
+        self.assertIn('4 IOPS < 25% of 100 reserved, 1000000 B/s < 25% of '
+                      '100000000 reserved', verdicts['vm'].reason)
+        # the IOPS met, the bytes a trickle: nothing the reservation
+        # explains is short
+        vm = mist.VmPeriod(0.5, 150.0, 10 ** 6, res, queue_depth=1.0)
+        _, verdicts = mist.step(P, {}, {'vm': vm})
+        self.assertFalse(verdicts['vm'].protect)
+        self.assertIn('I/O meets its reservation', verdicts['vm'].reason)
+
+    def test_params_refuse_a_fraction_outside_zero_to_one(self):
+        for bad in (0, 1, -0.5, 1.5, float('nan')):
+            self.assertRaises(ValueError, mist.Params,
+                              min_demand_fraction=bad)
+
+
 class TestShortfall(testtools.TestCase):
 
     def test_each_reserved_dimension(self):
@@ -130,6 +202,12 @@ class TestShortfall(testtools.TestCase):
         self.assertEqual('500000 B/s < 1000000 reserved', mist.shortfall(vm))
         vm = mist.VmPeriod(0.5, 150.0, None, model.Reservation(100, 10 ** 6))
         self.assertIsNone(mist.shortfall(vm))
+
+    def test_only_what_the_fraction_explains(self):
+        vm = mist.VmPeriod(0.5, 20.0, 5e5, model.Reservation(100, 10 ** 6))
+        self.assertEqual('500000 B/s < 1000000 reserved',
+                         mist.shortfall(vm, 0.25))
+        self.assertIsNone(mist.shortfall(vm, 0.6))
 
 
 class TestDebounce(testtools.TestCase):
