@@ -30,14 +30,15 @@ class OptionsTest(test.NoDBTestCase):
         self.assertEqual(
             {'target_io_fraction', 'min_io_fraction', 'max_io_fraction',
              'filter_min_classified_vcpus', 'instance_class_cache_seconds',
-             'weight_multiplier', 'measured_class_secret', 'sysfs_root',
-             'io_reservation_capacity_iops',
+             'weight_multiplier', 'measured_class_secret',
+             'measured_class_previous_secret', 'measured_class_host_keys',
+             'sysfs_root', 'io_reservation_capacity_iops',
              'io_reservation_capacity_mib_per_s'},
             {o.name for o in opts})
         for opt in opts:
             self.assertTrue(opt.help, opt.name)
-            if opt.name == 'measured_class_secret':
-                # A secret: kept out of logs, no bounds to have.
+            if opt.name.startswith('measured_class_'):
+                # Secrets: kept out of logs, no bounds to have.
                 self.assertTrue(opt.secret)
             elif opt.name == 'sysfs_root':
                 self.assertEqual('/sys', opt.default)  # a path: no bounds
