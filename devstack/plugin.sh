@@ -3,13 +3,15 @@
 #
 # stack install      install vsmtio into nova's environment (and
 #                    osc-placement where placement runs)
-# stack post-config  add the vsmtio filter and weigher to $NOVA_CONF, and the
-#                    measured class's secret
+# stack post-config  add the vsmtio filter and weigher to $NOVA_CONF, the
+#                    measured class's root secret where the scheduler
+#                    runs, and the agent's nova policy where nova-api runs
 # stack extra        load the metadefs into glance; define the retention
-#                    trait in placement; create the agent's keystone user;
-#                    on compute nodes switch nova-compute to the vsmtio
-#                    driver (VSMTIO_RETENTION) and start vsmtio-agent,
-#                    publishing (VSMTIO_PUBLISH)
+#                    trait in placement; create the agent's keystone user
+#                    and role; on compute nodes give nova-compute this
+#                    host's key, switch it to the vsmtio driver
+#                    (VSMTIO_RETENTION) and start vsmtio-agent, publishing
+#                    (VSMTIO_PUBLISH)
 # stack test-config  tell tempest the vsmtio service is there, and how to
 #                    reach the compute host and the agent
 # unstack            stop the agent, take back the nova.conf edits, the
@@ -46,12 +48,50 @@ function install_vsmtio {
 
 function configure_vsmtio_nova {
     vsmtio_nova_conf enable "$NOVA_CONF"
-    # nova-compute trusts a measured class signed with this secret only;
-    # devstack copies $NOVA_CONF to nova-compute's $NOVA_CPU_CONF.
-    iniset "$NOVA_CONF" vsmtio measured_class_secret \
-        "$VSMTIO_MEASURED_CLASS_SECRET"
+    # The root secret every host's key derives from, for the scheduler
+    # only: nova-compute gets its own host's key (configure_vsmtio_keys).
+    if is_service_enabled n-sch; then
+        iniset "$NOVA_CONF" vsmtio measured_class_secret \
+            "$VSMTIO_MEASURED_CLASS_SECRET"
+    fi
+    # The agent's role may call the server metadata API (policy.d beside
+    # nova's policy file, read by nova-api).
+    if is_service_enabled n-api; then
+        install -d "$NOVA_CONF_DIR/policy.d"
+        install -m 0644 "$VSMTIO_DIR/etc/nova/policy.d/vsmtio.yaml" \
+            "$NOVA_CONF_DIR/policy.d/vsmtio.yaml"
+    fi
 }
 
+# nova's name of this compute host: what its measured classes are signed
+# for.
+function vsmtio_host {
+    local host
+    host=$(iniget "$NOVA_CPU_CONF" DEFAULT host)
+    echo "${host:-$(hostname)}"
+}
+
+# This host's key: VSMTIO_MEASURED_CLASS_KEY, or derived from the root
+# secret (on standard input: never on a command line).
+function vsmtio_host_key {
+    if [[ -n "${VSMTIO_MEASURED_CLASS_KEY:-}" ]]; then
+        echo "$VSMTIO_MEASURED_CLASS_KEY"
+        return
+    fi
+    printf '%s\n' "$VSMTIO_MEASURED_CLASS_SECRET" |
+        vsmtio_nova_conf host-key --host "$(vsmtio_host)" -
+}
+
+# nova-compute verifies the classes of its instances with this host's key
+# and holds no root secret (devstack copied $NOVA_CONF, which has it where
+# the scheduler runs here too).
+function configure_vsmtio_keys {
+    local key
+    key=$(vsmtio_host_key)
+    [[ -n "$key" ]] || die $LINENO "no measured class key for this host"
+    inidelete "$NOVA_CPU_CONF" vsmtio measured_class_secret
+    iniset "$NOVA_CPU_CONF" vsmtio measured_class_host_keys "$key"
+}
 # install.rst's command (glance-manage db load_metadefs --path etc/metadefs),
 # with devstack's glance configuration.
 function load_vsmtio_metadefs {
@@ -67,10 +107,18 @@ function define_vsmtio_trait {
         trait create CUSTOM_VSMTIO_CONTEXT_RETENTION
 }
 
-# The user the agents publish the measured class as: it updates any
-# server's metadata, so admin in the service project.
+# The user the agents publish the measured class as: no admin and no
+# project of its own; the vsmtio-agent role in every project of the
+# domain (inherited), which nova's policy (etc/nova/policy.d/vsmtio.yaml)
+# lets read, set and delete server metadata and nothing else. The agent
+# scopes a token to each instance's project.
 function create_vsmtio_user {
-    create_service_user "$VSMTIO_SERVICE_USER" admin
+    get_or_create_role "$VSMTIO_AGENT_ROLE"
+    get_or_create_user "$VSMTIO_SERVICE_USER" "$SERVICE_PASSWORD" \
+        "$SERVICE_DOMAIN_NAME"
+    openstack --os-cloud devstack-system-admin role add --inherited \
+        --user "$VSMTIO_SERVICE_USER" --user-domain "$SERVICE_DOMAIN_NAME" \
+        --domain "$VSMTIO_AGENT_DOMAIN" "$VSMTIO_AGENT_ROLE"
 }
 
 function unload_vsmtio_metadefs {
@@ -125,17 +173,20 @@ EOC
     configure_vsmtio_publish
 }
 
-# The signed class for nova's name of this host, as the vsmtio user.
+# The class signed with this host's key for nova's name of this host, as
+# the vsmtio user (a token per instance project: no project here).
 function configure_vsmtio_publish {
-    local host
-    host=$(iniget "$NOVA_CPU_CONF" DEFAULT host)
+    local key
+    key=$(vsmtio_host_key)
+    [[ -n "$key" ]] || die $LINENO "no measured class key for this host"
     cat >> "$VSMTIO_AGENT_CONF" <<EOC
 
 [vsmtio_publish]
 enabled = $VSMTIO_PUBLISH
 interval = $VSMTIO_PUBLISH_INTERVAL
-measured_class_secret = $VSMTIO_MEASURED_CLASS_SECRET
-host = ${host:-$(hostname)}
+measured_class_key = $key
+host = $(vsmtio_host)
+token_scope = instance
 
 [vsmtio_publish_auth]
 auth_type = password
@@ -143,8 +194,6 @@ auth_url = $KEYSTONE_SERVICE_URI
 username = $VSMTIO_SERVICE_USER
 password = $SERVICE_PASSWORD
 user_domain_name = $SERVICE_DOMAIN_NAME
-project_name = $SERVICE_PROJECT_NAME
-project_domain_name = $SERVICE_DOMAIN_NAME
 region_name = $REGION_NAME
 EOC
 }
@@ -174,6 +223,15 @@ function configure_vsmtio_tempest {
         "sudo systemctl start devstack@vsmtio-agent"
     iniset "$TEMPEST_CONFIG" vsmtio agent_checkpoint_path \
         "$VSMTIO_STATE_DIR/agent-checkpoint.json"
+    # The host's mix as nova-compute saved it, from the cell database: the
+    # tenant edit test reads it before and after the tenant's edit.
+    if [[ "${DATABASE_TYPE:-}" == "mysql" ]]; then
+        local mysql query
+        mysql="mysql -u$DATABASE_USER -p$DATABASE_PASSWORD -h$DATABASE_HOST"
+        query="SELECT stats FROM compute_nodes WHERE host='{host}'"
+        iniset "$TEMPEST_CONFIG" vsmtio node_stats_command \
+            "$mysql -N -B nova_cell1 -e \"$query AND deleted=0\""
+    fi
     min_classified=$(iniget "$NOVA_CONF" vsmtio filter_min_classified_vcpus)
     iniset "$TEMPEST_CONFIG" vsmtio filter_min_classified_vcpus \
         "${min_classified:-16}"
@@ -181,6 +239,7 @@ function configure_vsmtio_tempest {
 
 function unstack_vsmtio {
     stop_process vsmtio-agent
+    rm -f "$NOVA_CONF_DIR/policy.d/vsmtio.yaml"
     if is_service_enabled n-cpu && [[ -f "$NOVA_CPU_CONF" ]]; then
         vsmtio_nova_conf disable "$NOVA_CPU_CONF"
     fi
@@ -215,6 +274,7 @@ elif [[ "$1" == "stack" && "$2" == "extra" ]]; then
         create_vsmtio_user
     fi
     if is_service_enabled n-cpu; then
+        configure_vsmtio_keys
         if [[ "$VSMTIO_RETENTION" == "True" ]]; then
             echo_summary "Starting nova-compute with the vsmtio driver"
             start_vsmtio_compute

@@ -8,11 +8,12 @@ server metadata. Per instance the agent writes at most :data:`KEYS`:
 ``vsmtio:measured_class``
     ``io`` or ``cpu`` with an HMAC signature that binds the instance, the
     class, this host and an expiry
-    (:func:`vsmtio_contract.workload.sign_measured`): server metadata is
-    writable by the instance's owner, so nova-compute trusts only a value
-    signed with the secret it shares with the agents, for the instance's
-    host, not expired. Published only when ``measured_class_secret`` is
-    set; signed afresh once half its lifetime has passed.
+    (:func:`vsmtio_contract.workload.sign_measured`), under this host's
+    own key (``measured_class_key``, derived from the controllers' root
+    secret for this host's name): server metadata is writable by the
+    instance's owner, so nova trusts only a value signed with the key of
+    the instance's host, not expired. Published only when a key is set;
+    signed afresh once half its lifetime has passed.
 
 Everything else the agent measures (retention rate, MIST's I_cpu,
 run-queue delay, per vCPU) is in its OpenMetrics export
@@ -32,8 +33,14 @@ trusted by it. Other ``vsmtio:`` keys are not the agent's and are left
 alone. The per-host summary (instances per measured class) is in the
 agent's status document (``vsmtio-agent status``).
 
+The agent's credentials are no admin's: by default
+(``token_scope = instance``) it asks keystone for a token scoped to each
+instance's own project (nova's owner, from the domain XML), where its user
+holds only the ``vsmtio-agent`` role, which vsmtio's nova policy lets read,
+set and delete server metadata and nothing else (``doc/source/install.rst``).
+
 The hook into the agent loop is one call per finished period,
-:meth:`Publisher.observe` with the period's stats and decision.
+:meth:`Publisher.observe` with the period's stats, decision and tenancy.
 """
 
 import threading
@@ -102,31 +109,87 @@ def changes(old, new):
     return to_set, to_delete
 
 
+#: The auth options that say a token's scope: replaced by the instance's
+#: project where the token is scoped per instance.
+SCOPE_OPTIONS = ('project_id', 'project_name', 'project_domain_id',
+                 'project_domain_name', 'domain_id', 'domain_name',
+                 'system_scope', 'trust_id')
+
+
+def scope_overrides(auth_type, project):
+    """keystoneauth1 options scoping ``auth_type``'s token to ``project``.
+
+    Raises ValueError for an auth type that cannot be scoped to a project
+    of the agent's choosing (an application credential is bound to one).
+    """
+    dests = {o.dest for o in
+             ks_loading.get_plugin_loader(auth_type).get_options()}
+    # an application credential is bound to the project it was made in
+    if 'project_id' not in dests or 'application_credential_id' in dests:
+        raise ValueError(
+            '[%s] auth_type = %s cannot scope a token to an instance\'s '
+            'project, which [%s] token_scope = instance needs (use '
+            'password)' % (AUTH_GROUP, auth_type, GROUP))
+    overrides = {d: None for d in SCOPE_OPTIONS if d in dests}
+    overrides['project_id'] = project
+    return overrides
+
+
 class ComputeClient(object):
-    """The compute API calls the publisher makes, via keystoneauth1."""
+    """The compute API calls the publisher makes, via keystoneauth1.
+
+    One session; one auth plugin and adapter per project the agent's
+    token is scoped to (``token_scope = instance``), or one for the
+    configured scope (``credentials``). keystoneauth1 keeps each token
+    until it is about to expire.
+    """
 
     def __init__(self, conf):
-        auth = ks_loading.load_auth_from_conf_options(conf, AUTH_GROUP)
-        session = ks_loading.load_session_from_conf_options(
-            conf, AUTH_GROUP, auth=auth)
-        self.adapter = ks_loading.load_adapter_from_conf_options(
-            conf, AUTH_GROUP, session=session, auth=auth,
-            service_type='compute', default_microversion=COMPUTE_MICROVERSION)
+        self._conf = conf
+        self._per_instance = conf[GROUP].token_scope == 'instance'
+        self._session = None
+        self._adapters = {}   # project (None: the configured scope)
 
-    def metadata(self, server):
+    def _adapter(self, project):
+        scope = project if self._per_instance else None
+        if self._per_instance and not project:
+            raise ValueError('its project is not known (no nova owner in '
+                             'its domain XML)')
+        adapter = self._adapters.get(scope)
+        if adapter is not None:
+            return adapter
+        conf = self._conf
+        group = conf[AUTH_GROUP].auth_section or AUTH_GROUP
+        overrides = {}
+        if scope is not None:
+            overrides = scope_overrides(conf[group].auth_type, scope)
+        auth = ks_loading.load_auth_from_conf_options(conf, AUTH_GROUP,
+                                                      **overrides)
+        if self._session is None:
+            self._session = ks_loading.load_session_from_conf_options(
+                conf, AUTH_GROUP)
+        adapter = self._adapters[scope] = (
+            ks_loading.load_adapter_from_conf_options(
+                conf, AUTH_GROUP, session=self._session, auth=auth,
+                service_type='compute',
+                default_microversion=COMPUTE_MICROVERSION))
+        return adapter
+
+    def metadata(self, server, project=None):
         """The server's metadata as it is now (every key)."""
-        resp = self.adapter.get('/servers/%s/metadata' % server,
-                                raise_exc=True)
+        resp = self._adapter(project).get('/servers/%s/metadata' % server,
+                                          raise_exc=True)
         return resp.json().get('metadata', {})
 
-    def update(self, server, items):
+    def update(self, server, items, project=None):
         """Merge ``items`` into the server's metadata (other keys kept)."""
-        self.adapter.post('/servers/%s/metadata' % server,
-                          json={'metadata': items}, raise_exc=True)
+        self._adapter(project).post('/servers/%s/metadata' % server,
+                                    json={'metadata': items},
+                                    raise_exc=True)
 
-    def delete(self, server, key):
-        self.adapter.delete('/servers/%s/metadata/%s' % (server, key),
-                            raise_exc=True)
+    def delete(self, server, key, project=None):
+        self._adapter(project).delete(
+            '/servers/%s/metadata/%s' % (server, key), raise_exc=True)
 
 
 class Publisher(object):
@@ -150,8 +213,20 @@ class Publisher(object):
         self._thread = None
         self.writes = 0
         self.failures = 0
-        if not self.opts.measured_class_secret:
-            LOG.warning('[%s] measured_class_secret is unset: the measured '
+        self.projects = {}     # uuid -> its nova project, from the host
+        self.key = self.opts.measured_class_key
+        if not self.key and self.opts.measured_class_secret:
+            LOG.warning('[%s] measured_class_secret (the root secret) is '
+                        'set on this host and measured_class_key is not: '
+                        'this host\'s key is derived from it, and anyone '
+                        'who reads this file can sign classes for every '
+                        'host. Set measured_class_key (vsmtio-nova-conf '
+                        'host-key) and remove the root secret here.',
+                        GROUP)
+            self.key = workload.derive_host_key(
+                self.opts.measured_class_secret, self.opts.host)
+        if not self.key:
+            LOG.warning('[%s] measured_class_key is unset: the measured '
                         'class is not published (the agent only deletes '
                         'the measurements earlier releases published)',
                         GROUP)
@@ -173,12 +248,17 @@ class Publisher(object):
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def observe(self, stats, decision):
-        """The loop's hook: hand over one finished period (never blocks)."""
-        values = instance_values(stats, decision,
-                                 bool(self.opts.measured_class_secret))
+    def observe(self, stats, decision, tenancy=None):
+        """The loop's hook: hand over one finished period (never blocks).
+
+        ``tenancy`` is the period's ``{domain: Tenancy}``: each instance's
+        project, which its token is scoped to.
+        """
+        values = instance_values(stats, decision, bool(self.key))
+        projects = {uuid: getattr((tenancy or {}).get(uuid), 'project',
+                                  None) for uuid in values}
         with self._lock:
-            self._pending = values
+            self._pending = (values, projects)
         self._wake.set()
 
     def summary(self):
@@ -195,16 +275,21 @@ class Publisher(object):
             self._wake.wait(1.0)
             self._wake.clear()
             with self._lock:
-                values, self._pending = self._pending, None
-            if values is not None:
+                pending, self._pending = self._pending, None
+            if pending is not None:
                 try:
-                    self.publish(values)
+                    self.publish(*pending)
                 except Exception:  # the agent must go on whatever happens
                     LOG.exception('publishing measured state failed')
 
-    def publish(self, values):
-        """Repair and update instances whose interval has passed."""
+    def publish(self, values, projects=None):
+        """Repair and update instances whose interval has passed.
+
+        ``projects`` maps an instance to its nova project (None or absent:
+        not known, and with ``token_scope = instance`` not published).
+        """
         now = self.clock()
+        self.projects = dict(projects or {})
         for uuid in set(self.published) - set(values):
             # the instance left the host: forget it, write nothing
             self.published.pop(uuid, None)
@@ -240,8 +325,7 @@ class Publisher(object):
             values[CLASS_KEY] = last
         else:
             values[CLASS_KEY] = workload.sign_measured(
-                self.opts.measured_class_secret, uuid, cls, self.opts.host,
-                wall + lifetime)
+                self.key, uuid, cls, self.opts.host, wall + lifetime)
         return values
 
     def _round(self, uuid, values, now):
@@ -254,19 +338,35 @@ class Publisher(object):
             self.published[uuid] = dict(values)
             self.last_write[uuid] = now
             return
+        project = self.projects.get(uuid)
+        if project is None and self.opts.token_scope == 'instance':
+            self.failures += 1
+            LOG.warning('cannot publish measured state of server %s: its '
+                        'project is not known (no nova owner in its domain '
+                        'XML), and [%s] token_scope = instance scopes its '
+                        'token to it', uuid, GROUP)
+            self.last_write[uuid] = now   # retry after an interval
+            return
         try:
             if self.client is None:
                 self.client = ComputeClient(self._conf)
-            there = self.client.metadata(uuid)
+            there = self.client.metadata(uuid, project)
             ours = self.published.get(uuid) or {}
             to_set, to_delete = changes(there, values)
             if to_set:
-                self.client.update(uuid, to_set)
+                self.client.update(uuid, to_set, project)
             for key in to_delete:
                 try:
-                    self.client.delete(uuid, key)
+                    self.client.delete(uuid, key, project)
                 except ks_exc.NotFound:
                     pass   # already gone: the same end state
+        except ValueError as exc:
+            # no project to scope to, or an auth type that cannot scope
+            self.failures += 1
+            LOG.warning('cannot publish measured state of server %s: %s',
+                        uuid, exc)
+            self.last_write[uuid] = now   # retry after an interval
+            return
         except ks_exc.NotFound:
             # a domain nova does not know (or an instance being deleted)
             LOG.debug('no server %s: not publishing for an interval', uuid)

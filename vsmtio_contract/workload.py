@@ -7,12 +7,14 @@ scheduler use :class:`WorkloadClass`; the agent's policy does not (it
 classes each vCPU, not the instance, as a ``vsmtio_agent.model.Role`` with
 the same words ``io`` and ``cpu``). What the agent measures reaches the
 scheduler as server metadata under :data:`MEASURED_CLASS_KEY`, signed as
-:func:`sign_measured` says. This module has no nova import, so code on a
+:func:`sign_measured` says, with the key of the host that measured it
+(:func:`derive_host_key`). This module has no nova import, so code on a
 compute host where nova is not importable can use it.
 """
 
 import enum
 import hmac
+import typing
 
 EXTRA_SPEC_WORKLOAD = 'vsmtio:workload'
 
@@ -63,29 +65,77 @@ def from_extra_specs(extra_specs):
 #: lifetime option cannot exceed it.
 MAX_LIFETIME = 86400
 
+#: Prefix of what a host key is derived from: it keeps a host key apart
+#: from any other value ever computed with the root secret.
+_HOST_KEY_CONTEXT = 'vsmtio measured class host key\x00'
 
-def _signature(secret, instance_uuid, cls, host, expires):
+
+class Measurement(typing.NamedTuple):
+    """A trusted measured class: what it says, until when, for which host."""
+
+    cls: WorkloadClass
+    expires: int
+    host: str
+
+
+def derive_host_key(root, host):
+    """The key the agent of compute host ``host`` signs its classes with.
+
+    ``HMAC-SHA256(root, context || host)`` in hex, from the cloud's root
+    secret, which only the controllers hold (the scheduler and Watcher
+    derive every host's key from it; ``vsmtio-nova-conf host-key`` prints
+    one for an operator to install). A compute host is given its own key
+    only: a verifier checks a class with the key of the host the instance
+    runs on, so the key of one host signs classes that count on that host
+    only, and a compromised host can forge the classes of its own
+    instances but of no other host's. Deriving (rather than one random key
+    per host listed in every controller's configuration) keeps one secret
+    to hold and rotate on the controllers, whatever the number of hosts.
+    """
+    return hmac.new(root.encode(), (_HOST_KEY_CONTEXT + host).encode(),
+                    'sha256').hexdigest()
+
+
+def host_keys(roots, host):
+    """``host``'s keys from each of ``roots`` (newest first), unset skipped.
+
+    During a rotation the controllers hold the new and the previous root:
+    a class signed with either's key for ``host`` is accepted.
+    """
+    return [derive_host_key(root, host) for root in roots if root]
+
+
+def _key_list(keys):
+    if not keys:
+        return []
+    if isinstance(keys, str):
+        return [keys]
+    return [k for k in keys if k]
+
+
+def _signature(key, instance_uuid, cls, host, expires):
     msg = ('%s:%s:%s:%d' % (instance_uuid, cls.value, host, expires)).encode()
-    return hmac.new(secret.encode(), msg, 'sha256').hexdigest()
+    return hmac.new(key.encode(), msg, 'sha256').hexdigest()
 
 
-def sign_measured(secret, instance_uuid, cls, host, expires):
+def sign_measured(key, instance_uuid, cls, host, expires):
     """The :data:`MEASURED_CLASS_KEY` value the agent writes for an instance.
 
     ``<class>:<expires>:<host>:<signature>``. Server metadata is writable
     by the instance's owner, so the value carries an HMAC-SHA256 of the
     instance uuid, the class, the host that measured it and when the value
-    expires (UTC seconds since the epoch), under a secret only the agents
-    and the computes hold. An owner can delete the value (the instance then
-    counts with its declared class), but cannot make up a class, copy
-    another instance's value, carry a value to another host, or keep one
-    past its expiry; an earlier value put back while still valid is
-    repaired by the agent, which reads back what it published.
+    expires (UTC seconds since the epoch), under ``key``: the key of that
+    host (:func:`derive_host_key`), which only that host's agent and
+    nova-compute and the controllers hold. An owner cannot make up a
+    class, copy another instance's value, carry a value to another host, or
+    keep one past its expiry; deleting or replacing the value changes
+    nothing that counts, since its verifiers keep the last value they
+    verified until it expires (:class:`vsmtio_nova.mix.MeasuredMemory`).
     """
     cls = WorkloadClass(cls)
     expires = int(expires)
     return '%s:%d:%s:%s' % (cls.value, expires, host,
-                            _signature(secret, instance_uuid, cls, host,
+                            _signature(key, instance_uuid, cls, host,
                                        expires))
 
 
@@ -102,25 +152,28 @@ def parse_measured(value):
         return None
 
 
-def check_measured(secret, instance_uuid, value, host, now,
-                   max_lifetime=MAX_LIFETIME):
-    """``(class, None)`` if ``value`` is to be trusted, else ``(None, why)``.
+def trusted_measurement(keys, instance_uuid, value, host, now,
+                        max_lifetime=MAX_LIFETIME):
+    """``(Measurement, None)`` if ``value`` is trusted, else ``(None, why)``.
 
-    Trusted: signed with ``secret`` for this instance, by the agent of
-    ``host`` (the instance's host), not expired at ``now`` (UTC seconds)
-    and not claiming to stay valid longer than ``max_lifetime``. ``auto``
-    is no measurement; without a secret nothing is trusted.
+    Trusted: signed for this instance with one of ``keys`` (the key of
+    ``host``, the instance's host, or its keys newest first during a
+    rotation; one string is one key), by the agent of ``host``, not
+    expired at ``now`` (UTC seconds) and not claiming to stay valid longer
+    than ``max_lifetime``. ``auto`` is no measurement; without a key
+    nothing is trusted.
     """
-    if not secret:
-        return None, 'no secret is configured'
+    keys = _key_list(keys)
+    if not keys:
+        return None, 'no key is configured'
     parsed = parse_measured(value)
     if parsed is None:
         return None, 'it is not <class>:<expires>:<host>:<signature>'
     cls, expires, signed_host, sig = parsed
     if cls is WorkloadClass.AUTO:
         return None, 'auto is no measurement'
-    if not hmac.compare_digest(sig, _signature(
-            secret, instance_uuid, cls, signed_host, expires)):
+    if not any(hmac.compare_digest(sig, _signature(
+            key, instance_uuid, cls, signed_host, expires)) for key in keys):
         return None, 'its signature does not hold'
     if signed_host != host:
         return None, ('it was measured on %s, not on the instance\'s host %s'
@@ -130,11 +183,22 @@ def check_measured(secret, instance_uuid, value, host, now,
     if expires - now > max_lifetime:
         return None, ('it claims to stay valid %d s, beyond %d s'
                       % (expires - now, max_lifetime))
-    return cls, None
+    return Measurement(cls, expires, signed_host), None
 
 
-def verify_measured(secret, instance_uuid, value, host, now,
+def check_measured(keys, instance_uuid, value, host, now,
+                   max_lifetime=MAX_LIFETIME):
+    """``(class, None)`` if ``value`` is to be trusted, else ``(None, why)``.
+
+    See :func:`trusted_measurement`.
+    """
+    measured, why = trusted_measurement(keys, instance_uuid, value, host,
+                                        now, max_lifetime)
+    return (measured.cls if measured else None), why
+
+
+def verify_measured(keys, instance_uuid, value, host, now,
                     max_lifetime=MAX_LIFETIME):
     """The measured class in ``value`` if it is trusted, else None."""
-    return check_measured(secret, instance_uuid, value, host, now,
+    return check_measured(keys, instance_uuid, value, host, now,
                           max_lifetime)[0]

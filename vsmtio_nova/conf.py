@@ -11,7 +11,9 @@ vsmtio_group = cfg.OptGroup(
          'each host\'s mix of I/O-bound and CPU-bound vCPUs heterogeneous. '
          'The I/O share of a host is its I/O-bound vCPUs divided by its '
          'classified (I/O-bound plus CPU-bound) vCPUs; vCPUs of flavors '
-         'whose ``vsmtio:workload`` is ``auto`` or unset are not counted. '
+         'whose ``vsmtio:workload`` is ``auto`` or unset count only with '
+         'the class their agent measured and signed (see '
+         '``measured_class_secret``). '
          'Host aggregate metadata ``vsmtio:target_io_fraction``, '
          '``vsmtio:min_io_fraction``, ``vsmtio:max_io_fraction`` and '
          '``vsmtio:weight_multiplier`` override the options of the same '
@@ -57,16 +59,42 @@ vsmtio_opts = [
                     'most this long. 0 loads every request afresh.'),
     cfg.StrOpt('measured_class_secret',
                secret=True,
-               help='nova-compute: the secret the vsmtio agents sign the '
-                    'measured class of an instance with (server metadata '
-                    '``vsmtio:measured_class``). With it, an instance whose '
-                    'flavor is ``auto`` counts in its host\'s mix with the '
-                    'class the agent measured; a value without a valid '
-                    'signature for this instance on its host, or past its '
-                    'expiry (server metadata is writable by the '
-                    'instance\'s owner), is ignored. Unset: measured classes '
-                    'are ignored and ``auto`` instances are not counted. '
-                    'Set the same value in every agent\'s configuration.'),
+               help='Controllers (nova-scheduler and the Watcher '
+                    'strategy\'s own option of the same name): the root '
+                    'secret every compute host\'s measured-class key is '
+                    'derived from (HMAC-SHA256 of the host\'s name, '
+                    'printed by ``vsmtio-nova-conf host-key HOST '
+                    'NOVA_CONF``). With it, an instance whose flavor is '
+                    '``auto`` counts with the class its agent measured and '
+                    'signed (server metadata ``vsmtio:measured_class``) '
+                    'with the key of the host it runs on; a value without '
+                    'such a signature, or past its expiry, does not count, '
+                    'and a missing or untrusted value counts as the last '
+                    'one verified until that one expires. Do not set it on '
+                    'compute hosts: there ``measured_class_host_keys`` '
+                    'holds the host\'s own key, so that a compromised host '
+                    'cannot sign for another (set on a compute host '
+                    'without ``measured_class_host_keys``, nova-compute '
+                    'derives its key from it and warns). Unset: measured '
+                    'classes are ignored and ``auto`` instances are not '
+                    'counted.'),
+    cfg.StrOpt('measured_class_previous_secret',
+               secret=True,
+               help='Controllers: the root secret ``measured_class_secret`` '
+                    'replaced, during a rotation. Classes signed with a '
+                    'key derived from either count; unset it once every '
+                    'host signs with its new key and the agents\' '
+                    '``measured_class_lifetime`` has passed.'),
+    cfg.ListOpt('measured_class_host_keys',
+                secret=True,
+                help='nova-compute: this host\'s own measured-class keys, '
+                     'newest first: the key its agent signs with '
+                     '(``vsmtio-nova-conf host-key HOST NOVA_CONF`` on a '
+                     'controller prints it from the root secret), then, '
+                     'during a rotation, the previous one. nova-compute '
+                     'counts an ``auto`` instance with the class signed '
+                     'with one of them for the instance on this host '
+                     '(``[DEFAULT] host``).'),
     cfg.FloatOpt('weight_multiplier',
                  default=1.0, min=0.0,
                  help='Multiplier of the ``WorkloadMixWeigher``. Its weights '

@@ -4,11 +4,12 @@ A host's *mix* counts the vCPUs of its instances whose flavor declares
 ``vsmtio:workload`` ``io`` or ``cpu``. vCPUs, not instances, because vSMT-IO
 pairs hyperthreads: one 8-vCPU I/O guest balances eight 1-vCPU CPU guests.
 ``auto`` (or unset) flavors count with the class the agent measured when a
-trusted measurement exists (see :mod:`vsmtio_nova.compute.stats`), else not.
+trusted measurement exists (:func:`counted_class`), else not.
 
 nova-compute counts its mix with it, the scheduler's filter and weigher
 judge hosts with it and the Watcher strategy plans repairs with it: one
-arithmetic, so the three never disagree on what a host's mix is.
+arithmetic and one rule for measured classes (:func:`counted_class`), so
+the three never disagree on what a host's mix is.
 """
 
 import typing
@@ -79,6 +80,126 @@ def classify_flavor(flavor):
                          'flavor %s' % _name(flavor), LOG,
                          default=workload.WorkloadClass.AUTO)
     return cls, int(flavor.vcpus or 0)
+
+
+#: :attr:`Counted.source` values.
+DECLARED = 'declared'        # the flavor's class (auto: not counted)
+MEASURED = 'measured'        # the signed class on the instance now
+REMEMBERED = 'remembered'    # the last verified class, not yet expired
+UNMEASURED = 'unmeasured'    # auto, a class is expected, none is verified
+
+
+class Counted(typing.NamedTuple):
+    """How an instance counts, and from what.
+
+    ``why`` says, where the instance's current value was not used, what is
+    wrong with it. ``settled`` is False for an ``auto`` instance whose
+    measured class is expected (keys are configured) but none is known:
+    its host's mix is incomplete, and the Watcher strategy moves nothing
+    from or to such a host.
+    """
+
+    cls: workload.WorkloadClass
+    vcpus: int
+    source: str = DECLARED
+    why: typing.Optional[str] = None
+
+    @property
+    def settled(self):
+        return self.source != UNMEASURED
+
+
+class MeasuredMemory:
+    """The last verified measured class of each instance, until it expires.
+
+    Server metadata is the instance owner's: the owner can delete the
+    signed class, put back an earlier one or write a forged one. None of
+    that may change how the instance counts, or a tenant could move its
+    neighbours (the Watcher strategy plans migrations from host mixes).
+    So whoever counts keeps here the class it last verified, with the
+    expiry it was signed with, and uses it while the instance's current
+    value is missing or not trusted, until that expiry. Of two verified
+    values the one signed to expire later wins: the agent signs each new
+    class (and re-signs an unchanged one) with a later expiry, so an
+    earlier value put back is ignored. A value verified for another host
+    replaces the one of the host the instance left.
+
+    One per counting process and node: nova-compute's
+    :class:`~vsmtio_nova.compute.stats.MixStats`, the scheduler's
+    :mod:`~vsmtio_nova.scheduler.hostmix`, the Watcher strategy. It is
+    memory only: a restarted process knows again what it reads next
+    (the agent re-publishes at every ``interval``).
+    """
+
+    def __init__(self):
+        self._last = {}   # uuid -> workload.Measurement
+
+    def remember(self, uuid, measured):
+        """Keep ``measured`` unless a later-expiring one is known; the kept."""
+        old = self._last.get(uuid)
+        if (old is None or old.host != measured.host
+                or measured.expires >= old.expires):
+            self._last[uuid] = measured
+            return measured
+        return old
+
+    def recall(self, uuid, host, now):
+        """The class verified for ``uuid`` on ``host``, if not expired."""
+        old = self._last.get(uuid)
+        if old is None:
+            return None
+        if old.expires <= now:
+            self._last.pop(uuid, None)
+            return None
+        return old if old.host == host else None
+
+    def forget(self, uuid):
+        self._last.pop(uuid, None)
+
+    def prune(self, now):
+        """Drop every expired entry (deleted instances do not accumulate)."""
+        for uuid, old in list(self._last.items()):
+            if old.expires <= now:
+                self._last.pop(uuid, None)
+
+    def clear(self):
+        self._last.clear()
+
+    def __len__(self):
+        return len(self._last)
+
+
+def counted_class(cls, vcpus, uuid, value, host, keys, now, memory):
+    """How an instance counts: a :class:`Counted`. The one rule.
+
+    ``cls`` and ``vcpus`` are the flavor's (:func:`classify_flavor`). A
+    declared ``io`` or ``cpu`` counts as declared, whatever the metadata
+    says; so does ``auto`` where no ``keys`` are configured (measured
+    classes are not used). Otherwise ``value`` (the instance's
+    :data:`~vsmtio_contract.workload.MEASURED_CLASS_KEY`, None when
+    absent) counts when it is signed with one of ``keys`` for this
+    instance on ``host`` (the host it runs on) and not expired at ``now``,
+    and it is remembered in ``memory``; a missing, forged, other-host,
+    expired or superseded value counts as the last class ``memory``
+    verified, until that one expires; with none, the instance is
+    ``auto`` (not counted) and :attr:`Counted.settled` is False.
+    """
+    if cls is not workload.WorkloadClass.AUTO or not keys:
+        return Counted(cls, vcpus)
+    why = 'it is missing'
+    if value is not None:
+        measured, why = workload.trusted_measurement(keys, uuid, value,
+                                                     host, now)
+        if measured is not None:
+            kept = memory.remember(uuid, measured)
+            if kept is measured:
+                return Counted(measured.cls, vcpus, MEASURED)
+            return Counted(kept.cls, vcpus, REMEMBERED,
+                           'a value signed to expire later is known')
+    kept = memory.recall(uuid, host, now)
+    if kept is not None:
+        return Counted(kept.cls, vcpus, REMEMBERED, why)
+    return Counted(cls, vcpus, UNMEASURED, why)
 
 
 def imbalance(mix, target):

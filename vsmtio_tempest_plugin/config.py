@@ -60,9 +60,25 @@ opts = [
                     'classified vCPU, so it skips above 1.'),
     cfg.StrOpt('measured_class_secret',
                secret=True,
-               help='The agents\' ``[vsmtio_publish] '
-                    'measured_class_secret``: with it the measured state '
-                    'test verifies the signature of the published class.'),
+               help='nova\'s root secret (``[vsmtio] measured_class_secret`` '
+                    'on the controllers): with it the measured state test '
+                    'verifies the signature of the published class with '
+                    'the key of the server\'s host, derived from it.'),
+    cfg.StrOpt('node_stats_command',
+               help='Shell command, run where tempest runs, that prints a '
+                    'compute node\'s stats as nova-compute saved them (the '
+                    'JSON of ``compute_nodes.stats`` in the cell database, '
+                    'for example ``mysql -N -B nova_cell1 -e "SELECT stats '
+                    'FROM compute_nodes WHERE host=\'{host}\' AND '
+                    'deleted=0"``), ``{host}`` replaced by nova\'s name of '
+                    'the host: the host\'s I/O : CPU mix as the scheduler '
+                    'reads it. Unset: the tenant edit test skips.'),
+    cfg.IntOpt('node_stats_wait',
+               default=150, min=10,
+               help='Seconds in which nova-compute recounts its node\'s '
+                    'mix at least once: more than its resource tracker\'s '
+                    'period (``[DEFAULT] update_resources_interval``, 60 s '
+                    'when 0).'),
     cfg.IntOpt('publish_timeout',
                default=300,
                help='Seconds to wait for the agent to publish an '

@@ -150,6 +150,30 @@ def agent_start(args):
     services.agent()
 
 
+def node_stats(args):
+    """A compute node's stats as nova saved them (``node_stats_command``).
+
+    The JSON of ``compute_nodes.stats`` in the cell database, which holds
+    the node's counted mix: what an operator reads to see a host's mix.
+    """
+    import pymysql
+
+    conn = pymysql.connect(host=layout.HOST, port=layout.PORTS['mysql'],
+                           user='vsmtio', password=layout.PASSWORD,
+                           database='nova')
+    try:
+        with conn.cursor() as cur:
+            cur.execute('SELECT stats FROM compute_nodes WHERE host = %s '
+                        'AND deleted = 0', (args.host,))
+            rows = cur.fetchall()
+    finally:
+        conn.close()
+    if len(rows) != 1:
+        raise procs.CloudError('%d compute nodes of host %s'
+                               % (len(rows), args.host))
+    print(rows[0][0])
+
+
 def run(args):
     status = 1
     try:
@@ -169,7 +193,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('command', choices=['up', 'test', 'observe', 'down',
                                             'run', 'agent-stop',
-                                            'agent-start'])
+                                            'agent-start', 'node-stats'])
     parser.add_argument('--regex', default='vsmtio_tempest_plugin',
                         help='tempest test regex (test, run)')
     parser.add_argument('--concurrency', type=int, default=1)
@@ -180,6 +204,8 @@ def main(argv=None):
                         help='down: keep the logs and data directory')
     parser.add_argument('--keep-up', action='store_true',
                         help='run: leave the cloud up after tempest')
+    parser.add_argument('--host',
+                        help='node-stats: nova\'s name of the compute host')
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         parser.error('the cloud runs libvirtd and installs Debian packages: '
@@ -187,7 +213,8 @@ def main(argv=None):
     try:
         return {'up': up, 'test': test, 'observe': observe, 'down': down,
                 'run': run, 'agent-stop': agent_stop,
-                'agent-start': agent_start}[args.command](args) or 0
+                'agent-start': agent_start,
+                'node-stats': node_stats}[args.command](args) or 0
     except procs.CloudError as exc:
         print('[cloud] ERROR: %s' % exc, file=sys.stderr)
         return 2

@@ -10,7 +10,14 @@ import configparser
 import os
 import shutil
 
+from vsmtio_contract import workload
+
 import layout
+
+#: The libvirt host's own measured-class key (its nova-compute and agent
+#: hold it; the scheduler and Watcher the root secret it derives from).
+HOST_KEY = workload.derive_host_key(layout.MEASURED_CLASS_SECRET,
+                                    layout.HOSTNAME)
 
 
 def write_ini(path, sections):
@@ -153,6 +160,12 @@ def nova(compute_driver):
     paste = os.path.join(os.path.dirname(layout.BIN), 'etc', 'nova',
                          'api-paste.ini')
     shutil.copy(paste, os.path.join(etc, 'api-paste.ini'))
+    # the agent's role may call the server metadata API (nova-api reads
+    # policy.d beside its configuration)
+    os.makedirs(os.path.join(etc, 'policy.d'), exist_ok=True)
+    shutil.copy(os.path.join(layout.REPO, 'etc', 'nova', 'policy.d',
+                             'vsmtio.yaml'),
+                os.path.join(etc, 'policy.d', 'vsmtio.yaml'))
     state = layout.path('data', 'nova')
     sections = {
         'DEFAULT': dict(common('nova'),
@@ -197,7 +210,11 @@ def nova(compute_driver):
         'serial_console': {'enabled': 'false'},
         'oslo_concurrency': {'lock_path': os.path.join(state, 'locks')},
         'oslo_messaging_notifications': {'driver': 'noop'},
+        # one file for the scheduler and the libvirt host's nova-compute
+        # (one machine): the root secret for the one, the host's key for
+        # the other
         'vsmtio': {'measured_class_secret': layout.MEASURED_CLASS_SECRET,
+                   'measured_class_host_keys': HOST_KEY,
                    # judge a host from its first classified vCPU, so that
                    # tempest's aggregate override test sees the filter act
                    'filter_min_classified_vcpus': 1},
@@ -241,7 +258,9 @@ def agent(nova_user_password=layout.PASSWORD):
             # the measured class is signed for nova's name of this host
             'host': layout.HOSTNAME,
             'interval': 10,
-            'measured_class_secret': layout.MEASURED_CLASS_SECRET,
+            'measured_class_key': HOST_KEY,
+            # a token per instance project, as the vsmtio-agent role
+            'token_scope': 'instance',
         },
         'vsmtio_publish_auth': dict(service_auth('vsmtio'),
                                     password=nova_user_password),

@@ -17,7 +17,9 @@ import layout
 import procs
 import watcher
 
-SERVICE_USERS = ('glance', 'nova', 'placement', 'neutron', 'vsmtio')
+SERVICE_USERS = ('glance', 'nova', 'placement', 'neutron')
+#: The vsmtio agent's user and its only role (etc/nova/policy.d).
+AGENT_USER, AGENT_ROLE = 'vsmtio', 'vsmtio-agent'
 ENDPOINTS = (
     ('glance', 'image', 'glance', ''),
     ('placement', 'placement', 'placement', ''),
@@ -60,9 +62,13 @@ def identity():
             roles[name] = idn.create_role(name=name)
     for name in SERVICE_USERS:
         catalogue.service_user(conn, name, service_project)
+    catalogue.agent_user(conn, AGENT_USER, AGENT_ROLE)
     for name, stype, port_name, suffix in ENDPOINTS:
         catalogue.service(conn, name, stype, layout.url(port_name, suffix))
     write_clouds_yaml()
+    # the agent's only role, in every project of the domain (inherited):
+    # install.rst's command
+    doc_command('install.rst', 'openstack', 'role', 'add')
     return connect()   # a new token: its catalogue has the endpoints
 
 
@@ -232,6 +238,8 @@ def tempest_conf(conn):
                    'measured_class_secret': layout.MEASURED_CLASS_SECRET,
                    'agent_stop_command': agent_cmd + ' agent-stop',
                    'agent_start_command': agent_cmd + ' agent-start',
+                   'node_stats_command': agent_cmd + ' node-stats --host '
+                                                     '{host}',
                    'agent_checkpoint_path': layout.path(
                        'data', 'vsmtio', 'agent-checkpoint.json'),
                    'filter_min_classified_vcpus': 1,

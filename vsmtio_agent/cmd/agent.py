@@ -185,7 +185,8 @@ class AgentService(_service_base().ServiceBase):
         opts = self.conf.vsmtio_agent
         doc = status.document(period, self.driver, opts, self.mode)
         if self.publisher is not None:
-            self.publisher.observe(period.stats, period.decision)
+            self.publisher.observe(period.stats, period.decision,
+                                   period.snapshot.tenancy)
             doc['published'] = self.publisher.summary()
         try:
             checkpoint.write_json_atomic(opts.status_path, doc,

@@ -1,6 +1,6 @@
 """Options of the agent's measured-state publishing (server metadata).
 
-``[vsmtio_publish]`` says whether, how often and with which secret;
+``[vsmtio_publish]`` says whether, how often and with which key;
 ``[vsmtio_publish_auth]`` holds keystoneauth1's usual options (auth type,
 auth URL, user, project, region, endpoint interface) for the compute API.
 """
@@ -33,13 +33,50 @@ opts = types.finite([
                       'differs from what it measured (a second call), '
                       'repairing a value someone else wrote. Keep it below '
                       'half of ``measured_class_lifetime``.'),
+    cfg.StrOpt('measured_class_key',
+               secret=True,
+               help='This host\'s key, which the measured class is signed '
+                    'with: the first of nova-compute\'s ``[vsmtio] '
+                    'measured_class_host_keys`` on this host, printed from '
+                    'the controllers\' root secret by ``vsmtio-nova-conf '
+                    'host-key HOST NOVA_CONF``. It signs for this host '
+                    'only: a class it signs counts for no instance of '
+                    'another host. Unset (and no '
+                    '``measured_class_secret``): the class is not '
+                    'published, since nova would ignore an unsigned '
+                    'class.'),
     cfg.StrOpt('measured_class_secret',
                secret=True,
-               help='The secret the measured class is signed with: the '
-                    'value of nova-compute\'s ``[vsmtio] '
-                    'measured_class_secret``. Unset: the class is not '
-                    'published, since nova-compute would ignore an '
-                    'unsigned class.'),
+               deprecated_for_removal=True,
+               deprecated_reason='The root secret lets whoever reads this '
+                                 'file sign classes for every host; set '
+                                 'measured_class_key (this host\'s own '
+                                 'key) instead.',
+               help='The controllers\' root secret (nova.conf ``[vsmtio] '
+                    'measured_class_secret``): used only where '
+                    '``measured_class_key`` is unset, to derive this '
+                    'host\'s key from it, with a warning.'),
+    cfg.StrOpt('token_scope',
+               default='instance',
+               choices=[
+                   ('instance',
+                    'a token scoped to each instance\'s own project '
+                    '(nova\'s owner in the domain XML), for a user whose '
+                    'only role there is ``vsmtio-agent``, which vsmtio\'s '
+                    'nova policy (etc/nova/policy.d/vsmtio.yaml) allows '
+                    'the server metadata calls the agent makes and '
+                    'nothing else'),
+                   ('credentials',
+                    'the scope of ``[vsmtio_publish_auth]`` as configured, '
+                    'for all instances: nova then lets only an admin '
+                    'reach other projects\' servers, so the user must be '
+                    'one'),
+               ],
+               help='Which project the agent\'s token for an instance is '
+                    'scoped to. nova finds a server only in the token\'s '
+                    'project unless the token is an admin\'s: '
+                    '``instance`` needs no admin (doc/source/install.rst '
+                    'gives the role and the policy).'),
     cfg.IntOpt('measured_class_lifetime',
                default=3600, min=300, max=workload.MAX_LIFETIME,
                help='Seconds a signed measured class stays valid. The '
@@ -81,8 +118,11 @@ def _groups():
         cfg.OptGroup(
             AUTH_GROUP, title='vsmtio agent: compute API credentials',
             help='keystoneauth1 options of the user the agent publishes '
-                 'server metadata as (it needs the right to update any '
-                 'server\'s metadata: an admin or a policy rule for it).'))
+                 'server metadata as. With ``[vsmtio_publish] token_scope '
+                 '= instance`` (the default) the agent scopes a token to '
+                 'each instance\'s project itself: give the user and its '
+                 'domains, not a project; its role there, ``vsmtio-agent``, '
+                 'allows the server metadata calls only.'))
 
 
 def register_opts(conf):

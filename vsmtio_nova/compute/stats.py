@@ -54,49 +54,89 @@ CPU_VCPUS = 'vsmtio_cpu_vcpus'
 _WARNED = specs.OnceEach()
 
 
-def classify(instance, secret, now=None):
+def _host(instance):
+    host = instance.host if instance.obj_attr_is_set('host') else None
+    return host or CONF.host
+
+
+def host_keys(host, conf=CONF):
+    """The keys this nova-compute verifies ``host``'s instances with.
+
+    ``[vsmtio] measured_class_host_keys``: this host's own keys (they
+    verify nothing signed for another host). A compute configured the way
+    earlier releases were, with the root secret (``measured_class_secret``)
+    only, derives the key of the instance's ``host`` from it, and says
+    once that it holds what lets a host sign for every host.
+    """
+    keys = [k for k in (conf.vsmtio.measured_class_host_keys or []) if k]
+    if keys:
+        return keys
+    roots = (conf.vsmtio.measured_class_secret,
+             conf.vsmtio.measured_class_previous_secret)
+    if not any(roots):
+        return []
+    if _WARNED.first('root secret on a compute host'):
+        LOG.warning('vsmtio: [vsmtio] measured_class_secret (the root '
+                    'secret) is set on compute host %s and '
+                    'measured_class_host_keys is not: this host derives its '
+                    'own key from it, and anyone who reads this file can '
+                    'sign classes for every host. Set measured_class_host_'
+                    'keys (vsmtio-nova-conf host-key) and remove the root '
+                    'secret here.', conf.host)
+    return workload.host_keys(roots, host)
+
+
+def classify(instance, keys, now=None, memory=None):
     """``(WorkloadClass, vcpus)`` the host counts an instance with.
 
-    The flavor's declared class; for an ``auto`` flavor the class the agent
-    measured, when :data:`~vsmtio_contract.workload.MEASURED_CLASS_KEY`
-    carries a value signed with ``secret`` for this instance on its host
-    and not expired at ``now`` (server metadata is writable by the
-    instance's owner: an unsigned, forged, other-host or expired value is
-    ignored, with one warning per instance and value). The metadata is read
-    only for ``auto`` flavors and only with a secret set, so declared
-    instances cost no metadata load.
+    The flavor's declared class; for an ``auto`` flavor the rule of
+    :func:`vsmtio_nova.mix.counted_class`: the class the agent measured
+    when :data:`~vsmtio_contract.workload.MEASURED_CLASS_KEY` carries a
+    value signed with one of ``keys`` (this host's) for this instance on
+    its host and not expired at ``now``, else the last such class
+    ``memory`` verified, until it expires (server metadata is writable by
+    the instance's owner: deleting, forging or replaying the value changes
+    nothing that counts); an untrusted value is logged once per instance
+    and value. The metadata is read only for ``auto`` flavors and only
+    with keys set, so declared instances cost no metadata load.
     """
     cls, vcpus = mix.classify_flavor(instance.flavor)
-    if cls is not workload.WorkloadClass.AUTO or not secret:
+    if cls is not workload.WorkloadClass.AUTO or not keys:
         return cls, vcpus
     try:
         value = (instance.metadata or {}).get(workload.MEASURED_CLASS_KEY)
     except Exception as e:  # a failed lazy load must not break accounting
         LOG.debug('vsmtio: no metadata for instance %s: %s',
                   instance.uuid, e)
-        return cls, vcpus
-    if value is None:
-        return cls, vcpus
+        value = None
     now = timeutils.utcnow_ts() if now is None else now
-    host = instance.host if instance.obj_attr_is_set('host') else None
-    measured, why = workload.check_measured(
-        secret, instance.uuid, value, host or CONF.host, now)
-    if measured is None:
-        if _WARNED.first((instance.uuid, value)):
-            LOG.warning('vsmtio: instance %s has %s=%r that is not trusted '
-                        '(%s); counting it with its declared class',
-                        instance.uuid, workload.MEASURED_CLASS_KEY, value,
-                        why)
-        return cls, vcpus
-    return measured, vcpus
+    counted = mix.counted_class(
+        cls, vcpus, instance.uuid, value, _host(instance), keys, now,
+        mix.MeasuredMemory() if memory is None else memory)
+    if (value is not None and counted.why
+            and _WARNED.first((instance.uuid, value))):
+        LOG.warning('vsmtio: instance %s has %s=%r that is not trusted '
+                    '(%s); counting it with %s', instance.uuid,
+                    workload.MEASURED_CLASS_KEY, value, counted.why,
+                    'the class last verified (%s)' % counted.cls.value
+                    if counted.source == mix.REMEMBERED
+                    else 'its declared class')
+    return counted.cls, counted.vcpus
 
 
 class MixStats(compute_stats.Stats):
-    """nova's per-node stats plus the node's I/O and CPU vCPUs."""
+    """nova's per-node stats plus the node's I/O and CPU vCPUs.
+
+    ``measured`` keeps each instance's last verified measured class across
+    the periodic recounts (which :meth:`clear` starts), so that the node's
+    mix moves only with a new verified class or an expiry, never because
+    the instance's owner deleted or rewrote its key.
+    """
 
     def __init__(self):
         super().__init__()
         self.classes = {}   # uuid -> (WorkloadClass, vcpus) counted
+        self.measured = mix.MeasuredMemory()
         self._reset_mix()
 
     def _reset_mix(self):
@@ -106,15 +146,18 @@ class MixStats(compute_stats.Stats):
     def clear(self):
         super().clear()
         self._reset_mix()
+        self.measured.prune(timeutils.utcnow_ts())
 
     def update_stats_for_instance(self, instance, is_removed=False):
         super().update_stats_for_instance(instance, is_removed)
         uuid = instance['uuid']
         self._count(self.classes.pop(uuid, None), -1)
         if uuid not in self.states:  # removed (nova popped its state)
+            self.measured.forget(uuid)
             return
         try:
-            known = classify(instance, CONF.vsmtio.measured_class_secret)
+            known = classify(instance, host_keys(_host(instance)),
+                             memory=self.measured)
         except Exception as e:
             # An instance without a loadable flavor is not counted; the
             # next periodic recount tries again (and says so once).

@@ -23,6 +23,13 @@ On a compute host, ``provider-config`` writes what the host tells
 placement (the retention trait, the reserved-I/O inventory) as nova's
 provider config (:mod:`vsmtio_nova.provider_config`), from the options of
 the nova.conf given; ``disable`` removes that file too.
+
+On a controller, ``host-key --host HOST`` prints compute host HOST's
+measured-class keys (``[vsmtio] measured_class_host_keys`` of that host's
+nova.conf; the first is its agent's ``[vsmtio_publish]
+measured_class_key``), derived from the root secret of the nova.conf
+given (``-``: the root secret on standard input), so that the root
+secret never leaves the controllers.
 """
 
 import argparse
@@ -243,7 +250,28 @@ def _provider_config(path, dry_run):
     print('%s: %s (%s)' % (written, outcome, why))
 
 
+def host_keys(nova_conf, host, stdin=None):
+    """HOST's keys from the root secrets of ``nova_conf`` (``-``: stdin)."""
+    from vsmtio_contract import workload
+
+    if nova_conf == '-':
+        roots = [(stdin or sys.stdin).readline().strip()]
+    else:
+        group = load(nova_conf).vsmtio
+        roots = [group.measured_class_secret,
+                 group.measured_class_previous_secret]
+    keys = workload.host_keys(roots, host)
+    if not keys:
+        raise ValueError('no root secret: %s' % (
+            'standard input is empty' if nova_conf == '-' else
+            '%s sets no [vsmtio] measured_class_secret' % nova_conf))
+    return keys
+
+
 def _run(args):
+    if args.action == 'host-key':
+        print(','.join(host_keys(args.nova_conf, args.host)))
+        return
     if args.action == 'provider-config':
         return _provider_config(args.nova_conf, args.dry_run)
     if args.action == 'enable':
@@ -262,16 +290,24 @@ def main(argv=None):
                     'weigher and, with --retention, compute driver in a '
                     'nova.conf (idempotent; comments and other lines are '
                     'kept); or write this compute host\'s provider config '
-                    '(provider-config) from it.')
+                    '(provider-config) from it; or print compute host '
+                    'HOST\'s measured-class keys from its root secret '
+                    '(host-key --host HOST; NOVA_CONF - reads the secret '
+                    'from standard input).')
     parser.add_argument('action', choices=('enable', 'disable',
-                                           'provider-config'))
+                                           'provider-config', 'host-key'))
     parser.add_argument('--retention', action='store_true',
                         help='enable: also set [DEFAULT] compute_driver = '
                              '%s (run vsmtio-nova-compute)' % COMPUTE_DRIVER)
     parser.add_argument('--dry-run', action='store_true',
                         help='provider-config: print it, write nothing')
+    parser.add_argument('--host',
+                        help='host-key: nova\'s name of the compute host '
+                             '([DEFAULT] host there)')
     parser.add_argument('nova_conf', metavar='NOVA_CONF')
     args = parser.parse_args(argv)
+    if (args.action == 'host-key') != bool(args.host):
+        parser.error('host-key needs --host, and --host goes with host-key')
     if args.retention and args.action != 'enable':
         parser.error('--retention goes with enable')
     if args.dry_run and args.action != 'provider-config':

@@ -12,6 +12,10 @@ counting their instances: the filter and the weigher share one
 flavors of those hosts' instances are loaded at most once per request, in
 one cell-targeted batch per cell, never one query per instance or per
 host; :class:`ClassCache` keeps what was loaded for later requests.
+Those hosts' ``auto`` instances count with their agents' signed classes
+as their computes would count them (:func:`vsmtio_nova.mix.counted_class`,
+with every host's key derived from the root secret), and :data:`MEASURED`
+keeps the last class verified for each until it expires.
 """
 
 import collections
@@ -115,7 +119,9 @@ class ClassCache:
     for ``[vsmtio] instance_class_cache_seconds``; a resized instance
     counts with its old class for at most that long. Entries are stamped
     when loaded and dropped once expired, so deleted instances do not
-    accumulate.
+    accumulate. It holds the flavor's declared class: an ``auto``
+    instance's measured class is kept, with its signed expiry, in
+    :data:`MEASURED`, and counts from there while the entry is reused.
     """
 
     def __init__(self):
@@ -149,6 +155,15 @@ class ClassCache:
 
 #: The class cache of this scheduler process.
 CACHE = ClassCache()
+
+#: The last verified measured class of each instance this scheduler
+#: process counted (hosts without a published mix only).
+MEASURED = mix.MeasuredMemory()
+
+
+def _roots():
+    return (CONF.vsmtio.measured_class_secret,
+            CONF.vsmtio.measured_class_previous_secret)
 
 
 class RequestMixes:
@@ -185,6 +200,21 @@ class RequestMixes:
         self._own = set()        # this request's instance uuids
         self._failed_cells = {}  # cell uuid -> why its flavors are unknown
         self._ttl = CONF.vsmtio.instance_class_cache_seconds
+        self._roots = [r for r in _roots() if r]
+        self._keys = {}          # host -> its keys, derived from the roots
+        self._now = int(time.time())
+
+    def _counted(self, uuid, declared, host, value):
+        """``(class, vcpus)`` as the instance's compute counts it."""
+        cls, vcpus = declared
+        if cls is not workload.WorkloadClass.AUTO or not self._roots:
+            return declared
+        keys = self._keys.get(host)
+        if keys is None:
+            keys = self._keys[host] = workload.host_keys(self._roots, host)
+        counted = mix.counted_class(cls, vcpus, uuid, value, host, keys,
+                                    self._now, MEASURED)
+        return counted.cls, counted.vcpus
 
     @property
     def classified(self):
@@ -209,11 +239,19 @@ class RequestMixes:
                 if uuid in self._classes or uuid in self._own:
                     continue
                 if inst.obj_attr_is_set('flavor'):
-                    self._classes[uuid] = mix.classify_flavor(inst.flavor)
+                    value = None
+                    if inst.obj_attr_is_set('metadata'):
+                        value = (inst.metadata or {}).get(
+                            workload.MEASURED_CLASS_KEY)
+                    self._classes[uuid] = self._counted(
+                        uuid, mix.classify_flavor(inst.flavor), hs.host,
+                        value)
                     continue
                 cached = self._ttl and CACHE.get(uuid, now, self._ttl)
                 if cached:
-                    self._classes[uuid] = cached
+                    # the declared class; a measured one is remembered
+                    self._classes[uuid] = self._counted(uuid, cached,
+                                                        hs.host, None)
                 elif hs.cell_uuid and hs.cell_uuid not in self._failed_cells:
                     wanted[hs.cell_uuid].add(uuid)
         if wanted:
@@ -222,10 +260,14 @@ class RequestMixes:
                 self._load_cell(ctxt, cell_uuid, sorted(uuids), now)
         if self._ttl:
             CACHE.prune(now, self._ttl)
+        if self._roots:
+            MEASURED.prune(self._now)
         for hs in new:
             self._hosts[host_key(hs)] = self._base(hs)
 
     def _load_cell(self, ctxt, cell_uuid, uuids, now):
+        # the metadata only where measured classes count
+        attrs = ['flavor', 'metadata'] if self._roots else ['flavor']
         try:
             cell = objects.CellMapping.get_by_uuid(ctxt, cell_uuid)
             with nova_context.target_cell(ctxt, cell) as cctxt:
@@ -233,10 +275,15 @@ class RequestMixes:
                     found = objects.InstanceList.get_by_filters(
                         cctxt, {'uuid': uuids[i:i + BATCH_SIZE],
                                 'deleted': False},
-                        expected_attrs=['flavor'])
+                        expected_attrs=attrs)
                     for inst in found:
                         known = mix.classify_flavor(inst.flavor)
-                        self._classes[inst.uuid] = known
+                        value = None
+                        if self._roots:
+                            value = (inst.metadata or {}).get(
+                                workload.MEASURED_CLASS_KEY)
+                        self._classes[inst.uuid] = self._counted(
+                            inst.uuid, known, inst.host, value)
                         if self._ttl:
                             CACHE.put(inst.uuid, known, now)
         except exception.CellMappingNotFound:

@@ -3,12 +3,22 @@
 Loaded by Watcher's decision engine through its ``watcher_goals`` and
 ``watcher_strategies`` entry points (install ``vsmtio`` into Watcher's
 environment). The strategy reads each host's instances from Watcher's
-compute model, counts them as nova-compute does (the flavor's declared
-``vsmtio:workload``, or for ``auto`` the agent's signed measured class),
+compute model, counts them with nova-compute's own rule
+(:func:`vsmtio_nova.mix.counted_class`: the flavor's declared
+``vsmtio:workload``, or for ``auto`` the class the agent of the
+instance's host signed, else the last one verified until it expires),
 asks :func:`vsmtio_nova.watcher.repair.plan` for the live migrations
 that bring stranded hosts back into the band, and adds them to the
 solution. It moves only active, unlocked instances not excluded from
 Watcher, and only onto enabled, up hosts of the audit's scope.
+
+A tenant may delete or rewrite its instance's measured class (server
+metadata is the owner's): that must never move a neighbour. The
+strategy keeps the last class it verified per instance (:data:`MEMORY`,
+for as long as the decision engine runs), and a host on which an
+``auto`` instance has no verified class at all (never measured, or its
+key gone before this process saw it) is left alone: nothing moves from
+or to it, since its mix as its compute counts it is not known here.
 """
 
 import time
@@ -60,24 +70,22 @@ class _Flavor(typing.NamedTuple):
     vcpus: int
 
 
-def counted_class(instance, host, secret, now):
-    """``(WorkloadClass, vcpus)`` of an instance, as its compute counts it.
+#: The last verified measured class of each instance, across audits.
+MEMORY = mix.MeasuredMemory()
 
-    The same rule as :func:`vsmtio_nova.compute.stats.classify`, on
-    Watcher's model instead of a nova object: the declared class, and for
-    an ``auto`` flavor a measured class only when it is signed for this
-    instance on this host and not expired.
+
+def counted_class(instance, host, keys, now, memory=MEMORY):
+    """How an instance counts (:class:`vsmtio_nova.mix.Counted`).
+
+    :func:`vsmtio_nova.mix.counted_class`, the rule nova-compute counts
+    with, on Watcher's model instead of a nova object; ``keys`` are
+    ``host``'s.
     """
     cls, vcpus = mix.classify_flavor(_Flavor(
         instance.name, instance.flavor_extra_specs or {}, instance.vcpus))
-    if cls is not workload.WorkloadClass.AUTO or not secret:
-        return cls, vcpus
     value = (instance.metadata or {}).get(workload.MEASURED_CLASS_KEY)
-    if value is None:
-        return cls, vcpus
-    measured, _why = workload.check_measured(secret, instance.uuid, value,
-                                             host, now)
-    return (measured or cls), vcpus
+    return mix.counted_class(cls, vcpus, instance.uuid, value, host, keys,
+                             now, memory)
 
 
 def movable(instance):
@@ -89,6 +97,8 @@ class WorkloadMixRepair(base.BaseStrategy):
     """Live-migrate instances so that stranded hosts return to the band."""
 
     MIGRATION = 'migrate'
+    #: Wall-clock UTC seconds, which signed expiries are compared with.
+    clock = staticmethod(time.time)
 
     @classmethod
     def get_name(cls):
@@ -110,11 +120,16 @@ class WorkloadMixRepair(base.BaseStrategy):
     def get_config_opts(cls):
         return [
             cfg.StrOpt('measured_class_secret', secret=True,
-                       help='nova.conf [vsmtio] measured_class_secret: '
-                            'with it, an auto instance counts with the '
-                            'class its agent measured and signed, as on '
-                            'its compute host; unset, auto instances are '
-                            'not counted.'),
+                       help='nova.conf [vsmtio] measured_class_secret (the '
+                            'root secret every host\'s key is derived '
+                            'from): with it, an auto instance counts with '
+                            'the class the agent of its host measured and '
+                            'signed, as on its compute host; unset, auto '
+                            'instances are not counted.'),
+            cfg.StrOpt('measured_class_previous_secret', secret=True,
+                       help='nova.conf [vsmtio] '
+                            'measured_class_previous_secret: the root '
+                            'secret replaced, during a rotation.'),
         ]
 
     @classmethod
@@ -151,21 +166,43 @@ class WorkloadMixRepair(base.BaseStrategy):
         return repair.Band(p.min_io_fraction, p.max_io_fraction,
                            p.min_classified_vcpus, p.target_io_fraction)
 
+    def _roots(self):
+        return [r for r in (
+            getattr(self.config, 'measured_class_secret', None),
+            getattr(self.config, 'measured_class_previous_secret', None))
+            if r]
+
     def hosts(self):
-        """The plan's view of every compute node of the audit's scope."""
+        """The plan's view of every compute node of the audit's scope.
+
+        A node with an ``auto`` instance whose class is expected but not
+        known (:attr:`vsmtio_nova.mix.Counted.settled`) neither gives nor
+        takes guests, and the log says which instance holds it.
+        """
         model = self.compute_model
-        secret, now = self.config.measured_class_secret, int(time.time())
+        roots, now = self._roots(), int(self.clock())
+        MEMORY.prune(now)
         hosts = []
         for node in model.get_all_compute_nodes().values():
-            m, guests = mix.Mix(), []
+            keys = workload.host_keys(roots, node.hostname)
+            m, guests, unsettled = mix.Mix(), [], []
             for inst in model.get_node_instances(node):
-                cls, vcpus = counted_class(inst, node.hostname, secret, now)
-                m = m.plus(cls, vcpus)
-                if movable(inst) and cls in repair.COUNTED:
-                    guests.append(repair.Guest(inst.uuid, cls, vcpus))
+                counted = counted_class(inst, node.hostname, keys, now)
+                m = m.plus(counted.cls, counted.vcpus)
+                if not counted.settled:
+                    unsettled.append((inst.uuid, counted.why))
+                if movable(inst) and counted.cls in repair.COUNTED:
+                    guests.append(repair.Guest(inst.uuid, counted.cls,
+                                               counted.vcpus))
             used = model.get_node_used_resources(node)['vcpu']
             accepts = (node.state == element.ServiceState.ONLINE.value and
                        node.status == element.ServiceState.ENABLED.value)
+            if unsettled:
+                LOG.info('vsmtio mix repair: host %s neither gives nor '
+                         'takes guests: instance %s has no verified '
+                         'measured class (%s)', node.hostname,
+                         unsettled[0][0], unsettled[0][1])
+                guests, accepts = [], False
             hosts.append(repair.Host(node.hostname, m,
                                      node.vcpu_capacity - used,
                                      tuple(guests), accepts))

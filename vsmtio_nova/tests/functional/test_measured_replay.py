@@ -1,17 +1,19 @@
 """Only the signed class is the tenant's to see, and no edit of it counts.
 
-A replayed measured class is not trusted once superseded or expired; a
-forged one never is; the agent's other measurements are not in server
-metadata at all (its metrics hold them).
+A deleted, forged or replayed measured class changes nothing that counts:
+the compute keeps the last class it verified until that one's signed
+expiry; the agent's other measurements are not in server metadata at all
+(its metrics hold them).
 
 nova's functional harness (API, scheduler, placement, three computes with
 ``MixStats``) and the agent's real :class:`~vsmtio_agent.publish.Publisher`
-writing through nova's own API: the instance's owner writes back an earlier
-value the agent signed. The agent's next round reads it back and puts its
-own value back (superseded); a value past its expiry counts for nothing
-whatever happens (expired). The computes' periodic recount shows what each
-host counts. Wall-clock time is nova's ``timeutils`` override for the
-computes and the same clock for the agent.
+writing through nova's own API: the instance's owner deletes the class,
+writes back an earlier value the agent signed, or makes one up. The
+computes' periodic recount shows what each host counts. Wall-clock time is
+nova's ``timeutils`` override for the computes and the same clock for the
+agent. The agent signs with host2's own key; the computes hold the root
+secret, as a controller does (the harness runs every service in one
+process with one configuration).
 """
 
 import datetime
@@ -32,8 +34,10 @@ from vsmtio_contract import workload
 from vsmtio_nova.compute import stats as mix_stats
 from vsmtio_nova.tests.functional import test_workload_mix
 
-SECRET = 'agents-and-computes-only'
+SECRET = 'the-controllers-root-secret'
 KEY = workload.MEASURED_CLASS_KEY
+#: What host2's agent holds.
+HOST2_KEY = workload.derive_host_key(SECRET, 'host2')
 
 
 def utc(seconds):
@@ -48,14 +52,14 @@ class HarnessClient(object):
     def __init__(self, api):
         self.api = api
 
-    def metadata(self, server):
+    def metadata(self, server, project):
         return self.api.api_get(
             '/servers/%s/metadata' % server).body['metadata']
 
-    def update(self, server, items):
+    def update(self, server, items, project):
         self.api.post_server_metadata(server, items)
 
-    def delete(self, server, key):
+    def delete(self, server, key, project):
         self.api.delete_server_metadata(server, key)
 
 
@@ -73,7 +77,7 @@ class MeasuredReplayTest(test_workload_mix.WorkloadMixTest):
         conf_agent.register_opts(conf)
         conf_publish.register_opts(conf)
         conf([], default_config_files=[])
-        for name, value in (('measured_class_secret', SECRET),
+        for name, value in (('measured_class_key', HOST2_KEY),
                             ('measured_class_lifetime', 600),
                             ('interval', 60), ('host', 'host2')):
             conf.set_override(name, value, group='vsmtio_publish')
@@ -92,7 +96,8 @@ class MeasuredReplayTest(test_workload_mix.WorkloadMixTest):
         timeutils.set_time_override(utc(self.now))
 
     def agent_measures(self, server, cls):
-        self.agent.publish({server['id']: {KEY: cls}})
+        self.agent.publish({server['id']: {KEY: cls}},
+                           {server['id']: server['tenant_id']})
 
     def host2_counts(self):
         """(io, cpu) vCPUs host2's compute counts after its recount."""
@@ -132,30 +137,32 @@ class MeasuredReplayTest(test_workload_mix.WorkloadMixTest):
         tenant.post_server_metadata(server['id'], {
             'vsmtio:i_cpu': '0.20', 'vsmtio:measured_at': 'then',
             'owner-note': 'kept'})
-        self.agent.publish(self.period_values(server['id']))
+        self.agent.publish(self.period_values(server['id']),
+                           {server['id']: server['tenant_id']})
         meta = tenant.api_get(
             '/servers/%s/metadata' % server['id']).body['metadata']
         self.assertEqual({KEY}, {k for k in meta if k.startswith('vsmtio:')})
         self.assertEqual('kept', meta['owner-note'])
         self.assertEqual(workload.WorkloadClass.IO, workload.verify_measured(
-            SECRET, server['id'], meta[KEY], 'host2', self.now))
+            HOST2_KEY, server['id'], meta[KEY], 'host2', self.now))
         self.assertEqual((2, 0), self.host2_counts())
 
         # The owner's own edit of the signed key: a class with a made-up
-        # signature counts for nothing, at once (not only after repair)...
+        # signature changes nothing, at once (not only after repair)...
         tenant.post_server_metadata(server['id'], {
             KEY: workload.sign_measured('a-guess', server['id'], 'cpu',
                                         'host2', self.now + 600)})
         log = len(self.stdlog.logger.output)
-        self.assertEqual((0, 0), self.host2_counts())
+        self.assertEqual((2, 0), self.host2_counts())
         self.assertIn('signature does not hold',
                       self.stdlog.logger.output[log:])
         # ... and the agent's next round puts its own value back.
         self.later(60)
-        self.agent.publish(self.period_values(server['id']))
+        self.agent.publish(self.period_values(server['id']),
+                           {server['id']: server['tenant_id']})
         self.assertEqual((2, 0), self.host2_counts())
 
-    def test_replayed_value_superseded_then_expired(self):
+    def test_replayed_value_changes_nothing_then_expires(self):
         server = self.boot('auto', host='host2')
         self.agent_measures(server, 'io')
         earlier = self.api.get_server(server['id'])['metadata'][KEY]
@@ -167,13 +174,13 @@ class MeasuredReplayTest(test_workload_mix.WorkloadMixTest):
         self.assertEqual((0, 2), self.host2_counts())
 
         # The owner writes the earlier io back (its own server: allowed).
+        # It still verifies (same instance, host, unexpired), but the
+        # compute knows a value signed to expire later: cpu still counts.
         self.api.post_server_metadata(server['id'], {KEY: earlier})
-        # Until the agent's next round it still verifies (same instance,
-        # host, unexpired): the window a replay has is one interval...
-        self.assertEqual((2, 0), self.host2_counts())
+        self.assertEqual((0, 2), self.host2_counts())
         self.later(60)
         self.agent_measures(server, 'cpu')
-        # ... then the agent has read it back and put its own value back.
+        # The agent has read it back and put its own value back.
         self.assertNotEqual(
             earlier, self.api.get_server(server['id'])['metadata'][KEY])
         self.assertEqual((0, 2), self.host2_counts())
@@ -181,19 +188,39 @@ class MeasuredReplayTest(test_workload_mix.WorkloadMixTest):
         # Past the earlier value's expiry, with no agent to repair it (the
         # agent is stopped; its own cpu value expires too): the replay
         # counts for nothing, and the instance counts as declared (auto).
+        # (That value was said once already, when it was put back first.)
         self.later(600)
         self.api.post_server_metadata(server['id'], {KEY: earlier})
-        log = len(self.stdlog.logger.output)
         self.assertEqual((0, 0), self.host2_counts())
-        self.assertIn('expired', self.stdlog.logger.output[log:])
 
     def test_a_class_signed_for_another_host_is_not_counted(self):
         server = self.boot('auto', host='host2')
-        self.api.post_server_metadata(server['id'], {
-            KEY: workload.sign_measured(SECRET, server['id'], 'io', 'host1',
-                                        self.now + 600)})
+        # host1's key (its agent's, or a thief's), whichever host the
+        # value names: host2 checks with host2's key
+        host1_key = workload.derive_host_key(SECRET, 'host1')
+        for host in ('host1', 'host2'):
+            log = len(self.stdlog.logger.output)
+            self.api.post_server_metadata(server['id'], {
+                KEY: workload.sign_measured(host1_key, server['id'], 'io',
+                                            host, self.now + 600)})
+            self.assertEqual((0, 0), self.host2_counts())
+            self.assertIn('signature does not hold',
+                          self.stdlog.logger.output[log:])
+
+    def test_deleting_the_class_moves_no_count_until_it_expires(self):
+        # With the agent stopped (nothing repairs), the owner deletes its
+        # key: the host counts the instance as before until the signed
+        # expiry, so nothing the Watcher strategy plans from host mixes
+        # can be set off by a tenant.
+        server = self.boot('auto', host='host2')
+        self.agent_measures(server, 'cpu')
+        self.assertEqual((0, 2), self.host2_counts())
+        self.api.delete_server_metadata(server['id'], KEY)
+        self.assertNotIn(KEY, self.api.get_server(server['id'])['metadata'])
+        self.later(300)
+        self.assertEqual((0, 2), self.host2_counts())
+        self.later(300)    # the agent's lifetime is 600 s
         self.assertEqual((0, 0), self.host2_counts())
-        self.assertIn('measured on host1', self.stdlog.logger.output)
 
     def test_the_agent_re_asserts_before_expiry(self):
         server = self.boot('auto', host='host2')

@@ -251,8 +251,8 @@ class WorkloadMixTest(integrated_helpers._IntegratedTestBase):
         server = self.boot('auto', host='host2')
         self.admin_api.post_server_metadata(server['id'], {
             workload.MEASURED_CLASS_KEY: workload.sign_measured(
-                'agents-only', server['id'], 'io', 'host2',
-                timeutils.utcnow_ts() + 600)})
+                workload.derive_host_key('agents-only', 'host2'),
+                server['id'], 'io', 'host2', timeutils.utcnow_ts() + 600)})
         self._run_periodics()
         self.assertEqual('host2', self.host_of(self.boot('cpu')))
 

@@ -24,6 +24,7 @@ import testtools
 from vsmtio_agent.conf import agent as agent_conf
 from vsmtio_agent.conf import host as host_conf
 from vsmtio_agent.conf import publish as publish_conf
+from vsmtio_contract import workload
 from vsmtio_nova.deploy import ini
 from vsmtio_nova.deploy import nova_conf
 
@@ -54,8 +55,11 @@ function is_service_enabled {
 function setup_develop { _log setup_develop "$@"; }
 function pip_install_gr { _log pip_install_gr "$@"; }
 function create_service_user { _log create_service_user "$@"; }
+function get_or_create_role { _log get_or_create_role "$@"; }
+function get_or_create_user { _log get_or_create_user "$@"; }
 function generate_hex_string { echo generated-secret-of-$1; }
 function iniset { _log iniset "$@"; }
+function inidelete { _log inidelete "$@"; }
 function iniget { _log iniget "$@"; echo "${INIGET[$2 $3]:-}"; }
 function run_process { _log "run_process $1|$2|${3:-}|${4:-}"; }
 function stop_process { _log stop_process "$@"; }
@@ -147,6 +151,10 @@ class DevstackPluginTest(testtools.TestCase):
             'SERVICE_DOMAIN_NAME': 'Default',
             'SERVICE_PROJECT_NAME': 'service', 'REGION_NAME': 'RegionOne',
             'VSMTIO_CONF_DIR': os.path.join(self.dir, 'etc-vsmtio'),
+            'NOVA_CONF_DIR': os.path.join(self.dir, 'etc-nova'),
+            'DATABASE_TYPE': 'mysql', 'DATABASE_USER': 'root',
+            'DATABASE_PASSWORD': 'db-password',
+            'DATABASE_HOST': '192.0.2.10',
         }
         if 'PYTHONPATH' in os.environ:  # a tree ahead of the installed one
             self.env['PYTHONPATH'] = os.environ['PYTHONPATH']
@@ -297,27 +305,62 @@ class DevstackPluginTest(testtools.TestCase):
 
     # Publishing, the retention trait, tempest's options, the samples.
 
-    def test_all_in_one_publishes_with_nova_s_secret(self):
+    def assert_agent_least_privilege(self, calls,
+                                     password='service-password'):
+        """The agent's user: the vsmtio-agent role, inherited; no admin."""
+        self.assertIn('get_or_create_role vsmtio-agent', calls)
+        self.assertIn('get_or_create_user vsmtio %s Default' % password,
+                      calls)
+        self.assertIn('openstack --os-cloud devstack-system-admin role add '
+                      '--inherited --user vsmtio --user-domain Default '
+                      '--domain Default vsmtio-agent', calls)
+        self.assertFalse([c for c in calls if 'admin' in c.split()[-1:]
+                          or c.startswith('create_service_user')])
+
+    def test_all_in_one_publishes_with_its_host_s_key(self):
         calls = self.stack()
         secret = 'generated-secret-of-32'
-        # nova-compute verifies with what the agent signs with
+        key = workload.derive_host_key(secret, os.uname().nodename)
+        # the scheduler holds the root secret; nova-compute and the agent
+        # only this host's key
         self.assertIn('iniset %s vsmtio measured_class_secret %s'
                       % (self.nova, secret), calls)
+        self.assertIn('inidelete %s vsmtio measured_class_secret'
+                      % self.nova_cpu, calls)
+        self.assertIn('iniset %s vsmtio measured_class_host_keys %s'
+                      % (self.nova_cpu, key), calls)
+        self.assertNotIn(secret, '\n'.join(
+            c for c in calls if self.nova_cpu in c))
         conf = self.agent_conf()
         publish = conf[publish_conf.GROUP]
         self.assertTrue(publish.enabled)
-        self.assertEqual(secret, publish.measured_class_secret)
+        self.assertEqual(key, publish.measured_class_key)
+        self.assertIsNone(publish.measured_class_secret)
+        self.assertEqual('instance', publish.token_scope)
+        with open(os.path.join(self.env['VSMTIO_CONF_DIR'],
+                               'vsmtio-agent.conf')) as f:
+            self.assertNotIn(secret, f.read())
         self.assertEqual(60, publish.interval)
         self.assertEqual(os.uname().nodename, publish.host)
         conf.register_opts(ks_loading.get_auth_plugin_conf_options(
             'password'), group=publish_conf.AUTH_GROUP)
         auth = conf[publish_conf.AUTH_GROUP]
+        # no project: the agent scopes a token to each instance's own
         self.assertEqual(('password', 'vsmtio', 'service-password',
-                          'service', 'http://192.0.2.10/identity'),
+                          None, 'http://192.0.2.10/identity'),
                          (auth.auth_type, auth.username, auth.password,
                           auth.project_name, auth.auth_url))
         self.assertEqual(self.nova_cpu, conf.vsmtio_agent.nova_config_file)
-        self.assertIn('create_service_user vsmtio admin', calls)
+        self.assert_agent_least_privilege(calls)
+        # nova-api reads the agent's policy from policy.d beside nova.conf
+        policy = os.path.join(self.env['NOVA_CONF_DIR'], 'policy.d',
+                              'vsmtio.yaml')
+        with open(policy) as f, open(os.path.join(
+                ROOT, 'etc', 'nova', 'policy.d', 'vsmtio.yaml')) as shipped:
+            self.assertEqual(shipped.read(), f.read())
+        proc, _calls = self.run_phases('unstack', ALL_IN_ONE)
+        self.assertEqual(0, proc.returncode, proc.stderr[-3000:])
+        self.assertFalse(os.path.exists(policy))
         # the trait before any flavor asks (the plugin creates none), with
         # osc-placement installed for it
         self.assertIn('pip_install_gr osc-placement', calls)
@@ -334,7 +377,12 @@ class DevstackPluginTest(testtools.TestCase):
                        'devstack@vsmtio-agent',
                        'agent_checkpoint_path %s/vsmtio/agent-checkpoint'
                        '.json' % self.dir,
-                       'filter_min_classified_vcpus 16'):
+                       'filter_min_classified_vcpus 16',
+                       # the host's mix as the operator reads it
+                       'node_stats_command mysql -uroot -pdb-password '
+                       '-h192.0.2.10 -N -B nova_cell1 -e "SELECT stats FROM '
+                       'compute_nodes WHERE host=\'{host}\' AND '
+                       'deleted=0"'):
             self.assertIn('iniset %s vsmtio %s' % (tempest, option), calls)
 
     def test_publishing_off(self):
@@ -363,7 +411,8 @@ class DevstackPluginTest(testtools.TestCase):
         calls = self.stack(services, **controller)
         self.assert_scheduler_enabled(self.nova)
         self.assertIn(TRAIT_CREATE, calls)
-        self.assertIn('create_service_user vsmtio admin', calls)
+        self.assert_agent_least_privilege(calls,
+                                          controller['SERVICE_PASSWORD'])
         self.assertFalse(os.path.exists(self.env['VSMTIO_CONF_DIR']))
         self.assertIn('iniset /opt/stack/tempest/etc/tempest.conf vsmtio '
                       'host_command ssh stack@{host} sudo', calls)
@@ -375,7 +424,16 @@ class DevstackPluginTest(testtools.TestCase):
             self.nova_cpu).find('DEFAULT', 'compute_driver')[-1].value)
         publish = self.agent_conf()[publish_conf.GROUP]
         self.assertTrue(publish.enabled)
-        self.assertEqual(compute['VSMTIO_MEASURED_CLASS_SECRET'],
-                         publish.measured_class_secret)
-        self.assertIn('iniset %s vsmtio measured_class_secret %s' % (
-            self.nova, compute['VSMTIO_MEASURED_CLASS_SECRET']), calls)
+        key = workload.derive_host_key(
+            compute['VSMTIO_MEASURED_CLASS_SECRET'], os.uname().nodename)
+        self.assertEqual(key, publish.measured_class_key)
+        # no scheduler on a compute node: no root secret in any nova.conf
+        self.assertFalse([c for c in calls if 'measured_class_secret '
+                          in c + ' ' and c.startswith('iniset')])
+        self.assertIn('iniset %s vsmtio measured_class_host_keys %s'
+                      % (self.nova_cpu, key), calls)
+        # a host's key given in local.conf is used as it is
+        calls = self.stack(services, VSMTIO_MEASURED_CLASS_KEY='given',
+                           **compute)
+        self.assertEqual('given', self.agent_conf()[
+            publish_conf.GROUP].measured_class_key)

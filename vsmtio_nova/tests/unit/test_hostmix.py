@@ -1,6 +1,7 @@
 """The per-request view of host mixes against nova's real cell databases."""
 
 import logging
+import time
 
 import fixtures
 from oslo_utils import uuidutils
@@ -43,8 +44,10 @@ class RequestMixesDBTest(test.TestCase):
                    filter_min_classified_vcpus=4, group='vsmtio')
         hostmix.CACHE.clear()
         self.addCleanup(hostmix.CACHE.clear)
+        hostmix.MEASURED.clear()
+        self.addCleanup(hostmix.MEASURED.clear)
 
-    def create(self, host, cls, vcpus=2, cell=None):
+    def create(self, host, cls, vcpus=2, cell=None, metadata=None):
         """An instance in a cell database; the host state gets a stub."""
         flavor = base.flavor(cls, vcpus)
         with context.target_cell(self.ctxt, cell or self.cell) as cctxt:
@@ -52,7 +55,7 @@ class RequestMixesDBTest(test.TestCase):
                 context=cctxt, uuid=uuidutils.generate_uuid(),
                 host=host.host, project_id='p',
                 user_id='u', vcpus=vcpus, memory_mb=512, flavor=flavor,
-                instance_type_id=flavor.id)
+                instance_type_id=flavor.id, metadata=metadata or {})
             inst.create()
         host.instances[inst.uuid] = objects.Instance(uuid=inst.uuid)
         host.num_instances += 1
@@ -169,6 +172,42 @@ class RequestMixesDBTest(test.TestCase):
         spec = base.spec('io', 4, instance_uuid=moving.uuid)
         state = hostmix.TRACKER.request(spec, [h])
         self.assertEqual((mix.Mix(0, 2), None), state.mix(h))
+
+    def set_metadata(self, inst, metadata):
+        """What the owner does through the API: the row changes."""
+        with context.target_cell(self.ctxt, self.cell) as cctxt:
+            inst._context = cctxt
+            inst.metadata = metadata
+            inst.save()
+
+    def test_measured_classes_count_and_a_deleted_key_changes_nothing(self):
+        # Hosts without a published mix: the scheduler counts an auto
+        # instance as its compute would, with the class signed with the
+        # key of its host, derived from the root secret.
+        self.flags(measured_class_secret='root', group='vsmtio')
+        key = workload.derive_host_key('root', 'h')
+        expires = int(time.time()) + 600
+
+        def signed(inst, cls, key=key, host='h'):
+            return {workload.MEASURED_CLASS_KEY: workload.sign_measured(
+                key, inst.uuid, cls, host, expires)}
+
+        h = self.host('h')
+        auto = self.create(h, None, 4)
+        self.set_metadata(auto, signed(auto, 'io'))
+        self.create(h, 'cpu', 2)
+        state = hostmix.TRACKER.request(base.spec('cpu'), [h])
+        self.assertEqual((mix.Mix(4, 2), None), state.mix(h))
+        other = workload.derive_host_key('root', 'h2')
+        for meta in ({},                                  # deleted
+                     signed(auto, 'cpu', key='a-guess'),  # made up
+                     signed(auto, 'cpu', key=other),      # h2's key
+                     signed(auto, 'cpu', key=other, host='h2')):
+            self.set_metadata(auto, meta)
+            for ttl in (300, 0):       # reused from the cache, reloaded
+                self.flags(instance_class_cache_seconds=ttl, group='vsmtio')
+                state = hostmix.TRACKER.request(base.spec('cpu'), [h])
+                self.assertEqual((mix.Mix(4, 2), None), state.mix(h), meta)
 
     def test_cache_entries_expire(self):
         cache = hostmix.ClassCache()

@@ -136,3 +136,44 @@ class ViolatesTest(testtools.TestCase):
         self.assertEqual(
             (0.0, 0.25),
             mix.violates(mix.Mix(0, 6), CPU, 2, 0.25, 0.75, 4, free=2))
+
+
+class MeasuredMemoryTest(testtools.TestCase):
+    """The last verified class, kept until its own signed expiry."""
+
+    def test_the_later_expiry_wins_and_lapses_on_time(self):
+        memory = mix.MeasuredMemory()
+        io = workload.Measurement(workload.WorkloadClass.IO, 600, 'h1')
+        cpu = workload.Measurement(workload.WorkloadClass.CPU, 660, 'h1')
+        self.assertIs(cpu, memory.remember('u', cpu))
+        self.assertIs(cpu, memory.remember('u', io))   # put back: ignored
+        self.assertIs(cpu, memory.recall('u', 'h1', 659))
+        self.assertIsNone(memory.recall('u', 'h2', 0))  # another host's
+        self.assertIsNone(memory.recall('u', 'h1', 660))
+        self.assertEqual(0, len(memory))
+
+    def test_a_move_to_another_host_replaces_the_old_host_s_class(self):
+        memory = mix.MeasuredMemory()
+        memory.remember('u', workload.Measurement(
+            workload.WorkloadClass.CPU, 900, 'h1'))
+        moved = workload.Measurement(workload.WorkloadClass.IO, 700, 'h2')
+        self.assertIs(moved, memory.remember('u', moved))
+        memory.prune(700)
+        self.assertEqual(0, len(memory))
+
+    def test_counted_class_declared_wins_and_unmeasured_is_unsettled(self):
+        memory = mix.MeasuredMemory()
+        declared = mix.counted_class(workload.WorkloadClass.CPU, 2, 'u',
+                                     'io:9:h1:00', 'h1', ['k'], 0, memory)
+        self.assertEqual((workload.WorkloadClass.CPU, 2, mix.DECLARED),
+                         declared[:3])
+        self.assertTrue(declared.settled)
+        unmeasured = mix.counted_class(workload.WorkloadClass.AUTO, 2, 'u',
+                                       None, 'h1', ['k'], 0, memory)
+        self.assertEqual((mix.UNMEASURED, 'it is missing'),
+                         unmeasured[2:])
+        self.assertFalse(unmeasured.settled)
+        # no keys: measured classes are not used, nothing is expected
+        self.assertTrue(mix.counted_class(workload.WorkloadClass.AUTO, 2,
+                                          'u', None, 'h1', [], 0,
+                                          memory).settled)

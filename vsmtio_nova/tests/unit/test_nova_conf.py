@@ -16,6 +16,7 @@ from unittest import mock
 
 import testtools
 
+from vsmtio_contract import workload
 from vsmtio_nova.deploy import ini
 from vsmtio_nova.deploy import nova_conf
 
@@ -251,3 +252,34 @@ class NovaConfTest(testtools.TestCase):
         with mock.patch('sys.stderr', new_callable=io.StringIO) as err:
             self.assertEqual(2, nova_conf.main(['enable', path + '.gone']))
         self.assertIn('nothing written', err.getvalue())
+
+    def test_host_key_from_the_root_secret_of_a_nova_conf_or_stdin(self):
+        before = ('[vsmtio]\nmeasured_class_secret = new-root\n'
+                  'measured_class_previous_secret = old-root\n')
+        path = self.write(before)
+        want = workload.host_keys(['new-root', 'old-root'], 'compute-7')
+        # the run as a process: what an operator and devstack run
+        out = subprocess.run(
+            [sys.executable, '-c', 'import sys; from vsmtio_nova.deploy '
+             'import nova_conf; sys.exit(nova_conf.main(sys.argv[1:]))',
+             'host-key', '--host', 'compute-7', path],
+            capture_output=True, text=True, check=True)
+        self.assertEqual(','.join(want) + '\n', out.stdout)
+        out = subprocess.run(
+            [sys.executable, '-c', 'import sys; from vsmtio_nova.deploy '
+             'import nova_conf; sys.exit(nova_conf.main(sys.argv[1:]))',
+             'host-key', '--host', 'compute-7', '-'],
+            input='new-root\n', capture_output=True, text=True, check=True)
+        self.assertEqual(want[0] + '\n', out.stdout)
+        self.assertEqual(before, self.read(path))   # only read
+
+    def test_host_key_without_a_root_secret_says_so_in_one_line(self):
+        path = self.write('[vsmtio]\n')
+        with mock.patch('sys.stderr', new_callable=io.StringIO) as err:
+            self.assertEqual(2, nova_conf.main(['host-key', '--host', 'h',
+                                                path]))
+        self.assertEqual(1, err.getvalue().count('\n'))
+        self.assertIn('sets no [vsmtio] measured_class_secret',
+                      err.getvalue())
+        with mock.patch('sys.stderr', new_callable=io.StringIO):
+            self.assertRaises(SystemExit, nova_conf.main, ['host-key', path])

@@ -3,10 +3,12 @@
 import importlib.util
 import json
 import os
+import shlex
 
 from nova.api.validation.extra_specs import validators
 from nova import exception
 from nova import test
+import yaml
 
 from vsmtio_contract import io_reservation
 from vsmtio_contract import workload
@@ -30,14 +32,15 @@ class OptionsTest(test.NoDBTestCase):
         self.assertEqual(
             {'target_io_fraction', 'min_io_fraction', 'max_io_fraction',
              'filter_min_classified_vcpus', 'instance_class_cache_seconds',
-             'weight_multiplier', 'measured_class_secret', 'sysfs_root',
-             'io_reservation_capacity_iops',
+             'weight_multiplier', 'measured_class_secret',
+             'measured_class_previous_secret', 'measured_class_host_keys',
+             'sysfs_root', 'io_reservation_capacity_iops',
              'io_reservation_capacity_mib_per_s'},
             {o.name for o in opts})
         for opt in opts:
             self.assertTrue(opt.help, opt.name)
-            if opt.name == 'measured_class_secret':
-                # A secret: kept out of logs, no bounds to have.
+            if opt.name.startswith('measured_class_'):
+                # Secrets: kept out of logs, no bounds to have.
                 self.assertTrue(opt.secret)
             elif opt.name == 'sysfs_root':
                 self.assertEqual('/sys', opt.default)  # a path: no bounds
@@ -179,3 +182,22 @@ class DocCommandsTest(test.NoDBTestCase):
         self.assertEqual('required',
                          specs['trait:CUSTOM_VSMTIO_CONTEXT_RETENTION'])
         self.assertEqual('dedicated', specs['hw:cpu_policy'])
+
+    def test_the_agent_s_role_is_given_no_admin(self):
+        # install.rst's command, which the cloud runs: the vsmtio-agent
+        # role on every project of the domain, and that role only
+        words = shlex.split(self.docs.one('install.rst', 'openstack', 'role',
+                                          'add'))
+        self.assertIn('--inherited', words)
+        self.assertEqual('vsmtio-agent', words[-1])
+        self.assertNotIn('admin', words)
+        # the policy the docs install gives that role the metadata calls
+        with open(os.path.join(ROOT, 'etc', 'nova', 'policy.d',
+                               'vsmtio.yaml')) as f:
+            rules = yaml.safe_load(f)
+        self.assertEqual({'os_compute_api:server-metadata:%s' % name
+                          for name in ('index', 'create', 'delete')},
+                         set(rules))
+        for rule in rules.values():
+            self.assertIn('(role:vsmtio-agent and '
+                          'project_id:%(project_id)s)', rule)

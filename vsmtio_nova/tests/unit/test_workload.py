@@ -110,3 +110,34 @@ class MeasuredClassTest(testtools.TestCase):
     def test_auto_is_no_measurement(self):
         self.assertIsNone(workload.verify_measured(
             's', 'uuid-1', self.sign('auto'), 'h1', NOW))
+
+
+class HostKeyTest(testtools.TestCase):
+    """Each host's own key, derived from the controllers' root secret."""
+
+    def test_a_host_key_signs_for_its_host_only(self):
+        h1 = workload.derive_host_key('root', 'h1')
+        h2 = workload.derive_host_key('root', 'h2')
+        self.assertNotEqual(h1, h2)
+        self.assertNotEqual(h1, workload.derive_host_key('other-root', 'h1'))
+        self.assertRegex(h1, '^[0-9a-f]{64}$')
+        value = workload.sign_measured(h2, 'uuid-1', 'io', 'h1', NOW + 600)
+        # h2's key claiming h1: h1's verifier holds h1's key
+        self.assertIn('signature', workload.check_measured(
+            h1, 'uuid-1', value, 'h1', NOW)[1])
+
+    def test_every_key_of_a_rotation_verifies(self):
+        new, old = (workload.host_keys(['new-root', 'old-root'], 'h1'))
+        self.assertEqual([new], workload.host_keys(['new-root', None], 'h1'))
+        for key in (new, old):
+            value = workload.sign_measured(key, 'uuid-1', 'cpu', 'h1',
+                                           NOW + 600)
+            self.assertEqual(workload.WorkloadClass.CPU,
+                             workload.verify_measured([new, old], 'uuid-1',
+                                                      value, 'h1', NOW))
+            self.assertEqual(workload.Measurement(
+                workload.WorkloadClass.CPU, NOW + 600, 'h1'),
+                workload.trusted_measurement([new, old], 'uuid-1', value,
+                                             'h1', NOW)[0])
+        self.assertIn('no key', workload.check_measured(
+            [], 'uuid-1', 'cpu:1:h1:00', 'h1', NOW)[1])

@@ -15,12 +15,21 @@ from watcher.decision_engine.model import model_root
 from vsmtio_contract import workload
 from vsmtio_nova import mix
 from vsmtio_nova.watcher import strategy
+from vsmtio_nova.watcher.tests import measured_steps
 
 SECRET = 'test-secret'
 
 
+def signed(inst, cls, host, expires, key=None):
+    """What the agent of ``host`` writes (its key derives from SECRET)."""
+    return {workload.MEASURED_CLASS_KEY: workload.sign_measured(
+        key or workload.derive_host_key(SECRET, host), inst.uuid, cls,
+        host, expires)}
+
+
 class Config:
     measured_class_secret = SECRET
+    measured_class_previous_secret = None
 
 
 def params(**kw):
@@ -38,6 +47,9 @@ class StrategyTest(testtools.TestCase):
         super().setUp()
         self.model = model_root.ModelRoot()
         self.nodes = {}
+        # the decision engine's memory, as a fresh process has it
+        strategy.MEMORY.clear()
+        self.addCleanup(strategy.MEMORY.clear)
 
     def node(self, name, vcpus=10, status='enabled'):
         node = element.ComputeNode(
@@ -135,21 +147,116 @@ class StrategyTest(testtools.TestCase):
         self.node('b')
         now = int(time.time())
         good = self.instance('a')
-        good.metadata = {workload.MEASURED_CLASS_KEY: workload.sign_measured(
-            SECRET, good.uuid, workload.WorkloadClass.IO, 'a', now + 600)}
+        good.metadata = signed(good, 'io', 'a', now + 600)
         other_host = self.instance('a')
-        other_host.metadata = {
-            workload.MEASURED_CLASS_KEY: workload.sign_measured(
-                SECRET, other_host.uuid, workload.WorkloadClass.IO, 'b',
-                now + 600)}
+        other_host.metadata = signed(other_host, 'io', 'b', now + 600)
         forged = self.instance('a')
         forged.metadata = {workload.MEASURED_CLASS_KEY: 'io:%d:a:00' % (
             now + 600)}
         hosts = {h.name: h for h in self.strategy().hosts()}
         self.assertEqual(mix.Mix(1, 0), hosts['a'].mix)
 
+    def mixed_fleet_with_a_measured_guest(self):
+        """a, b, c each 2 I/O + 2 CPU vCPUs; a's CPU ones are measured.
+
+        Every host is within the band: a plan has nothing to do. Were the
+        measured guest not counted, a would be all I/O (stranded) and a
+        plan would move a neighbour's CPU guest onto it.
+        """
+        for name in ('a', 'b', 'c'):
+            self.node(name)
+        self.measured = self.instance('a', vcpus=2)
+        self.measured.metadata = signed(self.measured, 'cpu', 'a',
+                                        int(time.time()) + 600)
+        self.instance('a', 'io', vcpus=2)
+        for name in ('b', 'c'):
+            self.instance(name, 'io', vcpus=2)
+            self.instance(name, 'cpu', vcpus=2)
+
+    def audit(self):
+        s = self.strategy()
+        s.execute()
+        mixes = {h.name: h.mix for h in s.hosts()}
+        return mixes, [a['input_parameters'] for a in s.solution.actions]
+
+    def test_a_deleted_or_forged_key_moves_no_neighbour(self):
+        self.mixed_fleet_with_a_measured_guest()
+        before = self.audit()
+        self.assertEqual(({n: mix.Mix(2, 2) for n in 'abc'}, []), before)
+        now = int(time.time())
+        for meta in ({},                                   # deleted
+                     {workload.MEASURED_CLASS_KEY: 'io'},  # made up
+                     signed(self.measured, 'io', 'a', now + 600,
+                            key='a-guess'),
+                     signed(self.measured, 'io', 'a', now + 600,
+                            key=workload.derive_host_key(SECRET, 'b')),
+                     signed(self.measured, 'io', 'b', now + 600)):
+            self.measured.metadata = meta
+            # the same mixes and the same (empty) plan as before
+            self.assertEqual(before, self.audit(), meta)
+
+    def test_a_key_gone_before_any_audit_saw_it_freezes_its_host(self):
+        # A decision engine started after the owner deleted the key has
+        # nothing to remember: a counts as 2 I/O + 0, stranded, but is
+        # neither given a neighbour nor gives one away.
+        self.mixed_fleet_with_a_measured_guest()
+        self.measured.metadata = {}
+        s = self.strategy()
+        hosts = {h.name: h for h in s.hosts()}
+        self.assertEqual(mix.Mix(2, 0), hosts['a'].mix)
+        self.assertEqual(((), False), (hosts['a'].guests, hosts['a'].accepts))
+        s.execute()
+        self.assertEqual([], s.solution.actions)
+
+    def test_the_previous_root_counts_during_a_rotation(self):
+        self.node('a')
+        inst = self.instance('a')
+        inst.metadata = signed(inst, 'io', 'a', int(time.time()) + 600,
+                               key=workload.derive_host_key('old', 'a'))
+        Config.measured_class_previous_secret = 'old'
+        self.addCleanup(setattr, Config, 'measured_class_previous_secret',
+                        None)
+        self.assertEqual(mix.Mix(1, 0), self.strategy().hosts()[0].mix)
+
     def test_bad_band_fails_the_audit_with_its_reason(self):
         self.fleet()
         s = self.strategy(min_io_fraction=0.8, max_io_fraction=0.2)
         e = self.assertRaises(ValueError, s.execute)
         self.assertIn('exceeds', str(e))
+
+
+class SameRuleAsTheComputeTest(testtools.TestCase):
+    """Each step of :mod:`.measured_steps` counts as nova-compute counts it.
+
+    nova-compute's side of the same steps is
+    ``vsmtio_nova/tests/unit/test_compute_stats.py``.
+    """
+
+    def test_every_step_counts_as_written(self):
+        strategy.MEMORY.clear()
+        self.addCleanup(strategy.MEMORY.clear)
+        model = model_root.ModelRoot()
+        node = element.ComputeNode(
+            uuid=utils.generate_uuid(), hostname=measured_steps.HOST,
+            vcpus=8, vcpu_reserved=0, vcpu_ratio=1.0, memory=8192,
+            memory_mb_reserved=0, memory_ratio=1.0, disk=100,
+            disk_gb_reserved=0, disk_ratio=1.0, status='enabled')
+        model.add_node(node)
+        inst = element.Instance(
+            uuid=utils.generate_uuid(), name='auto',
+            vcpus=measured_steps.VCPUS, memory=128, disk=1, state='active',
+            metadata={}, flavor_extra_specs={}, host=measured_steps.HOST)
+        model.add_instance(inst)
+        model.map_instance(inst, node)
+
+        class Root:
+            measured_class_secret = measured_steps.ROOT
+
+        now = measured_steps.NOW
+        for what, metadata, later, want in measured_steps.steps(inst.uuid):
+            now += later
+            inst.metadata = metadata
+            s = strategy.WorkloadMixRepair(Root(), osc=object())
+            s._compute_model = model
+            s.clock = lambda: now
+            self.assertEqual(mix.Mix(*want), s.hosts()[0].mix, what)

@@ -57,8 +57,8 @@ class MeasuredStateTest(base.VsmtioBaseTest):
         if secret:
             from vsmtio_contract import workload
             self.assertEqual(cls, workload.verify_measured(
-                secret, server['id'], meta[CLASS_KEY], on,
-                time.time()).value)
+                workload.derive_host_key(secret, on), server['id'],
+                meta[CLASS_KEY], on, time.time()).value)
 
     @decorators.attr(type=['scenario', 'negative'])
     @decorators.idempotent_id('7a1c4e9b-3d2f-4b8a-a6e0-9c5d1f2b7e43')
