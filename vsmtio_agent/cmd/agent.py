@@ -158,17 +158,36 @@ class AgentService(_service_base().ServiceBase):
         self.agent = agent_mod.Agent(self.conf, self.driver)
         self.collector = metrics.AgentCollector(metrics.host_name(opts))
         if opts.metrics_port:
-            try:
-                _reg, self.metrics_server = metrics.serve(
-                    self.collector, opts.metrics_bind_host, opts.metrics_port)
-                LOG.info('metrics on http://%s:%d/metrics',
-                         opts.metrics_bind_host, opts.metrics_port)
-            except OSError as exc:
-                LOG.warning('Metrics endpoint not started: %s', exc)
+            self._serve_metrics(metrics, opts)
         self.publisher = publish.from_conf(self.conf)
         self._thread = threading.Thread(target=self._loop, name='vsmtio-loop',
                                         daemon=True)
         self._thread.start()
+
+    def _serve_metrics(self, metrics, opts):
+        """The endpoint, bounded and with TLS as configured.
+
+        One that cannot start (its address taken, a certificate that
+        cannot be read) is a warning: the agent runs on without it.
+        """
+        try:
+            context = None
+            if opts.metrics_tls_cert_file:
+                context = metrics.tls_context(
+                    opts.metrics_tls_cert_file, opts.metrics_tls_key_file,
+                    opts.metrics_tls_client_ca_file)
+            _reg, self.metrics_server = metrics.serve(
+                self.collector, opts.metrics_bind_host, opts.metrics_port,
+                max_connections=opts.metrics_max_connections,
+                read_timeout=opts.metrics_read_timeout, ssl_context=context)
+        except OSError as exc:
+            LOG.warning('Metrics endpoint not started: %s', exc)
+            return
+        LOG.info('metrics on %s://%s:%d%s%s',
+                 'https' if context else 'http', opts.metrics_bind_host,
+                 opts.metrics_port, metrics.METRICS_PATH,
+                 ' (client certificates required)'
+                 if opts.metrics_tls_client_ca_file else '')
 
     def _loop(self):
         try:
@@ -451,6 +470,11 @@ def validate_conf(conf):
                     'empty: give a value, or remove the line for the '
                     'default (%s)' % (opt.default,))
     opts = conf.vsmtio_agent
+    for needs_cert in ('metrics_tls_key_file', 'metrics_tls_client_ca_file'):
+        if getattr(opts, needs_cert) and not opts.metrics_tls_cert_file:
+            raise _option_error(conf, 'vsmtio_agent', needs_cert,
+                                'set, but metrics_tls_cert_file is not: '
+                                'the endpoint would serve plain HTTP')
     if opts.min_timeout_us > opts.max_timeout_us:
         raise ValueError('[vsmtio_agent] min_timeout_us (%d) is above '
                          'max_timeout_us (%d)'
