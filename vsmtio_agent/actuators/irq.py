@@ -35,9 +35,9 @@ from vsmtio_agent.linux import topology
 
 LOG = logging.getLogger(__name__)
 
-_LINE = re.compile(r'^\s*(\d+):((?:\s+\d+)+)\s+(.*)$')
+_LINE = re.compile(r'\s*([0-9]+):((?:\s+[0-9]+)+)\s+(.*)')
 # the trigger column: "5-edge", "1-edge", "PCI-MSI-edge", "fasteoi", ...
-_TRIGGER = re.compile(r'(^|-)(edge|level|fasteoi|simple|edge-level)$',
+_TRIGGER = re.compile(r'(^|-)(edge|level|fasteoi|simple|edge-level)\Z',
                       re.IGNORECASE)
 
 
@@ -52,7 +52,7 @@ def read_interrupts(procfs_root='/proc'):
         text = f.read()
     out = {}
     for line in text.splitlines()[1:]:
-        match = _LINE.match(line)
+        match = _LINE.fullmatch(line)
         if not match:
             continue
         out[int(match.group(1))] = _actions(match.group(3))

@@ -9,6 +9,7 @@ same on a real qemu guest, with SIGKILL, is in
 
 import fcntl
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -96,3 +97,37 @@ class TestRestoreCommand(testtools.TestCase):
         self.assertNotIn('Traceback', out.stderr)
         self.assertEqual('0', self.irqs.affinity(36))
         self.assertEqual(1, len(glob.glob(self.path + '.corrupt-*')))
+
+    def edit_checkpoint(self, change):
+        """Rewrite the checkpoint as a hand (or another program) might."""
+        with open(self.path) as f:
+            data = json.load(f)
+        change(data)
+        fd = os.open(self.path, os.O_WRONLY | os.O_TRUNC)
+        with os.fdopen(fd, 'w') as f:
+            json.dump(data, f)
+
+    def test_a_key_with_a_trailing_newline_is_refused(self):
+        """``$`` would let ``halt_poll_ns\\n`` through: another file."""
+        self.killed_agent()
+
+        def newline(data):
+            data['knobs'] = {'module/kvm/parameters/halt_poll_ns\n': 5}
+        self.edit_checkpoint(newline)
+        out = self.restore()
+        self.assertEqual(1, out.returncode)
+        self.assertIn('does not match', out.stdout)
+        self.assertFalse(os.path.exists(self.sysfs.knob + '\n'))
+        self.assertEqual(50000, self.sysfs.read_knob())
+
+    def test_a_state_directory_others_can_write_is_refused(self):
+        self.killed_agent()
+        os.chmod(os.path.dirname(self.path), 0o777)
+        out = self.restore()
+        self.assertEqual(1, out.returncode)
+        said = [line for line in out.stdout.splitlines()
+                if line.startswith('error: ')]
+        self.assertEqual(1, len(said), out.stdout)
+        self.assertIn('with mode 0777', said[0])
+        self.assertEqual('0', self.irqs.affinity(36))
+        self.assertEqual(50000, self.sysfs.read_knob())
