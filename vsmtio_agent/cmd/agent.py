@@ -362,13 +362,17 @@ def _restore(conf):
         print('nothing to restore: %s records no change' % path)
         return 0
     print('restored %d of %d recorded change(s) from %s'
-          % (done.recorded - done.remaining, done.recorded, path))
+          % (done.recorded - done.remaining - done.dropped, done.recorded,
+             path))
+    if done.dropped:
+        print('%d recorded value(s) no host takes were dropped, not '
+              'written back (see the log): check what they name by hand'
+              % done.dropped)
     if done.remaining:
         print('%d change(s) could not be put back and stay recorded in %s '
               '(see the log); run restore again when the host allows'
               % (done.remaining, path))
-        return 1
-    return 0
+    return 1 if done.remaining or done.dropped else 0
 
 
 def _alive(pid):
