@@ -16,6 +16,7 @@ the log or the status file is one line on stderr and exit status 2.
 
 import argparse
 import contextlib
+import difflib
 import importlib.metadata
 import io
 import math
@@ -533,8 +534,13 @@ def _setup_logging(conf):
         raise ValueError('cannot set up logging: %s' % exc)
 
 
-def _file_setting(conf, group, name):
-    """The configuration file that sets ``[group] name`` last, or None."""
+def _config_files(conf):
+    """``[(path, {section: {key: [values]}})]`` of every file read.
+
+    The ``--config-file`` files and the ``.conf`` files of each
+    ``--config-dir``, in oslo.config's order, as its own parser reads
+    them; a file it could not read is left out (``main`` has said why).
+    """
     files = list(conf.config_file or ())
     dirs = conf.config_dir or ()
     for directory in [dirs] if isinstance(dirs, str) else dirs:
@@ -544,16 +550,94 @@ def _file_setting(conf, group, name):
                             if n.endswith('.conf'))
         except OSError:
             pass
-    found = None
+    parsed = []
     for path in files:
         sections = {}
         try:
             cfg.ConfigParser(path, sections).parse()
-        except (OSError, cfg.ParseError):
+        except (OSError, cfg.ParseError, UnicodeDecodeError):
             continue
+        parsed.append((path, sections))
+    return parsed
+
+
+def _file_setting(conf, group, name):
+    """The configuration file that sets ``[group] name`` last, or None."""
+    found = None
+    for path, sections in _config_files(conf):
         if name in sections.get(group, {}):
             found = path
     return found
+
+
+def unknown_options(conf):
+    """One line for each option the files set that the agent does not have.
+
+    oslo.config ignores an option nothing registers, so a misspelt one
+    (``mits = false``) silently leaves the default in force. Every key of
+    a ``vsmtio`` section of the configuration files is looked up among
+    the agent's options, its host driver's (``[vsmtio_sim]``) and
+    keystoneauth1's for the configured auth type, by the names oslo.config
+    reads (an option's name with underscores, and its deprecated names);
+    a section no group has is one line too. ``[DEFAULT]`` and other
+    projects' sections are oslo.log's and theirs.
+    """
+    known = {}
+    plugin = _auth_plugin_opts(conf)
+    for group, opts in _opts_to_check(conf) + [plugin]:
+        names = known.setdefault(group, set())
+        for opt in opts or ():
+            names.add(opt.dest)
+            for old in opt.deprecated_opts or ():
+                if old.name and old.group in (None, group):
+                    names.add(old.name.replace('-', '_'))
+    lines = []
+    for path, sections in _config_files(conf):
+        for section, keys in sections.items():
+            group = section.lower()
+            if not group.startswith('vsmtio'):
+                continue
+            if group == plugin[0] and plugin[1] is None:
+                continue
+            if group not in known:
+                lines.append('[%s] in %s is no group of the agent: its '
+                             'options are ignored%s'
+                             % (section, path, _close(group, known)))
+                continue
+            for key in keys:
+                if key not in known[group]:
+                    lines.append('[%s] %s in %s is no option of the agent: '
+                                 'it is ignored%s'
+                                 % (section, key, path,
+                                    _close(key, known[group])))
+    return lines
+
+
+def _auth_plugin_opts(conf):
+    """(group, options of the configured keystoneauth1 plugin).
+
+    The options are None when the plugin does not load: an auth type
+    nothing provides, which the publisher says when it loads it; its
+    options cannot be told from typos here.
+    """
+    from keystoneauth1 import exceptions as ks_exceptions
+    from keystoneauth1 import loading as ks_loading
+    from vsmtio_agent.conf import publish as publish_conf
+    try:
+        auth_type = getattr(conf, publish_conf.AUTH_GROUP).auth_type
+    except (cfg.Error, ValueError):
+        return publish_conf.AUTH_GROUP, None
+    try:
+        opts = ks_loading.get_auth_plugin_conf_options(
+            auth_type or 'password')
+    except (ks_exceptions.NoMatchingPlugin, ImportError, RuntimeError):
+        opts = None
+    return publish_conf.AUTH_GROUP, opts
+
+
+def _close(name, candidates):
+    match = difflib.get_close_matches(name, sorted(candidates), n=1)
+    return ' (did you mean %s?)' % match[0] if match else ''
 
 
 # Every character str.splitlines() breaks a line at, written as an escape.
@@ -578,8 +662,13 @@ def main(argv=None, conf=None):
         _error(exc)
         return 2
     command = conf.command.name
+    unknown = unknown_options(conf)
     if command == 'check':
+        for line in unknown:
+            print('configuration: %s' % line)
         return _check(conf)
+    for line in unknown:
+        LOG.warning('%s', line)
     if command == 'status':
         return _status(conf)
     if command == 'restore':

@@ -16,6 +16,7 @@ import logging as py_logging
 import math
 import os
 import re
+import subprocess
 import sys
 import tempfile
 
@@ -33,6 +34,8 @@ from vsmtio_agent.conf import types as conf_types
 from vsmtio_agent.linux import topology
 
 ERROR = 'vsmtio-agent: error: '
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 COMMANDS = ('run', 'check', 'status')
 
 
@@ -147,12 +150,84 @@ class TestHostDriver(MainTestCase):
         agent_cmd.parse_args(['--config-file', shipped, 'check'], conf)
         agent_cmd.validate_conf(conf)
         self.assertEqual('libvirt', conf.vsmtio_agent.host_driver)
+        self.assertEqual([], agent_cmd.unknown_options(conf))
 
     def test_named_it_runs(self):
         status, out, err = self.main('', '--host-driver', 'simulated',
                                      'check')
         self.assertEqual(0, status, err)
         self.assertIn('mode: simulated', out)
+
+
+class TestUnknownOptions(MainTestCase):
+    """A misspelt option or group is said by name, never silent."""
+
+    MISSPELT = ('[vsmtio_agent]\nmits = false\nPeriod = 2\n'
+                '[Vsmtio_Sim]\nscenarioo = x\n'
+                '[vsmtio_agnet]\nmist = false\n'
+                '[vsmtio_publish_auth]\nusernmae = bob\n')
+
+    def test_check_prints_each_by_name_with_the_likely_one(self):
+        status, out, err = self.main(self.MISSPELT, '--host-driver',
+                                     'simulated', 'check')
+        self.assertEqual(0, status, err)
+        said = [line for line in out.splitlines()
+                if line.startswith('configuration: ')]
+        path = os.path.join(self.tmp, 'agent.conf')
+        for name, close in (('[vsmtio_agent] mits', 'mist'),
+                            ('[vsmtio_agent] Period', 'period'),
+                            ('[Vsmtio_Sim] scenarioo', 'scenario'),
+                            ('[vsmtio_agnet]', 'vsmtio_agent'),
+                            ('[vsmtio_publish_auth] usernmae', 'username')):
+            line = [s for s in said if s.startswith(
+                'configuration: %s in ' % name)]
+            self.assertEqual(1, len(line), said)
+            self.assertIn(path, line[0])
+            self.assertIn('(did you mean %s?)' % close, line[0])
+        self.assertEqual(5, len(said), said)
+
+    def test_every_option_of_the_agent_and_its_driver_is_known(self):
+        conf = cfg.ConfigOpts()
+        agent_conf.register_opts(conf)
+        agent_cmd.parse_args(['--host-driver', 'simulated'], conf)
+        text = ''.join('[%s]\n%s\n' % (group, '\n'.join(
+            '%s = 1' % opt.dest for opt in opts))
+            for group, opts in agent_cmd._opts_to_check(conf))
+        self.assertIn('[vsmtio_sim]', text)
+        path = self.conf_file(text, 'all.conf')
+        conf = cfg.ConfigOpts()
+        agent_conf.register_opts(conf)
+        agent_cmd.parse_args(['--config-file', path, '--host-driver',
+                              'simulated'], conf)
+        self.assertEqual([], agent_cmd.unknown_options(conf))
+
+    def test_the_auth_type_s_own_options_are_known(self):
+        path = self.conf_file('[vsmtio_publish_auth]\n'
+                              'auth_type = v3applicationcredential\n'
+                              'application_credential_id = x\n'
+                              'application_credential_secret = y\n'
+                              'cafile = /etc/ssl/ca.pem\n', 'auth.conf')
+        conf = cfg.ConfigOpts()
+        agent_conf.register_opts(conf)
+        agent_cmd.parse_args(['--config-file', path], conf)
+        self.assertEqual([], agent_cmd.unknown_options(conf))
+
+    def test_run_warns_once_by_name(self):
+        path = self.conf_file(
+            '[vsmtio_agent]\nhost_driver = simulated\nperiod = 0.05\n'
+            'mits = false\nmetrics_port = 0\nstatus_path = %s\n'
+            'checkpoint_path = %s\n'
+            % (self.status_path, os.path.join(self.tmp, 'ckpt.json')))
+        out = subprocess.run(
+            [sys.executable, '-m', 'vsmtio_agent.cmd.agent',
+             '--config-file', path, 'run', '--periods', '1'],
+            capture_output=True, text=True, timeout=120, cwd=ROOT,
+            env=dict(os.environ, PYTHONPATH=ROOT))
+        self.assertEqual(0, out.returncode, out.stderr[-2000:])
+        said = [line for line in (out.stdout + out.stderr).splitlines()
+                if 'mits in %s is no option of the agent' % path in line]
+        self.assertEqual(1, len(said), out.stdout + out.stderr)
+        self.assertIn('WARNING', said[0])
 
 
 class TestOptionValues(MainTestCase):
