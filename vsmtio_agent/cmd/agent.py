@@ -453,10 +453,14 @@ def validate_conf(conf):
         for opt in opts:
             try:
                 value = getattr(getattr(conf, group), opt.dest)
-            except cfg.NoSuchOptError:
-                # listed for the sample file, registered by keystoneauth1
-                # only when it loads the configured auth plugin
-                continue
+            except cfg.NoSuchOptError as exc:
+                if exc.opt_name == opt.dest:
+                    # listed for the sample file, registered by
+                    # keystoneauth1 only when it loads the auth plugin
+                    continue
+                # a value's ``$name`` that names no option
+                raise _option_error(conf, group, opt.dest,
+                                    'its value refers to %s' % exc)
             except cfg.Error as exc:
                 # The type's own error (what oslo raised this one from)
                 # says why; the files say where.

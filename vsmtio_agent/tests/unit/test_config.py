@@ -533,10 +533,35 @@ CPU_TOKENS = st.one_of(
 CPU_LISTS = st.lists(CPU_TOKENS, max_size=5).map(','.join)
 VALUES = st.one_of(NUMBERS, TEXT, PATTERNS, CPU_LISTS,
                    st.sampled_from(['true', 'false', 'libvirt', 'simulated',
-                                    'os:system', 'vanilla']))
+                                    'os:system', 'vanilla', '$foo',
+                                    '${vsmtio_agent.period}', '$period',
+                                    '$$', '${', '%(x)s']))
 OPTIONS = sorted((group.name, opt.dest)
                  for group, opts in conf_opts.list_opts() for opt in opts)
-SETTINGS = st.lists(st.tuples(st.sampled_from(OPTIONS), VALUES),
+KNOWN = {name for _group, name in OPTIONS}
+
+
+@st.composite
+def misspelt(draw):
+    """An option's name with one letter dropped, doubled or swapped."""
+    group, name = draw(st.sampled_from(OPTIONS))
+    i = draw(st.integers(0, len(name) - 1))
+    how = draw(st.sampled_from(['drop', 'double', 'swap', 'upper']))
+    if how == 'drop':
+        typo = name[:i] + name[i + 1:]
+    elif how == 'double':
+        typo = name[:i] + name[i] + name[i:]
+    elif how == 'swap' and i + 1 < len(name):
+        typo = name[:i] + name[i + 1] + name[i] + name[i + 2:]
+    else:
+        typo = name[:i] + name[i].upper() + name[i + 1:]
+    hypothesis.assume(typo and typo not in KNOWN and typo.strip() == typo
+                      and not typo.startswith(('#', ';', '[')))
+    return group, typo
+
+
+SETTINGS = st.lists(st.one_of(st.tuples(st.sampled_from(OPTIONS), VALUES),
+                              st.tuples(misspelt(), VALUES)),
                     min_size=1, max_size=4)
 
 
@@ -567,7 +592,10 @@ class TestProperties(MainTestCase):
             for opt in option_list:
                 try:
                     value = getattr(getattr(conf, group.name), opt.dest)
-                except cfg.NoSuchOptError:
+                except cfg.NoSuchOptError as exc:
+                    # an auth plugin's option, registered when it loads;
+                    # never a value's ``$name`` the start let through
+                    self.assertEqual(opt.dest, exc.opt_name)
                     continue
                 if isinstance(value, float):
                     self.assertTrue(math.isfinite(value), opt.dest)
@@ -588,7 +616,7 @@ class TestProperties(MainTestCase):
         else:
             self.assertOneLineError(result)
 
-    @PROPERTY
+    @hypothesis.settings(PROPERTY, max_examples=300)
     @hypothesis.given(settings=SETTINGS,
                       driver=st.sampled_from([None, 'simulated', 'libvirt',
                                               'os:system', '']),
@@ -599,6 +627,12 @@ class TestProperties(MainTestCase):
         result = self.main(config_text(settings), *(argv + [command]))
         self.assertCleanOrOneLine(result)
         self.assertEqual(result[0] == 0, len(self.started) == before + 1)
+        if result[0] == 0:
+            # no misspelt option passes in silence
+            said = result[1] + result[2]
+            for (group, name), _value in settings:
+                if name not in KNOWN:
+                    self.assertIn('[%s] %s in ' % (group, name), said)
 
 
 JSON = st.recursive(
