@@ -203,7 +203,9 @@ class AgentService(_service_base().ServiceBase):
             return
         self.collector.observe(period, self.mode)
         opts = self.conf.vsmtio_agent
-        doc = status.document(period, self.driver, opts, self.mode)
+        # server names are tenants' text: only in a file others cannot read
+        doc = status.document(period, self.driver, opts, self.mode,
+                              names=status.private(opts.status_path))
         if self.publisher is not None:
             self.publisher.observe(period.stats, period.decision)
             doc['published'] = self.publisher.summary()

@@ -641,6 +641,9 @@ JSON = st.recursive(
         TEXT, inner, max_size=4),
     max_leaves=12)
 DOCUMENT_KEYS = sorted(set(status_document()) - {'pid'})
+# Names as a tenant might choose them: control characters, separators,
+# bidirectional overrides, and long.
+NAMES = st.text(st.characters(blacklist_categories=('Cs',)), max_size=300)
 
 
 @st.composite
@@ -658,6 +661,12 @@ def status_files(draw):
                 doc.pop(key, None)
             else:
                 doc[key] = draw(JSON)
+        # the tenant's text where the daemon writes it: server names
+        for row in doc['vcpus'] if isinstance(doc.get('vcpus'), list) else ():
+            if isinstance(row, dict) and draw(st.booleans()):
+                row['server'] = draw(NAMES)
+        doc['vms'] = {draw(NAMES): {'name': draw(NAMES), 'has': [
+            draw(NAMES)]}}
     text = json.dumps(doc).encode()
     if kind == 'truncated':
         text = text[:draw(st.integers(0, len(text)))]
@@ -666,7 +675,7 @@ def status_files(draw):
 
 class TestStatusProperties(MainTestCase):
 
-    @PROPERTY
+    @hypothesis.settings(PROPERTY, max_examples=200)
     @hypothesis.given(content=status_files())
     def test_status_files(self, content):
         with tempfile.NamedTemporaryFile(dir=self.tmp, delete=False) as f:
@@ -677,5 +686,8 @@ class TestStatusProperties(MainTestCase):
         self.assertNotIn('Traceback', err)
         if status == 0:
             self.assertIn('| core | domain', out)
+            # whatever text the file holds reaches the terminal escaped
+            for line in out.splitlines():
+                self.assertTrue(line.isprintable(), repr(line))
         else:
             self.assertOneLineError(result, 'is not a status document')
