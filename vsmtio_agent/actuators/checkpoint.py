@@ -272,7 +272,9 @@ class Checkpoint(base.Record):
             return False
         self._domains = data.get('domains', {})
         self._knobs = data.get(KNOBS, {})
-        self._host = data.get('host', {})
+        # a kind with no key records nothing (as forget leaves it)
+        self._host = {kind: section for kind, section
+                      in data.get('host', {}).items() if section}
         self._dirty = False
         return not self.empty
 
