@@ -70,16 +70,9 @@ def cpus(value, host_cpus=None, empty=False):
     all (a knob that names none).
     """
     if isinstance(value, str):
-        numbers = value.replace('-', ',').split(',')
-        for number in numbers:
-            if number and (len(number) > _MAX_DIGITS
-                           or not number.isdigit()
-                           or int(number) > MAX_CPU_ID):
-                return 'CPU list %s names no CPU Linux has' % _short(value)
-        try:
-            value = sorted(topology.parse_cpu_list(value))
-        except ValueError as exc:
-            return str(exc)
+        value, why = _cpu_list(value)
+        if why:
+            return why
     elif not isinstance(value, list):
         return 'CPUs %s are not a list' % _short(value)
     if not value and not empty:
@@ -91,6 +84,18 @@ def cpus(value, host_cpus=None, empty=False):
         if host_cpus is not None and cpu not in host_cpus:
             return 'CPU %d is not one of this host\'s' % cpu
     return None
+
+
+def _cpu_list(text):
+    """(sorted CPU ids, None) of a CPU list's text, or (None, why)."""
+    for number in text.replace('-', ',').replace('^', ',').split(','):
+        if number and (len(number) > _MAX_DIGITS or not number.isdigit()
+                       or int(number) > MAX_CPU_ID):
+            return None, 'CPU list %s names no CPU Linux has' % _short(text)
+    try:
+        return sorted(topology.parse_cpu_list(text)), None
+    except ValueError as exc:
+        return None, str(exc)
 
 
 def _short(value):

@@ -481,16 +481,22 @@ def validate_conf(conf):
                     'empty: give a value, or remove the line for the '
                     'default (%s)' % (opt.default,))
     opts = conf.vsmtio_agent
-    for needs_cert in ('metrics_tls_key_file', 'metrics_tls_client_ca_file'):
-        if getattr(opts, needs_cert) and not opts.metrics_tls_cert_file:
-            raise _option_error(conf, 'vsmtio_agent', needs_cert,
-                                'set, but metrics_tls_cert_file is not: '
-                                'the endpoint would serve plain HTTP')
+    _check_metrics_tls(conf)
     if opts.min_timeout_us > opts.max_timeout_us:
         raise ValueError('[vsmtio_agent] min_timeout_us (%d) is above '
                          'max_timeout_us (%d)'
                          % (opts.min_timeout_us, opts.max_timeout_us))
     engine.Params.from_conf(conf)
+
+
+def _check_metrics_tls(conf):
+    """A key or client CA for the endpoint comes with its certificate."""
+    opts = conf.vsmtio_agent
+    for needs_cert in ('metrics_tls_key_file', 'metrics_tls_client_ca_file'):
+        if getattr(opts, needs_cert) and not opts.metrics_tls_cert_file:
+            raise _option_error(conf, 'vsmtio_agent', needs_cert,
+                                'set, but metrics_tls_cert_file is not: '
+                                'the endpoint would serve plain HTTP')
 
 
 def _opts_to_check(conf):
@@ -588,35 +594,44 @@ def unknown_options(conf):
     a section no group has is one line too. ``[DEFAULT]`` and other
     projects' sections are oslo.log's and theirs.
     """
-    known = {}
-    plugin = _auth_plugin_opts(conf)
-    for group, opts in _opts_to_check(conf) + [plugin]:
-        names = known.setdefault(group, set())
-        for opt in opts or ():
-            names.add(opt.dest)
-            for old in opt.deprecated_opts or ():
-                if old.name and old.group in (None, group):
-                    names.add(old.name.replace('-', '_'))
+    known = _known_names(conf)
     lines = []
     for path, sections in _config_files(conf):
         for section, keys in sections.items():
             group = section.lower()
-            if not group.startswith('vsmtio'):
-                continue
-            if group == plugin[0] and plugin[1] is None:
+            if not group.startswith('vsmtio') or known.get(group, ()) is None:
                 continue
             if group not in known:
                 lines.append('[%s] in %s is no group of the agent: its '
                              'options are ignored%s'
                              % (section, path, _close(group, known)))
                 continue
-            for key in keys:
-                if key not in known[group]:
-                    lines.append('[%s] %s in %s is no option of the agent: '
-                                 'it is ignored%s'
-                                 % (section, key, path,
-                                    _close(key, known[group])))
+            lines += ['[%s] %s in %s is no option of the agent: it is '
+                      'ignored%s' % (section, key, path,
+                                     _close(key, known[group]))
+                      for key in keys if key not in known[group]]
     return lines
+
+
+def _known_names(conf):
+    """``{group: names oslo.config reads there}``; None: not to be told.
+
+    An option is read by its ``dest`` (its name with underscores) and by
+    its deprecated names in its own group. The auth group's names are
+    None when the configured auth type does not load.
+    """
+    known = {}
+    group, plugin = _auth_plugin_opts(conf)
+    for group_name, opts in _opts_to_check(conf) + [(group, plugin or ())]:
+        names = known.setdefault(group_name, set())
+        for opt in opts:
+            names.add(opt.dest)
+            names.update(old.name.replace('-', '_')
+                         for old in opt.deprecated_opts or ()
+                         if old.name and old.group in (None, group_name))
+    if plugin is None:
+        known[group] = None
+    return known
 
 
 def _auth_plugin_opts(conf):
@@ -642,7 +657,8 @@ def _auth_plugin_opts(conf):
 
 
 def _close(name, candidates):
-    match = difflib.get_close_matches(name, sorted(candidates), n=1)
+    match = difflib.get_close_matches(
+        name, sorted(c for c in candidates if c), n=1)
     return ' (did you mean %s?)' % match[0] if match else ''
 
 

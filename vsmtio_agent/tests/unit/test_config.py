@@ -233,6 +233,13 @@ class TestUnknownOptions(MainTestCase):
 class TestOptionValues(MainTestCase):
     """Numbers, patterns and CPU lists are checked at start."""
 
+    def test_a_metrics_key_or_client_ca_needs_the_certificate(self):
+        for name in ('metrics_tls_key_file', 'metrics_tls_client_ca_file'):
+            self.assertOneLineError(
+                self.main('[vsmtio_agent]\n%s = /etc/x.pem\n' % name,
+                          '--host-driver', 'simulated', 'check'),
+                '[vsmtio_agent] %s' % name, 'metrics_tls_cert_file is not')
+
     def test_every_float_option_of_ours_is_finite_and_bounded(self):
         floats = [(group.name, opt) for group, opts in conf_opts.list_opts()
                   for opt in opts if isinstance(opt.type, oslo_types.Float)
