@@ -11,10 +11,29 @@ Gauges carry the labels OpenStack Watcher's Prometheus datasource reads
 by default: ``fqdn`` (this host as nova names it, :func:`host_name`,
 matched against the compute node's host) and, per vCPU, ``resource`` (the
 instance UUID, which is the libvirt domain UUID nova gives its guests).
+
+The endpoint runs in the root agent and answers whoever can connect, so
+what a client can make it hold is bounded (:class:`BoundedServer`): a
+connection costs a descriptor, never a thread, until its whole request
+has arrived; at most ``metrics_max_connections`` are open at once (the
+oldest still-silent one makes way for a new one); each has
+``metrics_read_timeout`` seconds to send its request and again to take the
+answer; two threads render and send. Only ``GET /metrics`` is served;
+anything else gets a fixed answer that repeats nothing of the request.
+HTTP itself is the standard library's (``wsgiref``) and the rendering
+``prometheus_client``'s: the server only decides when a connection may
+take a thread.
 """
 
+import collections
+from concurrent import futures
+import io
+import selectors
 import socket
+import ssl
 import threading
+import time
+from wsgiref import simple_server
 
 from oslo_config import cfg
 from oslo_log import log as logging
@@ -237,10 +256,346 @@ def _mist_families(g, verdicts):
     yield i_cpu
 
 
-def serve(collector, host, port):
-    """Start the endpoint in a thread; return (registry, server)."""
+#: The one path served.
+METRICS_PATH = '/metrics'
+# A scrape's request line and headers: a few hundred bytes from Prometheus,
+# a few kB with a bearer token. Longer is not a scrape.
+MAX_HEAD = 16 * 1024
+# Threads that render and send: a scrape takes milliseconds, and a slow
+# reader holds one for at most the read timeout.
+WORKERS = 2
+_HEAD_ENDS = (b'\r\n\r\n', b'\n\n')
+LISTEN_BACKLOG = 128
+
+
+def metrics_app(registry):
+    """``prometheus_client``'s WSGI app, on :data:`METRICS_PATH` only.
+
+    Its own app answers every path and puts the request's method in the
+    body of a refusal; here anything but ``GET /metrics`` is a fixed
+    answer, and a failure to render is one log line and a 500.
+    """
+    render = prometheus_client.make_wsgi_app(registry)
+
+    def app(environ, start_response):
+        if environ.get('PATH_INFO') != METRICS_PATH:
+            return _fixed(start_response, '404 Not Found',
+                          b'Not found: the metrics are at /metrics\n')
+        if environ.get('REQUEST_METHOD') != 'GET':
+            return _fixed(start_response, '405 Method Not Allowed',
+                          b'Only GET is served\n', [('Allow', 'GET')])
+        try:
+            return render(environ, start_response)
+        except Exception as exc:    # a collector's bug: one line, not a trace
+            LOG.warning('Cannot render the metrics: %s', exc)
+            return _fixed(start_response, '500 Internal Server Error',
+                          b'The metrics could not be rendered\n')
+
+    return app
+
+
+def _fixed(start_response, status, body, headers=()):
+    start_response(status, [('Content-Type', 'text/plain; charset=utf-8'),
+                            ('Content-Length', str(len(body)))]
+                   + list(headers))
+    return [body]
+
+
+def tls_context(cert_file, key_file=None, client_ca_file=None):
+    """A server TLS context: TLS 1.2 at least; client certificates if a CA.
+
+    ``OSError`` (``ssl.SSLError`` is one) if a file cannot be used.
+    """
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_file, key_file or None)
+    if client_ca_file:
+        context.load_verify_locations(cafile=client_ca_file)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+class _ErrorSink(io.StringIO):
+    """``wsgi.errors``: what wsgiref would print to stderr, one debug line.
+
+    A client that goes away mid-answer or stops reading ends its request
+    with an exception wsgiref prints in full; for the agent it is the
+    client's business.
+    """
+
+    def flush(self):
+        text = self.getvalue().strip()
+        if text:
+            LOG.debug('metrics request: %s', text.splitlines()[-1])
+        self.seek(0)
+        self.truncate()
+
+
+class _Handler(simple_server.WSGIRequestHandler):
+    """The standard library's WSGI handler, over a request already read.
+
+    The server read the request's head before it gave the connection a
+    thread: the handler parses that, and writes the answer to the socket,
+    under the server's timeout.
+    """
+
+    def __init__(self, request, client_address, server, head):
+        self._head = head
+        super().__init__(request, client_address, server)
+
+    @property
+    def timeout(self):
+        return self.server.read_timeout
+
+    def setup(self):
+        super().setup()
+        self.rfile.close()
+        self.rfile = io.BytesIO(self._head)
+
+    def get_stderr(self):
+        return _ErrorSink()
+
+    def send_error(self, code, message=None, explain=None):
+        """The status line and body of ``code`` alone.
+
+        The standard handler quotes the malformed request line or version
+        back: nothing of the request is repeated here.
+        """
+        super().send_error(code)
+
+    def log_message(self, format, *args):
+        """No access log: a scrape every few seconds would flood it."""
+
+
+class _Waiting:
+    """A connection whose request has not all arrived yet."""
+
+    __slots__ = ('sock', 'address', 'deadline', 'head', 'handshake')
+
+    def __init__(self, sock, address, deadline, handshake):
+        self.sock, self.address, self.deadline = sock, address, deadline
+        self.head = b''
+        self.handshake = handshake
+
+
+class BoundedServer(simple_server.WSGIServer):
+    """An HTTP server whose clients cannot exhaust the agent.
+
+    One thread (:meth:`serve_forever`) accepts connections and reads each
+    one's request head without blocking; a connection takes a worker
+    thread (:data:`WORKERS` of them) only once its head is complete. At
+    most ``max_connections`` are open, waiting or being answered: a new
+    one closes the oldest still waiting, or is closed itself when all are
+    being answered. A connection still waiting ``read_timeout`` seconds
+    after it was accepted is closed; the worker's socket has the same
+    timeout for the answer. With ``ssl_context`` the TLS handshake is part
+    of the wait.
+    """
+
+    def __init__(self, host, port, app, max_connections, read_timeout,
+                 ssl_context=None):
+        family, _, _, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        self.address_family = family
+        # The kernel's queue of connections not yet accepted (the kernel's
+        # memory, not the agent's): deep enough that a burst waits there
+        # for the loop to make room rather than losing its SYNs.
+        self.request_queue_size = max(LISTEN_BACKLOG, max_connections)
+        self.max_connections = max_connections
+        self.read_timeout = read_timeout
+        self.ssl_context = ssl_context
+        super().__init__(address, _Handler)
+        self.set_app(app)
+        self._waiting = collections.OrderedDict()   # socket -> _Waiting
+        self._answering = set()     # sockets handed to a worker
+        self._lock = threading.Lock()
+        self._pool = futures.ThreadPoolExecutor(
+            WORKERS, thread_name_prefix='vsmtio-metrics')
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._stop = threading.Event()
+        self._selector = None
+        self.thread = None      # the thread serve_forever runs in
+
+    def open_connections(self):
+        """How many connections are open (waiting or being answered)."""
+        with self._lock:
+            return len(self._waiting) + len(self._answering)
+
+    def serve_forever(self, poll_interval=0.5):
+        self.socket.setblocking(False)
+        self._selector = sel = selectors.DefaultSelector()
+        sel.register(self.socket, selectors.EVENT_READ)
+        sel.register(self._wake_r, selectors.EVENT_READ)
+        try:
+            while not self._stop.is_set():
+                for key, _events in sel.select(self._wait_s(poll_interval)):
+                    if key.fileobj is self.socket:
+                        self._accept()
+                    elif key.data is not None:
+                        self._read(key.data)
+                self._expire()
+        finally:
+            for waiting in list(self._waiting.values()):
+                self._drop(waiting)
+            sel.close()
+
+    def _wait_s(self, poll_interval):
+        if not self._waiting:
+            return poll_interval
+        oldest = next(iter(self._waiting.values()))
+        return max(0.0, min(poll_interval, oldest.deadline - time.monotonic()))
+
+    def _accept(self):
+        # A burst is taken in one go, a bounded one: the loop must come
+        # back to the connections already waiting.
+        for _ in range(self.max_connections):
+            try:
+                sock, address = self.socket.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                # Out of descriptors: make room, or let the next round.
+                LOG.debug('metrics: cannot accept: %s', exc)
+                if not self._evict():
+                    self._stop.wait(0.1)
+                return
+            if self.open_connections() >= self.max_connections:
+                if not self._evict():
+                    sock.close()        # all are being answered
+                    continue
+            self._wait_for(sock, address)
+
+    def _wait_for(self, sock, address):
+        sock.setblocking(False)
+        handshake = self.ssl_context is not None
+        try:
+            if handshake:
+                sock = self.ssl_context.wrap_socket(
+                    sock, server_side=True, do_handshake_on_connect=False)
+        except OSError:
+            sock.close()
+            return
+        waiting = _Waiting(sock, address,
+                           time.monotonic() + self.read_timeout, handshake)
+        with self._lock:
+            self._waiting[sock] = waiting
+        self._selector.register(sock, selectors.EVENT_READ, waiting)
+
+    def _read(self, waiting):
+        sock = waiting.sock
+        try:
+            if waiting.handshake:
+                sock.do_handshake()
+                waiting.handshake = False
+            while True:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    self._drop(waiting)
+                    return
+                waiting.head += chunk
+                if any(end in waiting.head for end in _HEAD_ENDS):
+                    self._answer(waiting)
+                    return
+                if len(waiting.head) > MAX_HEAD:
+                    self._drop(waiting)
+                    return
+        except ssl.SSLWantReadError:
+            self._selector.modify(sock, selectors.EVENT_READ, waiting)
+        except ssl.SSLWantWriteError:
+            self._selector.modify(sock, selectors.EVENT_WRITE, waiting)
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError as exc:      # reset, or a failed handshake
+            LOG.debug('metrics: connection from %s: %s', waiting.address,
+                      exc)
+            self._drop(waiting)
+
+    def _forget(self, waiting):
+        with self._lock:
+            self._waiting.pop(waiting.sock, None)
+        self._selector.unregister(waiting.sock)
+
+    def _drop(self, waiting):
+        self._forget(waiting)
+        waiting.sock.close()
+
+    def _evict(self):
+        """Close the oldest waiting connection; False if none waits."""
+        with self._lock:
+            if not self._waiting:
+                return False
+            oldest = next(iter(self._waiting.values()))
+        self._drop(oldest)
+        return True
+
+    def _expire(self):
+        now = time.monotonic()
+        while self._waiting:
+            oldest = next(iter(self._waiting.values()))
+            if oldest.deadline > now:
+                return
+            self._drop(oldest)
+
+    def _answer(self, waiting):
+        self._forget(waiting)
+        with self._lock:
+            self._answering.add(waiting.sock)
+        try:
+            self._pool.submit(self._handle, waiting)
+        except RuntimeError:        # shutting down
+            self._close(waiting.sock)
+
+    def _handle(self, waiting):
+        sock = waiting.sock
+        try:
+            sock.setblocking(True)
+            _Handler(sock, waiting.address, self, waiting.head)
+        except Exception as exc:    # the client's trouble, not the agent's
+            LOG.debug('metrics: answering %s: %s', waiting.address, exc)
+        finally:
+            self._close(sock)
+
+    def _close(self, sock):
+        with self._lock:
+            self._answering.discard(sock)
+        try:
+            self.shutdown_request(sock)
+        except OSError:
+            pass
+
+    def shutdown(self):
+        """Stop serving and close every connection and the port."""
+        self._stop.set()
+        try:
+            self._wake_w.send(b'x')
+        except OSError:
+            pass
+        if self.thread is not None:
+            self.thread.join()
+        with self._lock:
+            answering = list(self._answering)
+        for sock in answering:      # a worker blocked on it returns now
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self.server_close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+
+def serve(collector, host, port, max_connections=16, read_timeout=5.0,
+          ssl_context=None):
+    """Start the endpoint in a thread; return (registry, server).
+
+    ``OSError`` if it cannot listen (the address is taken, say).
+    """
     registry = prometheus_client.CollectorRegistry()
     registry.register(collector)
-    server, _thread = prometheus_client.start_http_server(
-        port, addr=host, registry=registry)
+    server = BoundedServer(host, port, metrics_app(registry),
+                           max_connections, read_timeout, ssl_context)
+    server.thread = threading.Thread(target=server.serve_forever,
+                                     name='vsmtio-metrics', daemon=True)
+    server.thread.start()
     return registry, server

@@ -4,12 +4,21 @@ The running daemon writes :func:`document` of each
 :class:`~vsmtio_agent.agent.Period` to ``status_path`` (read by ``status``
 from another process); :func:`load` reads one back, checked against
 :data:`SCHEMA`, and :func:`format_table` renders it for the operator.
+
+Server names are the tenants' text. The file is readable by every local
+user where its directory is (systemd creates ``/run/vsmtio`` ``0755``), so
+the daemon writes them only where its directory is closed to others
+(:func:`private`); where it writes them, and wherever ``status`` prints
+text from the file, control characters are escaped and a name is cut at
+:data:`MAX_NAME` characters (:func:`printable`), so a name cannot write to
+the operator's terminal or run on over the table.
 """
 
 import dataclasses
 import json
 import math
 import os
+import stat
 import time
 
 import jsonschema
@@ -21,6 +30,8 @@ PID_MAX = 4 * 1024 * 1024
 # Every number the daemon writes fits in 64 bits; a larger one would fail
 # the table's formatting (a float overflow).
 _INT_LIMIT = 2 ** 63
+# Longest name shown: a nova server name may have 255 characters.
+MAX_NAME = 64
 
 _NUMBER = {'type': ['number', 'null']}
 _ROW = {
@@ -124,6 +135,36 @@ def load(path):
     return doc
 
 
+def printable(text, limit=MAX_NAME):
+    """``text`` with every character a terminal could act on escaped.
+
+    What ``str.isprintable`` refuses (control characters, line and
+    paragraph separators, bidirectional overrides and other format
+    characters) becomes its ``\\x``/``\\u`` escape; the result is cut at
+    ``limit`` characters. None stays None.
+    """
+    if text is None:
+        return None
+    text = ''.join(c if c.isprintable() else
+                   c.encode('unicode_escape').decode('ascii')
+                   for c in str(text))
+    return text if len(text) <= limit else text[:limit - 3] + '...'
+
+
+def private(path):
+    """Whether only this user can reach ``path``'s directory.
+
+    Owned by this user, with no access for group or others (a systemd
+    ``RuntimeDirectoryMode=0700``): only then does the daemon put server
+    names in the file.
+    """
+    try:
+        st = os.stat(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return False
+    return st.st_uid == os.geteuid() and not stat.S_IMODE(st.st_mode) & 0o077
+
+
 def rows(period, pins, names=None):
     """The per-vCPU rows ``status`` prints, from one :class:`Period`.
 
@@ -199,10 +240,16 @@ def vm_lines(period):
     return out
 
 
-def document(period, driver, opts, mode):
-    """The status file's document of one :class:`Period`."""
+def document(period, driver, opts, mode, names=True):
+    """The status file's document of one :class:`Period`.
+
+    Without ``names`` no server name is in it (for a file others can
+    read); with them each is :func:`printable`.
+    """
     ran = period is not None and not period.start
-    names = driver.domain_names()
+    names = ({domain: printable(name)
+              for domain, name in driver.domain_names().items()}
+             if names else {})
     return {'time': time.time(), 'pid': os.getpid(), 'mode': mode,
             'period': opts.period, 'ticks': period.number if period else 0,
             'timeout_ns': period.decision.timeout_ns if ran else None,
@@ -228,21 +275,23 @@ def format_table(doc):
     def num(value, fmt='%.2f'):
         return 'n/a' if value is None else fmt % value
 
+    text = printable    # every word from the file, as the terminal gets it
+
     table = prettytable.PrettyTable(
         ['core', 'domain', 'vcpu', 'class', 'retention', 'util', 'IPC',
          'I_cpu', 'pinned'])
     table.align = 'l'
     for row in sorted(doc['vcpus'], key=lambda r: (r['core'], r['domain'],
                                                    r['vcpu'])):
-        table.add_row([row['core'], row.get('server') or row['domain'],
-                       row['vcpu'], row['class'],
+        table.add_row([row['core'], text(row.get('server') or row['domain']),
+                       row['vcpu'], text(row['class']),
                        num(row['retention_rate'], '%.3f'),
                        num(row.get('utilisation')), num(row['ipc']),
                        num(row['i_cpu']),
                        ','.join(map(str, row['pinned']))])
     timeout = doc['timeout_ns']
     head = ('mode %s, period %.2f s, %d period(s), retention timeout %s%s'
-            % (doc['mode'], doc['period'], doc['ticks'],
+            % (text(doc['mode']), doc['period'], doc['ticks'],
                'n/a' if timeout is None else '%d us' % (timeout // 1000),
                ', dry run' if doc.get('dry_run') else ''))
     lines = [head]
@@ -250,21 +299,22 @@ def format_table(doc):
         lines.append('guard off: every mechanism applied')
     else:
         lines.append('mechanisms kept: %s' % (
-            ', '.join(doc.get('mechanisms') or ()) or 'none'))
+            ', '.join(map(text, doc.get('mechanisms') or ())) or 'none'))
         retaining = doc.get('retaining')
         if retaining is not None:
             lines.append('retaining: %s' % (', '.join(
-                '%s at %d us' % (d, ns // 1000)
+                '%s at %d us' % (text(d), ns // 1000)
                 for d, ns in sorted(retaining.items())) or 'no VM'))
         for v in doc['verdicts']:
             lines.append('  guard: %s%s%s %s (%s)' % (
-                v['mechanism'],
-                ' for %s' % v['domain'] if v.get('domain') else '',
+                text(v['mechanism']),
+                ' for %s' % text(v['domain']) if v.get('domain') else '',
                 ' at %d us' % (v['timeout_ns'] // 1000)
                 if v.get('timeout_ns') else
                 ' x%g' % v['factor'] if v.get('factor') else '',
                 'ALARM' if v.get('after_effect') else
-                'kept' if v['kept'] else 'dropped', v['reason']))
+                'kept' if v['kept'] else 'dropped',
+                text(v['reason'], limit=1000)))
     mist = doc.get('mist')
     if mist is not None:
         lines.append('MIST: %d reserved VM(s), %d protected' % (
@@ -273,16 +323,17 @@ def format_table(doc):
             lines.append('  CPU: %s' % doc['mist_mode'])
         for domain, v in sorted(mist.items()):
             lines.append('  %s: %s, I_cpu %s (%s)' % (
-                domain, 'protected' if v['protect'] else 'not protected',
-                num(v.get('i_cpu')), v['reason']))
+                text(domain),
+                'protected' if v['protect'] else 'not protected',
+                num(v.get('i_cpu')), text(v['reason'], limit=1000)))
     vms = doc.get('vms') or {}
     if vms:
         lines.append('VMs:')
     for domain, vm in sorted(vms.items(),
                              key=lambda item: (item[1]['name'] or '',
                                                item[0])):
-        lines.append('  %s %s' % (vm['name'] or domain, domain)
-                     if vm['name'] else '  %s' % domain)
+        lines.append('  %s %s' % (text(vm['name']), text(domain))
+                     if vm['name'] else '  %s' % text(domain))
         for line in vm['has']:
-            lines.append('    %s' % line)
+            lines.append('    %s' % text(line, limit=1000))
     return '\n'.join(lines) + '\n' + table.get_string()

@@ -32,7 +32,8 @@ RC_MIB_PER_S = 'CUSTOM_VSMTIO_IO_MIB_PER_S'
 PLACEMENT_MAX = 2 ** 31 - 1
 MIB = 1024 * 1024
 
-_RESOURCES = re.compile(r'^resources[a-zA-Z0-9_-]{0,64}:(?P<rc>.+)$')
+# Matched whole (fullmatch): ``$`` would also match before a final newline.
+_RESOURCES = re.compile(r'resources[a-zA-Z0-9_-]{0,64}:(?P<rc>.+)')
 
 
 def _int(value):
@@ -66,7 +67,7 @@ def requested(extra_specs):
     """(IOPS, MiB/s) the flavor's resource requests ask placement for."""
     got = {RC_IOPS: 0, RC_MIB_PER_S: 0}
     for key, value in extra_specs.items():
-        match = _RESOURCES.match(key)
+        match = _RESOURCES.fullmatch(key)
         if match and match.group('rc') in got:
             got[match.group('rc')] += _int(value) or 0
     return got[RC_IOPS] or None, got[RC_MIB_PER_S] or None

@@ -2,7 +2,12 @@
 
 from oslo_config import cfg
 
+from vsmtio_contract import config_types
 from vsmtio_nova import io_inventory
+
+# nova's largest default weigher multiplier (build_failure_weight_multiplier):
+# enough for the mix to outweigh every other weigher, never infinite.
+MAX_WEIGHT_MULTIPLIER = 1000000.0
 
 vsmtio_group = cfg.OptGroup(
     'vsmtio',
@@ -19,7 +24,7 @@ vsmtio_group = cfg.OptGroup(
          '``vsmtio:weight_multiplier`` override the options of the same '
          'name for the aggregate\'s hosts.')
 
-vsmtio_opts = [
+vsmtio_opts = config_types.finite([
     cfg.FloatOpt('target_io_fraction',
                  default=0.5, min=0.0, max=1.0,
                  help='The I/O share of classified vCPUs the '
@@ -96,7 +101,7 @@ vsmtio_opts = [
                      'with one of them for the instance on this host '
                      '(``[DEFAULT] host``).'),
     cfg.FloatOpt('weight_multiplier',
-                 default=1.0, min=0.0,
+                 default=1.0, min=0.0, max=MAX_WEIGHT_MULTIPLIER,
                  help='Multiplier of the ``WorkloadMixWeigher``. Its weights '
                       'are normalised to [0, 1] like every nova weigher; '
                       '1.0 weighs the host mix as much as the default RAM '
@@ -109,7 +114,36 @@ vsmtio_opts = [
                     'the ``CUSTOM_VSMTIO_CONTEXT_RETENTION`` placement '
                     'trait. Change it only to present another host in '
                     'tests.'),
-]
+])
+
+
+def check(conf=cfg.CONF):
+    """Read every ``[vsmtio]`` option now; ``ValueError`` naming the first bad.
+
+    oslo.config checks a value only when it is first read, and the
+    scheduler reads some options only when it weighs hosts: the filter and
+    the weigher call this when nova loads them, so a bad value (``nan``,
+    out of bounds) stops nova-scheduler's start in one line instead of
+    failing, or weighing nan, at the first request.
+    """
+    opts = getattr(conf, vsmtio_group.name)
+    for opt in vsmtio_opts + io_inventory.capacity_opts:
+        try:
+            value = getattr(opts, opt.dest)
+        except (cfg.Error, ValueError) as exc:
+            # oslo.config's error for a value: the type's own (what oslo
+            # raised this from) says why; or a ``$name`` it cannot expand
+            raise ValueError('[%s] %s: %s' % (vsmtio_group.name, opt.dest,
+                                              exc.__context__ or exc))
+        if value is None and opt.default is not None:
+            # oslo.config reads an empty number as None: no number at all
+            raise ValueError('[%s] %s: empty: give a value, or remove the '
+                             'line for the default (%s)'
+                             % (vsmtio_group.name, opt.dest, opt.default))
+    if opts.min_io_fraction > opts.max_io_fraction:
+        raise ValueError(
+            '[vsmtio] min_io_fraction (%s) exceeds max_io_fraction (%s)'
+            % (opts.min_io_fraction, opts.max_io_fraction))
 
 
 def register_opts(conf):

@@ -50,6 +50,11 @@ DATA_DIR = os.path.join(HERE, 'data')
 #: for billions ("billion laughs"), which every later walk would visit.
 MAX_NODES = 100000
 
+#: At most this many levels of YAML collections: a shipped scenario nests
+#: five deep. PyYAML composes a document recursively, as does every walk
+#: of it after: a deeper one would end in a RecursionError.
+MAX_DEPTH = 32
+
 #: Fields of the first release's format that a later release replaced:
 #: dropped on load, with a warning naming what replaced them.
 _RETIRED = {
@@ -85,7 +90,20 @@ class ScenarioDeprecationWarning(FutureWarning):
 
 
 class _Loader(yaml.SafeLoader):
-    """YAML's safe loader, refusing documents that aliases blow up."""
+    """YAML's safe loader, refusing deep nesting and alias bombs."""
+
+    _depth = 0
+
+    def compose_node(self, parent, index):
+        if self._depth >= MAX_DEPTH:
+            mark = self.peek_event().start_mark
+            raise ScenarioError('line %d: nested deeper than %d levels'
+                                % (mark.line + 1, MAX_DEPTH))
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_document(self, node):
         if _expanded_size(node, {}, set()) > MAX_NODES:
@@ -131,8 +149,16 @@ def _load_yaml(path):
     except yaml.YAMLError as e:
         mark = getattr(e, 'problem_mark', None)
         where = (' line %d' % (mark.line + 1)) if mark else ''
+        # a reader's error has no ``problem``, and says where on a line
+        # of its own: its first line is the problem
+        problem = str(getattr(e, 'problem', None) or e).splitlines()
         raise ScenarioError('%s%s: not valid YAML (%s)'
-                            % (path, where, getattr(e, 'problem', e)))
+                            % (path, where, problem[0] if problem else e))
+    except (ValueError, TypeError, AttributeError, OverflowError) as e:
+        # PyYAML's constructors of tagged values let their own errors out
+        # (a !!timestamp that is no date, a day out of range)
+        raise ScenarioError('%s: not valid YAML (%s: %s)'
+                            % (path, type(e).__name__, e))
 
 
 def _data(name):
@@ -154,14 +180,20 @@ def _field(error):
     return path or '(top level)'
 
 
-def _non_finite(node, path=(), seen=None):
-    """The path of the first NaN or infinity under ``node``, or None.
+def _not_plain(node, path=(), seen=None):
+    """(path, what) of the first NaN, infinity or key that is not text.
 
-    Each container is walked once, however often aliases repeat it.
+    None if there is none. Each container is walked once, however often
+    aliases repeat it. A key YAML read as a number or a date would be
+    compared with text keys by the code that sorts them.
     """
     if isinstance(node, float):
-        return None if math.isfinite(node) else path
+        return None if math.isfinite(node) else (path,
+                                                 'not a finite number')
     if isinstance(node, dict):
+        for key in node:
+            if not isinstance(key, str):
+                return path, 'key %s is not text' % _short(key)
         items = node.items()
     elif isinstance(node, list):
         items = enumerate(node)
@@ -172,10 +204,15 @@ def _non_finite(node, path=(), seen=None):
         return None
     seen.add(id(node))
     for k, v in items:
-        found = _non_finite(v, path + (k,), seen)
+        found = _not_plain(v, path + (k,), seen)
         if found is not None:
             return found
     return None
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + '...'
 
 
 def _deprecated(source, what):
@@ -205,17 +242,24 @@ def _upgrade(doc, source):
     return doc
 
 
-def _validate(doc, source):
-    """Raise ScenarioError, one line naming the field, unless ``doc`` fits.
+def _check_data(doc, source):
+    """ScenarioError unless ``doc`` is a mapping of plain data.
 
-    Non-finite numbers first: JSON Schema lets NaN through every bound.
+    Non-finite numbers first: JSON Schema lets NaN through every bound;
+    and keys that are not text, before anything sorts them.
     """
     if not isinstance(doc, dict):
         raise ScenarioError('%s: a scenario is a YAML mapping' % source)
-    where = _non_finite(doc)
-    if where is not None:
-        raise ScenarioError('%s: %s: not a finite number'
-                            % (source, '.'.join(str(p) for p in where)))
+    found = _not_plain(doc)
+    if found is not None:
+        where, what = found
+        raise ScenarioError('%s: %s: %s' % (
+            source, '.'.join(str(p) for p in where) or '(top level)', what))
+
+
+def _validate(doc, source):
+    """Raise ScenarioError, one line naming the field, unless ``doc`` fits."""
+    _check_data(doc, source)
     validator = jsonschema.Draft202012Validator(schema.SCHEMA)
     errors = sorted(validator.iter_errors(doc),
                     key=lambda e: (len(list(e.absolute_path)), e.message))
@@ -495,8 +539,8 @@ def _window(doc, source):
 
 def from_dict(doc, source='<scenario>'):
     """Validate ``doc`` and build a :class:`Scenario`; ScenarioError."""
-    if isinstance(doc, dict):
-        doc = _upgrade(doc, source)
+    _check_data(doc, source)
+    doc = _upgrade(doc, source)
     _validate(doc, source)
     used = _workloads(doc, source)
     host = _host(doc, source)

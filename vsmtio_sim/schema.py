@@ -75,7 +75,7 @@ SECONDS = {'type': 'number', 'exclusiveMinimum': 0, 'maximum': 3600}
 VM = {
     'type': 'object', 'required': ['name', 'workload', 'vcpus'],
     'properties': {
-        'name': {'type': 'string', 'pattern': '^[A-Za-z0-9_.-]+$'},
+        'name': {'type': 'string', 'pattern': r'^[A-Za-z0-9_.-]+\Z'},
         # the workload from the start (before the first phase)
         'workload': {'type': 'string'},
         'vcpus': {'type': 'integer', 'minimum': 1, 'maximum': 4096},
@@ -86,7 +86,7 @@ VM = {
         'adversary': {'type': 'boolean'},
         # the tenant (nova project) that owns the VM, for trust domains;
         # unset: the scenario's one tenant (its name)
-        'project': {'type': 'string', 'pattern': '^[A-Za-z0-9_.-]+$'},
+        'project': {'type': 'string', 'pattern': r'^[A-Za-z0-9_.-]+\Z'},
         # the workload changes at these simulated times
         'phases': {
             'type': 'array', 'minItems': 1,
@@ -120,7 +120,7 @@ SCHEMA = {
     'additionalProperties': False,
     '$defs': {'dist': DIST},
     'properties': {
-        'name': {'type': 'string', 'pattern': '^[a-z0-9_]+$'},
+        'name': {'type': 'string', 'pattern': r'^[a-z0-9_]+\Z'},
         'title': {'type': 'string'},
         'description': {'type': 'string'},
         'host': {

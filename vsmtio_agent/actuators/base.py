@@ -30,6 +30,17 @@ class ActuatorError(Exception):
         self.denied = denied
 
 
+class Dropped(ActuatorError):
+    """A recorded original no kernel or libvirt would take: forgotten.
+
+    The checkpoint's schema checks each original's shape; its value is
+    checked against what the host takes (:mod:`.bounds`) when it is to be
+    written back. One out of range can never be put back: it leaves the
+    record, so that the rest of the restore goes on and the next one does
+    not trip over it, and the error says which and why.
+    """
+
+
 class Record(metaclass=abc.ABCMeta):
     """Where originals are kept: implemented by the checkpoint.
 
@@ -130,12 +141,29 @@ class Actuator(metaclass=abc.ABCMeta):
         self.keep(key)
         self._set(key, value)
 
+    def invalid(self, key, original):
+        """Why ``original`` of ``key`` cannot be written back, or None.
+
+        Asked of every original before it is restored: it was read from
+        disk. Never raises. The default finds nothing wrong.
+        """
+        return None
+
     def restore(self, key):
-        """Write the original back and forget it; a no-op if none kept."""
+        """Write the original back and forget it; a no-op if none kept.
+
+        ``Dropped`` (and the record forgotten) if the original is not a
+        value the host takes.
+        """
         try:
             original = self.record.original(self.kind, key)
         except KeyError:
             return
+        why = self.invalid(key, original)
+        if why is not None:
+            self.record.forget(self.kind, key)
+            raise Dropped('checkpoint record %s %s is not restored and is '
+                          'dropped: %s' % (self.kind, _short(key), why))
         self._set(key, original)
         self.record.forget(self.kind, key)
 
@@ -152,3 +180,9 @@ class Actuator(metaclass=abc.ABCMeta):
             except ActuatorError as exc:
                 failed.append((key, exc))
         return failed
+
+
+def _short(key):
+    """A key for a log line: printable, not too long."""
+    text = key if isinstance(key, str) and key.isprintable() else repr(key)
+    return text if len(text) <= 80 else text[:77] + '...'

@@ -11,6 +11,7 @@ has a new cgroup and none of the agent's values.
 import libvirt
 
 from vsmtio_agent.actuators import base
+from vsmtio_agent.actuators import bounds
 from vsmtio_agent.actuators import checkpoint
 from vsmtio_agent.actuators import libvirt_errors
 
@@ -37,6 +38,10 @@ class BlkioWeight(base.Actuator):
                                      % (self.dom.name(), sorted(params)),
                                      denied=True)
         return int(params[KEY])
+
+    def invalid(self, key, original):
+        return bounds.integer(original, *bounds.BLKIO_WEIGHT,
+                              what='block I/O weight')
 
     def _set(self, key, value):
         try:

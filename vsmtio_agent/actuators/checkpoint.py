@@ -61,13 +61,15 @@ HOST_KINDS = (SCHED_POLICY, RT_RUNTIME, IRQ_AFFINITY, KNOBS)
 
 # The only sysfs files the agent writes: KVM's parameters (halt polling,
 # the patched kernel's retention timeout) and the patched kernel's own.
-KNOB_KEY = '^(module/kvm/parameters|kernel/vsmtio)/[a-z0-9_]+$'
-_INDEX = '^[0-9]+$'     # a vCPU index, as a JSON object key
-_CPU_LIST = '^[0-9,-]*$'
+# Every pattern ends at \Z, the end of the text: ``$`` also matches before
+# a final newline, and ``halt_poll_ns\n`` is another file name.
+KNOB_KEY = r'^(module/kvm/parameters|kernel/vsmtio)/[a-z0-9_]+\Z'
+_INDEX = r'^[0-9]+\Z'     # a vCPU index, as a JSON object key
+_CPU_LIST = r'^[0-9,-]*\Z'
 _INT = {'type': 'integer'}
 _RELATIVE = {'allOf': [
-    {'pattern': '^[^/\x00]([^\x00]*[^/\x00])?$'},
-    {'not': {'pattern': '(^|/)[.][.]?(/|$)'}}]}
+    {'pattern': '^[^/\x00]([^\x00]*[^/\x00])?\\Z'},
+    {'not': {'pattern': '(^|/)[.][.]?(/|\\Z)'}}]}
 # A domain's originals, kind by kind (also what travels with a migrated
 # domain: :mod:`vsmtio_agent.drivers.libvirt.carried`).
 DOMAIN_KINDS = {
@@ -102,7 +104,7 @@ SCHEMA = {
         'boot_id': {'type': ['string', 'null']},
         'domains': {
             'type': 'object',
-            'propertyNames': {'pattern': '^[0-9A-Za-z-]{1,64}$'},
+            'propertyNames': {'pattern': r'^[0-9A-Za-z-]{1,64}\Z'},
             'additionalProperties': {
                 'type': 'object',
                 'required': ['id'],
@@ -123,7 +125,7 @@ SCHEMA = {
             'properties': {
                 SCHED_POLICY: {
                     'type': 'object',
-                    'propertyNames': {'pattern': '^[0-9]+/[0-9]+$'},
+                    'propertyNames': {'pattern': r'^[0-9]+/[0-9]+\Z'},
                     'additionalProperties': {
                         'type': 'object',
                         'required': ['policy', 'priority'],
@@ -270,7 +272,9 @@ class Checkpoint(base.Record):
             return False
         self._domains = data.get('domains', {})
         self._knobs = data.get(KNOBS, {})
-        self._host = data.get('host', {})
+        # a kind with no key records nothing (as forget leaves it)
+        self._host = {kind: section for kind, section
+                      in data.get('host', {}).items() if section}
         self._dirty = False
         return not self.empty
 

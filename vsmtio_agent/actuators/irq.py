@@ -30,14 +30,15 @@ from oslo_log import log as logging
 
 from vsmtio_agent.actuators import attempt
 from vsmtio_agent.actuators import base
+from vsmtio_agent.actuators import bounds
 from vsmtio_agent.actuators import checkpoint
 from vsmtio_agent.linux import topology
 
 LOG = logging.getLogger(__name__)
 
-_LINE = re.compile(r'^\s*(\d+):((?:\s+\d+)+)\s+(.*)$')
+_LINE = re.compile(r'\s*([0-9]+):((?:\s+[0-9]+)+)\s+(.*)')
 # the trigger column: "5-edge", "1-edge", "PCI-MSI-edge", "fasteoi", ...
-_TRIGGER = re.compile(r'(^|-)(edge|level|fasteoi|simple|edge-level)$',
+_TRIGGER = re.compile(r'(^|-)(edge|level|fasteoi|simple|edge-level)\Z',
                       re.IGNORECASE)
 
 
@@ -52,7 +53,7 @@ def read_interrupts(procfs_root='/proc'):
         text = f.read()
     out = {}
     for line in text.splitlines()[1:]:
-        match = _LINE.match(line)
+        match = _LINE.fullmatch(line)
         if not match:
             continue
         out[int(match.group(1))] = _actions(match.group(3))
@@ -143,6 +144,22 @@ class IrqAffinity(base.Actuator):
             raise base.ActuatorError('cannot read IRQ %s affinity: %s'
                                      % (key, exc))
         return {'cpus': cpus, 'actions': self.actions(key)}
+
+    def invalid(self, key, original):
+        """An IRQ number and CPU ids Linux can have.
+
+        Whether the CPUs are online is the kernel's to say (it refuses an
+        affinity to none of them); whether the IRQ is still the one moved,
+        :meth:`restore`'s.
+        """
+        why = bounds.number_key(key, bounds.MAX_IRQ, 'IRQ')
+        if why:
+            return why
+        if isinstance(original, dict):
+            original = original.get('cpus')
+        if not isinstance(original, str):
+            return 'CPUs %r are not a CPU list' % (original,)
+        return bounds.cpus(original)
 
     def _set(self, key, value):
         if isinstance(value, dict):

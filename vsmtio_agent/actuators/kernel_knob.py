@@ -9,10 +9,18 @@ host-wide: they stay recorded until written back, whatever the domains do.
 import contextlib
 
 from vsmtio_agent.actuators import base
+from vsmtio_agent.actuators import bounds
 from vsmtio_agent.linux import kernel_knobs
+from vsmtio_agent.linux import topology
 from vsmtio_contract import kernel_abi
 
 KIND = 'knobs'
+# What each integer knob takes: kvm.halt_poll_ns is an unsigned int, the
+# patched kernel's timeout its ABI's range; any other a u64.
+RANGES = {
+    kernel_knobs.HALT_POLL_NS: (0, 2 ** 32 - 1),
+    kernel_abi.RETENTION_TIMEOUT_NS: (0, kernel_abi.RETENTION_TIMEOUT_MAX_NS),
+}
 
 
 @contextlib.contextmanager
@@ -43,6 +51,19 @@ class KernelKnob(base.Actuator):
     def read(self, key):
         with translated():
             return self.knob(key).read()
+
+    def invalid(self, key, original):
+        """A number in the knob's range; a CPU list of this host's CPUs."""
+        if key in self.text_knobs:
+            if not isinstance(original, str):
+                return '%s takes a CPU list, not %r' % (key, original)
+            try:
+                host = topology.online_cpus(self.root)
+            except (OSError, ValueError):
+                host = None     # the kernel refuses a CPU it lacks
+            return bounds.cpus(original, host, empty=True)
+        low, high = RANGES.get(key, (0, 2 ** 64 - 1))
+        return bounds.integer(original, low, high, what=key)
 
     def _set(self, key, value):
         # By the value's type: a text original is written back as text.

@@ -10,6 +10,7 @@ nova's placement by itself.
 import libvirt
 
 from vsmtio_agent.actuators import base
+from vsmtio_agent.actuators import bounds
 from vsmtio_agent.actuators import libvirt_errors
 
 KIND = 'pins'
@@ -38,6 +39,20 @@ class VcpuPinning(base.Actuator):
         except IndexError:
             raise base.ActuatorError('%s has no vCPU %s'
                                      % (self.dom.name(), key))
+
+    def invalid(self, key, original):
+        """A vCPU the domain has, pinned to CPUs the host has."""
+        why = bounds.number_key(key, bounds.MAX_VCPUS - 1, 'vCPU')
+        if why:
+            return why
+        try:
+            vcpus = len(self.dom.vcpuPinInfo(0))
+            host = range(self.dom.connect().getCPUMap()[0])
+        except libvirt.libvirtError:
+            vcpus, host = None, None    # the write says what is wrong
+        if vcpus is not None and int(key) >= vcpus:
+            return 'the domain has %d vCPU(s)' % vcpus
+        return bounds.cpus(original, host)
 
     def _set(self, key, value):
         try:

@@ -8,11 +8,13 @@ there is nothing to restore.
 """
 
 from vsmtio_agent.actuators import base
+from vsmtio_agent.actuators import bounds
 from vsmtio_agent.actuators import kernel_knob
 from vsmtio_agent.linux import kernel_knobs
 from vsmtio_contract import kernel_abi
 
 KIND = 'rass'
+CLASSES = ('none', 'io', 'cpu')
 
 
 class RassClass(base.Actuator):
@@ -39,6 +41,12 @@ class RassClass(base.Actuator):
     def _set(self, key, value):
         with kernel_knob.translated():
             self.knob(key).write(value)
+
+    def invalid(self, key, original):
+        why = bounds.number_key(key, bounds.MAX_VCPUS - 1, 'vCPU')
+        if why is None and original not in CLASSES:
+            why = 'class %r is not one of %s' % (original, ', '.join(CLASSES))
+        return why
 
     def restore(self, key):
         if self.thread_of(int(key)) is None:

@@ -33,6 +33,7 @@ import math
 import os
 
 from vsmtio_agent.actuators import base
+from vsmtio_agent.actuators import bounds
 from vsmtio_agent.actuators import checkpoint
 from vsmtio_agent.linux import kernel_knobs
 
@@ -190,7 +191,10 @@ class ThreadPolicy(base.Actuator):
 
     Keys are ``"<pid>/<tid>"``; values ``{'policy': int, 'priority': int}``
     (``os.SCHED_*``), originals also ``'start'``: a restore skips a thread
-    that is gone or is another thread with the same id.
+    that is gone or is another thread with the same id. A thread whose
+    start time cannot be read is not changed (nothing could tell it from a
+    later thread with its id), and an original without one is dropped,
+    never written to whatever thread has that id now.
     """
 
     kind = checkpoint.SCHED_POLICY
@@ -212,8 +216,38 @@ class ThreadPolicy(base.Actuator):
         except OSError as exc:
             raise base.ActuatorError('cannot read the policy of thread %s: '
                                      '%s' % (key, exc))
-        return {'policy': policy, 'priority': priority,
-                'start': thread_start(self.procfs_root, pid, tid)}
+        start = thread_start(self.procfs_root, pid, tid)
+        if start is None:
+            raise base.ActuatorError(
+                'cannot read the start time of thread %s: not changed, '
+                'its original could not be told from a later thread\'s'
+                % key)
+        return {'policy': policy, 'priority': priority, 'start': start}
+
+    def invalid(self, key, original):
+        """Ids Linux has, a policy and priority it takes, a start time."""
+        pid, _, tid = key.partition('/')
+        why = (bounds.number_key(pid, bounds.PID_MAX, 'pid')
+               or bounds.number_key(tid, bounds.PID_MAX, 'tid'))
+        if why:
+            return why
+        if not isinstance(original, dict):
+            return 'not a policy: %r' % (original,)
+        policy, priority = original.get('policy'), original.get('priority')
+        if policy in bounds.RT_POLICIES:
+            why = bounds.integer(priority, *bounds.RT_PRIORITY,
+                                 what='real-time priority')
+        elif policy in bounds.NORMAL_POLICIES:
+            why = bounds.integer(priority, 0, 0, what='priority')
+        else:
+            why = 'policy %r is not one Linux has' % (policy,)
+        if why:
+            return why
+        if original.get('start') is None:
+            return ('no start time: the thread it was recorded for cannot '
+                    'be told from one that took its id since')
+        return bounds.integer(original['start'], 0, 2 ** 64 - 1,
+                              what='start time')
 
     def _set(self, key, value):
         pid, tid = self._ids(key)
@@ -279,6 +313,10 @@ class CgroupRtRuntime(base.Actuator):
             raise base.ActuatorError(
                 'cannot write %d to %s: %s' % (value, self._file(key), exc),
                 denied=exc.errno in (errno.EPERM, errno.EACCES))
+
+    def invalid(self, key, original):
+        return bounds.integer(original, *bounds.RT_RUNTIME_US,
+                              what=RT_FILE)
 
     def original_or_current(self, key):
         try:

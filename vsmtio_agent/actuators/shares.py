@@ -11,6 +11,7 @@ the parameter ``cpu_shares``; libvirt's test driver fakes it as
 import libvirt
 
 from vsmtio_agent.actuators import base
+from vsmtio_agent.actuators import bounds
 from vsmtio_agent.actuators import checkpoint
 from vsmtio_agent.actuators import libvirt_errors
 
@@ -43,6 +44,10 @@ class CpuShares(base.Actuator):
     def read(self, key):
         self.parameter, value = read_shares(self.dom)
         return value
+
+    def invalid(self, key, original):
+        return bounds.integer(original, *bounds.CPU_SHARES,
+                              what='cpu shares')
 
     def _set(self, key, value):
         if self.parameter is None:

@@ -11,8 +11,12 @@ else could have:
   old or the new content, never half of either;
 * in a directory only its owner can write (created ``0700``; one another
   user can write is refused), with the file's own mode ``0600``;
-* on load, opened with ``O_NOFOLLOW`` and refused unless it is a regular
-  file owned by the agent's user and writable by nobody else;
+* on load, refused unless its directory is the agent's user's and
+  writable by nobody else, and every directory above it can be changed
+  only by root or that user (one another user could rename or replace
+  would let them swap the file); then opened with ``O_NOFOLLOW`` and
+  refused unless it is a regular file owned by the agent's user and
+  writable by nobody else;
 * parsed only after its nesting is found shallow: a deeply nested file is
   refused with a line, not a ``RecursionError`` past every handler;
 * a file that is refused is kept aside under a name no later refusal
@@ -89,11 +93,43 @@ def check_private_dir(directory):
                       % (st.st_uid, stat.S_IMODE(st.st_mode)), directory)
 
 
+def untrusted_dir(directory):
+    """Why another user could change what ``directory`` holds, or None.
+
+    The directory must be this user's and writable by nobody else; each
+    one above it root's or this user's, and writable by others only with
+    the sticky bit (``/tmp``: there no one renames what is not theirs).
+    A directory that does not exist is nothing to distrust.
+    """
+    uid = os.geteuid()
+    path = os.path.abspath(directory)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        return '%s is not a directory' % path
+    if st.st_uid != uid or st.st_mode & 0o022:
+        return ('is in %s, owned by uid %d with mode %04o: the agent keeps '
+                'state only in a directory of its own that no one else can '
+                'write' % (path, st.st_uid, stat.S_IMODE(st.st_mode)))
+    while path != os.path.dirname(path):
+        path = os.path.dirname(path)
+        st = os.stat(path)
+        if (st.st_uid not in (0, uid)
+                or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX)):
+            return ('is below %s, owned by uid %d with mode %04o: another '
+                    'user could replace what it holds'
+                    % (path, st.st_uid, stat.S_IMODE(st.st_mode)))
+    return None
+
+
 def read_trusted(path):
     """The text of ``path``; None if absent.
 
-    ``Untrusted`` if it is a link, not a regular file, not owned by this
-    user or writable by group or others; ``ValueError`` if too large.
+    ``Untrusted`` if its directory is not trusted (:func:`untrusted_dir`)
+    or it is a link, not a regular file, not owned by this user or
+    writable by group or others; ``ValueError`` if too large.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -104,6 +140,9 @@ def read_trusted(path):
             raise Untrusted('is a symbolic link')
         raise
     with os.fdopen(fd, 'rb') as f:
+        why = untrusted_dir(os.path.dirname(os.path.abspath(path)))
+        if why is not None:
+            raise Untrusted(why)
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise Untrusted('is not a regular file')

@@ -16,6 +16,7 @@ the log or the status file is one line on stderr and exit status 2.
 
 import argparse
 import contextlib
+import difflib
 import importlib.metadata
 import io
 import math
@@ -158,17 +159,36 @@ class AgentService(_service_base().ServiceBase):
         self.agent = agent_mod.Agent(self.conf, self.driver)
         self.collector = metrics.AgentCollector(metrics.host_name(opts))
         if opts.metrics_port:
-            try:
-                _reg, self.metrics_server = metrics.serve(
-                    self.collector, opts.metrics_bind_host, opts.metrics_port)
-                LOG.info('metrics on http://%s:%d/metrics',
-                         opts.metrics_bind_host, opts.metrics_port)
-            except OSError as exc:
-                LOG.warning('Metrics endpoint not started: %s', exc)
+            self._serve_metrics(metrics, opts)
         self.publisher = publish.from_conf(self.conf)
         self._thread = threading.Thread(target=self._loop, name='vsmtio-loop',
                                         daemon=True)
         self._thread.start()
+
+    def _serve_metrics(self, metrics, opts):
+        """The endpoint, bounded and with TLS as configured.
+
+        One that cannot start (its address taken, a certificate that
+        cannot be read) is a warning: the agent runs on without it.
+        """
+        try:
+            context = None
+            if opts.metrics_tls_cert_file:
+                context = metrics.tls_context(
+                    opts.metrics_tls_cert_file, opts.metrics_tls_key_file,
+                    opts.metrics_tls_client_ca_file)
+            _reg, self.metrics_server = metrics.serve(
+                self.collector, opts.metrics_bind_host, opts.metrics_port,
+                max_connections=opts.metrics_max_connections,
+                read_timeout=opts.metrics_read_timeout, ssl_context=context)
+        except OSError as exc:
+            LOG.warning('Metrics endpoint not started: %s', exc)
+            return
+        LOG.info('metrics on %s://%s:%d%s%s',
+                 'https' if context else 'http', opts.metrics_bind_host,
+                 opts.metrics_port, metrics.METRICS_PATH,
+                 ' (client certificates required)'
+                 if opts.metrics_tls_client_ca_file else '')
 
     def _loop(self):
         try:
@@ -183,7 +203,9 @@ class AgentService(_service_base().ServiceBase):
             return
         self.collector.observe(period, self.mode)
         opts = self.conf.vsmtio_agent
-        doc = status.document(period, self.driver, opts, self.mode)
+        # server names are tenants' text: only in a file others cannot read
+        doc = status.document(period, self.driver, opts, self.mode,
+                              names=status.private(opts.status_path))
         if self.publisher is not None:
             self.publisher.observe(period.stats, period.decision,
                                    period.snapshot.tenancy)
@@ -344,13 +366,17 @@ def _restore(conf):
         print('nothing to restore: %s records no change' % path)
         return 0
     print('restored %d of %d recorded change(s) from %s'
-          % (done.recorded - done.remaining, done.recorded, path))
+          % (done.recorded - done.remaining - done.dropped, done.recorded,
+             path))
+    if done.dropped:
+        print('%d recorded value(s) no host takes were dropped, not '
+              'written back (see the log): check what they name by hand'
+              % done.dropped)
     if done.remaining:
         print('%d change(s) could not be put back and stay recorded in %s '
               '(see the log); run restore again when the host allows'
               % (done.remaining, path))
-        return 1
-    return 0
+    return 1 if done.remaining or done.dropped else 0
 
 
 def _alive(pid):
@@ -430,10 +456,14 @@ def validate_conf(conf):
         for opt in opts:
             try:
                 value = getattr(getattr(conf, group), opt.dest)
-            except cfg.NoSuchOptError:
-                # listed for the sample file, registered by keystoneauth1
-                # only when it loads the configured auth plugin
-                continue
+            except cfg.NoSuchOptError as exc:
+                if exc.opt_name == opt.dest:
+                    # listed for the sample file, registered by
+                    # keystoneauth1 only when it loads the auth plugin
+                    continue
+                # a value's ``$name`` that names no option
+                raise _option_error(conf, group, opt.dest,
+                                    'its value refers to %s' % exc)
             except cfg.Error as exc:
                 # The type's own error (what oslo raised this one from)
                 # says why; the files say where.
@@ -452,11 +482,22 @@ def validate_conf(conf):
                     'empty: give a value, or remove the line for the '
                     'default (%s)' % (opt.default,))
     opts = conf.vsmtio_agent
+    _check_metrics_tls(conf)
     if opts.min_timeout_us > opts.max_timeout_us:
         raise ValueError('[vsmtio_agent] min_timeout_us (%d) is above '
                          'max_timeout_us (%d)'
                          % (opts.min_timeout_us, opts.max_timeout_us))
     engine.Params.from_conf(conf)
+
+
+def _check_metrics_tls(conf):
+    """A key or client CA for the endpoint comes with its certificate."""
+    opts = conf.vsmtio_agent
+    for needs_cert in ('metrics_tls_key_file', 'metrics_tls_client_ca_file'):
+        if getattr(opts, needs_cert) and not opts.metrics_tls_cert_file:
+            raise _option_error(conf, 'vsmtio_agent', needs_cert,
+                                'set, but metrics_tls_cert_file is not: '
+                                'the endpoint would serve plain HTTP')
 
 
 def _opts_to_check(conf):
@@ -506,8 +547,13 @@ def _setup_logging(conf):
         raise ValueError('cannot set up logging: %s' % exc)
 
 
-def _file_setting(conf, group, name):
-    """The configuration file that sets ``[group] name`` last, or None."""
+def _config_files(conf):
+    """``[(path, {section: {key: [values]}})]`` of every file read.
+
+    The ``--config-file`` files and the ``.conf`` files of each
+    ``--config-dir``, in oslo.config's order, as its own parser reads
+    them; a file it could not read is left out (``main`` has said why).
+    """
     files = list(conf.config_file or ())
     dirs = conf.config_dir or ()
     for directory in [dirs] if isinstance(dirs, str) else dirs:
@@ -517,16 +563,104 @@ def _file_setting(conf, group, name):
                             if n.endswith('.conf'))
         except OSError:
             pass
-    found = None
+    parsed = []
     for path in files:
         sections = {}
         try:
             cfg.ConfigParser(path, sections).parse()
-        except (OSError, cfg.ParseError):
+        except (OSError, cfg.ParseError, UnicodeDecodeError):
             continue
+        parsed.append((path, sections))
+    return parsed
+
+
+def _file_setting(conf, group, name):
+    """The configuration file that sets ``[group] name`` last, or None."""
+    found = None
+    for path, sections in _config_files(conf):
         if name in sections.get(group, {}):
             found = path
     return found
+
+
+def unknown_options(conf):
+    """One line for each option the files set that the agent does not have.
+
+    oslo.config ignores an option nothing registers, so a misspelt one
+    (``mits = false``) silently leaves the default in force. Every key of
+    a ``vsmtio`` section of the configuration files is looked up among
+    the agent's options, its host driver's (``[vsmtio_sim]``) and
+    keystoneauth1's for the configured auth type, by the names oslo.config
+    reads (an option's name with underscores, and its deprecated names);
+    a section no group has is one line too. ``[DEFAULT]`` and other
+    projects' sections are oslo.log's and theirs.
+    """
+    known = _known_names(conf)
+    lines = []
+    for path, sections in _config_files(conf):
+        for section, keys in sections.items():
+            group = section.lower()
+            if not group.startswith('vsmtio') or known.get(group, ()) is None:
+                continue
+            if group not in known:
+                lines.append('[%s] in %s is no group of the agent: its '
+                             'options are ignored%s'
+                             % (section, path, _close(group, known)))
+                continue
+            lines += ['[%s] %s in %s is no option of the agent: it is '
+                      'ignored%s' % (section, key, path,
+                                     _close(key, known[group]))
+                      for key in keys if key not in known[group]]
+    return lines
+
+
+def _known_names(conf):
+    """``{group: names oslo.config reads there}``; None: not to be told.
+
+    An option is read by its ``dest`` (its name with underscores) and by
+    its deprecated names in its own group. The auth group's names are
+    None when the configured auth type does not load.
+    """
+    known = {}
+    group, plugin = _auth_plugin_opts(conf)
+    for group_name, opts in _opts_to_check(conf) + [(group, plugin or ())]:
+        names = known.setdefault(group_name, set())
+        for opt in opts:
+            names.add(opt.dest)
+            names.update(old.name.replace('-', '_')
+                         for old in opt.deprecated_opts or ()
+                         if old.name and old.group in (None, group_name))
+    if plugin is None:
+        known[group] = None
+    return known
+
+
+def _auth_plugin_opts(conf):
+    """(group, options of the configured keystoneauth1 plugin).
+
+    The options are None when the plugin does not load: an auth type
+    nothing provides, which the publisher says when it loads it; its
+    options cannot be told from typos here.
+    """
+    from keystoneauth1 import exceptions as ks_exceptions
+    from keystoneauth1 import loading as ks_loading
+    from vsmtio_agent.conf import publish as publish_conf
+    try:
+        auth_type = getattr(conf, publish_conf.AUTH_GROUP).auth_type
+    except (cfg.Error, ValueError):
+        return publish_conf.AUTH_GROUP, None
+    try:
+        opts = ks_loading.get_auth_plugin_conf_options(
+            auth_type or 'password')
+    except (ks_exceptions.NoMatchingPlugin, ImportError, RuntimeError):
+        opts = None
+    return publish_conf.AUTH_GROUP, opts
+
+
+def _close(name, candidates):
+    match = difflib.get_close_matches(
+        name, sorted(c for c in candidates if c), n=1)
+    return ' (did you mean %s?)' % match[0] if match else ''
 
 
 # Every character str.splitlines() breaks a line at, written as an escape.
@@ -551,8 +685,13 @@ def main(argv=None, conf=None):
         _error(exc)
         return 2
     command = conf.command.name
+    unknown = unknown_options(conf)
     if command == 'check':
+        for line in unknown:
+            print('configuration: %s' % line)
         return _check(conf)
+    for line in unknown:
+        LOG.warning('%s', line)
     if command == 'status':
         return _status(conf)
     if command == 'restore':

@@ -107,12 +107,47 @@ metrics_opts = [
     cfg.HostAddressOpt('metrics_bind_host',
                        default='127.0.0.1',
                        help='Address of the OpenMetrics (Prometheus) '
-                            'endpoint. Localhost by default: expose it '
-                            'further only behind your monitoring\'s '
-                            'access control.'),
+                            'endpoint. Localhost by default, where only '
+                            'local processes reach it. Bound to an address '
+                            'Prometheus reaches, anyone who reaches that '
+                            'address can read the per-VM figures: set '
+                            '``metrics_tls_client_ca_file`` (Prometheus '
+                            'then needs a client certificate), or keep '
+                            'localhost behind a reverse proxy with your '
+                            'monitoring\'s access control.'),
     cfg.PortOpt('metrics_port',
                 default=9729,
                 help='TCP port of the OpenMetrics endpoint; 0 disables it.'),
+    cfg.IntOpt('metrics_max_connections',
+               default=16, min=1, max=1024,
+               help='Connections the metrics endpoint holds open at once. '
+                    'A connection costs the agent a descriptor until its '
+                    'request has arrived, and one of two threads only '
+                    'while it is answered; a new connection beyond this '
+                    'closes the oldest one whose request has not arrived '
+                    '(or is closed itself while all are being answered). '
+                    'A Prometheus server scrapes over one connection at '
+                    'a time.'),
+    cfg.FloatOpt('metrics_read_timeout',
+                 default=5.0, min=0.1, max=60.0,
+                 help='Seconds a connection to the metrics endpoint has to '
+                      'send its request (with TLS, the handshake '
+                      'included), and again to take the answer, before the '
+                      'agent closes it. A scrape on a local network needs '
+                      'milliseconds.'),
+    cfg.StrOpt('metrics_tls_cert_file',
+               help='PEM certificate (chain) the metrics endpoint serves '
+                    'HTTPS with (TLS 1.2 at least); unset, it serves plain '
+                    'HTTP. Read at start, by root.'),
+    cfg.StrOpt('metrics_tls_key_file',
+               help='PEM private key of ``metrics_tls_cert_file``; unset, '
+                    'the key is read from the certificate file.'),
+    cfg.StrOpt('metrics_tls_client_ca_file',
+               help='PEM CA certificates: with it, the metrics endpoint '
+                    'answers only clients that present a certificate one '
+                    'of them signed (Prometheus\'s ``tls_config`` '
+                    '``cert_file`` and ``key_file``). Needs '
+                    '``metrics_tls_cert_file``.'),
     cfg.HostDomainOpt('metrics_host',
                       sample_default='<nova-compute\'s [DEFAULT] host>',
                       help='This compute host\'s name as nova knows it, '

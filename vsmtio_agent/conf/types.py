@@ -12,13 +12,13 @@ stay what oslo.config's own types give (a float, the string as written), so
 the code that uses them is unchanged.
 """
 
-import math
 import re
 import warnings
 
 from oslo_config import types
 
 from vsmtio_agent.linux import topology
+from vsmtio_contract import config_types
 
 # CONFIG_NR_CPUS is at most 8192 on Linux (x86_64 with MAXSMP, powerpc):
 # a higher CPU id is a typo, and a range up to it would be expanded CPU by
@@ -26,28 +26,10 @@ from vsmtio_agent.linux import topology
 MAX_CPU_ID = 8191
 
 
-class FiniteFloat(types.Float):
-    """oslo.config's Float, which also refuses nan and the infinities."""
-
-    def __call__(self, value):
-        number = super().__call__(value)
-        if number is not None and not math.isfinite(number):
-            raise ValueError('Should be a finite number, not %s' % number)
-        return number
-
-
-def finite(opts):
-    """Give each float option of ``opts`` a :class:`FiniteFloat` type.
-
-    In place, keeping its bounds, and returns ``opts``: the options are
-    declared as oslo.config's own ``FloatOpt`` and each module's list of
-    them passes through here once, where it is built.
-    """
-    for opt in opts:
-        if (isinstance(opt.type, types.Float)
-                and not isinstance(opt.type, FiniteFloat)):
-            opt.type = FiniteFloat(min=opt.type.min, max=opt.type.max)
-    return opts
+#: A float option that refuses nan and the infinities (shared with nova's
+#: options: :mod:`vsmtio_contract.config_types`).
+FiniteFloat = config_types.FiniteFloat
+finite = config_types.finite
 
 
 class Pattern(types.String):

@@ -69,14 +69,17 @@ class Restored:
     """What putting back a previous agent's changes did.
 
     ``recorded`` originals were found; ``remaining`` of them could not be
-    written back and stay recorded; ``refused`` says why nothing was tried
-    (another agent holds the host, the checkpoint is not trusted).
-    ``vsmtio-agent restore`` prints it.
+    written back and stay recorded; ``dropped`` of them were values no
+    host takes (out of range: each said in the log) and left the record
+    unwritten; ``refused`` says why nothing was tried (another agent holds
+    the host, the checkpoint is not trusted). ``vsmtio-agent restore``
+    prints it.
     """
 
     recorded: int = 0
     remaining: int = 0
     refused: str = None
+    dropped: int = 0
 
 
 class HostDriver(metaclass=abc.ABCMeta):

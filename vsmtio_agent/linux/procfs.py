@@ -37,7 +37,8 @@ from vsmtio_agent.linux import procread
 
 LOG = logging.getLogger(__name__)
 
-_VCPU_COMM = re.compile(r'^CPU (\d+)/(KVM|TCG|HVF|WHPX)$')
+# Matched whole (fullmatch): ``$`` would also match before a newline.
+_VCPU_COMM = re.compile(r'CPU ([0-9]+)/(KVM|TCG|HVF|WHPX)')
 
 
 class ThreadCounters(NamedTuple):
@@ -88,7 +89,7 @@ def vcpu_threads(pid, procfs_root='/proc'):
             comm = _read(os.path.join(task_dir, tid, 'comm')).strip()
         except OSError:
             continue
-        match = _VCPU_COMM.match(comm)
+        match = _VCPU_COMM.fullmatch(comm)
         if match:
             out[int(match.group(1))] = int(tid)
     return out

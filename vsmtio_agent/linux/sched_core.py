@@ -25,7 +25,7 @@ QEMU_CONF = '/etc/libvirt/qemu.conf'
 FENCING = ('vcpus', 'emulator', 'full')
 
 _libc = None
-_LINE = re.compile(r'^\s*sched_core\s*=\s*"([^"]*)"\s*(#.*)?$')
+_LINE = re.compile(r'\s*sched_core\s*=\s*"([^"]*)"\s*(#.*)?')
 
 
 def _prctl():
@@ -66,7 +66,7 @@ def parse_qemu_conf(text):
     """qemu.conf's ``sched_core`` value, or None when it is not set."""
     value = None
     for line in text.splitlines():
-        match = _LINE.match(line)
+        match = _LINE.fullmatch(line)
         if match:
             value = match.group(1)
     return value

@@ -14,6 +14,7 @@ from oslo_log import log as logging
 from nova.scheduler import filters
 from nova.scheduler import utils
 
+from vsmtio_nova import conf as vsmtio_conf
 from vsmtio_nova import mix
 from vsmtio_nova.scheduler import hostmix
 from vsmtio_nova.scheduler import settings
@@ -51,11 +52,7 @@ class WorkloadMixFilter(filters.BaseHostFilter):
     RUN_ON_REBUILD = False
 
     def __init__(self):
-        low, high = CONF.vsmtio.min_io_fraction, CONF.vsmtio.max_io_fraction
-        if low > high:
-            raise ValueError(
-                '[vsmtio] min_io_fraction (%s) exceeds max_io_fraction (%s)'
-                % (low, high))
+        vsmtio_conf.check(CONF)
 
     def filter_all(self, filter_obj_list, spec_obj):
         # Judge the whole list at once: the request's flavors load in one

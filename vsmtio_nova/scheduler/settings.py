@@ -6,6 +6,7 @@ call (:func:`options`), not once per host: oslo.config lookups cost more
 than the arithmetic they feed.
 """
 
+import math
 import typing
 
 from oslo_config import cfg
@@ -94,7 +95,21 @@ def bounds(host_state, opts):
 
 
 def multiplier(host_state):
+    """The weigher's multiplier for the host; aggregates may override it.
+
+    An aggregate's value that is not a finite number within the option's
+    bounds (``nan`` weighs every host nan) gives way to the option, with
+    a warning.
+    """
+    default = CONF.vsmtio.weight_multiplier
     if not host_state.aggregates:
-        return CONF.vsmtio.weight_multiplier
-    return utils.get_weight_multiplier(
-        host_state, AGG_MULTIPLIER, CONF.vsmtio.weight_multiplier)
+        return default
+    value = utils.get_weight_multiplier(host_state, AGG_MULTIPLIER, default)
+    if not (math.isfinite(value)
+            and 0.0 <= value <= vsmtio_conf.MAX_WEIGHT_MULTIPLIER):
+        LOG.warning('Aggregate metadata %s=%s of host %s is not a number '
+                    'in [0, %s]; using [vsmtio] weight_multiplier=%s',
+                    AGG_MULTIPLIER, value, host_state.host,
+                    vsmtio_conf.MAX_WEIGHT_MULTIPLIER, default)
+        return default
+    return value

@@ -8,6 +8,7 @@ Enable it in nova.conf: add
 
 from nova.scheduler import weights
 
+from vsmtio_nova import conf as vsmtio_conf
 from vsmtio_nova import mix
 from vsmtio_nova.scheduler import hostmix
 from vsmtio_nova.scheduler import settings
@@ -29,6 +30,11 @@ class WorkloadMixWeigher(weights.BaseHostWeigher):
     host whose instances cannot be known is weighed as an empty host.
     Instances of this request already placed during a multi-create count.
     """
+
+    def __init__(self):
+        super().__init__()
+        # a bad [vsmtio] value stops the scheduler's start, in one line
+        vsmtio_conf.check()
 
     def weight_multiplier(self, host_state):
         return settings.multiplier(host_state)

@@ -1,12 +1,16 @@
 """The scenario format: phases, sockets, old files, bad values, inputs."""
 
+import datetime
 import io
 import itertools
 import os
 import warnings
 
 import fixtures
+import hypothesis
+from hypothesis import strategies as st
 import testtools
+import yaml
 
 from vsmtio_sim import cmd as sim_cmd
 from vsmtio_sim import report
@@ -86,6 +90,26 @@ class TestBadValues(_Errors):
                               os.path.join(FIXTURES, 'alias_bomb.yaml'))
         self.assertIn('aliases are expanded', str(e))
         self.assertNotIn('\n', str(e))
+
+    def test_deep_nesting_is_one_line_not_a_recursion_error(self):
+        for text in ('a: ' + '[' * 5000 + ']' * 5000 + '\n',
+                     'a:\n' + ''.join('  ' * i + '-\n'
+                                      for i in range(1, 3000)),
+                     'a: ' + '{b: ' * 2000 + '1' + '}' * 2000 + '\n'):
+            path = self.yaml_file(text)
+            e = self.assertRaises(scenario.ScenarioError, scenario.load,
+                                  path)
+            self.assertIn('nested deeper than %d levels'
+                          % scenario.MAX_DEPTH, str(e))
+            self.assertNotIn('\n', str(e))
+            err = io.StringIO()
+            with fixtures.MonkeyPatch('sys.stderr', err):
+                rc = sim_cmd.main(['run', '--scenario', path, '--kernel',
+                                   'vanilla'])
+            self.assertEqual(2, rc)
+            self.assertEqual(1, len(err.getvalue().splitlines()),
+                             err.getvalue()[-500:])
+            self.assertIn('nested deeper than', err.getvalue())
 
     def test_recursive_alias_is_refused(self):
         path = self.yaml_file((
@@ -324,3 +348,85 @@ class TestSharedReferences(testtools.TestCase):
             layer = [layer] * 9
         sc = scenario.from_dict(doc(paper={'bomb': layer}))
         self.assertEqual('x', sc.name)
+
+
+# YAML's own syntax, in pieces: what a hand or a broken generator leaves.
+_TOKENS = ['[', ']', '{', '}', '- ', ': ', ':', ', ', '&a ', '*a', '&b ',
+           '*b', '\n', '\n  ', '  ', 'x', 'name', 'host', 'cores', 'vms',
+           '1', '-1', '1e999', 'nan', '.nan', '.inf', '0x10', 'null',
+           '!!binary aGk=', '!!set {a, b}', '!!python/object:os.system ',
+           '!!timestamp 2001-12-14', '? ', '"', "'", '# c', '---\n',
+           '...\n', '%YAML 1.1\n', '<<: *a', '|\n', '>\n', '\t', '\x00',
+           '\ufeff', 'é']
+_LEAVES = (st.none() | st.booleans() | st.integers() | st.floats()
+           | st.text(max_size=8) | st.binary(max_size=4)
+           | st.dates().map(lambda d: datetime.datetime(d.year, d.month,
+                                                        d.day)))
+_TREES = st.recursive(
+    _LEAVES,
+    lambda inner: (st.lists(inner, max_size=3)
+                   | st.dictionaries(st.text(max_size=6) | st.integers(),
+                                     inner, max_size=3)),
+    max_leaves=10)
+_FIELDS = ['name', 'host', 'vms', 'duration_s', 'warmup_s', 'costs',
+           'workloads', 'scheduler', 'placement', 'paper', 'seed']
+
+
+@st.composite
+def scenario_texts(draw):
+    """A scenario file's text: tokens, a mutated scenario, deep nesting."""
+    kind = draw(st.sampled_from(['tokens', 'mutated', 'deep', 'bytes']))
+    if kind == 'tokens':
+        return ''.join(draw(st.lists(st.sampled_from(_TOKENS),
+                                     max_size=40)))
+    if kind == 'bytes':
+        return draw(st.binary(max_size=200)).decode('latin-1')
+    if kind == 'deep':
+        depth = draw(st.integers(1, 3000))
+        opener, closer = draw(st.sampled_from([('[', ']'), ('{a: ', '}')]))
+        return 'name: ' + opener * depth + '1' + closer * depth + '\n'
+    d = doc()
+    for field in draw(st.lists(st.sampled_from(_FIELDS), min_size=1,
+                               max_size=3)):
+        d[field] = draw(_TREES)
+    return yaml.safe_dump(d, allow_unicode=True)
+
+
+class TestScenarioFiles(_Errors):
+    """Any file given as a scenario loads or is one line; never a trace."""
+
+    # No deadline per example (a loaded machine makes one flaky): a hang
+    # outlasts the test's Timeout, which ends it.
+    @hypothesis.settings(max_examples=300, database=None, deadline=None,
+                         suppress_health_check=[
+                             hypothesis.HealthCheck.too_slow])
+    @hypothesis.given(text=scenario_texts())
+    def test_a_scenario_file_loads_or_is_one_line(self, text):
+        path = os.path.join(self.tmp, 's.yaml')
+        with open(path, 'w', encoding='utf-8', errors='surrogatepass') as f:
+            f.write(text)
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore',
+                                  scenario.ScenarioDeprecationWarning)
+            try:
+                scenario.load(path)
+            except scenario.ScenarioError as exc:
+                self.assertNotIn('\n', str(exc))
+                self.assertIn('s.yaml', str(exc))
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.Timeout(120, gentle=True))
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+
+    def test_pyyaml_s_own_constructor_errors_are_one_line(self):
+        for text in ('!!timestamp 2001-12-14vms\n',
+                     'name: !!timestamp 2001-02-30\n',
+                     'name: !!float x\n', 'name: !!int 0x\n'):
+            path = os.path.join(self.tmp, 's.yaml')
+            with open(path, 'w') as f:
+                f.write(text)
+            e = self.assertRaises(scenario.ScenarioError, scenario.load,
+                                  path)
+            self.assertIn('not valid YAML', str(e))
+            self.assertNotIn('\n', str(e))

@@ -12,7 +12,9 @@ stopped, perhaps killed, perhaps with MIST since switched off); what
 cannot be written back stays recorded, to be tried again at the next stop
 or start, never dropped. A domain that is
 gone or was restarted has nothing of the agent's left: its originals are
-dropped.
+dropped. So is an original that is no value the host takes (out of range,
+:mod:`~vsmtio_agent.actuators.bounds`), with one error line naming it: it
+could never be written back, and the rest of the record is restored.
 """
 
 import fcntl
@@ -125,6 +127,7 @@ class Restorer:
         self.host_actuators = host_actuators(checkpoint, opts)
         self.knobs = self.host_actuators[-1]
         self.recovered = False
+        self.dropped = 0        # out-of-range originals dropped, in a restore
 
     def save(self):
         """Save the checkpoint; HostDriverError (change nothing) if not."""
@@ -167,7 +170,9 @@ class Restorer:
         LOG.warning('Checkpoint %s holds %d change(s) a previous agent did '
                     'not undo (it crashed, was killed or is stopped); '
                     'restoring them.', self.checkpoint.path, recorded)
-        return base.Restored(recorded=recorded, remaining=self.restore())
+        remaining = self.restore()
+        return base.Restored(recorded=recorded, remaining=remaining,
+                             dropped=self.dropped)
 
     def restore(self):
         """Put back every recorded original; the number left recorded."""
@@ -178,6 +183,7 @@ class Restorer:
         if not self.lock.held():
             return 0
         remaining = 0
+        self.dropped = 0
         # MIST's threads and their runtime first: RT before its budget.
         for actuator in self.host_actuators[:-1]:
             remaining += self._restore_kind(actuator)
@@ -218,12 +224,18 @@ class Restorer:
         """
         keys = self.checkpoint.keys(actuator.kind)
         failed = actuator.restore_all()
+        left = 0
         for key, exc in failed:
-            LOG.error('Cannot restore %s %s: %s', actuator.kind, key, exc)
+            if isinstance(exc, actuator_base.Dropped):
+                LOG.error('%s', exc)
+                self.dropped += 1
+            else:
+                LOG.error('Cannot restore %s %s: %s', actuator.kind, key, exc)
+                left += 1
         if len(keys) > len(failed):
             LOG.info('Restored %d %s original(s)', len(keys) - len(failed),
                      actuator.kind)
-        return len(failed)
+        return left
 
     def _unrestorable(self):
         """Originals of a kind no actuator here can write back.
@@ -281,10 +293,19 @@ class Restorer:
                 value = record.original(actuator.kind, key)
                 try:
                     actuator.restore(key)
+                    failure = None
                 except actuator_base.ActuatorError as exc:
+                    failure = exc
+                # (said outside the handler: oslo.log would append the
+                # exception to an error logged inside it)
+                if isinstance(failure, actuator_base.Dropped):
+                    LOG.error('%s (domain %s)', failure, name)
+                    self.dropped += 1
+                    continue
+                if failure is not None:
                     ok = False
                     LOG.error('Cannot restore %s of %s%s: %s', what, name,
-                              ' ' + of % key if of else '', exc)
+                              ' ' + of % key if of else '', failure)
                     continue
                 self.checkpoint.owners.free(actuator.kind, uuid, key)
                 self._restored(entry, actuator, key, value)

@@ -16,6 +16,7 @@ import logging as py_logging
 import math
 import os
 import re
+import subprocess
 import sys
 import tempfile
 
@@ -33,6 +34,8 @@ from vsmtio_agent.conf import types as conf_types
 from vsmtio_agent.linux import topology
 
 ERROR = 'vsmtio-agent: error: '
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 COMMANDS = ('run', 'check', 'status')
 
 
@@ -147,6 +150,7 @@ class TestHostDriver(MainTestCase):
         agent_cmd.parse_args(['--config-file', shipped, 'check'], conf)
         agent_cmd.validate_conf(conf)
         self.assertEqual('libvirt', conf.vsmtio_agent.host_driver)
+        self.assertEqual([], agent_cmd.unknown_options(conf))
 
     def test_named_it_runs(self):
         status, out, err = self.main('', '--host-driver', 'simulated',
@@ -155,8 +159,86 @@ class TestHostDriver(MainTestCase):
         self.assertIn('mode: simulated', out)
 
 
+class TestUnknownOptions(MainTestCase):
+    """A misspelt option or group is said by name, never silent."""
+
+    MISSPELT = ('[vsmtio_agent]\nmits = false\nPeriod = 2\n'
+                '[Vsmtio_Sim]\nscenarioo = x\n'
+                '[vsmtio_agnet]\nmist = false\n'
+                '[vsmtio_publish_auth]\nusernmae = bob\n')
+
+    def test_check_prints_each_by_name_with_the_likely_one(self):
+        status, out, err = self.main(self.MISSPELT, '--host-driver',
+                                     'simulated', 'check')
+        self.assertEqual(0, status, err)
+        said = [line for line in out.splitlines()
+                if line.startswith('configuration: ')]
+        path = os.path.join(self.tmp, 'agent.conf')
+        for name, close in (('[vsmtio_agent] mits', 'mist'),
+                            ('[vsmtio_agent] Period', 'period'),
+                            ('[Vsmtio_Sim] scenarioo', 'scenario'),
+                            ('[vsmtio_agnet]', 'vsmtio_agent'),
+                            ('[vsmtio_publish_auth] usernmae', 'username')):
+            line = [s for s in said if s.startswith(
+                'configuration: %s in ' % name)]
+            self.assertEqual(1, len(line), said)
+            self.assertIn(path, line[0])
+            self.assertIn('(did you mean %s?)' % close, line[0])
+        self.assertEqual(5, len(said), said)
+
+    def test_every_option_of_the_agent_and_its_driver_is_known(self):
+        conf = cfg.ConfigOpts()
+        agent_conf.register_opts(conf)
+        agent_cmd.parse_args(['--host-driver', 'simulated'], conf)
+        text = ''.join('[%s]\n%s\n' % (group, '\n'.join(
+            '%s = 1' % opt.dest for opt in opts))
+            for group, opts in agent_cmd._opts_to_check(conf))
+        self.assertIn('[vsmtio_sim]', text)
+        path = self.conf_file(text, 'all.conf')
+        conf = cfg.ConfigOpts()
+        agent_conf.register_opts(conf)
+        agent_cmd.parse_args(['--config-file', path, '--host-driver',
+                              'simulated'], conf)
+        self.assertEqual([], agent_cmd.unknown_options(conf))
+
+    def test_the_auth_type_s_own_options_are_known(self):
+        path = self.conf_file('[vsmtio_publish_auth]\n'
+                              'auth_type = v3applicationcredential\n'
+                              'application_credential_id = x\n'
+                              'application_credential_secret = y\n'
+                              'cafile = /etc/ssl/ca.pem\n', 'auth.conf')
+        conf = cfg.ConfigOpts()
+        agent_conf.register_opts(conf)
+        agent_cmd.parse_args(['--config-file', path], conf)
+        self.assertEqual([], agent_cmd.unknown_options(conf))
+
+    def test_run_warns_once_by_name(self):
+        path = self.conf_file(
+            '[vsmtio_agent]\nhost_driver = simulated\nperiod = 0.05\n'
+            'mits = false\nmetrics_port = 0\nstatus_path = %s\n'
+            'checkpoint_path = %s\n'
+            % (self.status_path, os.path.join(self.tmp, 'ckpt.json')))
+        out = subprocess.run(
+            [sys.executable, '-m', 'vsmtio_agent.cmd.agent',
+             '--config-file', path, 'run', '--periods', '1'],
+            capture_output=True, text=True, timeout=120, cwd=ROOT,
+            env=dict(os.environ, PYTHONPATH=ROOT))
+        self.assertEqual(0, out.returncode, out.stderr[-2000:])
+        said = [line for line in (out.stdout + out.stderr).splitlines()
+                if 'mits in %s is no option of the agent' % path in line]
+        self.assertEqual(1, len(said), out.stdout + out.stderr)
+        self.assertIn('WARNING', said[0])
+
+
 class TestOptionValues(MainTestCase):
     """Numbers, patterns and CPU lists are checked at start."""
+
+    def test_a_metrics_key_or_client_ca_needs_the_certificate(self):
+        for name in ('metrics_tls_key_file', 'metrics_tls_client_ca_file'):
+            self.assertOneLineError(
+                self.main('[vsmtio_agent]\n%s = /etc/x.pem\n' % name,
+                          '--host-driver', 'simulated', 'check'),
+                '[vsmtio_agent] %s' % name, 'metrics_tls_cert_file is not')
 
     def test_every_float_option_of_ours_is_finite_and_bounded(self):
         floats = [(group.name, opt) for group, opts in conf_opts.list_opts()
@@ -458,10 +540,35 @@ CPU_TOKENS = st.one_of(
 CPU_LISTS = st.lists(CPU_TOKENS, max_size=5).map(','.join)
 VALUES = st.one_of(NUMBERS, TEXT, PATTERNS, CPU_LISTS,
                    st.sampled_from(['true', 'false', 'libvirt', 'simulated',
-                                    'os:system', 'vanilla']))
+                                    'os:system', 'vanilla', '$foo',
+                                    '${vsmtio_agent.period}', '$period',
+                                    '$$', '${', '%(x)s']))
 OPTIONS = sorted((group.name, opt.dest)
                  for group, opts in conf_opts.list_opts() for opt in opts)
-SETTINGS = st.lists(st.tuples(st.sampled_from(OPTIONS), VALUES),
+KNOWN = {name for _group, name in OPTIONS}
+
+
+@st.composite
+def misspelt(draw):
+    """An option's name with one letter dropped, doubled or swapped."""
+    group, name = draw(st.sampled_from(OPTIONS))
+    i = draw(st.integers(0, len(name) - 1))
+    how = draw(st.sampled_from(['drop', 'double', 'swap', 'upper']))
+    if how == 'drop':
+        typo = name[:i] + name[i + 1:]
+    elif how == 'double':
+        typo = name[:i] + name[i] + name[i:]
+    elif how == 'swap' and i + 1 < len(name):
+        typo = name[:i] + name[i + 1] + name[i] + name[i + 2:]
+    else:
+        typo = name[:i] + name[i].upper() + name[i + 1:]
+    hypothesis.assume(typo and typo not in KNOWN and typo.strip() == typo
+                      and not typo.startswith(('#', ';', '[')))
+    return group, typo
+
+
+SETTINGS = st.lists(st.one_of(st.tuples(st.sampled_from(OPTIONS), VALUES),
+                              st.tuples(misspelt(), VALUES)),
                     min_size=1, max_size=4)
 
 
@@ -492,7 +599,10 @@ class TestProperties(MainTestCase):
             for opt in option_list:
                 try:
                     value = getattr(getattr(conf, group.name), opt.dest)
-                except cfg.NoSuchOptError:
+                except cfg.NoSuchOptError as exc:
+                    # an auth plugin's option, registered when it loads;
+                    # never a value's ``$name`` the start let through
+                    self.assertEqual(opt.dest, exc.opt_name)
                     continue
                 if isinstance(value, float):
                     self.assertTrue(math.isfinite(value), opt.dest)
@@ -513,7 +623,7 @@ class TestProperties(MainTestCase):
         else:
             self.assertOneLineError(result)
 
-    @PROPERTY
+    @hypothesis.settings(PROPERTY, max_examples=300)
     @hypothesis.given(settings=SETTINGS,
                       driver=st.sampled_from([None, 'simulated', 'libvirt',
                                               'os:system', '']),
@@ -524,6 +634,12 @@ class TestProperties(MainTestCase):
         result = self.main(config_text(settings), *(argv + [command]))
         self.assertCleanOrOneLine(result)
         self.assertEqual(result[0] == 0, len(self.started) == before + 1)
+        if result[0] == 0:
+            # no misspelt option passes in silence
+            said = result[1] + result[2]
+            for (group, name), _value in settings:
+                if name not in KNOWN:
+                    self.assertIn('[%s] %s in ' % (group, name), said)
 
 
 JSON = st.recursive(
@@ -532,6 +648,9 @@ JSON = st.recursive(
         TEXT, inner, max_size=4),
     max_leaves=12)
 DOCUMENT_KEYS = sorted(set(status_document()) - {'pid'})
+# Names as a tenant might choose them: control characters, separators,
+# bidirectional overrides, and long.
+NAMES = st.text(st.characters(blacklist_categories=('Cs',)), max_size=300)
 
 
 @st.composite
@@ -549,6 +668,12 @@ def status_files(draw):
                 doc.pop(key, None)
             else:
                 doc[key] = draw(JSON)
+        # the tenant's text where the daemon writes it: server names
+        for row in doc['vcpus'] if isinstance(doc.get('vcpus'), list) else ():
+            if isinstance(row, dict) and draw(st.booleans()):
+                row['server'] = draw(NAMES)
+        doc['vms'] = {draw(NAMES): {'name': draw(NAMES), 'has': [
+            draw(NAMES)]}}
     text = json.dumps(doc).encode()
     if kind == 'truncated':
         text = text[:draw(st.integers(0, len(text)))]
@@ -557,7 +682,7 @@ def status_files(draw):
 
 class TestStatusProperties(MainTestCase):
 
-    @PROPERTY
+    @hypothesis.settings(PROPERTY, max_examples=200)
     @hypothesis.given(content=status_files())
     def test_status_files(self, content):
         with tempfile.NamedTemporaryFile(dir=self.tmp, delete=False) as f:
@@ -568,5 +693,8 @@ class TestStatusProperties(MainTestCase):
         self.assertNotIn('Traceback', err)
         if status == 0:
             self.assertIn('| core | domain', out)
+            # whatever text the file holds reaches the terminal escaped
+            for line in out.splitlines():
+                self.assertTrue(line.isprintable(), repr(line))
         else:
             self.assertOneLineError(result, 'is not a status document')

@@ -114,6 +114,18 @@ class WorkloadMixWeigherTest(test.NoDBTestCase):
         w = self.weighed([h, base.loaded('other', io=4)], base.spec('io'))
         self.assertEqual(0.5, w['h'])
 
+    def test_aggregate_multiplier_not_a_finite_bounded_number(self):
+        h = base.host('h')
+        self.flags(weight_multiplier=2.0, group='vsmtio')
+        for value in ('nan', 'inf', '-1', '1e7'):
+            h.aggregates = [base.aggregate(
+                **{'vsmtio:weight_multiplier': value})]
+            self.assertEqual(2.0, self.weighers[0].weight_multiplier(h))
+        self.assertIn('vsmtio:weight_multiplier=nan of host h is not a '
+                      'number in [0, 1000000.0]', self.stdlog.logger.output)
+        w = self.weighed([h, base.loaded('other', io=4)], base.spec('io'))
+        self.assertEqual(2.0, w['h'])
+
     def test_multi_create_counts_earlier_instances_of_the_request(self):
         # nova calls consume_from_request on the chosen host between the
         # instances of a multi-create; `instances` is left alone.

@@ -209,6 +209,29 @@ class TestThreadPolicy(testtools.TestCase):
         self.assertRaises(base.ActuatorError, self.act.read,
                           '%d/%d' % (os.getpid(), 2 ** 22 + 7))
 
+    def test_a_thread_without_a_readable_start_is_not_changed(self):
+        # a procfs root where the thread's stat is missing (as under a
+        # procfs mounted hidepid): nothing could identify it at restore
+        empty = self.useFixture(fixtures.TempDir()).path
+        act = rt.ThreadPolicy(self.record, empty)
+        exc = self.assertRaises(base.ActuatorError, act.write, self.key,
+                                {'policy': os.SCHED_BATCH, 'priority': 0})
+        self.assertIn('start time', str(exc))
+        self.assertEqual(os.SCHED_OTHER,
+                         os.sched_getscheduler(self.thread.native_id))
+        self.assertEqual([], self.record.keys(act.kind))
+
+    def test_an_original_without_a_start_is_dropped_not_applied(self):
+        self.record.record(self.act.kind, self.key,
+                           {'policy': os.SCHED_IDLE, 'priority': 0,
+                            'start': None})
+        [(key, exc)] = self.act.restore_all()
+        self.assertIsInstance(exc, base.Dropped)
+        self.assertIn('no start time', str(exc))
+        self.assertEqual(os.SCHED_OTHER,
+                         os.sched_getscheduler(self.thread.native_id))
+        self.assertEqual([], self.record.keys(self.act.kind))
+
 
 class FakeCgroups(fixtures.Fixture):
     """A cgroup v1 cpu controller tree with RT group scheduling files."""

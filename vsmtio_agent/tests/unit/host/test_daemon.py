@@ -126,6 +126,51 @@ class TestDaemon(tld.DriverTestCase):
         self.assertRaises(OSError, urllib.request.urlopen,
                           'http://127.0.0.1:%d/metrics' % port, timeout=1)
 
+    def test_the_status_file_and_tenants_server_names(self):
+        """Names only in a file others cannot read; escaped and cut there.
+
+        A server name is its tenant's text: here with a line break, a
+        right-to-left override and a C1 control sequence introducer (all
+        that XML lets libvirt's metadata hold), and far too long.
+        """
+        from xml.sax import saxutils
+
+        from vsmtio_agent.tests.unit.host import test_trust_libvirt
+        name = 'evil\n\u202e\x9b31m' + 'x' * 300
+        self.useFixture(tld.TestDomain(metadata=lambda dom: (
+            test_trust_libvirt.NOVA_METADATA % {
+                'name': saxutils.escape(name), 'project': 'p1'})))
+        for mode, named in ((0o755, False), (0o700, True)):
+            run_dir = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                                   'run')
+            os.mkdir(run_dir, mode)
+            os.chmod(run_dir, mode)
+            conf = self.conf_for(period=0.05, metrics_port=0, guard=False,
+                                 status_path=os.path.join(run_dir, 's.json'))
+            svc = agent_cmd.AgentService(conf, periods=3)
+            svc.start()
+            svc.wait()
+            try:
+                with open(conf.vsmtio_agent.status_path) as f:
+                    raw = f.read()
+                doc = status_mod.load(conf.vsmtio_agent.status_path)
+                table = status_mod.format_table(doc)
+            finally:
+                svc.stop()
+            shown = [vm['name'] for vm in doc['vms'].values() if vm['name']]
+            if not named:
+                self.assertNotIn('evil', raw)
+                self.assertEqual([], shown)
+                continue
+            [label] = [n for n in shown if n.startswith('evil')]
+            self.assertEqual(status_mod.MAX_NAME, len(label))
+            self.assertTrue(label.startswith('evil\\n\\u202e\\x9b31mxxx'),
+                            label)
+            self.assertTrue(label.isprintable())
+            self.assertIn('evil\\n\\u202e', table)
+            for char in '\u202e\x9b':
+                self.assertNotIn(char, table)
+
     def assert_dashboard_matches(self, text):
         """Every series etc/grafana/vsmtio.json plots is one we export.
 
