@@ -50,7 +50,8 @@ def percentile(values, q):
     if not values:
         return None
     s = sorted(values)
-    rank = max(1, int(math.ceil(q / 100.0 * len(s))))
+    # the epsilon keeps 99.9% of 1000 at rank 999, not float fuzz's 1000
+    rank = max(1, int(math.ceil(q * len(s) / 100.0 - 1e-9)))
     return s[min(rank, len(s)) - 1]
 
 
