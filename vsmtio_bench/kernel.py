@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import sys
 import time
 
@@ -304,6 +305,11 @@ def parse(argv):
                    help='a point is within it when |model/real - 1| <= it')
     p.add_argument('--cpu', type=int, default=None,
                    help='the CPU to pin to (default: the least loaded)')
+    p.add_argument('--shield', type=float, default=100.0,
+                   help='the weight of the bench\'s own group, which holds '
+                   'the server\'s and the spinner\'s, as a multiple of the '
+                   'default: the machine\'s other jobs take less of the '
+                   'measured CPU (0: the groups\' parent has the default)')
     p.add_argument('--seed', type=int, default=0,
                    help='of the shuffled repetitions\' order')
     p.add_argument('--profiles', default=','.join(
@@ -353,7 +359,7 @@ def measure_real(args):
               % (cpu, ', '.join('%d: %.0f%%' % (c, 100 * b)
                                 for c, b in sorted(busy.items())), nsi))
     try:
-        groups = kernel_host.Groups()
+        groups = kernel_host.Groups(args.shield)
     except kernel_host.Unavailable as exc:
         groups = None
         unmeasured.append({'what': 'weights, wake-up beside a spinner, '
@@ -379,6 +385,10 @@ def measure_real(args):
     return host, real, unmeasured
 
 
+def _terminated(signum, frame):
+    raise SystemExit(128 + signum)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse(argv)
@@ -393,6 +403,9 @@ def main(argv=None):
             sys.stderr.write('vsmtio-bench kernel: needs root (the cpu '
                              'controller\'s groups)\n')
             return 2
+        # a SIGTERM unwinds like ^C: the processes are killed and the
+        # groups removed on the way out
+        signal.signal(signal.SIGTERM, _terminated)
         host, real, unmeasured = measure_real(args)
         cmdline = command_line(argv)
     t0 = time.time()
@@ -406,6 +419,7 @@ def main(argv=None):
             'seconds': args.seconds, 'warmup_s': args.warmup,
             'small_seconds': args.small_seconds,
             'repetitions': args.repetitions, 'tolerance': args.tolerance,
+            'shield': args.shield,
             'profiles': args.profiles, 'threads': args.threads,
             'ratios': args.ratios, 'model_seconds': args.model_seconds,
             'model_seeds': args.model_seeds},

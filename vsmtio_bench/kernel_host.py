@@ -385,12 +385,14 @@ class Groups(object):
 
     Created under the controller's root (``vsmtio-kbench-PID``), removed
     by :meth:`close` whatever happened (its processes are gone by then;
-    any left are moved back to the root first).
+    any left are moved back to the root first). With ``shield`` that
+    directory's own weight is ``shield`` times the default, so the
+    machine's other jobs take less of the measured CPU.
     """
 
     NAMES = ('server', 'spinner')
 
-    def __init__(self):
+    def __init__(self, shield=0.0):
         self.version, self.root = find_controller()
         self.top = os.path.join(self.root, 'vsmtio-kbench-%d' % os.getpid())
         self.file = 'cpu.shares' if self.version == 1 else 'cpu.weight'
@@ -403,6 +405,12 @@ class Groups(object):
             if self.version == 2:
                 self._write(os.path.join(self.top, 'cgroup.subtree_control'),
                             '+cpu')
+            if shield:
+                # the bench's own group outweighs the machine's other
+                # jobs on the measured CPU; inside it the server and the
+                # spinner meet as they would at the root
+                self._write(os.path.join(self.top, self.file),
+                            self.value(shield))
             for name in self.NAMES:
                 os.mkdir(os.path.join(self.top, name))
         except OSError as exc:

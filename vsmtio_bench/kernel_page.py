@@ -96,7 +96,19 @@ def _host_lines(prof):
             h['cpu'], _busy(busy), _busy(after), h['loadavg_before'],
             h['loadavg_after'], h['elapsed_s'] / 60.0, st['seconds'],
             st['small_seconds'], st['warmup_s'], st['repetitions']),
-    ]
+    ] + _available(prof)
+
+
+def _available(prof):
+    """What the machine's other load left the bench of its CPU."""
+    s = prof['real'].get('weights', {}).get('spinner alone', {}).get(
+        'spinner_cpu')
+    if not s or s['median'] is None:
+        return []
+    return ['', 'The spinner alone, once per repetition, got %.3f of the '
+            'CPU (%s over the repetitions): the rest is what the '
+            'machine\'s other jobs took from the measured CPU.'
+            % (s['median'], spread(s))]
 
 
 def _busy(busy):
