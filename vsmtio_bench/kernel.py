@@ -351,8 +351,10 @@ def measure_real(args):
     if args.cpu is not None:
         cpu = args.cpu
     host.update({'cpu': cpu, 'busy_before': busy, 'loadavg_before': load0})
-    _pin_parent(cpu)
+    # calibrated on the measured CPU, then kept off it
+    os.sched_setaffinity(0, {cpu})
     nsi = kernel_host.calibrate()
+    _pin_parent(cpu)
     real = {'calibration': {'ns_per_iteration': nsi,
                             'bursts': calibration(args, cpu, nsi)}}
     _progress('kernel bench on CPU %d (busy %s), %.2f ns per iteration'

@@ -125,6 +125,15 @@ def _calibration(prof):
     return cal, rst_table(['burst (us)', 'median', 'fastest', 'p99'], rows)
 
 
+def _burst_error(cal):
+    errs = sorted((b['target_us'], b['median_us'] / b['target_us'] - 1)
+                  for b in cal['bursts'].values())
+    lo = min(e for _, e in errs)
+    hi = max(e for _, e in errs)
+    return ('%+.0f%% to %+.0f%%' % (100 * lo, 100 * hi),
+            ', '.join('%g us: %+.1f%%' % (t, 100 * e) for t, e in errs))
+
+
 def _overheads(prof):
     """Per profile alone: the request's period beyond burst + wait + wake."""
     rows = []
@@ -140,7 +149,7 @@ def _overheads(prof):
         rows.append(['%g/%g' % (b, wait), '%.1f' % period, '%.1f' % wake,
                      '%.1f' % (period - b - wait - wake)])
     return rst_table(['burst/wait (us)', 'period (us)', 'wake-up (us)',
-                      'overhead (us)'], rows)
+                      'the rest (us)'], rows)
 
 
 def _small_rows(prof):
@@ -267,15 +276,15 @@ def render(prof):
         'measured CPU; each burst is that many iterations, a fixed amount '
         'of work. Each calibrated burst, timed alone 2000 times:'
         % cal['ns_per_iteration'], '', cal_table, '',
-        'The fastest of each is within a few per cent of its target; the '
-        'median adds what the machine\'s other load and the timer '
-        'interrupts take. What Python adds to each request beyond the '
-        'burst, the wait and the wake-up (the clock reads, the '
-        '``ctypes`` call into ``clock_nanosleep``, the loop), from the '
-        'server alone (medians):', '', _overheads(prof), '',
-        'This overhead runs on the server\'s CPU as part of its request, '
-        'so at the 20 us burst the real request does about that much more '
-        'work than the model\'s ``const`` burst.', '']
+        'At the median a burst is %s of its target (%s): the server\'s '
+        'real bursts are that much shorter or longer than the model\'s '
+        '``const`` ones, and the fastest and the p99 show what the '
+        'timer interrupts and the machine\'s other jobs add. The period '
+        'of a request of the server alone beyond its burst, wait and '
+        'wake-up (medians) is Python\'s own work (the clock reads, the '
+        '``ctypes`` call into ``clock_nanosleep``, the loop) and what the '
+        'machine\'s other jobs took from the server:'
+        % _burst_error(cal), '', _overheads(prof), '']
     for pol in prof['model']['policies']:
         judged, bad = _outside(prof, pol)
         title = 'Weights: the real kernel against the model (%s)' % pol
