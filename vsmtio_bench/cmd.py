@@ -22,6 +22,8 @@ BENCHES = {
                  'weigher in nova\'s scheduler',
     'libvirtd': 'what the agent\'s libvirt calls cost libvirtd and QEMU',
     'mist': 'MIST on real qemu guests, interfered and protected',
+    'kernel': 'the host\'s real kernel against the model: cgroup weights, '
+              'wake-ups, spins and switches, processes for vCPUs',
 }
 
 
