@@ -227,7 +227,7 @@ class MistHost(object):
             current = actuator.read(blkio_act.KEY)
         except blkio_act.Unavailable as exc:
             self.blkio_refused[entry.uuid] = self.clock()
-            self._no_blkio(entry.dom, str(exc))
+            self._no_blkio([entry.dom], str(exc))
             return
         except act_base.ActuatorError as exc:
             log.fail()
@@ -245,7 +245,7 @@ class MistHost(object):
             self.protected[entry.uuid][BLKIO] = True
         except blkio_act.Unavailable as exc:
             self.blkio_refused[entry.uuid] = self.clock()
-            self._no_blkio(entry.dom, str(exc))
+            self._no_blkio([entry.dom], str(exc))
         except act_base.ActuatorError as exc:
             log.fail()
             if exc.denied:
@@ -253,28 +253,34 @@ class MistHost(object):
             else:
                 log.note('MIST blkio: %s' % exc)
 
-    def _no_blkio(self, dom, refusal):
-        """Keep and say once why the host has no block I/O weight.
+    def _no_blkio(self, doms, refusal):
+        """Keep why the host has no block I/O weight; say it once.
 
         libvirt's refusal, with the scheduler of the disks under the
-        domain's images where sysfs shows them (the usual cause).
+        images of ``doms`` where sysfs shows them (the usual cause). One
+        refusal is said once, however many domains meet it; a reason
+        that names the scheduler replaces one that could not.
         """
-        try:
-            found = iosched.schedulers(
-                self.opts.sysfs_root, devices.disk_sources(dom.XMLDesc(0)))
-        except (libvirt.libvirtError, ValueError):
-            found = {}
-        names = sorted(set(found.values()))
-        if names and not set(names) & set(iosched.PROPORTIONAL):
+        sources = []
+        for dom in doms:
+            try:
+                sources += devices.disk_sources(dom.XMLDesc(0))
+            except (libvirt.libvirtError, ValueError):
+                continue
+        found = iosched.schedulers(self.opts.sysfs_root, sources)
+        names = set(found.values())
+        if names and not names & set(iosched.PROPORTIONAL):
             why = ('the host\'s I/O scheduler (%s) has no proportional '
                    'weights (bfq): libvirt: %s'
                    % (', '.join('%s on %s' % (found[d], d)
                                 for d in sorted(found)), refusal))
+        elif self.blkio_why is not None:
+            why = self.blkio_why
         else:
             why = 'libvirt refuses the domain\'s weight: %s' % refusal
         self.blkio_why = why
-        if why not in self._blkio_said:
-            self._blkio_said.add(why)
+        if refusal not in self._blkio_said:
+            self._blkio_said.add(refusal)
             LOG.warning('MIST blkio: not available: %s; protected VMs get '
                         'CPU and interrupt protection only', why)
 
@@ -294,12 +300,14 @@ class MistHost(object):
         running libvirt domains ``doms`` (reading only; None if there are
         none to ask). For ``check`` and ``status``.
         """
+        doms = list(doms)
         if self.blkio_why is None and not self.blkio_seen:
             for dom in doms:
                 try:
                     blkio_act.BlkioWeight(None, dom).read(blkio_act.KEY)
                 except blkio_act.Unavailable as exc:
-                    self._no_blkio(dom, str(exc))
+                    # the disks under every running domain's images
+                    self._no_blkio(doms, str(exc))
                     break
                 except act_base.ActuatorError:
                     continue

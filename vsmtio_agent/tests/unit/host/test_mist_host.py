@@ -770,6 +770,26 @@ class TestNoBlkioWeightOnTheHost(_MistDriverCase):
                       mode.missing)
         self.assertEqual(['read'], self.calls)
 
+    def test_said_once_by_check_and_the_protection(self):
+        # the daemon's start describes the host (reading a domain without
+        # disks: the test driver's own), then protects the reserved one:
+        # one refusal, said once, naming the scheduler under any image
+        logged = self.useFixture(fixtures.FakeLogger())
+        drv = self.driver()
+        names = [d.name() for d in self.conn.listAllDomains(
+            libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)]
+        self.assertIn('test', names)
+        self.assertIn('MIST blkio: not available: ' + self.why,
+                      drv.describe().missing)
+        drv.recover()
+        drv.sample()
+        for _ in range(2):
+            result = drv.apply(self.decision(True))
+            self.assertEqual(0, result.failed, result.messages)
+        self.assertEqual(1, logged.output.count('MIST blkio: not available'),
+                         logged.output)
+        self.assertEqual('not available: ' + self.why, drv.mist_blkio())
+
     def test_asked_again_now_and_then(self):
         self.useFixture(fixtures.FakeLogger())
         drv = self.driver()
