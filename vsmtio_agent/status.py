@@ -81,6 +81,7 @@ SCHEMA = {
         'mist': {'type': ['object', 'null'],
                  'additionalProperties': _MIST_VERDICT},
         'mist_mode': {'type': ['string', 'null']},
+        'mist_blkio': {'type': ['string', 'null']},
         'vms': {'type': 'object', 'additionalProperties': _VM}}}
 _VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 
@@ -267,7 +268,8 @@ def document(period, driver, opts, mode, names=True):
             'mist': ({d: dataclasses.asdict(v)
                       for d, v in sorted(period.mist.items())}
                      if period and period.mist is not None else None),
-            'mist_mode': driver.mist_mode()}
+            'mist_mode': driver.mist_mode(),
+            'mist_blkio': driver.mist_blkio()}
 
 
 def format_table(doc):
@@ -321,6 +323,8 @@ def format_table(doc):
             len(mist), sum(1 for v in mist.values() if v['protect'])))
         if doc.get('mist_mode'):
             lines.append('  CPU: %s' % doc['mist_mode'])
+        if doc.get('mist_blkio'):
+            lines.append('  block I/O: %s' % doc['mist_blkio'])
         for domain, v in sorted(mist.items()):
             lines.append('  %s: %s, I_cpu %s (%s)' % (
                 text(domain),

@@ -19,7 +19,11 @@ IOPS measured from the host (libvirt block statistics over the phase):
 ``interfered``/``protected`` alternate ``--rounds`` times in ABBA order
 (the machine's other load drifts). It prints each
 phase and the ratios against ``solo`` and ``interfered`` of the same run,
-and checks that the vCPU threads went to SCHED_RR and came back.
+and checks that the vCPU threads went to SCHED_RR and came back. Where
+the host's I/O scheduler has no proportional weights (none, mq-deadline,
+kyber: only BFQ has them) libvirt refuses the domain's blkio weight, the
+agent protects CPU and interrupts only, and the weight column says
+``blkio n/a`` with libvirt's reason under the table.
 
 Run (root): vsmtio-bench mist [--seconds 10] [--rounds 4]
 [--rt-threads all|vcpus]
@@ -31,6 +35,7 @@ import statistics
 import time
 
 import fixtures
+import libvirt
 
 from vsmtio_agent.policy import mist
 from vsmtio_agent.tests.functional import mist_guests
@@ -44,11 +49,11 @@ def run_phase(agent, guest, seconds):
     start, t0 = guest.block_reqs(), time.monotonic()
     icpu, fired = [], False
     while time.monotonic() - t0 < seconds:
-        decision = agent.tick()
+        decision = agent.tick().decision
         value = mist.vm_i_cpu(
             [st for ref, st in agent.last_stats.items()
              if ref.domain == guest.uuid],
-            agent.opts.idle_switch_threshold)
+            agent.conf.vsmtio_agent.idle_switch_threshold)
         if value is not None:
             icpu.append(value)
         if decision is not None and guest.uuid in decision.protect:
@@ -67,7 +72,7 @@ def interfered_phase(agent, reader, args):
 def protected_phase(agent, reader, args):
     live = agent(False)
     t0, ticks = time.monotonic(), 0
-    while reader.uuid not in getattr(live.tick(), 'protect', {}):
+    while reader.uuid not in getattr(live.tick().decision, 'protect', {}):
         ticks += 1
         if time.monotonic() - t0 > 60:
             live.stop()
@@ -86,7 +91,29 @@ def policies(guest):
     names = sorted(POLICY.get(os.sched_getscheduler(t)
                               & ~os.SCHED_RESET_ON_FORK, '?')
                    for t in tids.values())
-    return names + ['blkio %d' % guest.dom.blkioParameters(0)['weight']]
+    return names + ['blkio %s' % blkio_weight(guest)]
+
+
+# libvirt's reason for a host without block I/O weights, once seen
+NO_WEIGHT = []
+
+
+def blkio_weight(guest):
+    """The domain's blkio weight as text; ``n/a`` where the host has none.
+
+    libvirt refuses a running domain's weight where no proportional I/O
+    scheduler (BFQ) is loaded (VIR_ERR_OPERATION_INVALID); the reason is
+    kept for the report.
+    """
+    try:
+        return '%d' % guest.dom.blkioParameters(0)['weight']
+    except libvirt.libvirtError as exc:
+        if (exc.get_error_code() != libvirt.VIR_ERR_OPERATION_INVALID
+                or not guest.dom.isActive()):
+            raise
+        if not NO_WEIGHT:
+            NO_WEIGHT.append(exc.get_error_message() or str(exc))
+        return 'n/a'
 
 
 def main(argv=None):
@@ -170,6 +197,9 @@ def report(args, rows, solo):
                      'yes' if fired or name == 'protected' else 'no',
                      ','.join(pol) + ('  ' + row[5] if len(row) > 5
                                       else '')))
+    if NO_WEIGHT:
+        print('blkio n/a: no block I/O weight on this host (libvirt: %s); '
+              'MIST protected CPU and interrupts only' % NO_WEIGHT[0])
     protected = [r[1] for r in rows if r[0] == 'protected']
     print('interfered IOPS per round: %s; protected: %s'
           % (' '.join('%.0f' % v for v in interfered),

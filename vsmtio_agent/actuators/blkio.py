@@ -6,6 +6,12 @@ libvirt's proportional block I/O share: cgroup v1 ``blkio.weight`` (or
 only under a proportional I/O scheduler (BFQ; CFQ in the paper's days).
 One key, ``weight``, kept in the domain's record: a restarted domain
 has a new cgroup and none of the agent's values.
+
+A host where no proportional scheduler is loaded has no weight file in
+the domain's cgroup, and libvirt refuses even to read the weight of a
+running domain (``VIR_ERR_OPERATION_INVALID``, "blkio device weight is
+valid only for bfq or cfq scheduler"): :class:`Unavailable`, the host's
+configuration rather than a failed change.
 """
 
 import libvirt
@@ -19,6 +25,20 @@ KIND = checkpoint.BLKIO_WEIGHT
 KEY = 'weight'
 
 
+class Unavailable(base.ActuatorError):
+    """The host offers no block I/O weight for this running domain.
+
+    libvirt refused it with ``VIR_ERR_OPERATION_INVALID`` while the
+    domain runs (the same code for a domain that stopped, hence the
+    check): no proportional I/O scheduler, no weight file. Not a
+    failure: nothing was changed, and trying again changes nothing
+    until the operator loads BFQ.
+    """
+
+    def __init__(self, message):
+        super().__init__(message, denied=True)
+
+
 class BlkioWeight(base.Actuator):
 
     kind = KIND
@@ -27,11 +47,22 @@ class BlkioWeight(base.Actuator):
         super().__init__(record)
         self.dom = dom
 
+    def _error(self, exc):
+        """The ActuatorError of libvirt's ``exc``: Unavailable if it is."""
+        if exc.get_error_code() == libvirt.VIR_ERR_OPERATION_INVALID:
+            try:
+                running = self.dom.isActive()
+            except libvirt.libvirtError:
+                running = False
+            if running:
+                return Unavailable(exc.get_error_message() or str(exc))
+        return libvirt_errors.translate(exc)
+
     def read(self, key):
         try:
             params = self.dom.blkioParameters(libvirt.VIR_DOMAIN_AFFECT_LIVE)
         except libvirt.libvirtError as exc:
-            raise libvirt_errors.translate(exc) from exc
+            raise self._error(exc) from exc
         if KEY not in params:
             raise base.ActuatorError('%s has no block I/O weight (libvirt '
                                      'offers %s)'
@@ -48,4 +79,4 @@ class BlkioWeight(base.Actuator):
             self.dom.setBlkioParameters({KEY: int(value)},
                                         libvirt.VIR_DOMAIN_AFFECT_LIVE)
         except libvirt.libvirtError as exc:
-            raise libvirt_errors.translate(exc) from exc
+            raise self._error(exc) from exc

@@ -178,6 +178,15 @@ class HostDriver(metaclass=abc.ABCMeta):
         """
         return None
 
+    def mist_blkio(self):
+        """MIST's block I/O weight on this host: one line, or None.
+
+        For ``status``: the weight set, or why the host has none (an I/O
+        scheduler without proportional weights). The default (a host
+        without MIST) has none.
+        """
+        return None
+
     def vcpu_pins(self):
         """``{VcpuRef: frozenset of CPUs}`` as the host has them now.
 

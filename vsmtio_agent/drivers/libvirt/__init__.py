@@ -203,6 +203,14 @@ class LibvirtHostDriver(base.HostDriver):
         """How MIST protects a VM's CPU here; None with MIST off."""
         return None if self.mist is None else self.mist.cpu_mode()[1]
 
+    def mist_blkio(self):
+        """MIST's block I/O lever here, as last found; None with MIST off.
+
+        What libvirt said of the domains MIST protected (the status file
+        is written every period: nothing is asked for it).
+        """
+        return None if self.mist is None else self.mist.blkio_mode()[1]
+
     def _flush(self, log):
         """Originals forgotten this apply leave the file too."""
         try:

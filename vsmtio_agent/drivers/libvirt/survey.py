@@ -96,7 +96,8 @@ class Survey:
         self._describe_identity(caps, missing)
         self._describe_trust(caps, missing)
         if self.mist is not None:
-            mist_caps, mist_missing = self.mist.describe()
+            mist_caps, mist_missing = self.mist.describe(
+                self._running_domains())
             caps.extend(mist_caps)
             missing.extend(mist_missing)
         if self.abi_version:
@@ -160,6 +161,20 @@ class Survey:
         return '%s: %d of %d running domain(s) report them' % (
             'yes' if counted == len(records) else 'partly' if counted
             else 'no', counted, len(records))
+
+    def _running_domains(self):
+        """The running libvirt domains: those sampled, or listed now.
+
+        For ``check``, before any sample, those libvirt lists; [] where
+        libvirt cannot be asked. Reading them writes nothing.
+        """
+        if len(self.domains.entries):
+            return [d.dom for d in self.domains.values()]
+        try:
+            return self.connection.get().listAllDomains(
+                libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
+        except (base.HostDriverError, libvirt.libvirtError):
+            return []
 
     def _domain_kinds(self):
         """``{name: is kvm}`` of the running domains; writes nothing.

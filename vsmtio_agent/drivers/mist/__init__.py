@@ -14,7 +14,11 @@ driver's checkpoint and its owners), never through callbacks:
     has RT group scheduling (a budget of the VM's own); else, the
     cpu-shares fallback, logged once and reported by ``check`` and
     ``status`` (:meth:`MistHost.cpu_mode`);
-  - block I/O: the domain's ``blkiotune`` weight;
+  - block I/O: the domain's ``blkiotune`` weight, where the host has
+    one: under an I/O scheduler without proportional weights libvirt
+    refuses even to read it, and the lever is skipped, said once and
+    reported by ``check`` and ``status`` (:meth:`MistHost.blkio_mode`),
+    asked again every :data:`BLKIO_RECHECK` seconds;
   - interrupts: the IRQs of the devices a protected domain alone owns
     (:mod:`.devices`) or a configured set, less a ban list, block and
     network ones on disjoint host CPUs
@@ -29,6 +33,8 @@ restore`` is the driver's, through the same actuators, whatever MIST's
 configuration is then.
 """
 
+import time
+
 import libvirt
 from oslo_log import log as logging
 
@@ -41,12 +47,18 @@ from vsmtio_agent.actuators import rt
 from vsmtio_agent.drivers.mist import cpu as cpu_mod
 from vsmtio_agent.drivers.mist import devices
 from vsmtio_agent.drivers.mist import meter as meter_mod
+from vsmtio_agent.linux import iosched
 from vsmtio_agent.linux import topology
 from vsmtio_agent.policy import mist
 
 LOG = logging.getLogger(__name__)
 
 CPU, BLKIO, IRQ = 'cpu', 'blkio', 'irq'
+
+# How long a domain whose weight libvirt refused is left alone before it
+# is asked again: the operator may load BFQ on a running host, and asking
+# costs one libvirt call.
+BLKIO_RECHECK = 600.0
 
 
 class MistHost(object):
@@ -65,6 +77,11 @@ class MistHost(object):
         self._irq_refused = set()
         self._irq_said = set()      # reasons already logged
         self._cpu_said = set()      # reasons for no real time, logged
+        self.blkio_refused = {}     # uuid -> when libvirt refused its weight
+        self.blkio_why = None       # why the host has no weight, if not
+        self.blkio_seen = False     # a weight was read: the lever exists
+        self._blkio_said = set()    # reasons for no weight, logged
+        self.clock = time.monotonic
         self.irq_plan = {}          # the IRQs planned last, and their CPUs
 
     def reservation(self, entry):
@@ -74,6 +91,8 @@ class MistHost(object):
     def retain(self, uuids):
         """Forget what was read of domains not in ``uuids``."""
         self.meter.retain(uuids)
+        for uuid in set(self.blkio_refused) - set(uuids):
+            del self.blkio_refused[uuid]
 
     # -- protecting --------------------------------------------------------
 
@@ -189,24 +208,121 @@ class MistHost(object):
                 log.note('MIST cpu: %s' % exc)
 
     def _protect_blkio(self, entry, log):
+        """The domain's weight, where the host has one (asked per domain).
+
+        Read before anything is claimed or recorded: a refusal
+        (:class:`~vsmtio_agent.actuators.blkio.Unavailable`) leaves the
+        domain alone for :data:`BLKIO_RECHECK` seconds, counts no
+        failure and is said once. A weight the agent set before the
+        refusal stays recorded and claimed, for the release to put back.
+        """
         if BLKIO in self.unsupported:
+            return
+        refused = self.blkio_refused.get(entry.uuid)
+        if refused is not None and self.clock() - refused < BLKIO_RECHECK:
             return
         actuator = blkio_act.BlkioWeight(entry.record(self.record),
                                          entry.dom)
         try:
+            current = actuator.read(blkio_act.KEY)
+        except blkio_act.Unavailable as exc:
+            self.blkio_refused[entry.uuid] = self.clock()
+            self._no_blkio([entry.dom], str(exc))
+            return
+        except act_base.ActuatorError as exc:
+            log.fail()
+            log.note('MIST blkio: %s' % exc)
+            return
+        self.blkio_refused.pop(entry.uuid, None)
+        self._blkio_available()
+        try:
             self.owners.claim(ledger.MIST, actuator.kind, entry.uuid,
                               blkio_act.KEY)
-            if actuator.read(blkio_act.KEY) != self.opts.mist_blkio_weight:
+            if current != self.opts.mist_blkio_weight:
                 attempt.write(actuator, blkio_act.KEY,
                               self.opts.mist_blkio_weight)
                 log.done()
             self.protected[entry.uuid][BLKIO] = True
+        except blkio_act.Unavailable as exc:
+            self.blkio_refused[entry.uuid] = self.clock()
+            self._no_blkio([entry.dom], str(exc))
         except act_base.ActuatorError as exc:
             log.fail()
             if exc.denied:
                 self._refuse(BLKIO, str(exc), log)
             else:
                 log.note('MIST blkio: %s' % exc)
+
+    def _no_blkio(self, doms, refusal):
+        """Keep why the host has no block I/O weight; say it once.
+
+        libvirt's refusal, with the scheduler of the disks under the
+        images of ``doms`` where sysfs shows them (the usual cause). One
+        refusal is said once, however many domains meet it; a reason
+        that names the scheduler replaces one that could not.
+        """
+        sources = []
+        for dom in doms:
+            try:
+                sources += devices.disk_sources(dom.XMLDesc(0))
+            except (libvirt.libvirtError, ValueError):
+                continue
+        found = iosched.schedulers(self.opts.sysfs_root, sources)
+        names = set(found.values())
+        if names and not names & set(iosched.PROPORTIONAL):
+            why = ('the host\'s I/O scheduler (%s) has no proportional '
+                   'weights (bfq): libvirt: %s'
+                   % (', '.join('%s on %s' % (found[d], d)
+                                for d in sorted(found)), refusal))
+        elif self.blkio_why is not None:
+            why = self.blkio_why
+        else:
+            why = 'libvirt refuses the domain\'s weight: %s' % refusal
+        self.blkio_why = why
+        if refusal not in self._blkio_said:
+            self._blkio_said.add(refusal)
+            LOG.warning('MIST blkio: not available: %s; protected VMs get '
+                        'CPU and interrupt protection only', why)
+
+    def _blkio_available(self):
+        """A weight was read: say so once if it had been refused."""
+        if self.blkio_why is not None and not self.blkio_refused:
+            LOG.info('MIST blkio: available again')
+            self.blkio_why = None
+            self._blkio_said.clear()
+        self.blkio_seen = True
+
+    def blkio_mode(self, doms=()):
+        """(available or None, one line): MIST's block I/O lever here.
+
+        From what libvirt said of the domains MIST protected; where it
+        protected none yet (``check``), from reading the weight of the
+        running libvirt domains ``doms`` (reading only; None if there are
+        none to ask). For ``check`` and ``status``.
+        """
+        doms = list(doms)
+        if self.blkio_why is None and not self.blkio_seen:
+            for dom in doms:
+                try:
+                    blkio_act.BlkioWeight(None, dom).read(blkio_act.KEY)
+                except blkio_act.Unavailable as exc:
+                    # the disks under every running domain's images
+                    self._no_blkio(doms, str(exc))
+                    break
+                except act_base.ActuatorError:
+                    continue
+                self.blkio_seen = True
+                break
+        if self.blkio_why is not None:
+            return False, 'not available: %s' % self.blkio_why
+        if BLKIO in self.unsupported:
+            return False, 'not available: %s' % self.unsupported[BLKIO]
+        if self.blkio_seen:
+            return True, ('the domain\'s blkiotune weight, %d'
+                          % self.opts.mist_blkio_weight)
+        return None, ('the domain\'s blkiotune weight, %d, where the '
+                      'host\'s I/O scheduler weighs it (bfq): no running '
+                      'domain to ask' % self.opts.mist_blkio_weight)
 
     def _release(self, uuid, entry, log):
         """Everything MIST holds of the domain back to its original.
@@ -343,8 +459,12 @@ class MistHost(object):
         self.protected.clear()
         self.cpu.reset()
 
-    def describe(self):
-        """(capabilities, missing) lines for ``vsmtio-agent check``."""
+    def describe(self, doms=()):
+        """(capabilities, missing) lines for ``vsmtio-agent check``.
+
+        ``doms``: the running libvirt domains, whose block I/O weight is
+        read where MIST has not asked libvirt yet.
+        """
         caps = ['MIST: I_cpu threshold %.3f, %d periods to act, %d to '
                 'release' % (self.opts.mist_icpu_threshold,
                              self.opts.mist_act_periods,
@@ -352,6 +472,9 @@ class MistHost(object):
         real_time, line = self.cpu_mode()
         missing = []
         (caps if real_time else missing).append('MIST cpu: %s' % line)
+        weight, line = self.blkio_mode(doms)
+        (missing if weight is False else caps).append('MIST blkio: %s'
+                                                      % line)
         if self.opts.mist_irq_separation:
             caps.append('MIST interrupts: %s%s' % (
                 'those of the devices a protected VM alone owns '
@@ -367,5 +490,5 @@ class MistHost(object):
                                'only the IRQs its --banirq names are moved'
                                % balancer[0])
         missing += ['MIST %s: %s' % kv for kv in sorted(
-            self.unsupported.items())]
+            self.unsupported.items()) if kv[0] != BLKIO]
         return caps, missing

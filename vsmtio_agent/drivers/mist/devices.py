@@ -174,3 +174,22 @@ def domain_irqs(sysfs_root, xml_text):
             problems.append(problem)
         net |= irqs
     return block, net, problems
+
+
+def disk_sources(xml_text):
+    """The host files and block devices behind a domain's disks.
+
+    ``<source file=...>`` and ``<source dev=...>`` of its ``<disk>``
+    elements (a network disk has neither: its I/O is not scheduled on the
+    host's disks); ``ValueError`` if the XML does not parse.
+    """
+    try:
+        root = ElementTree.fromstring(xml_text)
+    except ElementTree.ParseError as exc:
+        raise ValueError('domain XML: %s' % exc)
+    out = []
+    for source in root.findall('./devices/disk/source'):
+        path = source.get('file') or source.get('dev')
+        if path and path not in out:
+            out.append(path)
+    return out

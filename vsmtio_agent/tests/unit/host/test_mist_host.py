@@ -659,6 +659,192 @@ class TestMistInterruptsThroughTheDriver(_MistDriverCase):
                       'IRQs its --banirq names are moved', mode.missing)
 
 
+# What libvirt's qemu driver raises where the domain's cgroup has no
+# weight file (no BFQ on the host): its code, domain and text.
+NO_WEIGHT = 'blkio device weight is valid only for bfq or cfq scheduler'
+
+
+def no_weight_error():
+    """The ``libvirtError`` libvirt raises for a host without weights.
+
+    Built by hand: libvirt's test driver keeps a weight of its own for
+    every domain (it has no cgroups) and never refuses one, and the
+    refusal comes from a running domain's cgroup, which a unit test
+    cannot present to libvirt. Only the error is made: the domain, the
+    driver and everything else are libvirt's test driver's.
+    """
+    exc = libvirt.libvirtError('Requested operation is not valid: '
+                               + NO_WEIGHT)
+    exc.err = (libvirt.VIR_ERR_OPERATION_INVALID, libvirt.VIR_FROM_CGROUP,
+               'Requested operation is not valid: ' + NO_WEIGHT,
+               libvirt.VIR_ERR_ERROR, 'Requested operation is not valid: '
+               '%s', NO_WEIGHT, None, -1, -1)
+    return exc
+
+
+class TestNoBlkioWeightOnTheHost(_MistDriverCase):
+    """An I/O scheduler without weights: the lever is missing, not failed.
+
+    The host's disk under the guest's image (vda, below a partition and a
+    device-mapper volume in the fake tree) uses mq-deadline, and libvirt
+    refuses the domain's weight the way it does there (see
+    :func:`no_weight_error`); every other call is the test driver's.
+    """
+
+    def setUp(self):
+        super().setUp()
+        host_fixtures.write(os.path.join(
+            self.sysfs.root, 'devices/pci0000:00/0000:00:02.0/virtio1/'
+            'block/vda/queue/scheduler'), 'none [mq-deadline] kyber\n')
+        self.refuse = True
+        self.calls = []
+        real_read = libvirt.virDomain.blkioParameters
+        real_set = libvirt.virDomain.setBlkioParameters
+
+        def read(dom, flags=0):
+            self.calls.append('read')
+            if self.refuse and dom.isActive():
+                raise no_weight_error()
+            return real_read(dom, flags)
+
+        def write(dom, params, flags=0):
+            self.calls.append('set')
+            if self.refuse and dom.isActive():
+                raise no_weight_error()
+            return real_set(dom, params, flags)
+        self.useFixture(fixtures.MonkeyPatch(
+            'libvirt.virDomain.blkioParameters', read))
+        self.useFixture(fixtures.MonkeyPatch(
+            'libvirt.virDomain.setBlkioParameters', write))
+        self.why = ("the host's I/O scheduler (mq-deadline on vda) has no "
+                    "proportional weights (bfq): libvirt: Requested "
+                    "operation is not valid: " + NO_WEIGHT)
+
+    def test_the_weight_is_skipped_and_said_once(self):
+        logged = self.useFixture(fixtures.FakeLogger())
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        for _ in range(3):
+            result = drv.apply(self.decision(True))
+            self.assertEqual(0, result.failed, result.messages)
+        # asked once, never written, nothing recorded or claimed
+        self.assertEqual(['read'], self.calls)
+        self.assertEqual([], drv.checkpoint.keys('blkio_weight'))
+        self.assertFalse(drv.checkpoint.owners.holds(
+            ledger.MIST, 'blkio_weight', self.uuid, 'weight'))
+        # the CPU and the interrupts are protected all the same
+        held = drv.mist.protected[self.uuid]
+        self.assertIn(mist_host.CPU, held)
+        self.assertNotIn(mist_host.BLKIO, held)
+        self.assertEqual('0', self.irqs.affinity(92))
+        # said once in the log, and by check and status
+        self.assertEqual(1, logged.output.count(
+            'MIST blkio: not available: ' + self.why), logged.output)
+        self.assertIn('MIST blkio: not available: ' + self.why,
+                      drv.describe().missing)
+        self.assertEqual('not available: ' + self.why, drv.mist_blkio())
+        from vsmtio_agent import agent as agent_mod
+        from vsmtio_agent import status
+        ag = agent_mod.Agent(self.conf, drv)
+        ag.tick()
+        doc = status.document(ag.tick(), drv, self.conf.vsmtio_agent,
+                              'stock')
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path, 's')
+        with open(path, 'w') as f:
+            json.dump(doc, f)
+        self.assertIn('  block I/O: not available: ' + self.why,
+                      status.format_table(status.load(path)))
+        # released and restored without a failure or a weight written
+        released = drv.apply(self.decision(False))
+        self.assertEqual(0, released.failed, released.messages)
+        drv.restore()
+        self.assertNotIn('set', self.calls)
+        self.assertTrue(drv.checkpoint.empty)
+
+    def test_check_reads_the_running_domains(self):
+        # before any sample (vsmtio-agent check): the weight is read of
+        # the domains libvirt lists, nothing written
+        mode = self.driver().describe()
+        self.assertIn('MIST blkio: not available: ' + self.why,
+                      mode.missing)
+        self.assertEqual(['read'], self.calls)
+
+    def test_said_once_by_check_and_the_protection(self):
+        # the daemon's start describes the host (reading a domain without
+        # disks: the test driver's own), then protects the reserved one:
+        # one refusal, said once, naming the scheduler under any image
+        logged = self.useFixture(fixtures.FakeLogger())
+        drv = self.driver()
+        names = [d.name() for d in self.conn.listAllDomains(
+            libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)]
+        self.assertIn('test', names)
+        self.assertIn('MIST blkio: not available: ' + self.why,
+                      drv.describe().missing)
+        drv.recover()
+        drv.sample()
+        for _ in range(2):
+            result = drv.apply(self.decision(True))
+            self.assertEqual(0, result.failed, result.messages)
+        self.assertEqual(1, logged.output.count('MIST blkio: not available'),
+                         logged.output)
+        self.assertEqual('not available: ' + self.why, drv.mist_blkio())
+
+    def test_asked_again_now_and_then(self):
+        self.useFixture(fixtures.FakeLogger())
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        now = [100.0]
+        drv.mist.clock = lambda: now[0]
+        drv.apply(self.decision(True))
+        # the operator loads BFQ: the next question finds the weight
+        self.refuse = False
+        now[0] += mist_host.BLKIO_RECHECK - 1
+        drv.apply(self.decision(True))
+        self.assertEqual(self.weight, self.dom.blkioParameters(0)['weight'])
+        now[0] += 1
+        result = drv.apply(self.decision(True))
+        self.assertEqual(0, result.failed, result.messages)
+        self.assertEqual(1000, self.dom.blkioParameters(0)['weight'])
+        self.assertEqual(
+            "the domain's blkiotune weight, 1000", drv.mist_blkio())
+        self.assertIn("MIST blkio: the domain's blkiotune weight, 1000",
+                      drv.describe().capabilities)
+        # and what it set goes back
+        drv.apply(self.decision(False))
+        self.assertEqual(self.weight, self.dom.blkioParameters(0)['weight'])
+        self.assertTrue(drv.checkpoint.empty)
+
+    def test_a_stopped_domain_is_gone_not_a_missing_lever(self):
+        # the same error code for a domain that is not running: libvirt's
+        # test driver raises it for a defined, stopped domain
+        from vsmtio_agent.actuators import blkio
+        from vsmtio_agent.actuators import libvirt_errors
+        self.refuse = False
+        self.dom.destroy()
+        self.assertRaises(libvirt_errors.DomainGone,
+                          blkio.BlkioWeight(None, self.dom).read, 'weight')
+
+
+class TestBlkioWeightWhereTheHostHasOne(_MistDriverCase):
+    """libvirt's test driver offers the weight: MIST uses it."""
+
+    def test_check_and_status_say_the_weight_is_used(self):
+        drv = self.driver()
+        self.assertIn("MIST blkio: the domain's blkiotune weight, 1000",
+                      drv.describe().capabilities)
+        drv.recover()
+        drv.sample()
+        result = drv.apply(self.decision(True))
+        self.assertEqual(0, result.failed, result.messages)
+        self.assertEqual(1000, self.dom.blkioParameters(0)['weight'])
+        self.assertEqual("the domain's blkiotune weight, 1000",
+                         drv.mist_blkio())
+        self.assertFalse(any(m.startswith('MIST blkio')
+                             for m in drv.describe().missing))
+
+
 class TestUnadmittedReservation(testtools.TestCase):
 
     def test_a_declaration_without_resources_is_not_protected(self):
