@@ -205,7 +205,7 @@ class Eevdf(cfs.Cfs):
         """``check_preempt_wakeup_fair``, after ``update_curr``."""
         expired = self._update_deadline(cur)
         best = self._pick_curr(th, cur)
-        if best is v or (expired and best is not cur):
+        if best is v or (expired and best not in (cur, None)):
             self._give_way(th, best, self.c_preempt)
 
     def _arm_slice(self, th):
@@ -233,7 +233,7 @@ class Eevdf(cfs.Cfs):
                     self._preempt(th, nxt, self.c_tick)
                 continue
             best = self._pick_curr(th, cur)
-            if best is not cur:
+            if best not in (cur, None):
                 self._give_way(th, best, self.c_tick)
 
     def _rescale(self, scales):

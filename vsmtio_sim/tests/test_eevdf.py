@@ -9,10 +9,15 @@ hyperthread (:func:`pair`); the real kernel shows no cliff in it, and
 neither may the model.
 """
 
+import os
+
+import fixtures
 import testtools
+import yaml
 
 from vsmtio_sim import eevdf
 from vsmtio_sim import engine
+from vsmtio_sim import runner
 from vsmtio_sim.tests import helpers as h
 
 EEVDF = {'policy': 'eevdf'}
@@ -54,6 +59,23 @@ class TestPolicy(testtools.TestCase):
             sim = h.run(sc, kernel)
             self.assertGreater(h.vcpu(sim, 'io').requests, 100, kernel)
             self.assertGreater(h.vcpu(sim, 'cpu').instructions, 0, kernel)
+
+    def test_the_agent_drives_the_vsmtio_kernel_under_eevdf(self):
+        doc = {'name': 'eevdf_pair', 'host': {'cores': 2},
+               'duration_s': 2.0, 'warmup_s': 0.5,
+               'scheduler': {'policy': 'eevdf'},
+               'workloads': {'io': h.io_wl(wait_us=2000, dist='exponential'),
+                             'cpu': h.CPU_WL},
+               'vms': [{'name': 'io', 'workload': 'io', 'vcpus': 4},
+                       {'name': 'cpu', 'workload': 'cpu', 'vcpus': 4}]}
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'eevdf_pair.yaml')
+        with open(path, 'w') as f:
+            yaml.safe_dump(doc, f)
+        got = runner.run(path, 'vsmtio', duration=2.0)
+        self.assertGreater(got['agent']['decisions'], 0)
+        self.assertGreater(got['io_throughput'], 0)
+        self.assertGreater(got['cpu_throughput'], 0)
 
 
 class TestInvariants(testtools.TestCase):
