@@ -59,11 +59,20 @@ class Cfs(object):
             self._settle(th)
         self.vm_weights = factors
         for v in self.vcpus:
-            f = factors.get(v.vm, 1.0)
-            v.weight = int(round(1024 * f))
-            v.vr_scale = (1024.0 / self._group_weight(v)
-                          if self.group_shares else 1.0 / f)
+            v.weight = int(round(1024 * factors.get(v.vm, 1.0)))
+        self._rescale([1024.0 / self._group_weight(v) if self.group_shares
+                       else 1.0 / factors.get(v.vm, 1.0)
+                       for v in self.vcpus])
         return changed
+
+    def _rescale(self, scales):
+        """Give every vCPU its new ``vr_scale`` (``self.vcpus``' order).
+
+        CFS keeps each vruntime as it is: the new weight applies to the
+        time run from now on.
+        """
+        for v, scale in zip(self.vcpus, scales):
+            v.vr_scale = scale
 
     def _min_vr(self, th):
         m = None
@@ -95,37 +104,53 @@ class Cfs(object):
 
     def _pick(self, th, borrow=True):
         """The next vCPU for ``th`` (not removed from its queue)."""
-        best = None
         if self.rass_active and th.is_io:
-            for v in th.rq:
-                if v.role is not ROLE_CPU and (
-                        best is None or v.vruntime < best.vruntime):
-                    best = v
+            best = self._first(th, [v for v in th.rq
+                                    if v.role is not ROLE_CPU])
             if best is not None or not borrow or not self.borrow_on:
                 return best
-            # an idle I/O hyperthread pulls a CPU-class vCPU in CFS's own
-            # order: the patched kernel (host_kernel_patches, 0001) leaves
-            # which one to CFS and the agent's placement, no symbiosis
-            for v in th.sib.rq:
-                if v.role is ROLE_CPU and (
-                        best is None or v.vruntime < best.vruntime):
-                    best = v
-            for v in th.rq:
-                if v.role is ROLE_CPU and (
-                        best is None or v.vruntime < best.vruntime):
-                    best = v
-            return best
-        for v in th.rq:
+            # an idle I/O hyperthread pulls a CPU-class vCPU in the
+            # scheduler's own order: the patched kernel (host_kernel_patches,
+            # 0001) leaves which one to it and the agent's placement, no
+            # symbiosis
+            return self._before(
+                th.sib, self._first(th.sib, [v for v in th.sib.rq
+                                             if v.role is ROLE_CPU]),
+                th, self._first(th, [v for v in th.rq
+                                     if v.role is ROLE_CPU]))
+        return self._first(th, th.rq)
+
+    def _first(self, th, vcpus):
+        """CFS's choice among ``vcpus`` queued on ``th``: the lowest vruntime.
+
+        The first such in queue order on ties.
+        """
+        best = None
+        for v in vcpus:
             if best is None or v.vruntime < best.vruntime:
                 best = v
         return best
 
+    @staticmethod
+    def _before(th_a, a, th_b, b):
+        """Which of ``a`` (queued on ``th_a``) and ``b`` runs first.
+
+        ``a`` on ties; either may be None.
+        """
+        if b is None or (a is not None and a.vruntime <= b.vruntime):
+            return a
+        return b
+
     def _migrate(self, v, src, dst):
-        """Carry ``v``'s vruntime lag from ``src``'s queue to ``dst``'s."""
+        """Move ``v`` from ``src``'s queue to ``dst``'s with its lag."""
         if src is not dst:
-            v.vruntime += self._min_vr(dst) - self._min_vr(src)
+            self._carry(v, src, dst)
             if src.socket != dst.socket:
                 self._cross_socket(v)
+
+    def _carry(self, v, src, dst):
+        """CFS: ``v`` keeps its vruntime's distance to the queue's minimum."""
+        v.vruntime += self._min_vr(dst) - self._min_vr(src)
 
     def _take(self, th, v):
         src = v.th
@@ -153,9 +178,7 @@ class Cfs(object):
         if v.th is not th:
             self._migrate(v, v.th, th)
         v.th = th
-        floor = self._min_vr(th) - self.latency / 2.0
-        if v.vruntime < floor:
-            v.vruntime = floor          # CFS's gentle sleeper placement
+        self._place(th, v)
         now = self.now           # _vstate, inlined: hot
         v.acc[v.sstate] += now - v.since
         v.since = now
@@ -169,6 +192,15 @@ class Cfs(object):
             th.wake_pending = True
             return
         self._check_preempt(th, v)
+
+    def _place(self, th, v):
+        """CFS's gentle sleeper placement (``place_entity``, 5.3)."""
+        floor = self._min_vr(th) - self.latency / 2.0
+        if v.vruntime < floor:
+            v.vruntime = floor
+
+    def _dequeued(self, th, v):
+        """``v`` leaves ``th``'s queue to sleep: CFS keeps nothing of it."""
 
     def _check_preempt(self, th, v):
         st = th.state
@@ -185,6 +217,10 @@ class Cfs(object):
             self._block(th)
             return
         self._settle(th)
+        self._wakeup_preempt(th, cur, v)
+
+    def _wakeup_preempt(self, th, cur, v):
+        """CFS's ``check_preempt_wakeup``: a lead beyond the granularity."""
         gran = self.wakeup_gran * v.vr_scale
         if cur.vruntime - v.vruntime <= gran:
             self.deferred.add(th)       # check_preempt_tick's turn
@@ -235,8 +271,7 @@ class Cfs(object):
         self._push(now + self.tick_ns, EV_TICK, None, 0)
         if self.group_shares:
             self._update_loads(now)
-        if self.deferred:
-            self._tick_preempt(now)
+        self._tick_preempt(now)
 
     def _update_loads(self, now):
         tick = self.tick_ns
@@ -255,10 +290,11 @@ class Cfs(object):
             self.vm_load[vm] = total
         for th in self.threads:
             self._settle(th)
-        for v in self.vcpus:
-            v.vr_scale = 1024.0 / self._group_weight(v)
+        self._rescale([1024.0 / self._group_weight(v) for v in self.vcpus])
 
     def _tick_preempt(self, now):
+        if not self.deferred:
+            return
         for th in sorted(self.deferred, key=lambda t: t.cpu):
             cur = th.curr
             if th.state == SWITCH or th.state == WAKING:

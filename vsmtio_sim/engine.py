@@ -1,10 +1,11 @@
 """The discrete-event simulated SMT host: its construction and event loop.
 
-N cores x 2 hyperthreads; vCPUs time-share hyperthreads under a CFS-like
-scheduler. :class:`Simulation` builds the host a scenario describes (its
-costs composed from ``data/costs.yaml``, the scheduler's and KVM's
-parameters from ``data/kernels.yaml``, each vCPU's own random streams) and
-runs its events in time order; stale events are dropped lazily by version.
+N cores x 2 hyperthreads; vCPUs time-share hyperthreads under the host
+scheduler the scenario names, CFS or EEVDF. :class:`Simulation` builds
+the host a scenario describes (its costs composed from
+``data/costs.yaml``, the scheduler's and KVM's parameters from
+``data/kernels.yaml``, each vCPU's own random streams) and runs its
+events in time order; stale events are dropped lazily by version.
 What the events do lives in the mixins it is made of, one module for each
 part of the host they model:
 
@@ -14,7 +15,8 @@ part of the host they model:
   kernel model's rule, switched out, and what each switch costs;
 * :mod:`~vsmtio_sim.guest_io`: requests, device completions,
   interrupts (§6.3) and the resume they cause, halt polling's window;
-* :mod:`~vsmtio_sim.cfs`: the host scheduler;
+* :mod:`~vsmtio_sim.cfs`: the host scheduler, CFS (Linux 5.3), and
+  :mod:`~vsmtio_sim.eevdf`, EEVDF (Linux 6.6+) over the same run queues;
 * :mod:`~vsmtio_sim.vsmtio_kernel`: what an agent decision changes;
 * :mod:`~vsmtio_sim.counters`: what drivers and reports read;
 * :mod:`~vsmtio_sim.phases`: VMs whose workload changes in time,
@@ -39,6 +41,7 @@ from vsmtio_sim import cfs
 from vsmtio_sim import counters
 from vsmtio_sim import cpi as cpi_model
 from vsmtio_sim import cpuidle
+from vsmtio_sim import eevdf
 from vsmtio_sim import entities
 from vsmtio_sim import guest_io
 from vsmtio_sim import hyperthreads
@@ -76,8 +79,16 @@ class Simulation(hyperthreads.Hyperthreads, vcpu_lifecycle.VcpuLifecycle,
     """A simulated SMT host running one scenario under one kernel model.
 
     Construction and the event loop live here; everything an event does is
-    in the mixins (see the module's docstring).
+    in the mixins (see the module's docstring). The host scheduler is the
+    scenario's ``scheduler.policy``: ``cfs`` builds this class,
+    ``eevdf`` an :class:`EevdfSimulation`.
     """
+
+    def __new__(cls, scenario=None, *args, **kwargs):
+        if (cls is Simulation and scenario is not None
+                and scenario.scheduler['policy'] == 'eevdf'):
+            cls = EevdfSimulation
+        return super().__new__(cls)
 
     def __init__(self, scenario, kernel, seed=1):
         self.scenario = scenario
@@ -135,6 +146,10 @@ class Simulation(hyperthreads.Hyperthreads, vcpu_lifecycle.VcpuLifecycle,
         self.pelt_y = 0.5 ** (self.tick_ns / (s['load_half_life_ms'] * 1e6))
         self.deferred = set()
         self.nr_latency = max(1, int(self.latency // self.min_gran))
+        # EEVDF's request, scaled by the host's CPU count as the kernel's
+        # update_sysctl does (eevdf.slice_factor)
+        self.base_slice = (s['base_slice_us'] * 1e3
+                           * eevdf.slice_factor(2 * scenario.cores))
         hp = scenario.haltpoll
         self.hp_max = (hp['enhanced_max_ns'] if self.kernel.enhanced
                        else hp['max_ns'])
@@ -247,8 +262,7 @@ class Simulation(hyperthreads.Hyperthreads, vcpu_lifecycle.VcpuLifecycle,
         whole run, a pairing no real host holds (measured: +4% CPU for any
         scheduler that pairs on purpose, on the 0:96 control).
         """
-        for v in self.vcpus:
-            v.vruntime = rng.uniform(0.0, self.latency / 2.0)
+        self._stagger_vruntimes(rng)
         for th in self.threads:
             if th.rq:
                 v = self._pick(th)
@@ -259,6 +273,10 @@ class Simulation(hyperthreads.Hyperthreads, vcpu_lifecycle.VcpuLifecycle,
                     th.slice_at = rng.uniform(self.now + self.min_gran,
                                               th.slice_at)
                     self._slice_event(th, th.slice_at)
+
+    def _stagger_vruntimes(self, rng):
+        for v in self.vcpus:
+            v.vruntime = rng.uniform(0.0, self.latency / 2.0)
 
     # -- event plumbing -------------------------------------------------
 
@@ -314,3 +332,11 @@ class Simulation(hyperthreads.Hyperthreads, vcpu_lifecycle.VcpuLifecycle,
             self._settle(th)
         for v in self.vcpus:
             self._vstate(v, v.sstate)
+
+
+class EevdfSimulation(eevdf.Eevdf, Simulation):
+    """The same simulated host with EEVDF (Linux 6.6+) as its scheduler.
+
+    :mod:`~vsmtio_sim.eevdf` comes first, so its pick, placement and
+    preemption replace CFS's; everything else is :class:`Simulation`'s.
+    """

@@ -34,7 +34,8 @@ class Vcpu(object):
         'miss_cycles', 'vol', 'invol', 'requests', 'req_acc',
         'peers', 'draw_irq', 'draw_handler', 'irq_to', 'irqs', 'saved',
         'in_handler', 'handled', 'rate_by', 'corun_rate', 'load',
-        'busy_mark', 'cold', 'origin', 'halts')
+        'busy_mark', 'cold', 'origin', 'halts', 'deadline', 'vlag',
+        'vprot')
 
     def __init__(self, ref, vm, wl, wl_idx, ghz, stream):
         self.ref = ref
@@ -75,6 +76,9 @@ class Vcpu(object):
         self.cold = 0.0             # ns of refill left: computes, no progress
         self.origin = None          # the thread the host placed it on
         self.halts = 0              # idle entries (HLT or MWAIT)
+        # EEVDF (sim.eevdf): virtual deadline, lag kept while asleep, and
+        # the vruntime its slice is protected up to (RUN_TO_PARITY)
+        self.deadline = self.vlag = self.vprot = 0.0
         if wl.does_io:
             self.draw_burst = workloads.sampler(wl.burst, stream('burst'))
             self.draw_device = workloads.sampler(wl.device,

@@ -175,6 +175,8 @@ SCHEMA = {
         'scheduler': {
             'type': 'object',
             'properties': {
+                'policy': {'enum': ['cfs', 'eevdf']},
+                'base_slice_us': {'type': 'number', 'exclusiveMinimum': 0},
                 'latency_us': {'type': 'number', 'exclusiveMinimum': 0},
                 'min_granularity_us': {'type': 'number',
                                        'exclusiveMinimum': 0},

@@ -109,6 +109,7 @@ class VcpuLifecycle(object):
             self._vstate(v, V_READY)
             v.home.rq.append(v)
         else:
+            self._dequeued(v.home, v)
             self._vstate(v, V_SLEEP)
 
     def _go_idle(self, th, v):
@@ -152,6 +153,7 @@ class VcpuLifecycle(object):
         """The running vCPU halts and is descheduled (voluntary)."""
         v = th.curr
         v.vol += 1
+        self._dequeued(th, v)
         now = self.now           # _vstate, inlined: hot
         v.acc[v.sstate] += now - v.since
         v.since = now
@@ -170,6 +172,7 @@ class VcpuLifecycle(object):
             th.rq.append(v)
         else:
             # a retaining / halt-polling vCPU that loses the CPU halts
+            self._dequeued(th, v)
             self._vstate(v, V_SLEEP)
         self._switch_to(th, nxt, cost)
         if v.borrowed:
