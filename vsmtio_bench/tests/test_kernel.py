@@ -214,13 +214,17 @@ def _profile():
 class RealKernelTest(testtools.TestCase):
     """One weight point on this host's kernel, short (seconds)."""
 
-    def test_one_weight_point(self):
+    def groups(self):
+        """The bench's cgroups, or a skip saying why the host has none."""
         if os.geteuid() != 0:
             self.skipTest('needs root to create cpu controller groups')
         try:
-            groups = kernel_host.Groups()
+            return kernel_host.Groups()
         except kernel_host.Unavailable as exc:
             self.skipTest(str(exc))
+
+    def test_one_weight_point(self):
+        groups = self.groups()
         top = groups.top
         cpu = max(os.sched_getaffinity(0))
         with groups:
@@ -236,12 +240,7 @@ class RealKernelTest(testtools.TestCase):
         self.assertTrue(all(d >= 0 for d in r['delays']))
 
     def test_groups_are_removed_whatever_happens(self):
-        if os.geteuid() != 0:
-            self.skipTest('needs root to create cpu controller groups')
-        try:
-            groups = kernel_host.Groups()
-        except kernel_host.Unavailable as exc:
-            self.skipTest(str(exc))
+        groups = self.groups()
         top = groups.top
 
         def boom():

@@ -1,6 +1,10 @@
 """Builders for policy-engine tests."""
 
 from vsmtio_agent import model
+from vsmtio_agent.policy import engine
+from vsmtio_agent.policy import ltcr
+
+US = 1000
 
 
 def stats(retention_rate=0.0, weight=1024, ipc=None, retention_frequency=None,
@@ -18,3 +22,10 @@ def stats(retention_rate=0.0, weight=1024, ipc=None, retention_frequency=None,
 
 def ref(i, domain='vm'):
     return model.VcpuRef(domain, i)
+
+
+def params(**kw):
+    """Engine parameters with LTCR's bounds in the paper's range."""
+    bounds = ltcr.Bounds(initial_ns=200 * US, min_ns=10 * US,
+                         max_ns=5000 * US, reschedule_cost_ns=50 * US)
+    return engine.Params(bounds=bounds, **kw)

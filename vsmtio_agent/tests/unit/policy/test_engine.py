@@ -14,10 +14,7 @@ R = helpers.ref
 US = 1000
 
 
-def params(**kw):
-    bounds = ltcr.Bounds(initial_ns=200 * US, min_ns=10 * US,
-                         max_ns=5000 * US, reschedule_cost_ns=50 * US)
-    return engine.Params(bounds=bounds, **kw)
+params = helpers.params
 
 
 class TestPolicyEngine(testtools.TestCase):

@@ -10,7 +10,6 @@ import testtools
 from vsmtio_agent import model
 from vsmtio_agent.policy import engine
 from vsmtio_agent.policy import guard
-from vsmtio_agent.policy import ltcr
 from vsmtio_agent.policy import spread
 from vsmtio_agent.policy import trust
 from vsmtio_agent.tests.unit.policy import helpers
@@ -20,10 +19,7 @@ US = 1000
 T = model.Tenancy
 
 
-def params(**kw):
-    bounds = ltcr.Bounds(initial_ns=200 * US, min_ns=10 * US,
-                         max_ns=5000 * US, reschedule_cost_ns=50 * US)
-    return engine.Params(bounds=bounds, **kw)
+params = helpers.params
 
 
 def spinner(core_id, utilisation=1.0, delay=0.0):

@@ -9,7 +9,6 @@ from vsmtio_agent import model
 from vsmtio_agent.policy import adjuster
 from vsmtio_agent.policy import engine
 from vsmtio_agent.policy import guard
-from vsmtio_agent.policy import ltcr
 from vsmtio_agent.policy import trust
 from vsmtio_agent.tests.unit.policy import helpers
 
@@ -18,10 +17,7 @@ US = 1000
 T = model.Tenancy
 
 
-def params(**kw):
-    bounds = ltcr.Bounds(initial_ns=200 * US, min_ns=10 * US,
-                         max_ns=5000 * US, reschedule_cost_ns=50 * US)
-    return engine.Params(bounds=bounds, **kw)
+params = helpers.params
 
 
 class TestKey(testtools.TestCase):
