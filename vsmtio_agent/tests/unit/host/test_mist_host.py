@@ -259,6 +259,14 @@ class _MistDriverCase(testtools.TestCase):
                               protect={self.uuid: verdict} if protect
                               else {})
 
+    def protected(self):
+        """A driver that recovered, sampled and protected the domain."""
+        drv = self.driver()
+        drv.recover()
+        drv.sample()
+        drv.apply(self.decision(True))
+        return drv
+
 
 class TestMistThroughTheDriver(_MistDriverCase):
     """Protection, release and restore of the reserved domain."""
@@ -310,19 +318,13 @@ class TestMistThroughTheDriver(_MistDriverCase):
         self.assertTrue(drv.checkpoint.empty)
 
     def test_stop_restores(self):
-        drv = self.driver()
-        drv.recover()
-        drv.sample()
-        drv.apply(self.decision(True))
+        drv = self.protected()
         drv.restore()
         self.assertEqual(self.weight, self.dom.blkioParameters(0)['weight'])
         self.assertEqual('0-3', self.irqs.affinity(92))
 
     def test_a_crashed_agent_is_undone_at_the_next_start(self):
-        drv = self.driver()
-        drv.recover()
-        drv.sample()
-        drv.apply(self.decision(True))
+        drv = self.protected()
         drv.close()                 # dies without restoring
         path = self.conf.vsmtio_agent.checkpoint_path
         self.assertTrue(os.path.exists(path))
@@ -507,10 +509,7 @@ class TestMistInterruptsThroughTheDriver(_MistDriverCase):
     def test_irq_separation_can_be_turned_off(self):
         self.conf.set_override('mist_irq_separation', False,
                                group='vsmtio_agent')
-        drv = self.driver()
-        drv.recover()
-        drv.sample()
-        drv.apply(self.decision(True))
+        drv = self.protected()
         self.assertEqual('0-3', self.irqs.affinity(92))
         self.assertEqual(1000, self.dom.blkioParameters(0)['weight'])
         drv.restore()
@@ -521,10 +520,7 @@ class TestMistInterruptsThroughTheDriver(_MistDriverCase):
         # controller of the host's disk its image lives on, nor any other
         # matching IRQ of the host (nvme0q1). Its own VF's and NVMe
         # controller's queues do.
-        drv = self.driver()
-        drv.recover()
-        drv.sample()
-        drv.apply(self.decision(True))
+        drv = self.protected()
         self.assertEqual({92: frozenset([0]), 93: frozenset([0]),
                           90: frozenset([1, 2, 3]),
                           91: frozenset([1, 2, 3])}, drv.mist.irq_plan)
@@ -547,10 +543,7 @@ class TestMistInterruptsThroughTheDriver(_MistDriverCase):
         os.symlink('../../../bus/pci/drivers/ixgbe',
                    os.path.join(vf, 'driver'))
         logged = self.useFixture(fixtures.FakeLogger())
-        drv = self.driver()
-        drv.recover()
-        drv.sample()
-        drv.apply(self.decision(True))
+        drv = self.protected()
         self.assertEqual({92, 93}, set(drv.mist.irq_plan))
         self.assertIn('assigned device 0000:00:05.1: bound to ixgbe, not to '
                       'a VFIO driver', logged.output)
@@ -559,10 +552,7 @@ class TestMistInterruptsThroughTheDriver(_MistDriverCase):
     def test_the_configured_set_is_host_wide(self):
         self.conf.set_override('mist_irq_scope', 'pattern',
                                group='vsmtio_agent')
-        drv = self.driver()
-        drv.recover()
-        drv.sample()
-        drv.apply(self.decision(True))
+        drv = self.protected()
         self.assertEqual('0', self.irqs.affinity(50))
         self.assertEqual('0', self.irqs.affinity(36))
         self.assertEqual('1-3', self.irqs.affinity(80))     # eth0-TxRx-0
@@ -574,10 +564,7 @@ class TestMistInterruptsThroughTheDriver(_MistDriverCase):
         # the operator's ban list keeps an IRQ where it is
         self.conf.set_override('mist_irq_ban', [92, 91],
                                group='vsmtio_agent')
-        drv = self.driver()
-        drv.recover()
-        drv.sample()
-        drv.apply(self.decision(True))
+        drv = self.protected()
         self.assertEqual('0-3', self.irqs.affinity(92))
         self.assertEqual('0-3', self.irqs.affinity(91))
         self.assertEqual('1-3', self.irqs.affinity(90))
@@ -592,10 +579,7 @@ class TestMistInterruptsThroughTheDriver(_MistDriverCase):
                             'irqbalance\n')
         with open(os.path.join(self.irqs.root, '4242/cmdline'), 'wb') as f:
             f.write(b'/usr/sbin/irqbalance\0--foreground\0--banirq=90\0')
-        drv = self.driver()
-        drv.recover()
-        drv.sample()
-        drv.apply(self.decision(True))
+        drv = self.protected()
         self.assertEqual('1-3', self.irqs.affinity(90))     # banned there
         for n in (91, 92, 93):
             self.assertEqual('0-3', self.irqs.affinity(n), n)
@@ -630,10 +614,7 @@ class TestMistInterruptsThroughTheDriver(_MistDriverCase):
         drv.restore()
 
     def test_an_irq_leaves_with_its_domains_protection(self):
-        drv = self.driver()
-        drv.recover()
-        drv.sample()
-        drv.apply(self.decision(True))
+        drv = self.protected()
         self.assertEqual('0', self.irqs.affinity(92))
         # the VF's IRQ 91 is banned meanwhile: it goes back at once
         self.conf.set_override('mist_irq_ban', [91], group='vsmtio_agent')
