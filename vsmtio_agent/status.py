@@ -80,8 +80,8 @@ SCHEMA = {
                       'additionalProperties': {'type': 'integer'}},
         'mist': {'type': ['object', 'null'],
                  'additionalProperties': _MIST_VERDICT},
-        'mist_mode': {'type': ['string', 'null']},
-        'mist_blkio': {'type': ['string', 'null']},
+        'mist_levers': {'type': 'object',
+                        'additionalProperties': {'type': ['string', 'null']}},
         'vms': {'type': 'object', 'additionalProperties': _VM}}}
 _VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 
@@ -268,8 +268,7 @@ def document(period, driver, opts, mode, names=True):
             'mist': ({d: dataclasses.asdict(v)
                       for d, v in sorted(period.mist.items())}
                      if period and period.mist is not None else None),
-            'mist_mode': driver.mist_mode(),
-            'mist_blkio': driver.mist_blkio()}
+            'mist_levers': driver.mist_levers()}
 
 
 def format_table(doc):
@@ -321,10 +320,9 @@ def format_table(doc):
     if mist is not None:
         lines.append('MIST: %d reserved VM(s), %d protected' % (
             len(mist), sum(1 for v in mist.values() if v['protect'])))
-        if doc.get('mist_mode'):
-            lines.append('  CPU: %s' % doc['mist_mode'])
-        if doc.get('mist_blkio'):
-            lines.append('  block I/O: %s' % doc['mist_blkio'])
+        for lever, line in (doc.get('mist_levers') or {}).items():
+            if line:
+                lines.append('  %s: %s' % (lever, line))
         for domain, v in sorted(mist.items()):
             lines.append('  %s: %s, I_cpu %s (%s)' % (
                 text(domain),

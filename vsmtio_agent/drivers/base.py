@@ -169,23 +169,17 @@ class HostDriver(metaclass=abc.ABCMeta):
         """
         return {}
 
-    def mist_mode(self):
-        """How MIST protects a VM's CPU on this host: one line, or None.
+    def mist_levers(self):
+        """``{lever: one line}``: how MIST protects a VM on this host.
 
-        For ``status``, beside MIST's verdicts: real time with a budget of
-        the VM's own, or the cpu shares fallback and why. The default (a
-        host without MIST) has none.
+        For ``status``, beside MIST's verdicts, one line per lever the
+        host may lack: ``CPU`` (real time with a budget of the VM's own,
+        or the cpu shares fallback and why) and ``block I/O`` (the weight
+        set, or why the host has none: an I/O scheduler without
+        proportional weights); None where it is not known yet. The
+        default (a host without MIST) has none.
         """
-        return None
-
-    def mist_blkio(self):
-        """MIST's block I/O weight on this host: one line, or None.
-
-        For ``status``: the weight set, or why the host has none (an I/O
-        scheduler without proportional weights). The default (a host
-        without MIST) has none.
-        """
-        return None
+        return {}
 
     def vcpu_pins(self):
         """``{VcpuRef: frozenset of CPUs}`` as the host has them now.

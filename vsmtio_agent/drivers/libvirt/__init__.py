@@ -199,17 +199,17 @@ class LibvirtHostDriver(base.HostDriver):
         """``{uuid: label}``: nova's server name and the domain's."""
         return {entry.uuid: entry.label for entry in self.domains.values()}
 
-    def mist_mode(self):
-        """How MIST protects a VM's CPU here; None with MIST off."""
-        return None if self.mist is None else self.mist.cpu_mode()[1]
+    def mist_levers(self):
+        """MIST's levers here, as last found; none with MIST off.
 
-    def mist_blkio(self):
-        """MIST's block I/O lever here, as last found; None with MIST off.
-
-        What libvirt said of the domains MIST protected (the status file
-        is written every period: nothing is asked for it).
+        The block I/O line is what libvirt said of the domains MIST
+        protected (the status file is written every period: nothing is
+        asked for it).
         """
-        return None if self.mist is None else self.mist.blkio_mode()[1]
+        if self.mist is None:
+            return {}
+        return {'CPU': self.mist.cpu_mode()[1],
+                'block I/O': self.mist.blkio_mode()[1]}
 
     def _flush(self, log):
         """Originals forgotten this apply leave the file too."""

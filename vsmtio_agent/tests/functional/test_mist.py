@@ -187,13 +187,13 @@ class TestMistOnRealGuests(testtools.TestCase):
             return
         self.assertNotIn(mist_host.BLKIO, held)
         self.assertIsNone(self.weight())
-        line = drv.mist_blkio()
+        line = drv.mist_levers()['block I/O']
         self.assertTrue(line.startswith('not available: '), line)
         self.assertIn('valid only for bfq or cfq', line)
         self.assertIn('MIST blkio: ' + line, drv.describe().missing)
         doc = status.document(agent.period, drv, agent.conf.vsmtio_agent,
                               drv.describe().mode)
-        self.assertEqual(line, doc['mist_blkio'])
+        self.assertEqual(line, doc['mist_levers']['block I/O'])
         self.assertIn('  block I/O: ' + line, status.format_table(doc))
         # said once by this agent (each agent says it once)
         self.assertEqual(1, self.log.output[self.mark:].count(

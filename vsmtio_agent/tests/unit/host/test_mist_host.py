@@ -475,7 +475,8 @@ class TestNoRealTimeWithoutPerVmBudget(_MistDriverCase):
         mode = drv.describe()
         self.assertTrue(any(m.startswith('MIST cpu: ' + line)
                             for m in mode.missing), mode.missing)
-        self.assertTrue(drv.mist_mode().startswith(line), drv.mist_mode())
+        cpu = drv.mist_levers()['CPU']
+        self.assertTrue(cpu.startswith(line), cpu)
         from vsmtio_agent import agent as agent_mod
         from vsmtio_agent import status
         ag = agent_mod.Agent(self.conf, drv)
@@ -496,10 +497,10 @@ class TestNoRealTimeWithoutPerVmBudget(_MistDriverCase):
         os.makedirs(os.path.join(self.sysfs.root, 'fs'), exist_ok=True)
         os.symlink(cg.root, os.path.join(self.sysfs.root, 'fs/cgroup'))
         drv = self.driver()
-        self.assertTrue(drv.mist_mode().startswith(
+        self.assertTrue(drv.mist_levers()['CPU'].startswith(
             'real-time priority (SCHED_RR) with a per-VM budget'),
-            drv.mist_mode())
-        self.assertIn('MIST cpu: ' + drv.mist_mode(),
+            drv.mist_levers()['CPU'])
+        self.assertIn('MIST cpu: ' + drv.mist_levers()['CPU'],
                       drv.describe().capabilities)
 
 
@@ -724,7 +725,8 @@ class TestNoBlkioWeightOnTheHost(_MistDriverCase):
             'MIST blkio: not available: ' + self.why), logged.output)
         self.assertIn('MIST blkio: not available: ' + self.why,
                       drv.describe().missing)
-        self.assertEqual('not available: ' + self.why, drv.mist_blkio())
+        self.assertEqual('not available: ' + self.why,
+                         drv.mist_levers()['block I/O'])
         from vsmtio_agent import agent as agent_mod
         from vsmtio_agent import status
         ag = agent_mod.Agent(self.conf, drv)
@@ -769,7 +771,8 @@ class TestNoBlkioWeightOnTheHost(_MistDriverCase):
             self.assertEqual(0, result.failed, result.messages)
         self.assertEqual(1, logged.output.count('MIST blkio: not available'),
                          logged.output)
-        self.assertEqual('not available: ' + self.why, drv.mist_blkio())
+        self.assertEqual('not available: ' + self.why,
+                         drv.mist_levers()['block I/O'])
 
     def test_asked_again_now_and_then(self):
         self.useFixture(fixtures.FakeLogger())
@@ -789,7 +792,8 @@ class TestNoBlkioWeightOnTheHost(_MistDriverCase):
         self.assertEqual(0, result.failed, result.messages)
         self.assertEqual(1000, self.dom.blkioParameters(0)['weight'])
         self.assertEqual(
-            "the domain's blkiotune weight, 1000", drv.mist_blkio())
+            "the domain's blkiotune weight, 1000",
+            drv.mist_levers()['block I/O'])
         self.assertIn("MIST blkio: the domain's blkiotune weight, 1000",
                       drv.describe().capabilities)
         # and what it set goes back
@@ -821,7 +825,7 @@ class TestBlkioWeightWhereTheHostHasOne(_MistDriverCase):
         self.assertEqual(0, result.failed, result.messages)
         self.assertEqual(1000, self.dom.blkioParameters(0)['weight'])
         self.assertEqual("the domain's blkiotune weight, 1000",
-                         drv.mist_blkio())
+                         drv.mist_levers()['block I/O'])
         self.assertFalse(any(m.startswith('MIST blkio')
                              for m in drv.describe().missing))
 
