@@ -12,6 +12,19 @@ five agent periods, short enough that a loss lasting a few periods (a
 probe's after-effect) shows, long enough to hold tens of requests of the
 slowest shipped loop. A VM the scenario marks as an adversary is reported
 but never judged: what it gains by shaping its waits is not the host's.
+
+The floors are net of the model's own noise (:func:`floors`). Two runs
+of the same host differ even with common random numbers: the measured
+window starts after a different history (the product's after it settles,
+vanilla's after the warm-up). The A/A run measures that difference for
+each VM (vanilla again after another history,
+:func:`~vsmtio_sim.runner.run_aa`): a VM's mean floor is lowered by how
+far its A/A mean is from 1, and its window floor is ``WINDOW_FLOOR`` or,
+where vanilla against itself already dips below that, ``WINDOW_MARGIN``
+under the A/A run's lowest window. No test can tell a difference smaller
+than that from the model's noise, so none is held against the product or
+a static configuration; a run judged without an A/A run gets the bare
+floors.
 """
 
 import math
@@ -21,6 +34,8 @@ import prettytable
 WINDOW_S = 0.5
 FLOORS = {'serving': 1.0, 'computing': 0.97}
 WINDOW_FLOOR = 0.95
+# how far under the A/A run's lowest window a window must fall to count
+WINDOW_MARGIN = 0.01
 METRIC = {'serving': 'requests_per_s', 'computing': 'instructions_per_s'}
 
 
@@ -41,18 +56,35 @@ def _windows(result, base, name, metric):
     return [w for w in out if w is not None]
 
 
+def floors(role, aa_ratio=None, aa_window=None):
+    """``(mean floor, window floor)`` of a VM of ``role``, net of noise.
+
+    ``aa_ratio`` and ``aa_window`` are the VM's mean and lowest window in
+    the A/A run (None: no A/A run, the bare floors). The mean floor is
+    ``FLOORS[role]`` less ``|aa_ratio - 1|``; the window floor is
+    ``min(WINDOW_FLOOR, aa_window - WINDOW_MARGIN)``.
+    """
+    mean = FLOORS[role]
+    if aa_ratio is not None:
+        mean -= abs(aa_ratio - 1.0)
+    window = WINDOW_FLOOR
+    if aa_window is not None:
+        window = min(window, aa_window - WINDOW_MARGIN)
+    return mean, window
+
+
 def judge(result, base, aa=None):
     """``{vm: verdict}``: each VM of ``result`` against ``base``'s.
 
     Both are results of :func:`~vsmtio_sim.runner.run_conf` over the
     same window. A verdict holds the VM's ``role``, ``metric``, mean
     ``ratio``, ``min_window`` (its lowest ratio in one window), its
-    ``floor`` and ``ok`` (None for an adversary, or a VM the baseline saw
-    do nothing). ``aa``, where given, is the baseline run again after
-    another history (an A/A run): each verdict then also holds
-    ``aa_window``, that run's lowest window against ``base``, which is
-    how low the model's own noise takes the VM in one window: a window
-    below the floor is read against it (``ok`` stays the floors').
+    ``floor`` and ``window_floor`` (:func:`floors`) and ``ok`` (None for
+    an adversary, or a VM the baseline saw do nothing). ``aa``, where
+    given, is the baseline run again after another history (the A/A run,
+    over a window as long): each verdict then also holds ``aa_ratio`` and
+    ``aa_window``, that run's mean and lowest window against ``base``,
+    and its floors are net of them.
     """
     out = {}
     for name, b in sorted(base['vms'].items()):
@@ -61,17 +93,23 @@ def judge(result, base, aa=None):
         mean = _ratio(result['vms'][name][metric], b[metric])
         windows = _windows(result, base, name, metric)
         low = min(windows, default=mean)
+        aa_ratio = aa_window = None
+        if aa is not None:
+            aa_ratio = _ratio(aa['vms'][name][metric], b[metric])
+            aa_window = min(_windows(aa, base, name, metric),
+                            default=aa_ratio)
+        floor, window_floor = floors(r, aa_ratio, aa_window)
         ok = None
         if not b['adversary'] and mean is not None:
-            ok = mean >= FLOORS[r] and low >= WINDOW_FLOOR
+            ok = mean >= floor and low >= window_floor
         out[name] = {'role': r, 'metric': metric,
                      'adversary': b['adversary'], 'ratio': mean,
                      'min_window': low,
                      'windows': len(windows),
-                     'floor': FLOORS[r], 'ok': ok}
+                     'floor': floor, 'window_floor': window_floor,
+                     'ok': ok}
         if aa is not None:
-            out[name]['aa_window'] = min(
-                _windows(aa, base, name, metric), default=None)
+            out[name].update(aa_ratio=aa_ratio, aa_window=aa_window)
     return out
 
 
@@ -93,7 +131,7 @@ def summary(verdicts):
     """
     honest = {vm: v for vm, v in verdicts.items() if v['ok'] is not None}
     worst = min(((vm, min(v['ratio'] / v['floor'],
-                          v['min_window'] / WINDOW_FLOOR))
+                          v['min_window'] / v['window_floor']))
                  for vm, v in honest.items()),
                 key=lambda x: x[1], default=None)
     return {

@@ -71,9 +71,39 @@ class TestJudge(testtools.TestCase):
         self.assertEqual(0.95, v['web']['aa_window'])
         self.assertEqual(0.94, v['db']['aa_window'])
         self.assertAlmostEqual(0.99, v['batch']['aa_window'])
-        # the floors are the floors: the noise is reported beside them
-        self.assertTrue(v['web']['ok'])
         self.assertNotIn('aa_window', tenants.judge(BASE, BASE)['web'])
+        # db dips to 0.94 against itself: its window floor is 0.93
+        self.assertAlmostEqual(0.93, v['db']['window_floor'])
+        self.assertEqual(0.95, v['web']['window_floor'])
+        # batch's A/A mean is 0.995: its mean floor is 0.965
+        self.assertAlmostEqual(0.965, v['batch']['floor'])
+
+    def test_floors_are_net_of_the_aa_run(self):
+        self.assertEqual((1.0, 0.95), tenants.floors('serving'))
+        self.assertEqual((0.97, 0.95), tenants.floors('computing'))
+        # a difference either way lowers the mean floor by its size
+        for aa in (0.98, 1.02):
+            mean, window = tenants.floors('serving', aa, 0.99)
+            self.assertAlmostEqual(0.98, mean)
+            self.assertEqual(0.95, window)
+        # the window floor only ever goes down, to the margin under the
+        # A/A run's lowest window
+        self.assertAlmostEqual(0.92, tenants.floors('computing', 1.0,
+                                                    0.93)[1])
+
+    def test_a_window_inside_the_noise_is_not_held_against_a_vm(self):
+        dip = [{'web': (93, 0), 'db': (50, 4), 'batch': (0, 10),
+                'gamer': (10, 0)},
+               {'web': (107, 0), 'db': (50, 4), 'batch': (0, 10),
+                'gamer': (10, 0)}]
+        run = result(BASE['vms'], dip)
+        aa = result(BASE['vms'], dip)
+        self.assertFalse(tenants.judge(run, BASE)['web']['ok'])
+        v = tenants.judge(run, BASE, aa=aa)['web']
+        self.assertTrue(v['ok'])
+        # 0.01 lower than vanilla against itself is the product's
+        lower = result(BASE['vms'], [dict(dip[0], web=(91.9, 0)), dip[1]])
+        self.assertFalse(tenants.judge(lower, BASE, aa=aa)['web']['ok'])
 
     def test_summary_is_per_tenant_not_class_totals(self):
         # the gamer's x9 lifts no figure; web's loss is not hidden by db
