@@ -36,6 +36,14 @@ sim_opts = types.finite([
                  help='Simulated seconds to run, warm-up included. 0 uses '
                       'the scenario\'s ``duration_s``. Only ``vsmtio-sim`` '
                       'reads it; the agent runs the host period by period.'),
+    cfg.StrOpt('scheduler',
+               choices=[('cfs', 'Linux 5.3\'s CFS, the paper\'s kernel'),
+                        ('eevdf', 'EEVDF, the scheduler of Linux 6.6 and '
+                                  'later')],
+               help='The host scheduler the model runs, whatever the '
+                    'scenario says (unset: the scenario\'s '
+                    '``scheduler.policy``). One shipped scenario can so be '
+                    'measured under each scheduler the model has.'),
 ])
 
 

@@ -8,6 +8,8 @@ decision (retention timeout, RASS placement, swaps) to the simulated
 or RASS knobs and ``apply`` changes nothing, as on a stock host.
 """
 
+import dataclasses
+
 from vsmtio_agent.drivers import base
 from vsmtio_agent import model
 from vsmtio_sim import conf as sim_conf
@@ -30,6 +32,9 @@ class SimulatedHostDriver(base.HostDriver):
         opts = conf.vsmtio_sim
         if simulation is None:
             sc = scenario_mod.load(opts.scenario)
+            if opts.scheduler:
+                sc = dataclasses.replace(sc, scheduler=dict(
+                    sc.scheduler, policy=opts.scheduler))
             simulation = engine.Simulation(sc, opts.kernel, opts.seed)
         self.simulation = simulation
         # The host's own timeout (the scenario's, as a kernel's default);

@@ -42,6 +42,21 @@ class TestPolicy(testtools.TestCase):
         self.assertIsInstance(sim, engine.EevdfSimulation)
         self.assertIsInstance(sim, engine.Simulation)
 
+    def test_the_run_option_overrides_the_scenarios_scheduler(self):
+        # [vsmtio_sim] scheduler: a shipped scenario under either
+        from vsmtio_sim import driver
+        for want, cls in (('eevdf', engine.EevdfSimulation),
+                          ('cfs', engine.Simulation)):
+            conf = runner.make_conf('sockperf_matmul', 'vanilla', overrides={
+                ('vsmtio_sim', 'scheduler'): want})
+            sim = driver.SimulatedHostDriver(conf).simulation
+            self.assertIs(cls, type(sim))
+            self.assertEqual(want, sim.scenario.scheduler['policy'])
+        conf = runner.make_conf('sockperf_matmul', 'vanilla')
+        self.assertIsNone(conf.vsmtio_sim.scheduler)
+        self.assertRaises(ValueError, conf.set_override, 'scheduler', 'bfs',
+                          'vsmtio_sim')
+
     def test_base_slice_scales_with_the_cpus(self):
         # update_sysctl's factor: 1 + ilog2(min(CPUs, 8))
         self.assertEqual([1, 2, 2, 3, 3, 4, 4],
