@@ -2,7 +2,7 @@
 parts, measured against a baseline in the same run.
 
 ``vsmtio-bench NAME`` runs one (:mod:`vsmtio_bench.cmd`). The simulator
-benches (``sim``, ``oracle``, ``seeds``, ``objective``, ``step``) drive
+benches (``sim``, ``oracle``, ``yardstick``, ``objective``, ``step``) drive
 :mod:`vsmtio_sim`; the others time the agent (``tick``), nova's scheduler
 with the vsmtio filter and weigher (``scheduler``), libvirtd (``libvirtd``)
 and MIST on real guests (``mist``); ``kernel`` runs the situations the

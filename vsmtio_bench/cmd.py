@@ -12,9 +12,10 @@ import sys
 BENCHES = {
     'sim': 'every shipped scenario under every kernel model, the '
            'break-even map, the sensitivity study and the pictures',
-    'oracle': 'the best static per-VM configuration in hindsight, per '
-              'scenario',
-    'seeds': 'the product against vanilla over several seeds, per VM',
+    'oracle': 'the best static configuration in hindsight, per scenario '
+              'and scheduler, over several seeds',
+    'yardstick': 'the product against the oracle over several seeds, each '
+                 'honest VM against its floors net of noise',
     'objective': 'the product under other CPU floors than the default',
     'step': 'the CPU cost of one policy step, on recorded inputs',
     'tick': 'the CPU cost of one agent period with 200 vCPU threads',

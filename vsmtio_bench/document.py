@@ -1,7 +1,7 @@
 """The simulator bench's document, ``doc/source/benchmarks/simulator.rst``.
 
 Turns the bench's results into RST: the summary and its statistics in
-words, the replication table, the oracle comparison, one table per
+words, the replication table, one table per
 scenario group, each tenant of the adversarial scenarios, the guard's
 verdicts, the timeout's trajectory, the break-even map, where the model
 and the paper disagree, and the simulator's speed; the templates of its
@@ -20,7 +20,6 @@ import yaml
 from vsmtio_agent.policy import guard
 from vsmtio_bench import documents
 from vsmtio_bench import figures
-from vsmtio_bench import oracle as bench_oracle
 from vsmtio_bench import stats
 from vsmtio_sim import kernels
 from vsmtio_sim import report
@@ -237,58 +236,7 @@ def trajectory_rows(res):
     return rows
 
 
-def oracle_rows(results, oracle):
-    """Per scenario: the oracle, the product on its measure, the share."""
-    rows, shares = [], []
-    for name in sorted(results):
-        o = (oracle.get('results') or {}).get(name)
-        if o is None:
-            continue
-        mine = bench_oracle.product_gain(results[name])
-        share = bench_oracle.oracle_share(mine, o['io_gain'])
-        if share is not None:
-            shares.append(share)
-        rows.append([name, o['label'], figure(o['io_gain'], '%.3f'),
-                     figure(o['cpu'], '%.3f'), figure(mine, '%.3f'),
-                     '-' if share is None else '%.0f%%' % (100.0 * share)])
-    return rows, shares
-
-
-def oracle_section(results, oracle):
-    if not oracle:
-        return ''
-    rows, shares = oracle_rows(results, oracle)
-    if not rows:
-        return ''
-    space = oracle['space']
-    out = [ORACLE_HEAD.format(
-        timeouts=', '.join(map(str, space['timeouts_us'])),
-        weights=', '.join('x%s' % w for w in space['weights']),
-        hp=', '.join(map(str, space['haltpoll_max_us'])),
-        passes=oracle['max_passes'], search=oracle['search_s'],
-        confirm=oracle['confirm'],
-        window=('%g simulated s' % oracle['confirm_s']
-                if oracle.get('confirm_s') else 'the steady window'),
-        wall=sum(r['wall_s'] + r.get('remeasured', {}).get('wall_s', 0.0)
-                 for r in oracle['results'].values()) / 60.0,
-        noise=stats.NOISE)]
-    out.append(rst_table(['scenario', 'oracle: best static configuration',
-                          'oracle I/O', 'oracle CPU', 'product I/O',
-                          'share'], rows) + '\n')
-    out.append('- The product\'s mean share of the oracle\'s I/O gain: %s '
-               'over the %d scenarios where the oracle finds a gain (of '
-               '%d).\n' % ('-' if not shares else
-                           '%.0f%%' % (100.0 * statistics.fmean(shares)),
-                           len(shares), len(rows)))
-    missing = sorted(n for n in results if n not in oracle['results'])
-    if missing:
-        out.append('- No oracle result (not searched) for: %s.\n'
-                   % ', '.join(missing))
-    return '\n'.join(out)
-
-
-def document(results, grid, names, main_wall, total_wall, cpu_s, args,
-             oracle=None):
+def document(results, grid, names, main_wall, total_wall, cpu_s, args):
     rows, misses, dominated, ties = summary(results)
     out = [HEAD.format(
         commit=documents.commit(), python=platform.python_version(),
@@ -331,7 +279,6 @@ def document(results, grid, names, main_wall, total_wall, cpu_s, args,
                '%s. Better on both only within that band (ties): %s.\n'
                % ('; '.join(dominated) or 'none',
                   '; '.join(ties) or 'none'))
-    out.append(oracle_section(results, oracle))
     for title, prefixes in GROUPS:
         group = [n for n in names if n.startswith(prefixes)]
         if not group:
@@ -560,33 +507,6 @@ serving VM's CPU weight; which VMs, in the verdicts' table).
 .. image:: {png}
    :alt: I/O against CPU throughput per kernel and scenario; the
          retention timeout's trajectory under both agents
-
-"""
-
-ORACLE_HEAD = """\
-The oracle
-----------
-
-What the best fixed configuration would give, found in hindsight by
-``vsmtio-bench oracle`` (its workers busy {wall:.0f} minutes in all on
-a shared machine; cached in ``oracle.json``): per
-scenario, the static per-VM configuration with the highest I/O gain (the
-geometric mean over the honest serving VMs of their requests served over
-vanilla's) that keeps every honest VM at its floors (serving >= 1.0 and
-computing >= 0.97 of vanilla as a mean, every one >= 0.95 in each 0.5 s
-window), applied once to the simulated host with no agent. Searched: per
-VM retention off or at {timeouts} us; the split off or on with borrowing;
-CPU weight {weights} for honest serving VMs; and the stock host, KVM halt
-polling with its maximum off or at {hp} us (one for the host) with the
-same weights. Coordinate descent (each VM's setting in turn, at most
-{passes} passes, from several starts including all off), so a local
-optimum; {search:g} s windows while searching, the best {confirm}
-confirmed over {window} against vanilla's over the same window (common
-random numbers), where every figure here was measured (``oracle CPU``: the
-geometric mean over the honest computing VMs). ``product I/O`` is the
-product's gain on the same measure over this benchmark's own window;
-``share`` is (product - 1) / (oracle - 1), ``-`` where the oracle gains no
-more than {noise}.
 
 """
 

@@ -17,12 +17,9 @@ Its last section, "Sensitivity", sweeps every unsourced or disputed input
 (``SWEEP``) on ``SENSITIVITY_SCENARIOS`` and says which conclusions hold
 across each input's range, judging every honest VM on its own.
 
-With the oracle's result (``vsmtio-bench oracle``: per scenario the best
-static per-VM configuration in hindsight under the same per-VM floors;
-its cached ``doc/source/benchmarks/oracle.json`` by default,
-``--oracle``, or a fresh search with ``--run-oracle``) the document says
-what share of the oracle's I/O gain the product reaches on each
-scenario.
+Every kernel on one seed: the product against the best static
+configuration, over several seeds and with intervals, is the yardstick's
+(``vsmtio-bench yardstick``, ``doc/source/benchmarks/yardstick.rst``).
 
 A benchmark, not a test: it asserts nothing. The costs are the shipped
 inputs; nothing here is tuned toward the paper's numbers.
@@ -31,13 +28,12 @@ This module runs the study and puts it together; the rest of it is in
 its own modules: :mod:`vsmtio_bench.stats` (replication, the noise band,
 dominance, Holm's correction), :mod:`vsmtio_bench.sensitivity` (the
 sweep, its judgement and its section), :mod:`vsmtio_bench.figures` (the
-pictures and the break-even map), :mod:`vsmtio_bench.document` (the RST
-document) and :mod:`vsmtio_bench.oracle` (the oracle and the product's
-share of its gain).
+pictures and the break-even map) and :mod:`vsmtio_bench.document` (the
+RST document).
 
     vsmtio-bench sim [--out FILE] [--json FILE] [--only PREFIX]
         [--sensitivity S1,S2] [--sensitivity-rows TEXT]
-        [--sensitivity-duration SECONDS] [--oracle FILE] [--run-oracle]
+        [--sensitivity-duration SECONDS]
 """
 
 import argparse
@@ -50,7 +46,6 @@ import time
 from vsmtio_bench import document
 from vsmtio_bench import documents
 from vsmtio_bench import figures
-from vsmtio_bench import oracle as bench_oracle
 from vsmtio_bench import sensitivity
 from vsmtio_bench import stats
 from vsmtio_sim import kernels
@@ -120,12 +115,6 @@ def main(argv=None):
     p.add_argument('--sensitivity-duration', type=float, default=0.0,
                    help='simulated seconds per sensitivity run instead of '
                         'steady state (a transient: to try the code)')
-    p.add_argument('--oracle', default=os.path.join(bench, 'oracle.json'),
-                   help='the oracle\'s result (vsmtio-bench oracle) the '
-                        'document compares the product with')
-    p.add_argument('--run-oracle', action='store_true',
-                   help='search the oracle again first and write it to '
-                        '--oracle (about 40 minutes on 2 idle cores)')
     args = p.parse_args(argv)
     sens_names = [n for n in args.sensitivity.split(',') if n]
     sens_rows = [r for r in sensitivity.SWEEP if args.sensitivity_rows in r[0]]
@@ -142,12 +131,7 @@ def main(argv=None):
         sens = doc.get('sensitivity') or {}
         sens_cpu = doc['wall_s'].get('sensitivity_cpu', 0.0)
         sens_names = [n for n in sens_names if n in sens]
-        oracle = doc.get('oracle') or bench_oracle.load_oracle(args.oracle)
     else:
-        if args.run_oracle:
-            bench_oracle.main(['--only', args.only, '--json', args.oracle,
-                               '--processes', str(args.processes)])
-        oracle = bench_oracle.load_oracle(args.oracle)
         names = [n for n in scenario.shipped() if n.startswith(args.only)]
         t0 = time.time()
         results = run_all(names, args.processes)
@@ -173,11 +157,11 @@ def main(argv=None):
                                   'cpu': cpu_s, 'sensitivity_cpu': sens_cpu},
                        'breakeven': {'%s/%s' % k: v
                                      for k, v in grid.items()},
-                       'sensitivity': sens, 'oracle': oracle},
+                       'sensitivity': sens},
                       f, indent=1, sort_keys=True)
     figures.pictures(results, grid, args.png, args.map_png)
     text = document.document(results, grid, names, main_wall, total_wall,
-                             cpu_s, args, oracle)
+                             cpu_s, args)
     text += '\n' + sensitivity.sensitivity_section(
         sens, sens_names, sens_cpu, args.sensitivity_duration)
     with open(args.out, 'w') as f:

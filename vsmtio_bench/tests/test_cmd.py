@@ -50,6 +50,6 @@ class BenchCommandTest(testtools.TestCase):
             lambda argv: got.append(argv) or 0)})
         self.useFixture(fixtures.MockPatch('importlib.import_module',
                                            return_value=fake))
-        rc, _out, _err = self.run_cmd('seeds', '--seeds', '1,2')
+        rc, _out, _err = self.run_cmd('yardstick', '--seeds', '1,2')
         self.assertEqual(0, rc)
         self.assertEqual([['--seeds', '1,2']], got)

@@ -7,6 +7,7 @@ import testtools
 
 from vsmtio_bench import document
 from vsmtio_bench import documents
+from vsmtio_bench import yardstick
 
 
 def parse(text):
@@ -55,4 +56,20 @@ class ProvenanceTest(testtools.TestCase):
         head = document.HEAD.split('\n\n')[1]
         self.assertIn('``vsmtio-bench sim``', head)
         self.assertIn('{commit}', head)
-        self.assertNotIn('{date}', document.HEAD + document.ORACLE_HEAD)
+        self.assertNotIn('{date}', document.HEAD + yardstick.DOC_HEAD)
+
+    def test_the_yardstick_page_is_valid_rst(self):
+        runs = [{'scenario': 'a', 'scheduler': 'cfs', 'seed': s, 'io': io,
+                 'cpu': 1.0, 'ok': True, 'below': [], 'kept': {}}
+                for s, io in ((1, 1.1), (2, 1.2))]
+        oracle = {'label': 'vsmtio: web x2', 'io_by_seed': {'1': 1.2,
+                                                            '2': 1.3},
+                  'margin': {'label': 'vsmtio: all off',
+                             'io_by_seed': {'1': 1.0, '2': 1.0}}}
+        rows = yardstick.by_scenario(runs, {'cfs': {'a': oracle}})
+        args = type('Args', (), {'argv': ['--quick'], 'seeds': (1, 2)})
+        text = yardstick.document(rows, args, 60.0)
+        self.assertEqual([], warnings(parse(text)))
+        self.assertIn('``vsmtio-bench yardstick --quick`` at commit', text)
+        # seed 1: 0.1 / 0.2, seed 2: 0.2 / 0.3
+        self.assertIn('gains 5% or more: 58% [', text)

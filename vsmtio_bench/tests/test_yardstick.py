@@ -1,0 +1,92 @@
+"""The yardstick (``vsmtio-bench yardstick``): its headline and table."""
+
+import fixtures
+import testtools
+
+from vsmtio_bench import yardstick
+
+
+def run(name, seed, io, below=(), scheduler='cfs'):
+    return {'scenario': name, 'scheduler': scheduler, 'seed': seed,
+            'io': io, 'cpu': 0.99, 'ok': not below, 'below': list(below),
+            'kept': {'mechanisms': []}}
+
+
+def oracle(by_seed, margin=None, label='vsmtio: web x2'):
+    return {'label': label,
+            'io_by_seed': {str(k): v for k, v in by_seed.items()},
+            'margin': {'label': label, 'io_by_seed': {
+                str(k): v for k, v in (margin or by_seed).items()}}}
+
+
+class TestHeadline(testtools.TestCase):
+
+    def rows(self):
+        runs = [run('big', 1, 1.10), run('big', 2, 1.20),
+                run('small', 1, 1.20), run('small', 2, 1.00),
+                run('tiny', 1, 1.00), run('tiny', 2, 1.00)]
+        oracles = {'cfs': {'big': oracle({1: 1.20, 2: 1.40}),
+                           'small': oracle({1: 1.10, 2: 1.00}),
+                           'tiny': oracle({1: 1.02, 2: 1.02})}}
+        return yardstick.by_scenario(runs, oracles)
+
+    def test_gain_weighted_over_scenarios_that_gain_five_percent(self):
+        m, lo, hi, chosen = yardstick.headline(self.rows())
+        # big 1.3 and small 1.05 count; tiny's 2% is no-harm only
+        self.assertEqual([('cfs', 'big'), ('cfs', 'small')], chosen)
+        # seed 1: (0.1 + 0.2) / (0.2 + 0.1); seed 2: (0.2 + 0) / (0.4 + 0)
+        self.assertAlmostEqual((1.0 + 0.5) / 2, m)
+        self.assertLess(lo, m)
+        self.assertGreater(hi, m)
+
+    def test_a_small_gain_weighs_little(self):
+        runs = [run('big', s, 1.30) for s in (1, 2)] + [
+            run('small', s, 1.0) for s in (1, 2)]
+        oracles = {'cfs': {'big': oracle({1: 1.3, 2: 1.3}),
+                           'small': oracle({1: 1.06, 2: 1.06})}}
+        m, *_ = yardstick.headline(yardstick.by_scenario(runs, oracles))
+        # unweighted it would be 50%
+        self.assertAlmostEqual(0.3 / 0.36, m)
+
+    def test_table_counts_and_names_each_vm_below(self):
+        runs = [run('a', 1, 1.0, [('web', 0.97, 0.99, 0.96, 0.94)]),
+                run('a', 2, 1.0, [('db', 1.0, 0.99, 0.90, 0.94)]),
+                run('a', 3, 1.0)]
+        rows = yardstick.table_rows(yardstick.by_scenario(runs, {}))
+        self.assertEqual(1, len(rows))
+        row = dict(zip(yardstick.HEADER, rows[0]))
+        self.assertEqual('not searched', row['oracle (best static)'])
+        self.assertEqual('2 / 3', row['seeds with a VM below'])
+        self.assertIn('seed 1 web 0.970 < 0.990', row[yardstick.HEADER[-1]])
+        self.assertIn('seed 2 db window 0.900 < 0.940',
+                      row[yardstick.HEADER[-1]])
+
+    def test_no_harm_only_and_paired_difference(self):
+        rows = yardstick.table_rows(self.rows())
+        by = {r[0]: dict(zip(yardstick.HEADER, r)) for r in rows}
+        self.assertEqual('no-harm only', by['tiny']['counted as'])
+        self.assertEqual('gain', by['big']['counted as'])
+        # product - oracle: -0.1 and -0.2
+        self.assertTrue(by['big']['product - oracle'].startswith('-0.150'))
+
+    def test_two_runs_compared_by_seed(self):
+        mine = yardstick.by_scenario([run('a', 1, 1.1), run('a', 2, 1.2)],
+                                     {})
+        other = yardstick.by_scenario([run('a', 1, 1.0), run('a', 2, 1.1),
+                                       run('a', 3, 2.0)], {})
+        line, = yardstick.compare(mine, other)
+        self.assertIn('0.100 [0.100, 0.100] over 2 seeds', line)
+
+
+class TestMain(testtools.TestCase):
+
+    def test_bad_input_is_refused_before_any_run(self):
+        self.useFixture(fixtures.MockPatch('sys.stderr'))
+        one = self.useFixture(fixtures.MockPatchObject(yardstick,
+                                                       'one')).mock
+        for argv in (['--seeds', 'a'], ['--schedulers', 'cfs,o1'],
+                     ['--names', 'nope'], ['--processes', '0'],
+                     ['--set', 'vsmtio_agent.guard_settle_periods=99'],
+                     ['--set', 'no_dot=1']):
+            self.assertRaises(SystemExit, yardstick.main, argv)
+        one.assert_not_called()

@@ -1,0 +1,354 @@
+#!/usr/bin/env python3
+"""The yardstick: the product against the oracle, per tenant, over seeds.
+
+What a change to the guard or the model is judged on. For every scenario,
+scheduler and seed it runs the product (the real agent on the simulated
+host, at steady state), judges each honest VM against its floors net of
+the model's noise (:func:`vsmtio_sim.tenants.floors`: the seed's vanilla
+and A/A runs over the same window), and sets the product's I/O gain beside
+the oracle's and the margin oracle's (:mod:`vsmtio_bench.oracle`, searched
+over the same seeds; its runs are cached, so a search already made
+replays in seconds).
+
+**One headline.** The product's share of the oracle's I/O gain,
+gain-weighted over the scenarios where the oracle gains 5% or more
+(``GAIN_MIN``): per seed, the sum of the product's gains over the sum of
+the oracle's, with a 95% interval over the seeds. A scenario whose
+oracle gains less is reported apart as *no-harm only*: no probe budget
+can show a gain of 1%, and an unweighted mean would be ruled by them.
+Beside it, every honest VM of every seed that fell below its floor.
+
+Two guards (or two settings, ``--set``) are compared by
+``--against FILE``: the paired difference of the headline and of each
+scenario's gain over the seeds both ran.
+
+Every run is cached by the version of the code that made it
+(:mod:`vsmtio_bench.cache`); ``--quick`` runs a few scenarios on two
+seeds for development (under 10 minutes on 2 cores once the oracle's
+quick search is cached).
+
+    vsmtio-bench yardstick [--quick | --names N,N | --only PREFIX]
+        [--schedulers cfs,eevdf] [--seeds 1,2,3,4,5] [--set G.O=V]
+        [--json FILE] [--against FILE] [--out RST]
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import sys
+import time
+
+from oslo_config import cfg
+
+from vsmtio_bench import cache
+from vsmtio_bench import document as bench_document
+from vsmtio_bench import documents
+from vsmtio_bench import oracle as bench_oracle
+from vsmtio_bench import space
+from vsmtio_sim import intervals
+from vsmtio_sim import runner
+from vsmtio_sim import scenario as scenario_mod
+from vsmtio_sim import tenants
+
+GAIN_MIN = 1.05
+DOCUMENT = os.path.join(documents.BENCHMARKS, 'yardstick.rst')
+_AGENT_KEEP = ('mechanisms', 'weights', 'timeouts_us', 'settled_at_s')
+
+
+def product_run(name, seed, scheduler, overrides):
+    """The product's steady run, trimmed to what the yardstick reads."""
+    ov = dict(overrides)
+    ov[('vsmtio_sim', 'scheduler')] = scheduler
+    r = runner.run_conf(runner.make_conf(name, 'vsmtio', seed, overrides=ov),
+                        steady=True)
+    out = {k: r[k] for k in ('measured_s', 'windows')}
+    out['vms'] = {vm: {k: v.get(k) for k in bench_oracle._VM_KEEP}
+                  for vm, v in r['vms'].items()}
+    out['agent'] = {k: r['agent'].get(k) for k in _AGENT_KEEP}
+    return out
+
+
+def one(job):
+    """One scenario, scheduler and seed: the product judged per VM."""
+    name, scheduler, seed, overrides = job
+    runs = bench_oracle.cached_run(cache.Store('oracle'))
+    ev = bench_oracle.Evaluator(name, scheduler, seed, None, runs)
+    store = cache.Store('product', cache.PRODUCT)
+    key = {'scenario': name, 'seed': seed, 'scheduler': scheduler,
+           'overrides': sorted('%s.%s=%s' % (g, o, v)
+                               for (g, o), v in overrides)}
+    prod = store.memo(key, lambda: product_run(name, seed, scheduler,
+                                               overrides))
+    judged = tenants.judge(prod, ev.base, ev.aa)
+    s = tenants.summary(judged)
+    return {'scenario': name, 'scheduler': scheduler, 'seed': seed,
+            'io': s['io_gain'] or 1.0, 'cpu': s['cpu'], 'ok': s['ok'],
+            'below': sorted(
+                (vm, round(v['ratio'], 4), round(v['floor'], 4),
+                 round(v['min_window'], 4), round(v['window_floor'], 4))
+                for vm, v in judged.items() if v['ok'] is False),
+            'kept': prod['agent']}
+
+
+def by_scenario(runs, oracles):
+    """``{(scheduler, scenario): row}``: the product and the oracles."""
+    rows = {}
+    for r in runs:
+        k = (r['scheduler'], r['scenario'])
+        o = oracles.get(r['scheduler'], {}).get(r['scenario'])
+        row = rows.setdefault(k, {'product': {}, 'oracle': {}, 'margin': {},
+                                  'below': [], 'oracle_label': None,
+                                  'kept': {}})
+        row['product'][r['seed']] = r['io']
+        row['below'] += [(r['seed'],) + tuple(b) for b in r['below']]
+        row['kept'][r['seed']] = r['kept']
+        if o is not None:
+            row['oracle_label'] = o['label']
+            row['margin_label'] = o['margin']['label']
+            for field, src in (('oracle', o), ('margin', o['margin'])):
+                got = src['io_by_seed'].get(str(r['seed']))
+                if got is not None:
+                    row[field][r['seed']] = got
+    return rows
+
+
+def headline(rows, field='oracle', gain_min=GAIN_MIN):
+    """The gain-weighted share over scenarios where ``field`` gains enough.
+
+    Returns ``(mean, low, high, scenarios)``: per seed, the product's
+    summed gains over the oracle's on the scenarios whose oracle's mean
+    gain is at least ``gain_min``; the interval is over seeds.
+    """
+    chosen = [k for k, row in rows.items()
+              if intervals.interval(row[field].values())[0] is not None
+              and intervals.interval(row[field].values())[0] >= gain_min]
+    seeds = sorted({s for k in chosen for s in rows[k]['product']})
+    shares = []
+    for s in seeds:
+        mine = [rows[k]['product'].get(s) for k in chosen]
+        best = [rows[k][field].get(s) for k in chosen]
+        pairs = [(p, o) for p, o in zip(mine, best)
+                 if p is not None and o is not None]
+        total = sum(o - 1.0 for _p, o in pairs)
+        if pairs and total > 0:
+            shares.append(sum(p - 1.0 for p, _o in pairs) / total)
+    return intervals.interval(shares) + (sorted(chosen),)
+
+
+def table_rows(rows):
+    out = []
+    for (scheduler, name), row in sorted(rows.items()):
+        o = intervals.interval(row['oracle'].values())
+        p = intervals.interval(row['product'].values())
+        d = intervals.paired(row['product'], row['oracle'])
+        out.append([
+            name, scheduler, row['oracle_label'] or 'not searched',
+            intervals.text(*o),
+            intervals.text(*intervals.interval(row['margin'].values())),
+            intervals.text(*p), intervals.text(*d[:3]),
+            'gain' if o[0] is not None and o[0] >= GAIN_MIN
+            else 'no-harm only',
+            '%d / %d' % (len({b[0] for b in row['below']}),
+                         len(row['product'])),
+            '; '.join('seed %d %s %.3f < %.3f' % (b[0], b[1], b[2], b[3])
+                      if b[2] < b[3] else
+                      'seed %d %s window %.3f < %.3f' % (b[0], b[1], b[4],
+                                                         b[5])
+                      for b in row['below']) or '-'])
+    return out
+
+
+HEADER = ['scenario', 'scheduler', 'oracle (best static)',
+          'oracle I/O', 'margin oracle I/O', 'product I/O',
+          'product - oracle', 'counted as', 'seeds with a VM below',
+          'below its floor (mean or window)']
+
+
+def summary_lines(rows):
+    out = []
+    for field, what in (('oracle', 'oracle'),
+                        ('margin', 'margin oracle')):
+        m, lo, hi, chosen = headline(rows, field)
+        out.append('Share of the %s\'s I/O gain, gain-weighted over the %d '
+                   'scenarios where it gains %d%% or more: %s'
+                   % (what, len(chosen), round(100 * (GAIN_MIN - 1)),
+                      '-' if m is None else intervals.text(
+                          100 * m, *(None if x is None else 100 * x
+                                     for x in (lo, hi)), fmt='%.0f%%')))
+    below = sum(len(r['below']) for r in rows.values())
+    runs = sum(len(r['product']) for r in rows.values())
+    out.append('Honest VMs below a floor net of noise: %d in %d runs'
+               % (below, runs))
+    return out
+
+
+def compare(rows, other):
+    """Paired differences of each scenario's gain and of the headline."""
+    lines = []
+    for k in sorted(set(rows) & set(other)):
+        d = intervals.paired(rows[k]['product'], other[k]['product'])
+        lines.append('%s/%s: product I/O gain this - other %s over %d '
+                     'seeds' % (k[1], k[0], intervals.text(*d[:3]), d[3]))
+    return lines
+
+
+def document(rows, args, wall_s):
+    """The reStructuredText page of a run."""
+    space_doc = space.SPACE
+    head = DOC_HEAD.format(
+        command='vsmtio-bench yardstick ' + ' '.join(args.argv),
+        commit=documents.commit(), version=cache.version(cache.PRODUCT),
+        seeds=', '.join(map(str, args.seeds)), gain=GAIN_MIN,
+        wall=wall_s / 60.0, margin=tenants.WINDOW_MARGIN,
+        window=tenants.WINDOW_FLOOR, window_s=tenants.WINDOW_S,
+        serving=tenants.FLOORS['serving'],
+        computing=tenants.FLOORS['computing'],
+        weights='%g to %g in steps of %g' % (
+            space_doc['weights'][0], space_doc['weights'][-1],
+            space_doc['weights'][1] - space_doc['weights'][0]),
+        timeouts=', '.join(map(str, space_doc['timeouts_us'])),
+        splits=', '.join('%g' % s for s in space_doc['splits'][1:]),
+        passes=bench_oracle.MAX_PASSES, search_s=bench_oracle.SEARCH_S,
+        confirm=bench_oracle.CONFIRM)
+    body = ['\n'.join('- ' + line for line in summary_lines(rows)), '',
+            bench_document.rst_table(HEADER, table_rows(rows)), '']
+    return head + '\n'.join(body)
+
+
+DOC_HEAD = """\
+=========================================
+The yardstick: the product and the oracle
+=========================================
+
+Generated by ``{command}`` at commit ``{commit}`` (model and agent version
+``{version}``), over seeds {seeds}; {wall:.0f} minutes of wall time.
+
+What it measures
+================
+
+Each honest VM against its floors, net of the model's noise
+(``vsmtio_sim/tenants.py``): a serving VM keeps {serving} of its vanilla
+requests, a computing VM {computing} of its instructions, as a mean over
+the steady window, and {window} in every {window_s} s window. Two runs of
+the same host differ even with common random numbers (their windows start
+after different histories), so each floor is lowered by what vanilla
+against itself shows for that VM in the same seed (the A/A run): the
+mean floor by the A/A mean's distance from 1, the window floor to
+{margin} under the A/A run's lowest window where that is below {window}.
+A smaller difference cannot be told from noise by any test.
+
+The oracle (``vsmtio_bench/oracle.py``) is the best static configuration
+in hindsight, searched on the first seed over {search_s} s windows by
+coordinate descent (at most {passes} passes, several starts), each
+serving group's weight and timeout jointly: per-VM CPU weight {weights},
+per-VM retention timeout off or {timeouts} us, the split on a share of
+{splits} of the cores, or, as a stock host, KVM's halt polling with a
+maximum of {timeouts} us and the same weights. The best {confirm} of each
+family are measured over the whole steady window on every seed, and the
+oracle is the best that keeps every floor in every seed. The margin oracle
+also keeps each computing VM's mean floor raised by the least loss the
+guard's probes can detect (``oracle.detectable``): the best an online
+method can prove.
+
+The headline is the product's share of the oracle's I/O gain,
+gain-weighted over the scenarios where the oracle gains {gain:g}x or
+more (per seed, summed gains over summed gains; the interval is over
+seeds). Scenarios where it gains less are counted as *no-harm only*.
+Each interval is a 95% Student t interval over the seeds; "product -
+oracle" is the paired difference over the seeds both ran.
+
+Results
+=======
+
+"""
+
+
+def _overrides(p, items):
+    out = []
+    conf = runner.make_conf(scenario_mod.shipped()[0], 'vsmtio')
+    for item in items:
+        k, sep, v = item.partition('=')
+        group, dot, name = k.strip().partition('.')
+        if not sep or not dot or not group or not name:
+            p.error('--set %r is not GROUP.OPTION=VALUE' % item)
+        try:
+            conf.set_override(name, v.strip(), group)
+            getattr(getattr(conf, group), name)
+        except (cfg.Error, ValueError, AttributeError) as e:
+            p.error('--set %s: %s' % (item, e))
+        out.append(((group, name), v.strip()))
+    return tuple(out)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument('--only', default='')
+    p.add_argument('--names', default='')
+    p.add_argument('--quick', action='store_true')
+    p.add_argument('--schedulers', default=','.join(bench_oracle.SCHEDULERS))
+    p.add_argument('--seeds', default=None)
+    p.add_argument('--processes', type=int, default=os.cpu_count() or 1)
+    p.add_argument('--set', action='append', default=[],
+                   metavar='GROUP.OPTION=VALUE')
+    p.add_argument('--json', help='also write every run here')
+    p.add_argument('--against', help='a --json of another run: paired '
+                                     'differences with it')
+    p.add_argument('--out', default=None,
+                   help='write the page here (default: %s for a full '
+                        'run, nothing for --quick)' % DOCUMENT)
+    args = p.parse_args(argv)
+    args.argv = argv
+    if args.processes < 1:
+        p.error('--processes must be >= 1')
+    args.schedulers = args.schedulers.split(',')
+    if not set(args.schedulers) <= set(bench_oracle.SCHEDULERS):
+        p.error('--schedulers: each one of %s'
+                % ', '.join(bench_oracle.SCHEDULERS))
+    args.seeds = (bench_oracle._ints(p, args.seeds, '--seeds') if args.seeds
+                  else bench_oracle.QUICK_SEEDS if args.quick
+                  else intervals.SEEDS)
+    names = bench_oracle._names(p, args)
+    overrides = _overrides(p, args.set)
+    t0 = time.time()
+    with concurrent.futures.ProcessPoolExecutor(args.processes) as pool:
+        # the oracles first: every run they need is cached, so a search
+        # already made replays in seconds
+        oracles = {}
+        for o in pool.map(bench_oracle._job, [
+                (n, s, args.seeds, bench_oracle.SEARCH_S,
+                 bench_oracle.CONFIRM)
+                for s in args.schedulers for n in names]):
+            oracles.setdefault(o['scheduler'], {})[o['scenario']] = o
+            sys.stderr.write('oracle %s/%s: %s, I/O %.3f\n' % (
+                o['scenario'], o['scheduler'], o['label'], o['io_gain']))
+        jobs = [(n, s, seed, overrides) for s in args.schedulers
+                for n in names for seed in args.seeds]
+        runs = []
+        for r in pool.map(one, jobs):
+            runs.append(r)
+            sys.stderr.write('%s/%s seed %d: I/O %.3f (%d of %d)\n'
+                             % (r['scenario'], r['scheduler'], r['seed'],
+                                r['io'], len(runs), len(jobs)))
+    wall = time.time() - t0
+    rows = by_scenario(runs, oracles)
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(runs, f, indent=1, sort_keys=True)
+    text = document(rows, args, wall)
+    out = args.out or (None if args.quick or args.names or args.only
+                       else DOCUMENT)
+    if out:
+        with open(out, 'w') as f:
+            f.write(text)
+    print(text)
+    if args.against:
+        with open(args.against) as f:
+            print('\n'.join(compare(rows, by_scenario(json.load(f),
+                                                      oracles))))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
