@@ -217,10 +217,12 @@ function configure_vsmtio_tempest {
     # three rounds of the agent's publishing and a minute
     iniset "$TEMPEST_CONFIG" vsmtio publish_timeout \
         $((3 * ${VSMTIO_PUBLISH_INTERVAL%.*} + 60))
+    # Run on the server's compute host through host_command (as root
+    # there), never where tempest runs: a controller has no agent.
     iniset "$TEMPEST_CONFIG" vsmtio agent_stop_command \
-        "sudo systemctl stop devstack@vsmtio-agent"
+        "systemctl stop devstack@vsmtio-agent"
     iniset "$TEMPEST_CONFIG" vsmtio agent_start_command \
-        "sudo systemctl start devstack@vsmtio-agent"
+        "systemctl start devstack@vsmtio-agent"
     iniset "$TEMPEST_CONFIG" vsmtio agent_checkpoint_path \
         "$VSMTIO_STATE_DIR/agent-checkpoint.json"
     # The host's mix as nova-compute saved it, from the cell database: the

@@ -371,9 +371,10 @@ class DevstackPluginTest(testtools.TestCase):
                        'retention_capable False',
                        'measured_class_secret ' + secret,
                        'publish_timeout 240',
-                       'agent_stop_command sudo systemctl stop '
+                       # run on the compute host through host_command
+                       'agent_stop_command systemctl stop '
                        'devstack@vsmtio-agent',
-                       'agent_start_command sudo systemctl start '
+                       'agent_start_command systemctl start '
                        'devstack@vsmtio-agent',
                        'agent_checkpoint_path %s/vsmtio/agent-checkpoint'
                        '.json' % self.dir,
