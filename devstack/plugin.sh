@@ -217,10 +217,12 @@ function configure_vsmtio_tempest {
     # three rounds of the agent's publishing and a minute
     iniset "$TEMPEST_CONFIG" vsmtio publish_timeout \
         $((3 * ${VSMTIO_PUBLISH_INTERVAL%.*} + 60))
+    # Run on the server's compute host through host_command (as root
+    # there), never where tempest runs: a controller has no agent.
     iniset "$TEMPEST_CONFIG" vsmtio agent_stop_command \
-        "sudo systemctl stop devstack@vsmtio-agent"
+        "systemctl stop devstack@vsmtio-agent"
     iniset "$TEMPEST_CONFIG" vsmtio agent_start_command \
-        "sudo systemctl start devstack@vsmtio-agent"
+        "systemctl start devstack@vsmtio-agent"
     iniset "$TEMPEST_CONFIG" vsmtio agent_checkpoint_path \
         "$VSMTIO_STATE_DIR/agent-checkpoint.json"
     # The host's mix as nova-compute saved it, from the cell database: the
@@ -235,6 +237,30 @@ function configure_vsmtio_tempest {
     min_classified=$(iniget "$NOVA_CONF" vsmtio filter_min_classified_vcpus)
     iniset "$TEMPEST_CONFIG" vsmtio filter_min_classified_vcpus \
         "${min_classified:-16}"
+    configure_vsmtio_tempest_fleet
+}
+
+# The fleet tests: the zone whose hosts they fill (the default zone of a
+# devstack, where every compute node is; with fewer than two hosts there
+# they skip saying so), the band nova.conf gives the filter, and whether
+# Watcher runs here for the repair test.
+function configure_vsmtio_tempest_fleet {
+    local option value watcher=False
+    if [[ -n "$VSMTIO_TEMPEST_FLEET_ZONE" ]]; then
+        iniset "$TEMPEST_CONFIG" vsmtio fleet_zone "$VSMTIO_TEMPEST_FLEET_ZONE"
+    fi
+    for option in min_io_fraction max_io_fraction; do
+        value=$(iniget "$NOVA_CONF" vsmtio "$option")
+        if [[ -n "$value" ]]; then
+            iniset "$TEMPEST_CONFIG" vsmtio "$option" "$value"
+        fi
+    done
+    if is_service_enabled watcher-api && \
+            is_service_enabled watcher-decision-engine && \
+            is_service_enabled watcher-applier; then
+        watcher=True
+    fi
+    iniset "$TEMPEST_CONFIG" vsmtio watcher "$watcher"
 }
 
 function unstack_vsmtio {

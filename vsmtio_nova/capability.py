@@ -63,15 +63,16 @@ def why_not_honoured(extra_specs):
     A retaining guest holds its CPUs while idle (MWAIT exits are off), so
     it must own them; and placement must send it to a host that can
     retain.
+    The missing extra specs come first: the refusal becomes a fault
+    message, which nova cuts at 255 characters (:mod:`vsmtio_nova.faults`).
     """
     missing = []
     if not flavor_dedicates_cpus(extra_specs):
-        missing.append('%s=%s (a retaining guest holds its CPUs while '
-                       'idle, so it must own them)'
+        missing.append('%s=%s (a retaining guest holds its idle CPUs)'
                        % (CPU_POLICY_SPEC, DEDICATED))
     if not flavor_requires_trait(extra_specs):
         missing.append('%s=required' % TRAIT_SPEC)
     if not missing:
         return None
-    return ('%s=true needs the extra spec %s'
-            % (specs.CONTEXT_RETENTION, ' and '.join(missing)))
+    return ('missing extra spec %s for %s=true'
+            % (' and '.join(missing), specs.CONTEXT_RETENTION))

@@ -4,8 +4,9 @@
 plugin sets it). ``[vsmtio]`` says how tempest reaches the compute host
 the way whitebox-tempest-plugin does: a command that runs shell commands
 there (``virsh`` for domain XML and pins, ``cat`` for the agent's
-checkpoint) and commands that stop and start the agent; tests that need
-one of them skip, saying which option is unset.
+checkpoint) and the command lines, run there through it, that stop and
+start the agent; tests that need one of them skip, saying which option is
+unset.
 """
 
 from oslo_config import cfg
@@ -19,16 +20,16 @@ group = cfg.OptGroup(name='vsmtio', title='vsmtio tempest options')
 
 opts = [
     cfg.StrOpt('host_command',
-               default='sh -c',
                help='How tempest runs a command on a compute host, the way '
                     'whitebox-tempest-plugin does (tempest imports nothing '
                     'of the host): a command given the command line '
-                    '(``virsh ...``, ``cat ...``) as its last argument, '
-                    'which it runs on compute host ``{host}`` (nova\'s name '
-                    'of it). ``sh -c`` (the default) where tempest runs on '
-                    'the compute host, ``sudo sh -c`` where the agent\'s '
-                    'files are root\'s, ``ssh stack@{host} sudo`` for a '
-                    'remote host.'),
+                    '(``virsh ...``, ``cat ...``, the agent\'s stop and '
+                    'start commands) as its last argument, which it runs '
+                    'on compute host ``{host}`` (nova\'s name of it). '
+                    '``sh -c`` where tempest runs on the compute host, '
+                    '``sudo sh -c`` where the agent\'s files are root\'s, '
+                    '``ssh stack@{host} sudo`` for a remote host. Unset: '
+                    'every test that acts on a compute host skips.'),
     cfg.StrOpt('libvirt_uri',
                default='qemu:///system',
                help='libvirt URI that ``virsh`` uses on the compute host '
@@ -42,11 +43,14 @@ opts = [
                      'kernel). False: retention flavors must fail with '
                      'NoValidHost instead of booting without retention.'),
     cfg.StrOpt('agent_stop_command',
-               help='Shell command that stops the vsmtio agent on the '
-                    'compute host (e.g. ``ssh HOST systemctl stop '
-                    'vsmtio-agent``). Unset: the stop test skips.'),
+               help='Command line that stops the vsmtio agent, run on the '
+                    'server\'s compute host through ``host_command`` '
+                    '(e.g. ``systemctl stop devstack@vsmtio-agent`` with a '
+                    '``host_command`` that runs it as root). Unset: the '
+                    'tests that stop the agent skip.'),
     cfg.StrOpt('agent_start_command',
-               help='Shell command that starts the vsmtio agent again.'),
+               help='Command line that starts the vsmtio agent again, run '
+                    'on the compute host through ``host_command``.'),
     cfg.StrOpt('agent_checkpoint_path',
                help='The agent\'s ``[vsmtio_agent] checkpoint_path`` on '
                     'the compute host, read there through '

@@ -234,7 +234,9 @@ def tempest_conf(conn):
                               'neutron': 'false', 'cinder': 'false',
                               'swift': 'false', 'horizon': 'false',
                               'vsmtio': 'true'},
-        'vsmtio': {'libvirt_uri': layout.LIBVIRT_URI,
+        # one machine: the compute host's commands run here, as root
+        'vsmtio': {'host_command': 'sh -c',
+                   'libvirt_uri': layout.LIBVIRT_URI,
                    'measured_class_secret': layout.MEASURED_CLASS_SECRET,
                    'agent_stop_command': agent_cmd + ' agent-stop',
                    'agent_start_command': agent_cmd + ' agent-start',

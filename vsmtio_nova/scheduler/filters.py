@@ -64,40 +64,80 @@ class WorkloadMixFilter(filters.BaseHostFilter):
             return hosts
         state = hostmix.TRACKER.request(spec_obj, hosts)
         opts = settings.options()
-        return [h for h in hosts if self._passes(state, opts, h)]
+        passing, refused = [], []
+        for host_state in hosts:
+            refusal = self._judge(state, opts, host_state)
+            if refusal is None:
+                passing.append(host_state)
+            else:
+                refused.append(refusal)
+        _log_refusals(spec_obj, state, refused, len(hosts))
+        return passing
 
     def host_passes(self, host_state, spec_obj):
         state = hostmix.TRACKER.request(spec_obj, [host_state])
-        return self._passes(state, settings.options(), host_state)
+        refusal = self._judge(state, settings.options(), host_state)
+        if refusal is not None:
+            _log_refusals(spec_obj, state, [refusal], 1)
+        return refusal is None
 
     @staticmethod
-    def _passes(state, opts, host_state):
+    def _judge(state, opts, host_state):
+        """None where the host passes, else its refusal's numbers.
+
+        Logs each refusal at debug with its reasoning; the caller logs the
+        request's refusals together at info (``_log_refusals``).
+        """
         if not state.classified:
             # Never refused, but the host is marked as seen by this
             # request (hostmix.Ledger): nova does not call the weighers
             # when a single host is left.
             state.mix(host_state)
-            return True
+            return None
         current, why = state.mix(host_state)
         if current is None:
             LOG.debug('%(host)s passes WorkloadMixFilter unjudged (fail '
                       'open): its mix is unknown: %(why)s',
                       {'host': host_state, 'why': why})
-            return True
+            return None
         low, high = settings.bounds(host_state, opts)
         broken = mix.violates(current, state.cls, state.vcpus, low, high,
                               opts.min_classified,
                               free_vcpus(host_state, state.vcpus))
         if broken is None:
-            return True
+            return None
         after, bound = broken
-        LOG.debug('%(host)s fails WorkloadMixFilter: %(vcpus)d %(cls)s '
+        refusal = {'host': host_state.host, 'vcpus': state.vcpus,
+                   'cls': state.cls.value, 'before': current.share(),
+                   'io': current.io, 'cpu': current.cpu, 'after': after,
+                   'bound': bound, 'low': low, 'high': high,
+                   'free': free_vcpus(host_state, state.vcpus)}
+        LOG.debug('%(state)s fails WorkloadMixFilter: %(vcpus)d %(cls)s '
                   'vCPUs would move its I/O share from %(before).3f '
                   '(io=%(io)d cpu=%(cpu)d vCPUs) to %(after).3f, beyond '
                   '%(bound).3f of [%(low).3f, %(high).3f], with too few '
                   'free vCPUs to come back',
-                  {'host': host_state, 'vcpus': state.vcpus,
-                   'cls': state.cls.value, 'before': current.share(),
-                   'io': current.io, 'cpu': current.cpu, 'after': after,
-                   'bound': bound, 'low': low, 'high': high})
-        return False
+                  dict(refusal, state=host_state))
+        return refusal
+
+
+def _log_refusals(spec_obj, state, refused, judged):
+    """One info line per request naming each refused host and its numbers.
+
+    nova itself logs only that the filter returned fewer hosts; an operator
+    reading the scheduler's log at its default level needs to see which
+    hosts vsmtio turned away and why, without one line per host.
+    """
+    if not refused:
+        return
+    hosts = '; '.join(
+        '%(host)s io:cpu %(io)d:%(cpu)d vCPUs, I/O share %(before).3f -> '
+        '%(after).3f outside [%(low).3f, %(high).3f], %(free)g vCPUs free'
+        % r for r in refused)
+    LOG.info('WorkloadMixFilter refused %(n)d of %(judged)d hosts for '
+             'instance %(uuid)s (%(vcpus)d %(cls)s vCPUs), each unable to '
+             'come back within its band: %(hosts)s',
+             {'n': len(refused), 'judged': judged,
+              'uuid': getattr(spec_obj, 'instance_uuid', None),
+              'vcpus': state.vcpus, 'cls': state.cls.value,
+              'hosts': hosts})

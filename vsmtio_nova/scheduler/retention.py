@@ -33,6 +33,7 @@ from nova import exception
 from nova.scheduler import filters
 
 from vsmtio_nova import capability
+from vsmtio_nova import faults
 
 LOG = logging.getLogger(__name__)
 
@@ -53,7 +54,9 @@ class ContextRetentionFilter(filters.BaseHostFilter):
         why = capability.why_not_honoured(specs)
         if why is None:
             return True
-        reason = ('vsmtio: flavor %s asks for context retention but it '
-                  'cannot be honoured: %s.' % (flavor.name, why))
-        LOG.warning('%s Refusing every host.', reason)
-        raise exception.NoValidHost(reason=reason)
+        reason = 'vsmtio: context retention refused: %s' % why
+        context = 'flavor %s' % flavor.name
+        LOG.warning('%s (%s). Refusing every host.', reason, context)
+        # The fault keeps what is missing whatever the flavor's name.
+        raise exception.NoValidHost(reason=faults.reason_within(
+            exception.NoValidHost, reason, context))

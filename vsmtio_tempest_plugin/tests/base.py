@@ -8,6 +8,8 @@ from tempest import config
 from tempest.lib.common.utils import data_utils
 from tempest.lib import exceptions as lib_exc
 
+from vsmtio_tempest_plugin.tests import host
+
 CONF = config.CONF
 
 #: nova validates flavor extra specs from this microversion on.
@@ -29,6 +31,18 @@ class VsmtioBaseTest(compute_base.BaseV2ComputeAdminTest):
         super().skip_checks()
         if not CONF.service_available.vsmtio:
             raise cls.skipException('[service_available] vsmtio is False')
+
+    @classmethod
+    def skip_without_host(cls, *options):
+        """Skip unless tempest can act on a compute host with ``options``.
+
+        Host-side checks run only through ``[vsmtio] host_command``; where
+        it (or an option the test needs) is unset the test skips, saying
+        which, rather than acting on the machine tempest runs on.
+        """
+        reason = host.missing_access(*options)
+        if reason:
+            raise cls.skipException(reason)
 
     def vsmtio_flavor(self, specs, vcpus=1, ram=128):
         flavor = self.create_flavor(ram=ram, vcpus=vcpus, disk=1)

@@ -10,8 +10,13 @@ runs on compute host ``{host}``: ``sh -c`` where tempest runs on the
 compute host, as in a single-node devstack and the one-machine cloud
 (``sudo sh -c`` where the agent's files are root's); ``ssh stack@{host}
 sudo`` for others, since ssh hands its arguments to the host's shell, the
-way whitebox runs its commands over SSH. The agent is stopped and started
-with the configured commands.
+way whitebox runs its commands over SSH.
+
+Everything done on a compute host goes through it, stopping and starting
+the agent included: run where tempest runs, ``systemctl stop
+devstack@vsmtio-agent`` would act on a controller that has no agent.
+Unset, there is no way to the host, and the tests that need one skip
+saying so (``missing_access``) instead of erroring on the wrong machine.
 """
 
 import json
@@ -29,8 +34,33 @@ class HostCommandFailed(Exception):
     pass
 
 
+class NoHostAccess(Exception):
+    """A test reached for a host with no ``host_command`` configured.
+
+    Tests skip first (``missing_access``); this says which check forgot.
+    """
+
+
+def missing_access(*options):
+    """Why a test that acts on a compute host cannot run here, or None.
+
+    ``host_command`` always (it is the only way to the host), then each of
+    the other ``[vsmtio]`` options the test needs, in the order given.
+    """
+    for option in ('host_command',) + options:
+        if not getattr(CONF.vsmtio, option):
+            if option == 'host_command':
+                return ('[vsmtio] host_command is unset: tempest cannot '
+                        'reach the compute hosts')
+            return '[vsmtio] %s is unset' % option
+    return None
+
+
 def on_host(host, command):
     """``command``'s output, run by a shell on compute host ``host``."""
+    if not CONF.vsmtio.host_command:
+        raise NoHostAccess('%s on %s: [vsmtio] host_command is unset'
+                           % (command, host))
     argv = shlex.split(CONF.vsmtio.host_command.format(host=host))
     proc = subprocess.run(argv + [command], capture_output=True, text=True,
                           timeout=300)
@@ -82,7 +112,22 @@ def qemu_args(root):
     return [a.get('value') for a in root.iter('{%s}arg' % QEMU_NS)]
 
 
-def run(command):
+def agent_stop(host):
+    """Stop the agent on ``host`` (``agent_stop_command``, run there)."""
+    return on_host(host, CONF.vsmtio.agent_stop_command)
+
+
+def agent_start(host):
+    """Start the agent on ``host`` again (``agent_start_command``)."""
+    return on_host(host, CONF.vsmtio.agent_start_command)
+
+
+def run_here(command):
+    """``command`` run where tempest runs, never on a compute host.
+
+    Only for what is read from the control plane (``node_stats_command``
+    queries the cell database); a compute host is reached by ``on_host``.
+    """
     return subprocess.run(command, shell=True, check=True,
                           capture_output=True, text=True, timeout=300)
 

@@ -240,13 +240,11 @@ class RetentionRoutingTest(integrated_helpers._IntegratedTestBase):
                         capability.TRAIT_SPEC: 'required'})
         log = self.stdlog.logger.output
         server = self.boot(shared, expected_state='ERROR')
-        self.assert_says_why(server, 'flavor shared-retainer asks for '
-                             'context retention but it cannot be honoured: '
-                             'vsmtio:context_retention=true needs the extra '
-                             'spec hw:cpu_policy=dedicated')
-        self.assertIn('flavor shared-retainer asks for context retention but '
-                      'it cannot be honoured: vsmtio:context_retention=true '
-                      'needs the extra spec hw:cpu_policy=dedicated',
+        self.assert_says_why(server, 'context retention refused: missing '
+                             'extra spec hw:cpu_policy=dedicated')
+        self.assert_says_why(server, '(flavor shared-retainer)')
+        self.assertIn('vsmtio: context retention refused: missing extra spec '
+                      'hw:cpu_policy=dedicated',
                       self.stdlog.logger.output[len(log):])
         # The same flavor with dedicated CPUs lands on the retainer.
         self.assertEqual(

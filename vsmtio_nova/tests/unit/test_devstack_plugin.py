@@ -49,6 +49,7 @@ function is_service_enabled {
         [[ ,$ENABLED_SERVICES, == *,$s,* ]] && return 0
         [[ $s == nova && ,$ENABLED_SERVICES == *,n-* ]] && return 0
         [[ $s == glance && ,$ENABLED_SERVICES == *,g-* ]] && return 0
+        [[ $s == neutron && ,$ENABLED_SERVICES == *,q-* ]] && return 0
     done
     return 1
 }
@@ -65,7 +66,8 @@ function run_process { _log "run_process $1|$2|${3:-}|${4:-}"; }
 function stop_process { _log stop_process "$@"; }
 function openstack { _log openstack "$@"; }
 function sudo { "$@"; }
-declare -A INIGET=([compute cpu_dedicated_set]=2-3)
+declare -A INIGET=([compute cpu_dedicated_set]=2-3
+                  [vsmtio min_io_fraction]=${INIGET_MIN_IO:-})
 source "$PLUGIN/settings"
 for phase in $PHASES; do
     # shellcheck disable=SC2086
@@ -105,8 +107,10 @@ eval "$(sed -n '/^\[\[local|localrc\]\]/,/^\[\[/p' "$SAMPLE" |
        sed '1d;/^\[\[/d')"
 for name in ENABLED_SERVICES PLUGINS VIRT_DRIVER VSMTIO_RETENTION \
         VSMTIO_MEASURED_CLASS_SECRET VSMTIO_TEMPEST_HOST_COMMAND \
-        SERVICE_PASSWORD; do
-    [[ -n "${!name:-}" ]] && printf '%s=%s\n' "$name" "${!name#,}"
+        SERVICE_PASSWORD Q_HOST ENABLE_CHASSIS_AS_GW; do
+    if [[ -n "${!name:-}" ]]; then
+        printf '%s=%s\n' "$name" "${!name#,}"
+    fi
 done
 '''
 
@@ -371,19 +375,58 @@ class DevstackPluginTest(testtools.TestCase):
                        'retention_capable False',
                        'measured_class_secret ' + secret,
                        'publish_timeout 240',
-                       'agent_stop_command sudo systemctl stop '
+                       # run on the compute host through host_command
+                       'agent_stop_command systemctl stop '
                        'devstack@vsmtio-agent',
-                       'agent_start_command sudo systemctl start '
+                       'agent_start_command systemctl start '
                        'devstack@vsmtio-agent',
                        'agent_checkpoint_path %s/vsmtio/agent-checkpoint'
                        '.json' % self.dir,
                        'filter_min_classified_vcpus 16',
+                       # the fleet tests fill nova's default zone; no
+                       # Watcher in this cloud
+                       'fleet_zone nova',
+                       'watcher False',
                        # the host's mix as the operator reads it
                        'node_stats_command mysql -uroot -pdb-password '
                        '-h192.0.2.10 -N -B nova_cell1 -e "SELECT stats FROM '
                        'compute_nodes WHERE host=\'{host}\' AND '
                        'deleted=0"'):
             self.assertIn('iniset %s vsmtio %s' % (tempest, option), calls)
+
+    def test_tempest_acts_on_hosts_only_through_host_command(self):
+        # Every tempest option that acts on a compute host is a command
+        # line for host_command; none carries its own sudo or ssh, which
+        # would only work where tempest runs on that host.
+        calls = self.stack()
+        tempest = [c.split(None, 3)[2:] for c in calls
+                   if c.startswith('iniset /opt/stack/tempest/')]
+        commands = {o: v for g, o_v in tempest if g == 'vsmtio'
+                    for o, _s, v in [o_v.partition(' ')]
+                    if o.startswith('agent_') and o.endswith('_command')}
+        self.assertEqual(
+            {'agent_stop_command': 'systemctl stop devstack@vsmtio-agent',
+             'agent_start_command': 'systemctl start devstack@vsmtio-agent'},
+            commands)
+
+    def test_tempest_fleet_options_follow_the_cloud(self):
+        watcher = 'watcher-api,watcher-decision-engine,watcher-applier'
+        tempest = 'iniset /opt/stack/tempest/etc/tempest.conf vsmtio '
+        calls = self.stack(ALL_IN_ONE + ',' + watcher,
+                           VSMTIO_TEMPEST_FLEET_ZONE='vsmtio-fleet')
+        self.assertIn(tempest + 'fleet_zone vsmtio-fleet', calls)
+        self.assertIn(tempest + 'watcher True', calls)
+        # the band is nova.conf's where it sets one, else tempest's default
+        # (the same as nova's) stands
+        self.assertFalse([c for c in calls if c.startswith(
+            (tempest + 'min_io_fraction', tempest + 'max_io_fraction'))])
+        calls = self.stack(ALL_IN_ONE + ',watcher-api',
+                           VSMTIO_TEMPEST_FLEET_ZONE='',
+                           INIGET_MIN_IO='0.25')
+        self.assertIn(tempest + 'watcher False', calls)
+        self.assertFalse([c for c in calls if 'fleet_zone' in c])
+        self.assertIn(tempest + 'min_io_fraction 0.25', calls)
+        self.assertIn('iniget %s vsmtio max_io_fraction' % self.nova, calls)
 
     def test_publishing_off(self):
         self.stack(VSMTIO_PUBLISH='False')
@@ -404,6 +447,20 @@ class DevstackPluginTest(testtools.TestCase):
             self.assertEqual(' vsmtio', env.pop('PLUGINS'))
         self.assertEqual(controller['VSMTIO_MEASURED_CLASS_SECRET'],
                          compute['VSMTIO_MEASURED_CLASS_SECRET'])
+        # neutron on OVN, as devstack's own defaults: nova deletes a server
+        # only with a network service, so tempest's cleanups need it
+        self.assertLessEqual(
+            {'q-svc', 'q-ovn-agent', 'ovn-northd', 'ovn-controller',
+             'ovs-vswitchd', 'ovsdb-server'},
+            set(controller['ENABLED_SERVICES'].split(',')))
+        self.assertLessEqual(
+            {'q-ovn-agent', 'ovn-controller', 'ovs-vswitchd', 'ovsdb-server'},
+            set(compute['ENABLED_SERVICES'].split(',')))
+        self.assertNotIn('ovn-northd', compute['ENABLED_SERVICES'])
+        # neutron's API and gateway are the controller's (SERVICE_HOST)
+        self.assertEqual(('192.0.2.10', 'False'),
+                         (compute.pop('Q_HOST'),
+                          compute.pop('ENABLE_CHASSIS_AS_GW')))
         self.assertEqual(controller['SERVICE_PASSWORD'],
                          compute['SERVICE_PASSWORD'])
 
@@ -416,6 +473,11 @@ class DevstackPluginTest(testtools.TestCase):
         self.assertFalse(os.path.exists(self.env['VSMTIO_CONF_DIR']))
         self.assertIn('iniset /opt/stack/tempest/etc/tempest.conf vsmtio '
                       'host_command ssh stack@{host} sudo', calls)
+        for option in ('fleet_zone nova', 'watcher False',
+                       'agent_stop_command systemctl stop '
+                       'devstack@vsmtio-agent'):
+            self.assertIn('iniset /opt/stack/tempest/etc/tempest.conf '
+                          'vsmtio ' + option, calls)
 
         services = compute.pop('ENABLED_SERVICES')
         calls = self.stack(services, **compute)

@@ -18,7 +18,8 @@ class WorkloadMixFilterTest(test.NoDBTestCase):
         super().setUp()
         # Debug logs are part of the contract: capture ours.
         self.log = self.useFixture(fixtures.FakeLogger(
-            name='vsmtio_nova', level=logging.DEBUG))
+            name='vsmtio_nova', level=logging.DEBUG,
+            format='%(levelname)s %(message)s'))
         self.flags(min_io_fraction=0.25, max_io_fraction=0.75,
                    filter_min_classified_vcpus=4, group='vsmtio')
         self.handler = nova_filters.HostFilterHandler()
@@ -57,6 +58,36 @@ class WorkloadMixFilterTest(test.NoDBTestCase):
         self.assertIn('fails WorkloadMixFilter: 2 io vCPUs would move its '
                       'I/O share from 0.750 (io=6 cpu=2 vCPUs) to 0.800, '
                       'beyond 0.750 of [0.250, 0.750]', out)
+
+    def test_refusals_are_one_info_line_per_request(self):
+        # The operator's default log level shows which hosts were turned
+        # away and with what numbers: once per request, not per host.
+        uuid = uuidutils.generate_uuid()
+        hosts = [base.loaded('io_heavy', io=3, cpu=1),
+                 base.loaded('balanced', io=2, cpu=2),
+                 base.loaded('io_full', io=4, cpu=0)]
+        self.assertEqual(['balanced'], self.passing(
+            hosts, base.spec('io', instance_uuid=uuid)))
+        info = [line for line in self.log.output.splitlines()
+                if line.startswith('INFO ')]
+        self.assertEqual(1, len(info), self.log.output)
+        self.assertIn('WorkloadMixFilter refused 2 of 3 hosts for instance '
+                      '%s (2 io vCPUs)' % uuid, info[0])
+        for host in ('io_heavy io:cpu 6:2 vCPUs, I/O share 0.750 -> 0.800 '
+                     'outside [0.250, 0.750]',
+                     'io_full io:cpu 8:0 vCPUs, I/O share 1.000 -> 1.000 '
+                     'outside [0.250, 0.750]'):
+            self.assertIn(host, info[0])
+        self.assertNotIn('balanced', info[0])
+        # the per-host reasoning stays at debug
+        self.assertEqual(2, len([line for line in self.log.output.splitlines()
+                                 if line.startswith('DEBUG ')
+                                 and 'fails WorkloadMixFilter' in line]))
+
+    def test_no_info_line_when_every_host_passes(self):
+        self.passing([base.loaded('balanced', io=2, cpu=2)],
+                     base.spec('io'))
+        self.assertNotIn('INFO ', self.log.output)
 
     def test_small_host_is_not_judged(self):
         # 2 classified vCPUs < filter_min_classified_vcpus = 4.

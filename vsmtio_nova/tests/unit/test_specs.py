@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 from nova.api.validation.extra_specs import validators
+from nova.compute import utils as compute_utils
 from nova import exception
 from nova import objects
 from nova.scheduler import host_manager
@@ -24,6 +25,7 @@ from vsmtio_contract import specs
 from vsmtio_contract import workload
 from vsmtio_nova import capability
 from vsmtio_nova.compute import stats as mix_stats
+from vsmtio_nova import faults
 from vsmtio_nova import mix
 from vsmtio_nova.scheduler import retention as retention_filter
 from vsmtio_nova.tests.unit import base
@@ -127,6 +129,13 @@ class RetentionFilterTest(test.NoDBTestCase):
         return retention_filter.ContextRetentionFilter().host_passes(
             host, spec)
 
+    def check_named(self, name, extra_specs):
+        flavor = base.flavor(None, 2, name=name)
+        flavor.extra_specs = dict(extra_specs)
+        return retention_filter.ContextRetentionFilter().host_passes(
+            host_manager.HostState('h', 'h', None),
+            objects.RequestSpec(flavor=flavor))
+
     def refused(self, extra_specs):
         exc = self.assertRaises(exception.NoValidHost, self.check,
                                 extra_specs)
@@ -135,10 +144,11 @@ class RetentionFilterTest(test.NoDBTestCase):
     def test_shared_cpus_refused_with_the_reason(self):
         why = self.refused({specs.CONTEXT_RETENTION: 'true',
                             capability.TRAIT_SPEC: 'required'})
-        self.assertIn('vsmtio: flavor m1.retain asks for context retention '
-                      'but it cannot be honoured', why)
-        self.assertIn('needs the extra spec hw:cpu_policy=dedicated', why)
-        self.assertIn('needs the extra spec hw:cpu_policy=dedicated',
+        self.assertTrue(why.startswith(
+            'No valid host was found. vsmtio: context retention refused: '
+            'missing extra spec hw:cpu_policy=dedicated'), why)
+        self.assertTrue(why.endswith('(flavor m1.retain)'), why)
+        self.assertIn('missing extra spec hw:cpu_policy=dedicated',
                       self.stdlog.logger.output)
 
     def test_dedicated_with_the_trait_passes(self):
@@ -149,6 +159,25 @@ class RetentionFilterTest(test.NoDBTestCase):
     def test_missing_trait_refused(self):
         self.assertIn('trait:%s=required' % capability.TRAIT, self.refused(
             {specs.CONTEXT_RETENTION: 'true', 'hw:cpu_policy': 'dedicated'}))
+
+    def test_fault_fits_nova_s_limit_and_keeps_what_is_missing(self):
+        # nova cuts a fault's message at 255 (compute.utils
+        # exception_to_dict): both missing specs and a long flavor name
+        # must still leave the missing trait in what it keeps.
+        self.assertEqual(255, faults.FAULT_MESSAGE_LIMIT)
+        for name in ('m1.retain', 'r' * 255, '\u00e9' * 200):
+            exc = self.assertRaises(
+                exception.NoValidHost, self.check_named, name,
+                {specs.CONTEXT_RETENTION: 'true'})
+            message = exc.format_message()
+            kept = compute_utils.exception_to_dict(exc)['message']
+            self.assertEqual(message, kept)
+            self.assertLessEqual(len(message.encode('utf-8')), 255)
+            for missing in ('hw:cpu_policy=dedicated',
+                            'trait:%s=required' % capability.TRAIT,
+                            'vsmtio:context_retention=true'):
+                self.assertIn(missing, kept)
+            self.assertIn('(flavor ' + name[:4], kept)
 
     def test_no_retention_passes(self):
         for extra in ({}, {specs.CONTEXT_RETENTION: 'false'},

@@ -35,6 +35,7 @@ from nova.virt.libvirt import driver as libvirt_driver
 
 from vsmtio_nova import balloon
 from vsmtio_nova import capability
+from vsmtio_nova import faults
 from vsmtio_nova.virt.libvirt import balloon as balloon_xml
 from vsmtio_nova.virt.libvirt import retention
 from vsmtio_nova.virt import traits
@@ -118,13 +119,14 @@ class VsmtioLibvirtDriver(traits.RetentionTraitMixin,
         if pinned and capability.flavor_dedicates_cpus(
                 instance.flavor.extra_specs):
             return
-        raise exception.InvalidInput(
-            reason='vsmtio: context retention refused: %s=true needs '
-                   'dedicated CPUs '
-                   '(%s=%s in the flavor): a retaining guest holds its CPUs '
-                   'while idle' % (retention.EXTRA_SPEC,
-                                   capability.CPU_POLICY_SPEC,
-                                   capability.DEDICATED))
+        raise exception.InvalidInput(reason=faults.reason_within(
+            exception.InvalidInput,
+            'vsmtio: context retention refused: needs dedicated CPUs '
+            '(%s=%s in the flavor) for %s=true: a retaining guest holds '
+            'its CPUs while idle' % (capability.CPU_POLICY_SPEC,
+                                     capability.DEDICATED,
+                                     retention.EXTRA_SPEC),
+            'flavor %s' % instance.flavor.name))
 
     # --- CPU balloon (xBalloon) ---
     @staticmethod

@@ -2,13 +2,10 @@
 
 import time
 
-from tempest import config
 from tempest.lib import decorators
 
 from vsmtio_tempest_plugin.tests import base
 from vsmtio_tempest_plugin.tests import host
-
-CONF = config.CONF
 
 
 class AgentStopTest(base.VsmtioBaseTest):
@@ -16,10 +13,8 @@ class AgentStopTest(base.VsmtioBaseTest):
     @classmethod
     def skip_checks(cls):
         super().skip_checks()
-        for opt in ('agent_stop_command', 'agent_start_command',
-                    'agent_checkpoint_path'):
-            if not getattr(CONF.vsmtio, opt):
-                raise cls.skipException('[vsmtio] %s is unset' % opt)
+        cls.skip_without_host('agent_stop_command', 'agent_start_command',
+                              'agent_checkpoint_path')
 
     def _recorded(self, server_id, on, timeout=120):
         """The agent's checkpoint entry of the server's domain, or None.
@@ -50,8 +45,8 @@ class AgentStopTest(base.VsmtioBaseTest):
         else:
             original = {int(i): sorted(cpus)
                         for i, cpus in entry['pins'].items()}
-        self.addCleanup(host.run, CONF.vsmtio.agent_start_command)
-        host.run(CONF.vsmtio.agent_stop_command)
+        self.addCleanup(host.agent_start, on)
+        host.agent_stop(on)
         self.assertEqual(original, host.live_pins(on, name))
         self.assertNotIn(server['id'],
                          host.checkpoint(on).get('domains', {}))

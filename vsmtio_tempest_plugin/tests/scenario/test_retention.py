@@ -33,6 +33,7 @@ class RetentionTest(base.VsmtioBaseTest):
             raise self.skipException(
                 'no compute host can give context retention '
                 '([vsmtio] retention_capable is False)')
+        self.skip_without_host()
         server = self.boot(self.vsmtio_flavor(RETENTION))
         root = self._xml(server)
         args = host.qemu_args(root)
@@ -83,6 +84,7 @@ class RetentionTest(base.VsmtioBaseTest):
     @decorators.idempotent_id('8c2e5a1f-7b3d-4f9a-a0e6-4d1b9c7f3a58')
     def test_plain_flavor_has_no_retention_xml(self):
         """A flavor that does not ask gets nova's domain, unchanged."""
+        self.skip_without_host()
         server = self.boot(self.vsmtio_flavor({'vsmtio:workload': 'io'}))
         root = self._xml(server)
         self.assertNotIn('cpu-pm=on', host.qemu_args(root))

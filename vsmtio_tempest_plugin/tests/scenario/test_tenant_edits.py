@@ -37,14 +37,13 @@ class TenantEditTest(base.VsmtioBaseTest):
     @classmethod
     def skip_checks(cls):
         super().skip_checks()
-        for opt in ('node_stats_command', 'agent_stop_command',
-                    'agent_start_command'):
-            if not getattr(CONF.vsmtio, opt):
-                raise cls.skipException('[vsmtio] %s is unset' % opt)
+        if not CONF.vsmtio.node_stats_command:
+            raise cls.skipException('[vsmtio] node_stats_command is unset')
+        cls.skip_without_host('agent_stop_command', 'agent_start_command')
 
     def node_mix(self, on):
         """``(io, cpu)`` vCPUs nova-compute counts on ``on`` now."""
-        out = host.run(CONF.vsmtio.node_stats_command.format(
+        out = host.run_here(CONF.vsmtio.node_stats_command.format(
             host=shlex.quote(on))).stdout.strip()
         if not out:
             self.fail('%s printed nothing for host %s'
@@ -80,8 +79,8 @@ class TenantEditTest(base.VsmtioBaseTest):
         self.assertGreaterEqual(before[0 if cls == 'io' else 1],
                                 server['flavor']['vcpus'])
 
-        self.addCleanup(host.run, CONF.vsmtio.agent_start_command)
-        host.run(CONF.vsmtio.agent_stop_command)
+        self.addCleanup(host.agent_start, on)
+        host.agent_stop(on)
         self.servers_client.delete_server_metadata_item(server['id'],
                                                         CLASS_KEY)
         self.assertNotIn(CLASS_KEY, self.servers_client.list_server_metadata(
