@@ -118,7 +118,9 @@ def kept_line(seed, agent):
         retention = _pairs(timeouts, '%s %g us') or 'no VM'
     return ('seed %s: kept %s; weights %s; retention %s'
             % (seed, ', '.join(agent['mechanisms']) or 'none',
-               _pairs(agent['weights'], '%s x%g') or 'none', retention))
+               # no factor set: every VM at its own cgroup weight
+               _pairs(agent['weights'], '%s x%g') or 'every VM x1',
+               retention))
 
 
 def _g(v):
@@ -146,6 +148,8 @@ def report(agg):
                  % (seeds[0], agg['kernel'], agg['baseline'])]
     lines.append(vm_table(agg))
     lines.append(gain_line(agg))
-    lines.append('What %s\'s guard kept, per seed:' % agg['kernel'])
+    lines.append('What %s\'s guard kept at the end, per seed (the '
+                 'measured window also holds its probes of what it '
+                 'dropped):' % agg['kernel'])
     lines.extend('  ' + kept_line(s, a) for s, a in agg['agent'].items())
     return '\n'.join(lines)

@@ -108,6 +108,12 @@ class TestOverSeeds(testtools.TestCase):
         self.assertEqual(
             'seed 1: kept none; weights batch x1, web x1; retention no VM',
             seeds.kept_line(1, agg['agent'][1]))
+        # no weight set, one timeout for the whole host
+        self.assertEqual(
+            'seed 4: kept retention; weights every VM x1; retention one '
+            'host-wide timeout 75 us', seeds.kept_line(4, {
+                'mechanisms': ['retention'], 'weights': {},
+                'timeouts_us': None, 'timeout_us': 75.0}))
         text = seeds.report(agg)
         self.assertEqual(3, sum(1 for line in text.splitlines()
                                 if line.startswith('  seed ')))
