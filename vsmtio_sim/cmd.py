@@ -5,10 +5,15 @@
                    [--duration S] [--json]
     vsmtio-sim compare --scenario NAME|FILE [--seed N] [--duration S]
                        [--json] [--processes N]
+    vsmtio-sim compare --scenario NAME|FILE --steady [--seed N | --seeds LIST]
+                       [--json] [--processes N]
 
 ``compare`` runs every kernel model and normalises to ``vanilla``; with
-``--steady`` it also judges each honest VM against its own floors
-(:mod:`vsmtio_sim.tenants`). Under
+``--steady`` it also runs vanilla's A/A run and judges each honest VM
+against its own floors net of the model's noise
+(:mod:`vsmtio_sim.tenants`), and reports the product against vanilla
+over the seeds it ran (:mod:`vsmtio_sim.seeds`): every kernel on the
+first, the product, vanilla and its A/A run on the others. Under
 the ``vsmtio`` kernel the real agent drives the host. Bad input gets one
 error line and exit status 2, never a traceback.
 
@@ -17,7 +22,8 @@ the ``[vsmtio_sim]`` options of ``vsmtio_sim/conf.py``, parsed with their own
 types and bounds and handed to the run's oslo.config object
 (:func:`vsmtio_sim.runner.make_conf`); a kernel name is checked by the
 kernel models themselves. Only what has no configuration option
-(``--steady``, ``--json``, ``--processes``) is declared here.
+(``--steady``, ``--seeds``, ``--json``, ``--processes``) is declared
+here.
 """
 
 import argparse
@@ -31,6 +37,7 @@ from vsmtio_sim import kernels
 from vsmtio_sim import report
 from vsmtio_sim import runner
 from vsmtio_sim import scenario as scenario_mod
+from vsmtio_sim import seeds as seeds_mod
 from vsmtio_sim import tenants
 
 
@@ -45,6 +52,33 @@ class _Usage(Exception):
 
 
 _OPTS = {opt.dest: opt for opt in sim_conf.sim_opts}
+
+
+def seed_list(text):
+    """``--seeds``: distinct seeds, comma-separated, in the given order.
+
+    Each within the ``seed`` option's bounds; a duplicate would count
+    one draw twice in an interval that assumes independent ones.
+    """
+    opt = _OPTS['seed']
+    if not text.strip():
+        raise argparse.ArgumentTypeError('no seed given')
+    seeds = []
+    for item in text.split(','):
+        item = item.strip()
+        try:
+            seed = int(item)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                'not a comma-separated list of integers: %r' % text)
+        if not opt.type.min <= seed <= opt.type.max:
+            raise argparse.ArgumentTypeError(
+                'seed %d out of range [%d, %d]'
+                % (seed, opt.type.min, opt.type.max))
+        if seed in seeds:
+            raise argparse.ArgumentTypeError('seed %d given twice' % seed)
+        seeds.append(seed)
+    return seeds
 
 
 def build_parser():
@@ -67,7 +101,15 @@ def build_parser():
             c.add_argument('--processes', type=int, default=2,
                            choices=(1, 2, 3, 4),
                            help='worker processes (default 2)')
-        cmd.add_argument(c, _OPTS['seed'], default=_OPTS['seed'].default)
+        which = c.add_mutually_exclusive_group()
+        cmd.add_argument(which, _OPTS['seed'],
+                         default=_OPTS['seed'].default)
+        if name == 'compare':
+            which.add_argument(
+                '--seeds', type=seed_list, metavar='N,N,...',
+                help='with --steady: every kernel on the first seed, '
+                     'vanilla, its A/A run and vsmtio on the others, and '
+                     'vsmtio against vanilla over them all')
         when = c.add_mutually_exclusive_group()
         cmd.add_argument(when, _OPTS['duration'],
                          default=_OPTS['duration'].default)
@@ -119,24 +161,19 @@ def _main(argv):
             print(json.dumps(result, indent=2, sort_keys=True)
                   if args.json else report.run_table(result))
             return 0
+        if args.steady:
+            return _steady(args)
+        if args.seeds is not None:
+            raise _Usage('--seeds: only with --steady')
         results = runner.compare(args.scenario, args.seed, args.duration,
-                                 processes=args.processes,
-                                 steady=args.steady)
-        # each honest VM judged on its own: at steady state only (a
-        # transient says nothing about a tenant's floor)
-        judged = tenants.compare(results) if args.steady else None
+                                 processes=args.processes)
         if args.json:
-            doc = {'results': results,
-                   'normalised': report.normalise(results)}
-            if judged is not None:
-                doc['tenants'] = judged
-            print(json.dumps(doc, indent=2, sort_keys=True))
+            print(json.dumps({'results': results,
+                              'normalised': report.normalise(results)},
+                             indent=2, sort_keys=True))
         else:
             print(report.compare_table(results))
-            if judged is not None:
-                print(tenants.table(results))
-            for r in results.values():
-                print('%-18s %s' % (r['kernel'], report.speed_line(r)))
+            _speed(results)
         return 0
     except _Usage as e:
         sys.stderr.write('vsmtio-sim: error: %s\n' % e)
@@ -147,6 +184,39 @@ def _main(argv):
     except KeyboardInterrupt:
         sys.stderr.write('vsmtio-sim: interrupted\n')
         return 130
+
+
+def _speed(results):
+    for r in results.values():
+        print('%-18s %s' % (r['kernel'], report.speed_line(r)))
+
+
+def _steady(args):
+    """``compare --steady``: each VM judged net of noise, over the seeds.
+
+    Only at steady state: a transient says nothing about a tenant's
+    floor, and the A/A run the floors are net of is a steady one.
+    """
+    seeds = args.seeds or [args.seed]
+    runs = runner.compare_seeds(args.scenario, seeds,
+                                processes=args.processes)
+    first = runs[seeds[0]]
+    results, aa = first['results'], first['aa']
+    agg = seeds_mod.aggregate(runs)
+    if args.json:
+        for run in runs.values():
+            run['tenants'] = tenants.compare(run['results'], aa=run['aa'])
+        print(json.dumps({'results': results, 'aa': aa,
+                          'normalised': report.normalise(results),
+                          'tenants': first['tenants'],
+                          'seeds': runs, 'over_seeds': agg},
+                         indent=2, sort_keys=True))
+        return 0
+    print(report.compare_table(results))
+    print(tenants.table(results, aa=aa))
+    print(seeds_mod.report(agg))
+    _speed(results)
+    return 0
 
 
 if __name__ == '__main__':

@@ -328,18 +328,33 @@ def run(scenario, kernel, seed=1, duration=0.0, progress=None,
 AA_SHIFT_S = 7.3
 
 
-def run_aa(scenario, seed=1):
+def run_aa(scenario, seed=1, progress=None):
     """The A/A run of ``scenario`` at steady state (``AA_SHIFT_S``)."""
-    return run(scenario, 'vanilla', seed=seed, steady=True, warmup_s=(
-        scenario_mod.load(scenario).warmup_s + AA_SHIFT_S))
+    return run(scenario, 'vanilla', seed=seed, progress=progress,
+               steady=True, warmup_s=(scenario_mod.load(scenario).warmup_s
+                                      + AA_SHIFT_S))
+
+
+# The name a job of compare() gives the A/A run among the kernels' runs.
+AA = 'aa'
 
 
 def _worker(args):
     scenario, kernel, seed, duration, overrides, quiet, steady = args
     # compare() loaded the scenario first and said what is deprecated
     warnings.simplefilter('ignore', scenario_mod.ScenarioDeprecationWarning)
-    return run(scenario, kernel, seed, duration,
-               None if quiet else sys.stderr, overrides, steady)
+    progress = None if quiet else sys.stderr
+    if kernel == AA:
+        return run_aa(scenario, seed, progress)
+    return run(scenario, kernel, seed, duration, progress, overrides, steady)
+
+
+def _pool(jobs, processes):
+    """Each job's result, in order, on up to ``processes`` processes."""
+    if processes <= 1:
+        return [_worker(j) for j in jobs]
+    with concurrent.futures.ProcessPoolExecutor(processes) as pool:
+        return list(pool.map(_worker, jobs))
 
 
 def compare(scenario, seed=1, duration=0.0, kernel_names=kernels.NAMES,
@@ -351,9 +366,37 @@ def compare(scenario, seed=1, duration=0.0, kernel_names=kernels.NAMES,
         kernels.get(k)
     jobs = [(scenario, k, seed, duration, overrides, not progress, steady)
             for k in kernel_names]
-    if processes <= 1:
-        results = [_worker(j) for j in jobs]
-    else:
-        with concurrent.futures.ProcessPoolExecutor(processes) as pool:
-            results = list(pool.map(_worker, jobs))
-    return dict(zip(kernel_names, results))
+    return dict(zip(kernel_names, _pool(jobs, processes)))
+
+
+# What compare_seeds runs on every seed after the first: the product, its
+# baseline and the baseline's A/A run, what the figures over seeds need.
+SEED_KERNELS = ('vanilla', 'vsmtio')
+
+
+def compare_seeds(scenario, seeds, kernel_names=kernels.NAMES,
+                  processes=2, progress=True):
+    """Every kernel on the first seed, the product's figures on the rest.
+
+    At steady state. ``{seed: {'results': {kernel: result}, 'aa': the
+    A/A run}}``, in the order of ``seeds``: the first seed runs every
+    kernel of ``kernel_names``, the others only ``SEED_KERNELS`` (one
+    seed's every kernel shows the models side by side; the product
+    against vanilla over several seeds shows how far one seed's figure
+    can be trusted, at a third of the cost of every kernel on every
+    seed). All runs share one pool of ``processes``.
+    """
+    scenario_mod.load(scenario)
+    for k in kernel_names:
+        kernels.get(k)
+    plan = [(seed, k) for i, seed in enumerate(seeds)
+            for k in tuple(kernel_names if i == 0 else SEED_KERNELS) + (AA,)]
+    jobs = [(scenario, k, seed, 0.0, None, not progress, True)
+            for seed, k in plan]
+    out = {seed: {'results': {}} for seed in seeds}
+    for (seed, k), result in zip(plan, _pool(jobs, processes)):
+        if k == AA:
+            out[seed]['aa'] = result
+        else:
+            out[seed]['results'][k] = result
+    return out

@@ -143,37 +143,75 @@ def summary(verdicts):
         'worst': worst}
 
 
-def compare(results, baseline='vanilla'):
-    """``{kernel: {'vms': verdicts, **summary}}`` for a comparison."""
+def compare(results, baseline='vanilla', aa=None):
+    """``{kernel: {'vms': verdicts, **summary}}`` for a comparison.
+
+    ``aa``: the baseline's A/A run (:func:`judge`), None for the bare
+    floors.
+    """
     base = results[baseline]
     out = {}
     for kernel, r in results.items():
-        verdicts = judge(r, base)
+        verdicts = judge(r, base, aa)
         out[kernel] = dict(summary(verdicts), vms=verdicts)
     return out
 
 
-def table(results, baseline='vanilla'):
-    """The per-VM judgement of a comparison, one row per kernel and VM."""
-    judged = compare(results, baseline)
+def mark(verdict):
+    """What the table says of a verdict: only a VM outside its floors.
+
+    A VM within its floors gets nothing: a mark beside every row would
+    hide the one that matters.
+    """
+    if verdict['adversary']:
+        return 'adversary, not judged'
+    if verdict['ok'] is None:
+        return 'not judged'
+    return '' if verdict['ok'] else 'BELOW'
+
+
+def header(baseline, window, aa):
+    """How the table's figures and floors are made, for its first lines."""
+    head = ('Each VM against itself under %s: its mean ratio over the '
+            'measured window and the lowest of its %s s windows.'
+            % (baseline, '%g' % window if window else '?'))
+    if aa is None:
+        return head + (' Bare floors (no A/A run): mean %.2f serving, '
+                       '%.2f computing; every window %.2f. BELOW: outside '
+                       'a floor.' % (FLOORS['serving'], FLOORS['computing'],
+                                     WINDOW_FLOOR))
+    return head + (
+        '\nFloors net of the model\'s noise, from the A/A run (%s again, '
+        'measured after another history): mean floor = %.2f serving / '
+        '%.2f computing less |A/A mean - 1|; window floor = min(%.2f, A/A '
+        'lowest window - %.2f). BELOW: outside a floor.'
+        % (baseline, FLOORS['serving'], FLOORS['computing'], WINDOW_FLOOR,
+           WINDOW_MARGIN))
+
+
+def table(results, baseline='vanilla', aa=None):
+    """The per-VM judgement of a comparison, one row per kernel and VM.
+
+    With ``aa`` (the baseline's A/A run) each row also shows the A/A
+    figures its floors are net of.
+    """
+    judged = compare(results, baseline, aa)
     window = next(iter(results.values())).get('windows', {}).get('window_s')
     t = prettytable.PrettyTable(['kernel', 'VM', 'judged on', 'mean',
-                                 'min window', 'floor', 'verdict'])
+                                 'min window', 'floors mean / window',
+                                 'A/A mean / window', 'mark'])
     t.align = 'r'
-    for c in ('kernel', 'VM', 'judged on', 'verdict'):
+    for c in ('kernel', 'VM', 'judged on', 'mark'):
         t.align[c] = 'l'
     for kernel, j in judged.items():
         for vm, v in j['vms'].items():
             t.add_row([kernel, vm, v['metric'].replace('_per_s', '/s'),
                        _x(v['ratio']), _x(v['min_window']),
-                       '%.2f / %.2f' % (v['floor'], WINDOW_FLOOR),
-                       'adversary' if v['adversary'] else
-                       '-' if v['ok'] is None else
-                       'ok' if v['ok'] else 'BELOW'])
-    head = ('Each VM against itself under %s: mean over the window and the '
-            'lowest of its %s s windows; floors mean / every window'
-            % (baseline, '%g' % window if window else '?'))
-    return head + '\n' + t.get_string()
+                       '%s / %s' % (_x(v['floor']), _x(v['window_floor'])),
+                       '%s / %s' % (_x(v.get('aa_ratio')),
+                                    _x(v.get('aa_window'))),
+                       mark(v)])
+    return header(baseline, window, aa) + '\n' + t.get_string()
 
 
 def _x(v):

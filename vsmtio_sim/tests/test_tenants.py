@@ -121,6 +121,16 @@ class TestJudge(testtools.TestCase):
         # no windows: the mean stands for the lowest window
         self.assertEqual(0.9, v['web']['min_window'])
 
+    @staticmethod
+    def rows(text):
+        """``{(kernel, VM): mark}`` of a :func:`tenants.table`."""
+        out = {}
+        for line in text.splitlines():
+            if line.startswith('| '):
+                cells = [c.strip() for c in line.split('|')[1:-1]]
+                out[tuple(cells[:2])] = cells[-1]
+        return out
+
     def test_table_says_which_vm_is_below(self):
         low = result({'web': vm('io', requests=99.0),
                       'db': vm('mixed', requests=50.0, instructions=9.0),
@@ -129,12 +139,55 @@ class TestJudge(testtools.TestCase):
                      [{'web': (99, 0), 'db': (50, 4), 'batch': (0, 10),
                        'gamer': (10, 0)}] * 2)
         text = tenants.table({'vanilla': BASE, 'vsmtio': low})
-        rows = {tuple(c.strip() for c in line.split('|')[1:3]): line
-                for line in text.splitlines() if line.startswith('| ')}
-        self.assertIn('BELOW', rows[('vsmtio', 'web')])
-        self.assertIn('ok', rows[('vsmtio', 'db')])
-        self.assertIn('adversary', rows[('vsmtio', 'gamer')])
+        rows = self.rows(text)
+        self.assertEqual('BELOW', rows[('vsmtio', 'web')])
+        # a VM within its floors gets no mark
+        self.assertEqual('', rows[('vsmtio', 'db')])
+        self.assertEqual('adversary, not judged', rows[('vsmtio', 'gamer')])
         self.assertIn('0.5 s windows', text)
+        self.assertIn('Bare floors (no A/A run)', text)
+
+    def test_table_marks_only_outside_the_noise_aware_floors(self):
+        # vanilla against itself: web dips to 0.93 in a window, batch's
+        # mean is 0.98 of the baseline's
+        aa = result({'web': vm('io', requests=100.0),
+                     'db': vm('mixed', requests=50.0, instructions=9.0),
+                     'batch': vm('cpu', instructions=9.8),
+                     'gamer': vm('io', requests=10.0, adversary=True)},
+                    [{'web': (93, 0), 'db': (50, 4), 'batch': (0, 9.8),
+                      'gamer': (10, 0)},
+                     {'web': (107, 0), 'db': (50, 4), 'batch': (0, 9.8),
+                      'gamer': (10, 0)}])
+        # web's lowest window 0.925 (floor 0.92), batch 0.955 (floor
+        # 0.97 - 0.02), db 0.94 in a window (floor 0.95: no A/A dip)
+        prod = result({'web': vm('io', requests=100.0),
+                       'db': vm('mixed', requests=50.0, instructions=9.0),
+                       'batch': vm('cpu', instructions=9.55),
+                       'gamer': vm('io', requests=10.0, adversary=True)},
+                      [{'web': (92.5, 0), 'db': (47, 4), 'batch': (0, 9.55),
+                        'gamer': (10, 0)},
+                       {'web': (107.5, 0), 'db': (53, 4),
+                        'batch': (0, 9.55), 'gamer': (10, 0)}])
+        results = {'vanilla': BASE, 'vsmtio': prod}
+        bare = self.rows(tenants.table(results))
+        self.assertEqual('BELOW', bare[('vsmtio', 'web')])
+        self.assertEqual('BELOW', bare[('vsmtio', 'batch')])
+        text = tenants.table(results, aa=aa)
+        rows = self.rows(text)
+        self.assertEqual('', rows[('vsmtio', 'web')])
+        self.assertEqual('', rows[('vsmtio', 'batch')])
+        self.assertEqual('BELOW', rows[('vsmtio', 'db')])
+        self.assertEqual('', rows[('vanilla', 'db')])
+        # each row shows its floors and the A/A figures they came from
+        web = next(line for line in text.splitlines()
+                   if line.startswith('| vsmtio ') and '| web ' in line)
+        self.assertIn('1.000 / 0.920', web)
+        self.assertIn('1.000 / 0.930', web)
+        self.assertIn("net of the model's noise", text)
+        self.assertIn('A/A lowest window - 0.01', text)
+        judged = tenants.compare(results, aa=aa)
+        self.assertFalse(judged['vsmtio']['ok'])
+        self.assertAlmostEqual(0.95, judged['vsmtio']['vms']['batch']['floor'])
 
     def test_the_baseline_meets_every_floor(self):
         s = tenants.summary(tenants.judge(BASE, BASE))
