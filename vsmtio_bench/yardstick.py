@@ -235,7 +235,8 @@ the same host differ even with common random numbers (their windows start
 after different histories), so each floor is lowered by what vanilla
 against itself shows for that VM in the same seed (the A/A run): the
 mean floor by the A/A mean's distance from 1, the window floor to
-{margin} under the A/A run's lowest window where that is below {window}.
+{margin} under the A/A run's lowest window where that is lower than
+{window}.
 A smaller difference cannot be told from noise by any test.
 
 The oracle (``vsmtio_bench/oracle.py``) is the best static configuration

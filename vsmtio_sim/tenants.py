@@ -19,12 +19,11 @@ window starts after a different history (the product's after it settles,
 vanilla's after the warm-up). The A/A run measures that difference for
 each VM (vanilla again after another history,
 :func:`~vsmtio_sim.runner.run_aa`): a VM's mean floor is lowered by how
-far its A/A mean is from 1, and its window floor is ``WINDOW_FLOOR`` or,
-where vanilla against itself already dips below that, ``WINDOW_MARGIN``
-under the A/A run's lowest window. No test can tell a difference smaller
-than that from the model's noise, so none is held against the product or
-a static configuration; a run judged without an A/A run gets the bare
-floors.
+far its A/A mean is from 1, and its window floor is ``WINDOW_FLOOR`` or
+``WINDOW_MARGIN`` under the A/A run's lowest window, whichever is lower.
+No test can tell a difference smaller than that from the model's noise,
+so none is held against the product or a static configuration; a run
+judged without an A/A run gets the bare floors.
 """
 
 import math
