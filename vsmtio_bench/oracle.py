@@ -344,6 +344,7 @@ def oracle(name, scheduler='cfs', seeds=intervals.SEEDS, search_s=SEARCH_S,
                                            runs).values()]
     top, margin = best(rows, 'ok_seeds'), best(rows, 'margin_ok_seeds')
     return dict(top, scenario=name, scheduler=scheduler,
+                why=why(top, rows, len(short.cache)),
                 margin={k: margin[k] for k in ('config', 'label', 'io_gain',
                                                'io_interval', 'io_by_seed')},
                 confirmed=sorted(rows, key=lambda r: -r['io_gain']),
@@ -352,6 +353,23 @@ def oracle(name, scheduler='cfs', seeds=intervals.SEEDS, search_s=SEARCH_S,
                         'evaluated': len(short.cache),
                         'ends': [space.label(c) for c in ends]},
                 wall_s=time.time() - t0, cpu_s=time.process_time() - c0)
+
+
+def why(top, rows, evaluated):
+    """Why the oracle is what it is, in one line (all off above all)."""
+    if top['config'] != space.all_off(top['config']['family']):
+        return 'the best gain that kept every floor in every seed'
+    gaining = [r for r in rows if r['io_gain'] > 1.0
+               and r['config'] != top['config']]
+    if not gaining:
+        return ('nothing of %d configurations searched gained while keeping '
+                'every floor over the search window' % evaluated)
+    r = max(gaining, key=lambda r: r['io_gain'])
+    vm, margin = r['worst'] or ('?', 0.0)
+    return ('the best that gained, %s (I/O %.3f), kept every floor in %d of '
+            '%d seeds; at its worst %s at %.3f of its floor'
+            % (r['label'], r['io_gain'], r['ok_seeds'], r['seeds'], vm,
+               margin))
 
 
 def _job(args):

@@ -105,6 +105,7 @@ def by_scenario(runs, oracles):
         row['kept'][r['seed']] = r['kept']
         if o is not None:
             row['oracle_label'] = o['label']
+            row['why'] = o.get('why')
             row['margin_label'] = o['margin']['label']
             for field, src in (('oracle', o), ('margin', o['margin'])):
                 got = src['io_by_seed'].get(str(r['seed']))
@@ -213,6 +214,11 @@ def document(rows, args, wall_s):
         confirm=bench_oracle.CONFIRM)
     body = ['\n'.join('- ' + line for line in summary_lines(rows)), '',
             bench_document.rst_table(HEADER, table_rows(rows)), '']
+    off = ['- %s (%s): %s.' % (name, scheduler, row['why'])
+           for (scheduler, name), row in sorted(rows.items())
+           if row.get('why') and row['oracle_label'].endswith('all off')]
+    if off:
+        body += ['Where the oracle is all off, why:', ''] + off + ['']
     return head + '\n'.join(body)
 
 

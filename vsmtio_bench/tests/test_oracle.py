@@ -183,6 +183,18 @@ class TestSearchLogic(testtools.TestCase):
         r = self.oracle(lambda cfg, seed: (0.99, 1.0))
         self.assertEqual(space.all_off('vsmtio'), r['config'])
         self.assertEqual(1.0, r['io_gain'])
+        self.assertRegex(r['why'], r'^nothing of \d+ configurations searched '
+                                   r'gained')
+
+    def test_all_off_says_which_floor_the_best_broke(self):
+        def gains(cfg, seed):
+            t = cfg['retain'].get('web', 0)
+            # a gain on the search's seed, a loss for batch on the other
+            return 1.0 + t / 1000.0, 0.99 if seed == 1 else 0.9
+        r = self.oracle(gains)
+        self.assertEqual(space.all_off('vsmtio'), r['config'])
+        self.assertIn('kept every floor in 1 of 2 seeds; at its worst '
+                      'batch at 0.928', r['why'])
 
     def test_a_weight_that_pays_only_with_a_timeout(self):
         # x2.5 alone costs the web VM, 100 us alone gains little: one at
