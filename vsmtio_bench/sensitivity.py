@@ -340,10 +340,16 @@ def _count(results, names, sched):
                if got.get('schedulers', {}).get(label, 'cfs') == sched)
 
 
-def _verdict(fails):
-    """One scheduler's sentence: what holds everywhere, what fails where."""
+def _verdict(fails, points):
+    """One scheduler's sentence: what holds everywhere, what fails where.
+
+    ``points`` is how many points ran under the scheduler: a conclusion
+    failing at each of several is said so, not listed.
+    """
     held = [t for k, t in CONCLUSIONS if not fails[k]]
-    broken = ['%s fails at %s' % (t, ', '.join(fails[k]))
+    broken = ['%s fails at %s' % (t, 'every point'
+                                  if len(fails[k]) == points > 1
+                                  else ', '.join(fails[k]))
               for k, t in CONCLUSIONS if fails[k]]
     return '%s%s.' % (
         ('holding at every point: ' + '; '.join(held) + '. ') if held
@@ -360,8 +366,9 @@ def survival(results, names):
     """
     fails = _failures(results, names)
     scheds = sorted(fails)
+    counts = {s: _count(results, names, s) for s in scheds}
     out = ['- Under %s (%d point(s)): %s' % (
-        s.upper(), _count(results, names, s), _verdict(fails[s]))
+        s.upper(), counts[s], _verdict(fails[s], counts[s]))
         for s in scheds]
     if len(scheds) > 1:
         differ = [t for k, t in CONCLUSIONS
@@ -622,37 +629,49 @@ def cliff_rows(cliff):
             for sched, w, factor, f in cliff_points(cliff)]
 
 
+def _kept(pts):
+    """Where a curve keeps every floor in every seed, and its best gain."""
+    kept = [(factor, f) for factor, f in pts
+            if f['seeds'] and f['ok'] == f['seeds']]
+    if not kept:
+        return 'no factor keeps the floors in every seed'
+    where = ('at every factor' if len(kept) == len(pts) else
+             'at ' + ', '.join(factor for factor, _f in kept) + ' only')
+    factor, f = max(kept, key=lambda kf: kf[1]['io_gain'][0] or 0.0)
+    return ('floors kept in every seed %s (the best I/O gain among them %s '
+            'at %s)' % (where, pm(f['io_gain']), factor))
+
+
+def _step(pts):
+    """The steepest fall of the computing VMs' lowest ratio, or none."""
+    steps = [(a[1]['cpu_low'][0] - b[1]['cpu_low'][0], a, b)
+             for a, b in zip(pts, pts[1:])
+             if a[1]['cpu_low'][0] is not None
+             and b[1]['cpu_low'][0] is not None]
+    drop, a, b = max(steps, key=lambda s: s[0], default=(0.0, None, None))
+    if drop <= stats.NOISE:
+        return 'no step of the computing VMs\' lowest ratio beyond %g' % (
+            stats.NOISE)
+    return ('the computing VMs\' lowest ratio falls most from %s to %s, '
+            '%s to %s' % (a[0], b[0], pm(a[1]['cpu_low']),
+                          pm(b[1]['cpu_low'])))
+
+
 def cliff_text(cliff):
     """What the cliff's table says, one bullet per curve.
 
-    For each scheduler and granularity: the highest factor whose every
-    seed keeps every honest VM's floors, with its I/O gain, and the
-    steepest step of the computing VMs' lowest ratio between neighbouring
-    factors (where the cliff is, if there is one).
+    For each scheduler and granularity: the factors at which every seed
+    keeps every honest VM's floors, with the best I/O gain among them, and
+    the steepest fall of the computing VMs' lowest ratio between
+    neighbouring factors beyond the noise band (where the cliff is, if
+    there is one).
     """
     curves = {}
     for sched, w, factor, f in cliff_points(cliff):
         curves.setdefault((sched, w), []).append((factor, f))
-    out = []
-    for (sched, w), pts in curves.items():
-        kept = [(factor, f) for factor, f in pts
-                if f['seeds'] and f['ok'] == f['seeds']]
-        top = ('floors kept in every seed up to %s (I/O gain %s)'
-               % (kept[-1][0], pm(kept[-1][1]['io_gain'])) if kept else
-               'no factor keeps the floors in every seed')
-        steps = [(a[1]['cpu_low'][0] - b[1]['cpu_low'][0], a, b)
-                 for a, b in zip(pts, pts[1:])
-                 if a[1]['cpu_low'][0] is not None
-                 and b[1]['cpu_low'][0] is not None]
-        step = ''
-        if steps:
-            drop, a, b = max(steps, key=lambda s: s[0])
-            step = ('; the computing VMs\' lowest ratio falls most from '
-                    '%s to %s, %s to %s' % (a[0], b[0], pm(a[1]['cpu_low']),
-                                            pm(b[1]['cpu_low'])))
-        out.append('- %s, wake-up granularity %s: %s%s.' % (
-            sched.upper(), w + (' us' if w != NOT_READ else ''), top, step))
-    return '\n'.join(out) + '\n'
+    return '\n'.join('- %s, wake-up granularity %s: %s; %s.' % (
+        sched.upper(), w + (' us' if w != NOT_READ else ''), _kept(pts),
+        _step(pts)) for (sched, w), pts in curves.items()) + '\n'
 
 
 def _window(duration):

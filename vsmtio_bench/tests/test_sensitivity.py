@@ -199,6 +199,15 @@ class TestSurvival(testtools.TestCase):
         self.assertEqual('- Differing by scheduler: (a) the product\'s '
                          'no-regression; (c) the product\'s gain.', differ)
 
+    def test_a_conclusion_failing_everywhere_is_said_so(self):
+        res = results()
+        for got in res['s'].values():
+            for point in got['points'].values():
+                for runs in point.values():
+                    runs['vsmtio'] = scaled({'batch': 0.5})
+        cfs = bench.survival(res, ['s']).split('\n')[0]
+        self.assertIn('no-regression fails at every point', cfs)
+
     def test_one_scheduler_has_no_comparison(self):
         res = results()
         del res['s']['scheduler.policy']
@@ -243,10 +252,19 @@ class TestCliff(testtools.TestCase):
         text = bench.cliff_text(cliff())
         cfs, eevdf = text.strip().split('\n')
         self.assertIn('CFS, wake-up granularity 4000 us: floors kept in '
-                      'every seed up to x2.5 (I/O gain 1.549±0.000)', cfs)
+                      'every seed at x2.5 only (the best I/O gain among '
+                      'them 1.549±0.000 at x2.5)', cfs)
         self.assertIn('falls most from x2.5 to x2.75', cfs)
         self.assertIn('EEVDF, wake-up granularity not read: floors kept in '
-                      'every seed up to x2.75', eevdf)
+                      'every seed at every factor (the best I/O gain among '
+                      'them 4.000±0.000 at x2.75)', eevdf)
+        # 0.99 to 0.98 is a step, 0.99 to 0.988 within the noise is not
+        self.assertIn('falls most', eevdf)
+        flat = cliff()
+        for runs in flat['points']['eevdf'][bench.NOT_READ].values():
+            runs['x2.75'] = scaled({'batch': 0.988})
+        self.assertIn('no step of the computing VMs\' lowest ratio beyond',
+                      bench.cliff_text(flat).strip().split('\n')[1])
 
 
 class TestSection(testtools.TestCase):
