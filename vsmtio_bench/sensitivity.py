@@ -2,14 +2,33 @@
 
 Every unsourced or disputed input of the model (``SWEEP``, one row per
 input) is swept over its plausible range on ``SENSITIVITY_SCENARIOS``
-under the three kernels the conclusions are about, each point a scenario
-of its own (``scenario.set_input``). Each point is judged per honest VM
-against its own vanilla figure (``judge``), never by class totals, and
-the section says which of the benchmark's conclusions hold across each
-input's range (``conclusions``).
+under the kernels the conclusions are about (vanilla, KVM's halt polling,
+the paper-literal vSMT-IO and the product), each point a scenario of its
+own (``scenario.set_input``) run on every seed of ``SENS_SEEDS``. One
+seed is one draw of the guard's path and of the model's noise, so a
+conclusion counts as holding at a point only if it holds in every seed,
+and every figure is a mean over the seeds with its 95% t interval
+(:mod:`vsmtio_sim.intervals`).
+
+Each seed is judged per honest VM against its own vanilla figure on that
+seed (:func:`vsmtio_sim.tenants.judge`), never by class totals, with
+floors net of the model's noise from the A/A run of the same point and
+seed. The section says which of the benchmark's conclusions hold across
+each input's range (:func:`conclusions`), and which survive every row,
+per scheduler (:func:`survival`).
+
+The product's main lever, a serving VM's CPU weight, sits on a modelled
+cliff on ``CLIFF_SCENARIO``; :func:`run_cliff` sweeps the static weight
+factor there across the wake-up granularity and both schedulers, so the
+section shows whether the cliff is the model's CFS wake-up rule and how
+far it moves (:func:`cliff_rows`).
+
+Every run is cached by the version of the code it ran
+(:mod:`vsmtio_bench.cache`): a rerun only does what changed.
 """
 
 import concurrent.futures
+import functools
 import os
 import sys
 import tempfile
@@ -17,18 +36,39 @@ import time
 
 import yaml
 
+from vsmtio_bench import cache
 from vsmtio_bench import document
+from vsmtio_bench import oracle
+from vsmtio_bench import space
 from vsmtio_bench import stats
+from vsmtio_sim import intervals
 from vsmtio_sim import runner
 from vsmtio_sim import scenario
+from vsmtio_sim import tenants
+
+# The CFS wake-up granularity the rows and the cliff sweep: Linux's
+# normalized 1 ms unscaled (sched_tunable_scaling 0, none), the shipped
+# 4 ms (1 ms scaled by 1 + ilog2(8), the default logarithmic scaling on 8
+# or more CPUs; also what vSMT-IO's own scripts set), and 15 ms, what
+# tuned's throughput-performance profile (and virtual-host, built on it)
+# sets on RHEL and CentOS hosts.
+WAKEUP_US = (1000, 4000, 15000)
 
 # The sensitivity study: every unsourced or disputed input, swept over its
-# plausible range on SENSITIVITY_SCENARIOS under the three kernels the
-# conclusions are about. DATA: one row per input, adding an input is one
-# line. A row is (dotted path into scenario.inputs(), several paths joined
-# by ',' move together; the values, each the input's value or 'xF' for F
-# times the shipped one, the shipped value among them; why the range).
+# plausible range on SENSITIVITY_SCENARIOS under SENSITIVITY_KERNELS.
+# DATA: one row per input, adding an input is one line. A row is (dotted
+# path into scenario.inputs(), several paths joined by ',' move together;
+# the values, each the input's value or 'xF' for F times the shipped one,
+# the shipped value among them; why the range).
 SWEEP = (
+    ('scheduler.policy', ('cfs', 'eevdf'),
+     'Linux 5.3\'s CFS (shipped, the paper\'s host) or EEVDF, the fair '
+     'scheduler since Linux 6.6 (Debian 13, Ubuntu 24.04)'),
+    ('scheduler.wakeup_granularity_us', WAKEUP_US,
+     'CFS\'s wake-up preemption lag: 1 ms unscaled (tunable scaling '
+     'none), 4 ms shipped (1 ms x (1 + ilog2(8)), the default scaling), '
+     '15 ms as tuned\'s throughput-performance and virtual-host profiles '
+     'set it; EEVDF does not read it'),
     ('scheduler.vm_cgroup_shares', (0, 1024, 8192),
      'libvirt gives every VM a cgroup of weight 1024 (shipped); 0 is one '
      'flat run queue, which Table 5\'s switch rates favour; 8192 a flavor '
@@ -45,7 +85,9 @@ SWEEP = (
     ('costs.host_idle.per_core', (True, False),
      'a halted thread pays its C-state\'s exit only when its sibling idles '
      'too (the SDM\'s core C-state rule, shipped true); false charges each '
-     'thread its own deep exit, an upper bound on the wake-up cost'),
+     'thread its own deep exit, an upper bound on the wake-up cost. It '
+     'matters where threads halt beside busy siblings: halt polling\'s '
+     'expired polls on the Fig. 4 pair'),
     ('scheduler.net_completions', ('spread', 'flow', 'single'),
      'where a network completion lands: spread over the VM\'s vCPUs '
      '(shipped, the paper\'s section 6.3), back on the requester (tun automq '
@@ -63,11 +105,31 @@ SWEEP = (
      'true is this project\'s variant'),
 )
 SENSITIVITY_SCENARIOS = ('fig5_hbase_pagerank', 'fig4_hbase_matmul')
-SENSITIVITY_KERNELS = ('vanilla', 'vsmtio-paper', 'vsmtio')
+SENSITIVITY_KERNELS = ('vanilla', 'haltpoll', 'vsmtio-paper', 'vsmtio')
+# the kernels the agent drives: their runs read the whole agent
+AGENT_KERNELS = ('vsmtio-paper', 'vsmtio')
+SENS_SEEDS = (1, 2, 3)
+# a point's A/A run (vanilla after another history) among its kernels
+AA = 'aa'
+# (prefix, kernel): the kernels whose direction against vanilla is a
+# conclusion, for the serving and for the computing VMs
+DIRECTIONS = (('paper', 'vsmtio-paper'), ('haltpoll', 'haltpoll'))
+CONCLUSIONS = (
+    ('no_regression', '(a) the product\'s no-regression'),
+    ('paper_io', '(b) the paper-literal kernel\'s I/O direction'),
+    ('paper_cpu', '(b) its CPU direction'),
+    ('gain', '(c) the product\'s gain'),
+    ('haltpoll_io', '(d) halt polling\'s I/O direction'),
+    ('haltpoll_cpu', '(d) its CPU direction'),
+)
 
-# Each honest VM's floor under the product, by what it does: a serving VM
-# (requests) at vanilla's, a computing VM (instructions) at 0.97 of it.
-FLOORS = {'requests_per_s': 1.0, 'instructions_per_s': 0.97}
+# The lever's cliff: the static weight factor on both serving VMs of
+# CLIFF_SCENARIO, no agent, under each scheduler and CFS wake-up
+# granularity (EEVDF reads none: one column).
+CLIFF_SCENARIO = 'fig5_dbt1_multipleclassify'
+CLIFF_FACTORS = (2.0, 2.25, 2.5, 2.75, 3.0)
+CLIFF_SCHEDULERS = ('cfs', 'eevdf')
+NOT_READ = 'not read'
 
 
 def _label(value):
@@ -94,70 +156,106 @@ def point_doc(doc, paths, value):
     return doc
 
 
-def vm_ratios(res, kernel):
-    """``[(vm, metric, ratio, floor)]``: each honest VM under ``kernel``.
+def _honest(verdicts, role=None):
+    return [v for _vm, v in sorted(verdicts.items())
+            if v['ok'] is not None and role in (None, v['role'])]
 
-    A serving VM is judged on its requests, a computing one on its
-    instructions, a mixed one on both; an adversary not at all.
+
+def _band(verdict):
+    """How far from 1 a VM's ratio must be to be no tie.
+
+    The bench's noise band, or where vanilla against itself (the A/A
+    run) is already further from 1, that distance: no smaller difference
+    can be told from the model's noise.
     """
-    base = res['vanilla']['vms']
-    out = []
-    for vm in sorted(base):
-        b = base[vm]
-        if b.get('adversary'):
-            continue
-        kind = b['kind']
-        metrics = {'io': ('requests_per_s',),
-                   'cpu': ('instructions_per_s',)}.get(
-            kind, ('requests_per_s', 'instructions_per_s'))
-        for m in metrics:
-            if b[m]:
-                out.append((vm, m, res[kernel]['vms'][vm][m] / b[m],
-                            FLOORS[m]))
-    return out
+    aa = verdict.get('aa_ratio')
+    return max(stats.NOISE, abs(aa - 1.0) if aa is not None else 0.0)
 
 
-def _direction(ratios):
+def _direction(verdicts):
     """'+' every VM above 1, '-' every VM below, '~' otherwise."""
-    if not ratios:
+    if not verdicts:
         return 'n/a'
-    if all(r > 1.0 + stats.NOISE for r in ratios):
+    if all(v['ratio'] > 1.0 + _band(v) for v in verdicts):
         return '+'
-    if all(r < 1.0 - stats.NOISE for r in ratios):
+    if all(v['ratio'] < 1.0 - _band(v) for v in verdicts):
         return '-'
     return '~'
 
 
-def judge(res):
-    """The three conclusions at one point, each VM judged on its own.
+def judge(runs):
+    """The conclusions at one point on one seed, each VM judged alone.
 
-    ``no_regression``: every honest VM at or above its floor under the
-    product (``worst`` is the lowest ratio over floor); ``paper_io`` /
-    ``paper_cpu``: the direction of the paper-literal kernel against
-    vanilla for the serving / computing VMs; ``gain``: the product's
-    largest gain over vanilla for any honest VM.
+    ``runs`` is ``{kernel: result}`` of one seed, with the A/A run under
+    ``AA`` where there is one (floors and ties net of it). Returns
+    ``no_regression``: every honest VM under the product at its floors
+    (:func:`vsmtio_sim.tenants.judge`), ``worst`` the lowest VM's ratio
+    over its floor; ``gain``: the product's largest gain over vanilla for
+    any honest VM, ``gains`` whether it is beyond the noise; and for each
+    of ``DIRECTIONS`` the direction of that kernel against vanilla for the
+    serving (``_io``) and the computing (``_cpu``) VMs.
     """
-    mine = vm_ratios(res, 'vsmtio')
-    paper = vm_ratios(res, 'vsmtio-paper')
-    worst = min((r / f for _vm, _m, r, f in mine), default=None)
-    return {
-        'no_regression': worst is None or worst >= 1.0 - stats.NOISE,
-        'worst': worst,
-        'paper_io': _direction([r for _v, m, r, _f in paper
-                                if m == 'requests_per_s']),
-        'paper_cpu': _direction([r for _v, m, r, _f in paper
-                                 if m == 'instructions_per_s']),
-        'gain': max((r - 1.0 for _v, _m, r, _f in mine), default=0.0),
-    }
+    base, aa = runs['vanilla'], runs.get(AA)
+    verdicts = tenants.judge(runs['vsmtio'], base, aa)
+    mine, summary = _honest(verdicts), tenants.summary(verdicts)
+    out = {
+        'no_regression': summary['ok'],
+        'worst': summary['worst'][1] if summary['worst'] else None,
+        'gain': max((v['ratio'] - 1.0 for v in mine), default=0.0),
+        'gains': any(v['ratio'] - 1.0 > _band(v) for v in mine)}
+    for prefix, kernel in DIRECTIONS:
+        verdicts = (tenants.judge(runs[kernel], base, aa) if kernel in runs
+                    else {})
+        out[prefix + '_io'] = _direction(_honest(verdicts, 'serving'))
+        out[prefix + '_cpu'] = _direction(_honest(verdicts, 'computing'))
+    return out
+
+
+def over_seeds(per_seed):
+    """One point's conclusions over its seeds.
+
+    ``per_seed`` is ``{seed: judge()}``. A yes-or-no conclusion holds at
+    the point only if it holds in every seed (one seed's luck is no
+    conclusion); a direction is the seeds' common one, ``'?'`` where
+    they disagree; ``worst`` and ``gain`` become ``(mean, low, high)``
+    over the seeds (:func:`vsmtio_sim.intervals.interval`).
+    """
+    js = [per_seed[s] for s in sorted(per_seed)]
+    out = {'seeds': len(js),
+           'no_regression': all(j['no_regression'] for j in js),
+           'gains': bool(js) and all(j['gains'] for j in js),
+           'worst': intervals.interval([j['worst'] for j in js]),
+           'gain': intervals.interval([j['gain'] for j in js])}
+    for prefix, _kernel in DIRECTIONS:
+        for key in (prefix + '_io', prefix + '_cpu'):
+            got = {j[key] for j in js}
+            out[key] = got.pop() if len(got) == 1 else '?'
+    return out
+
+
+def judged(point):
+    """:func:`over_seeds` of a point's runs, ``{seed: {kernel: result}}``."""
+    return over_seeds({s: judge(runs) for s, runs in point.items()})
+
+
+def pm(mean_low_high, fmt='%.3f', scale=1.0):
+    """``1.012±0.011``: a mean and half its interval; the mean alone."""
+    m, lo, hi = mean_low_high
+    if m is None:
+        return '-'
+    if lo is None:
+        return fmt % (scale * m)
+    return (fmt + '±' + fmt.replace('+', '')) % (
+        scale * m, scale * (hi - lo) / 2.0)
 
 
 def conclusions(points, shipped):
     """Which conclusions hold across one input's values.
 
-    ``points`` is ``[(value label, judge() of it)]`` in the row's order,
-    ``shipped`` the label of the shipped value. Returns one cell per
-    conclusion: whether it holds at every value, then its figure at each
-    (the shipped one starred).
+    ``points`` is ``[(value label, over_seeds() of it)]`` in the row's
+    order, ``shipped`` the label of the shipped value. Returns one cell
+    per conclusion: whether it holds at every value, then its figure at
+    each (the shipped one starred).
     """
     def figures(fmt):
         return ' '.join(fmt(j) + ('*' if v == shipped else '')
@@ -166,20 +264,27 @@ def conclusions(points, shipped):
     fails = [v for v, j in points if not j['no_regression']]
     cells = {'no_regression': '%s: %s' % (
         'holds' if not fails else 'fails at ' + ', '.join(fails),
-        figures(lambda j: document.figure(j['worst'], '%.3f')))}
+        figures(lambda j: pm(j['worst'])))}
     ref = dict(points).get(shipped) or points[0][1]
-    for key in ('paper_io', 'paper_cpu'):
-        flips = [v for v, j in points if j[key] != ref[key]]
-        cells[key] = '%s: %s' % (
-            'holds' if not flips else 'flips at ' + ', '.join(flips),
-            figures(lambda j: j[key]))
-    gains = [v for v, j in points if j['gain'] > stats.NOISE]
+    for prefix, _kernel in DIRECTIONS:
+        for key in (prefix + '_io', prefix + '_cpu'):
+            flips = [v for v, j in points if j[key] != ref[key]]
+            cells[key] = '%s: %s' % (
+                'holds' if not flips else 'flips at ' + ', '.join(flips),
+                figures(lambda j: j[key]))
+    gains = [v for v, j in points if j['gains']]
     cells['gain'] = '%s: %s' % (
         'holds' if len(gains) == len(points) else
         'none anywhere' if not gains else
         'only at ' + ', '.join(gains),
-        figures(lambda j: '%+.1f%%' % (100.0 * j['gain'])))
+        figures(lambda j: pm(j['gain'], '%+.1f', 100.0) + '%'))
     return cells
+
+
+def _row_points(got, values):
+    """``[(label, over_seeds())]`` of one row's results, in its order."""
+    return [(v, judged(got['points'][v])) for v in
+            (_label(x) for x in values) if v in got['points']]
 
 
 def sensitivity_rows(results, names):
@@ -190,13 +295,89 @@ def sensitivity_rows(results, names):
             got = results.get(name, {}).get(paths)
             if not got:
                 continue
-            shipped = got['shipped']
-            points = [(v, judge(got['points'][v])) for v in
-                      (_label(x) for x in values) if v in got['points']]
-            c = conclusions(points, shipped)
-            rows.append([name, paths.replace(',', ', '), c['no_regression'],
-                         c['paper_io'], c['paper_cpu'], c['gain']])
+            c = conclusions(_row_points(got, values), got['shipped'])
+            rows.append([name, paths.replace(',', ', ')] +
+                        [c[k] for k, _title in CONCLUSIONS])
     return rows
+
+
+def _failures(results, names):
+    """``{scheduler: {conclusion: [where it fails]}}`` over every point.
+
+    A direction fails where it differs from its scenario's shipped
+    point (under the shipped scheduler): it is a conclusion about that
+    scenario. Each place is ``scenario input=value``.
+    """
+    out = {}
+    for name in names:
+        rows = results.get(name, {})
+        for paths, _values, _why in SWEEP:
+            got = rows.get(paths)
+            if not got:
+                continue
+            ref = judged(got['points'][got['shipped']])
+            for label, point in got['points'].items():
+                sched = got.get('schedulers', {}).get(label, 'cfs')
+                j = judged(point)
+                fails = out.setdefault(sched, {k: [] for k, _t
+                                               in CONCLUSIONS})
+                where = '%s ``%s=%s``' % (name, paths, label)
+                if not j['no_regression']:
+                    fails['no_regression'].append(where)
+                if not j['gains']:
+                    fails['gain'].append(where)
+                for key in fails:
+                    if key not in ('no_regression', 'gain') and (
+                            j[key] != ref[key]):
+                        fails[key].append(where)
+    return out
+
+
+def _count(results, names, sched):
+    """How many points of ``results`` ran under ``sched``."""
+    return sum(1 for name in names for got in results.get(name, {}).values()
+               for label in got['points']
+               if got.get('schedulers', {}).get(label, 'cfs') == sched)
+
+
+def _verdict(fails, points):
+    """One scheduler's sentence: what holds everywhere, what fails where.
+
+    ``points`` is how many points ran under the scheduler: a conclusion
+    failing at each of several is said so, not listed.
+    """
+    held = [t for k, t in CONCLUSIONS if not fails[k]]
+    broken = ['%s fails at %s' % (t, 'every point'
+                                  if len(fails[k]) == points > 1
+                                  else ', '.join(fails[k]))
+              for k, t in CONCLUSIONS if fails[k]]
+    return '%s%s.' % (
+        ('holding at every point: ' + '; '.join(held) + '. ') if held
+        else 'none holds at every point. ',
+        '; '.join(broken) if broken else 'Nothing fails')
+
+
+def survival(results, names):
+    """The section's verdict: which conclusions survive every row.
+
+    One bullet per scheduler the points ran under, each conclusion
+    either holding at every point or failing at the places named; then
+    the conclusions whose verdict differs between the schedulers.
+    """
+    fails = _failures(results, names)
+    scheds = sorted(fails)
+    counts = {s: _count(results, names, s) for s in scheds}
+    out = ['- Under %s (%d point(s)): %s' % (
+        s.upper(), counts[s], _verdict(fails[s], counts[s]))
+        for s in scheds]
+    if len(scheds) > 1:
+        differ = [t for k, t in CONCLUSIONS
+                  if len({bool(fails[s][k]) for s in scheds}) > 1]
+        out.append('- ' + ('Differing by scheduler: ' + '; '.join(differ)
+                           + '.' if differ else
+                           'Every conclusion has the same verdict under %s.'
+                           % ' and '.join(s.upper() for s in scheds)))
+    return '\n'.join(out) + '\n' if out else ''
 
 
 def _shipped_label(doc, paths, values):
@@ -215,34 +396,89 @@ def _shipped_label(doc, paths, values):
     return 'x1'
 
 
-def _sens_job(args):
-    key, text, kernel, duration = args
-    c = time.process_time()
+@functools.lru_cache(maxsize=None)
+def _store(kind, parts):
+    # one hash of the sources per process
+    return cache.Store(kind, parts)
+
+
+def _trim(r):
+    """What the judgement and the section read of a run (as cached)."""
+    a = r.get('agent') or {}
+    return {'io_throughput': r['io_throughput'],
+            'cpu_throughput': r['cpu_throughput'],
+            'windows': r['windows'],
+            'vms': {vm: {k: v.get(k) for k in oracle._VM_KEEP}
+                    for vm, v in r['vms'].items()},
+            'settled_at_s': a.get('settled_at_s'),
+            'mechanisms': a.get('mechanisms')}
+
+
+def _run_text(text, kernel, seed, duration):
+    """One run of a point (its scenario YAML ``text``), trimmed.
+
+    ``kernel`` ``AA`` is the point's A/A run: vanilla measured after
+    another history, ``runner.AA_SHIFT_S`` later at steady state, half the
+    window later in a fixed-duration run.
+    """
     fd, path = tempfile.mkstemp(suffix='.yaml')
     with os.fdopen(fd, 'w') as f:
         f.write(text)
     try:
-        if duration:
-            r = runner.run(path, kernel, duration=duration)
+        if kernel != AA:
+            r = (runner.run(path, kernel, seed, duration=duration)
+                 if duration else
+                 runner.run(path, kernel, seed, steady=True))
+        elif duration:
+            warmup = scenario.load(path).warmup_s
+            warmup = warmup if warmup < duration else duration / 4.0
+            shift = duration / 2.0
+            r = runner.run(path, 'vanilla', seed, duration=duration + shift,
+                           warmup_s=warmup + shift)
         else:
-            r = runner.run(path, kernel, steady=True)
+            r = runner.run(path, 'vanilla', seed, steady=True,
+                           warmup_s=(scenario.load(path).warmup_s
+                                     + runner.AA_SHIFT_S))
     finally:
         os.unlink(path)
-    a = r.get('agent') or {}
-    return key, kernel, {
-        'vms': r['vms'], 'io_throughput': r['io_throughput'],
-        'cpu_throughput': r['cpu_throughput'],
-        'settled_at_s': a.get('settled_at_s'),
-        'mechanisms': a.get('mechanisms'),
-        'cpu_s': time.process_time() - c}
+    return _trim(r)
 
 
-def run_sensitivity(names, rows, processes, duration=0.0):
-    """Every point of every row on every scenario, each run once.
+def _sens_job(args):
+    """One cached run of the rows' study: ``(key, seed, kernel, result)``."""
+    key, text, kernel, seed, duration = args
+    c = time.process_time()
+    store = _store('sensitivity', cache.PRODUCT if kernel in AGENT_KERNELS
+                   else cache.MODEL)
 
-    Points that make the same scenario (the shipped value of every row)
-    share one run. Returns ``({scenario: {paths: {'shipped': label,
-    'points': {label: {kernel: result}}}}}, cpu seconds)``.
+    def compute():
+        r = _run_text(text, kernel, seed, duration)
+        r['cpu_s'] = time.process_time() - c
+        return r
+    r = store.memo({'scenario': text, 'kernel': kernel, 'seed': seed,
+                    'duration': duration}, compute)
+    return key, seed, kernel, r
+
+
+def _pool_map(fn, jobs, processes, what):
+    """``fn`` over ``jobs``, ``processes`` at a time; progress on stderr."""
+    with concurrent.futures.ProcessPoolExecutor(processes) as pool:
+        for i, got in enumerate(pool.map(fn, jobs), 1):
+            sys.stderr.write('[%s %d/%d] %s\n' % (
+                what, i, len(jobs), ' '.join(str(x) for x in got[:-1])))
+            yield got
+
+
+def run_sensitivity(names, rows, processes, duration=0.0, seeds=SENS_SEEDS):
+    """Every point of every row on every scenario, on every seed.
+
+    Each point runs under ``SENSITIVITY_KERNELS`` and its A/A run
+    (``AA``) on each seed; points that make the same scenario (the
+    shipped value of every row) share their runs. Returns
+    ``({scenario: {paths: {'shipped': label, 'schedulers': {label:
+    policy}, 'points': {label: {seed: {kernel: result}}}}}}, CPU
+    seconds)``; seeds are strings, as JSON keeps them. The CPU seconds are
+    what the runs cost, a cached one what it cost when it ran.
     """
     docs, where = {}, []
     for name in names:
@@ -250,94 +486,326 @@ def run_sensitivity(names, rows, processes, duration=0.0):
         for paths, values, _why in rows:
             shipped = _shipped_label(doc, paths, values)
             for v in values:
-                text = yaml.safe_dump(point_doc(doc, paths, v),
-                                      sort_keys=True)
+                pdoc = point_doc(doc, paths, v)
+                text = yaml.safe_dump(pdoc, sort_keys=True)
                 docs.setdefault(text, len(docs))
-                where.append((name, paths, shipped, _label(v), docs[text]))
-    jobs = [(key, text, k, duration) for text, key in docs.items()
-            for k in SENSITIVITY_KERNELS]
+                where.append((name, paths, shipped, _label(v), docs[text],
+                              scenario.inputs(pdoc)['scheduler']['policy']))
+    jobs = [(key, text, k, seed, duration) for text, key in docs.items()
+            for seed in seeds for k in SENSITIVITY_KERNELS + (AA,)]
     # the agent's kernels take longest: start them first
-    jobs.sort(key=lambda j: j[2] == 'vanilla')
+    jobs.sort(key=lambda j: j[2] not in AGENT_KERNELS)
     got, cpu_s = {}, 0.0
-    with concurrent.futures.ProcessPoolExecutor(processes) as pool:
-        for i, (key, kernel, r) in enumerate(pool.map(_sens_job, jobs), 1):
-            got.setdefault(key, {})[kernel] = r
-            cpu_s += r['cpu_s']
-            sys.stderr.write('[sensitivity %d/%d] point %d %s: %.0f CPU-s\n'
-                             % (i, len(jobs), key, kernel, r['cpu_s']))
+    for key, seed, kernel, r in _pool_map(_sens_job, jobs, processes,
+                                          'sensitivity'):
+        got.setdefault(key, {}).setdefault(str(seed), {})[kernel] = r
+        cpu_s += r.get('cpu_s', 0.0)
     out = {}
-    for name, paths, shipped, label, key in where:
+    for name, paths, shipped, label, key, policy in where:
         row = out.setdefault(name, {}).setdefault(
-            paths, {'shipped': shipped, 'points': {}})
+            paths, {'shipped': shipped, 'points': {}, 'schedulers': {}})
         row['points'][label] = got[key]
+        row['schedulers'][label] = policy
     return out, cpu_s
 
 
-def sensitivity_section(sens, names, cpu_s, duration):
-    """The 'Sensitivity' section of the document."""
-    if not sens:
-        return ''
-    table = document.rst_table
-    inputs = table(['input', 'values (shipped \\*)', 'why this range'], [
-        [p.replace(',', ', '), ' '.join(
-            _label(v) + ('*' if _label(v) == next(iter(
-                sens.values())).get(p, {}).get('shipped') else '')
-            for v in vals), why] for p, vals, why in SWEEP])
-    window = ('a fixed %g s run (warm-up as the scenario says): a '
-              'transient, for trying the code only' % duration
-              if duration else
-              'at steady state like the main study (the agent settles, '
-              'then one cycle of the guard\'s retests is measured)')
-    return SENS_HEAD.format(
-        scenarios=', '.join(names), n=len(sens), kernels=', '.join(
-            SENSITIVITY_KERNELS), window=window, cpu=cpu_s / 60.0,
-        wall=cpu_s / 120.0, noise=stats.NOISE) + inputs + '\n\n' + \
-        SENS_TABLE + table(['scenario', 'input', '(a) no regression',
-                            '(b) paper I/O', '(b) paper CPU',
-                            '(c) product gain'],
-                           sensitivity_rows(sens, names)) + '\n'
+def serving_vms(name):
+    """The honest serving VMs of scenario ``name``: the lever's VMs."""
+    sc = scenario.load(name)
+    return [vm['name'] for vm in sc.vms if sc.vm_kind(vm['name']) != 'cpu'
+            and vm['name'] not in sc.adversaries]
 
+
+def _cliff_job(args):
+    """One cached static run of the cliff sweep."""
+    where, text, label, cfg, seed, sched, measure_s, shift_s = args
+    c = time.process_time()
+
+    def compute():
+        fd, path = tempfile.mkstemp(suffix='.yaml')
+        with os.fdopen(fd, 'w') as f:
+            f.write(text)
+        try:
+            r = oracle.run(path, cfg['family'] if cfg else 'vanilla', cfg,
+                           measure_s, seed, sched, shift_s)
+        finally:
+            os.unlink(path)
+        r['cpu_s'] = time.process_time() - c
+        return r
+    r = _store('sensitivity-cliff', cache.MODEL).memo(
+        {'scenario': text, 'config': cfg, 'seed': seed, 'scheduler': sched,
+         'measure_s': measure_s, 'shift_s': shift_s}, compute)
+    return where, seed, label, r
+
+
+def cliff_factor(factor):
+    return 'x%g' % factor
+
+
+def run_cliff(name=CLIFF_SCENARIO, seeds=SENS_SEEDS, processes=1,
+              duration=0.0, factors=CLIFF_FACTORS, wakeups=WAKEUP_US,
+              schedulers=CLIFF_SCHEDULERS):
+    """The static weight factor on every serving VM of ``name``, swept.
+
+    No agent: each factor applied once (:func:`space.setup_for`), with
+    vanilla and its A/A run of the same scheduler, granularity and seed as
+    the reference. Under CFS every one of ``wakeups``; EEVDF reads no
+    wake-up granularity, so it runs the scenario's own (its label
+    ``NOT_READ``). ``duration`` > 0 measures that many seconds after
+    the warm-up instead of the steady window (to try the code). Returns
+    ``({'scenario', 'serving', 'factors', 'points': {scheduler:
+    {granularity label: {seed: {label: result}}}}}, CPU seconds)``.
+    """
+    doc = scenario.load_doc(name)[0]
+    serving = serving_vms(name)
+    measure_s = duration or None
+    shift_s = duration / 2.0 if duration else runner.AA_SHIFT_S
+    jobs = []
+    for sched in schedulers:
+        for w in (wakeups if sched == 'cfs' else (None,)):
+            text = yaml.safe_dump(doc if w is None else scenario.set_input(
+                doc, 'scheduler.wakeup_granularity_us', w), sort_keys=True)
+            where = (sched, NOT_READ if w is None else str(w))
+            for seed in seeds:
+                jobs.append((where, text, 'vanilla', None, seed, sched,
+                             measure_s, 0.0))
+                jobs.append((where, text, AA, None, seed, sched,
+                             measure_s, shift_s))
+                jobs.extend((where, text, cliff_factor(f), dict(
+                    space.all_off('vsmtio'),
+                    weights={vm: f for vm in serving}),
+                    seed, sched, measure_s, 0.0) for f in factors)
+    points, cpu_s = {}, 0.0
+    for (sched, w), seed, label, r in _pool_map(_cliff_job, jobs, processes,
+                                                'cliff'):
+        points.setdefault(sched, {}).setdefault(w, {}).setdefault(
+            str(seed), {})[label] = r
+        cpu_s += r.get('cpu_s', 0.0)
+    return {'scenario': name, 'serving': serving,
+            'factors': [cliff_factor(f) for f in factors],
+            'points': points}, cpu_s
+
+
+def cliff_judge(runs, factor):
+    """One seed's figures at one factor: I/O gain, lowest CPU, floors.
+
+    ``io_gain`` is the geometric mean of the honest serving VMs' ratios,
+    ``cpu_low`` the lowest honest computing VM's ratio (what the weight
+    takes from), ``ok`` every honest VM at its floors net of the A/A run.
+    """
+    verdicts = tenants.judge(runs[factor], runs['vanilla'], runs.get(AA))
+    s = tenants.summary(verdicts)
+    computing = _honest(verdicts, 'computing')
+    return {'io_gain': s['io_gain'], 'ok': s['ok'],
+            'cpu_low': min((v['ratio'] for v in computing), default=None)}
+
+
+def cliff_points(cliff):
+    """``[(scheduler, granularity, factor, figures over the seeds)]``.
+
+    The figures: ``io_gain`` and ``cpu_low`` as ``(mean, low, high)``,
+    ``ok`` the seeds that kept every floor, ``seeds`` how many ran.
+    """
+    out = []
+    for sched in sorted(cliff['points']):
+        grans = cliff['points'][sched]
+        for w in sorted(grans, key=lambda g: (g == NOT_READ, float(
+                g) if g != NOT_READ else 0.0)):
+            per_seed = grans[w]
+            for factor in cliff['factors']:
+                js = [cliff_judge(runs, factor) for _s, runs
+                      in sorted(per_seed.items()) if factor in runs]
+                out.append((sched, w, factor, {
+                    'io_gain': intervals.interval([j['io_gain'] for j in js]),
+                    'cpu_low': intervals.interval([j['cpu_low'] for j in js]),
+                    'ok': sum(bool(j['ok']) for j in js), 'seeds': len(js)}))
+    return out
+
+
+def cliff_rows(cliff):
+    """The cliff's table: one row per scheduler, granularity and factor."""
+    return [[sched, w, factor, pm(f['io_gain']), pm(f['cpu_low']),
+             '%d/%d' % (f['ok'], f['seeds'])]
+            for sched, w, factor, f in cliff_points(cliff)]
+
+
+def _kept(pts):
+    """Where a curve keeps every floor in every seed, and its best gain."""
+    kept = [(factor, f) for factor, f in pts
+            if f['seeds'] and f['ok'] == f['seeds']]
+    if not kept:
+        return 'no factor keeps the floors in every seed'
+    where = ('at every factor' if len(kept) == len(pts) else
+             'at ' + ', '.join(factor for factor, _f in kept) + ' only')
+    factor, f = max(kept, key=lambda kf: kf[1]['io_gain'][0] or 0.0)
+    return ('floors kept in every seed %s (the best I/O gain among them %s '
+            'at %s)' % (where, pm(f['io_gain']), factor))
+
+
+def _step(pts):
+    """The steepest fall of the computing VMs' lowest ratio, or none."""
+    steps = [(a[1]['cpu_low'][0] - b[1]['cpu_low'][0], a, b)
+             for a, b in zip(pts, pts[1:])
+             if a[1]['cpu_low'][0] is not None
+             and b[1]['cpu_low'][0] is not None]
+    drop, a, b = max(steps, key=lambda s: s[0], default=(0.0, None, None))
+    if drop <= stats.NOISE:
+        return 'no step of the computing VMs\' lowest ratio beyond %g' % (
+            stats.NOISE)
+    return ('the computing VMs\' lowest ratio falls most from %s to %s, '
+            '%s to %s' % (a[0], b[0], pm(a[1]['cpu_low']),
+                          pm(b[1]['cpu_low'])))
+
+
+def cliff_text(cliff):
+    """What the cliff's table says, one bullet per curve.
+
+    For each scheduler and granularity: the factors at which every seed
+    keeps every honest VM's floors, with the best I/O gain among them, and
+    the steepest fall of the computing VMs' lowest ratio between
+    neighbouring factors beyond the noise band (where the cliff is, if
+    there is one).
+    """
+    curves = {}
+    for sched, w, factor, f in cliff_points(cliff):
+        curves.setdefault((sched, w), []).append((factor, f))
+    return '\n'.join('- %s, wake-up granularity %s: %s; %s.' % (
+        sched.upper(), w + (' us' if w != NOT_READ else ''), _kept(pts),
+        _step(pts)) for (sched, w), pts in curves.items()) + '\n'
+
+
+def _window(duration):
+    return ('a fixed %g s run (warm-up as the scenario says): a transient, '
+            'for trying the code only' % duration if duration else
+            'at steady state like the main study (the agent settles, then '
+            'one cycle of the guard\'s retests is measured)')
+
+
+def _inputs_table(sens):
+    shipped = next(iter(sens.values()), {})
+    return document.rst_table(
+        ['input', 'values (shipped \\*)', 'why this range'],
+        [[p.replace(',', ', '), ' '.join(
+            _label(v) + ('*' if _label(v) == shipped.get(p, {}).get(
+                'shipped') else '') for v in vals), why]
+         for p, vals, why in SWEEP])
+
+
+def cliff_section(cliff, duration=0.0):
+    """The lever's cliff: its text and table ('' without a sweep)."""
+    if not cliff or not cliff.get('points'):
+        return ''
+    seeds = sorted({s for grans in cliff['points'].values()
+                    for per_seed in grans.values() for s in per_seed},
+                   key=int)
+    return CLIFF_HEAD.format(
+        scenario=cliff['scenario'], serving=', '.join(cliff['serving']),
+        factors=', '.join(cliff['factors']), seeds=', '.join(seeds),
+        window=('measured for %g s after the warm-up: a transient, for '
+                'trying the code only' % duration if duration else
+                'measured over the main study\'s steady window after the '
+                'warm-up')) + cliff_text(cliff) + '\n' + \
+        document.rst_table(
+            ['scheduler', 'wakeup_granularity_us', 'weight factor',
+             'serving I/O gain', 'computing lowest', 'floors kept'],
+            cliff_rows(cliff)) + '\n'
+
+
+def sensitivity_section(sens, names, cpu_s, duration, cliff=None):
+    """The 'Sensitivity' section of the document (valid RST)."""
+    if not sens and not (cliff and cliff.get('points')):
+        return ''
+    seeds = sorted({s for rows in sens.values() for got in rows.values()
+                    for point in got['points'].values() for s in point},
+                   key=int)
+    text = SENS_HEAD.format(
+        scenarios=', '.join(names), n=len(sens), kernels=', '.join(
+            SENSITIVITY_KERNELS), window=_window(duration), cpu=cpu_s / 60.0,
+        wall=cpu_s / 120.0, noise=stats.NOISE,
+        seeds=', '.join(seeds) or '-')
+    if sens:
+        text += _inputs_table(sens) + '\n\n' + SENS_SURVIVE + survival(
+            sens, names) + '\n' + SENS_TABLE + document.rst_table(
+            ['scenario', 'input'] + [h for h in TABLE_HEADS],
+            sensitivity_rows(sens, names)) + '\n\n'
+    return text + cliff_section(cliff, duration)
+
+
+TABLE_HEADS = ('(a) no regression', '(b) paper I/O', '(b) paper CPU',
+               '(c) product gain', '(d) haltpoll I/O', '(d) haltpoll CPU')
 
 SENS_HEAD = """\
 Sensitivity
 ===========
 
 Every input of the model that is unsourced or disputed, swept over its
-plausible range, and whether the three conclusions this benchmark draws
-hold across it. Swept on {scenarios}, under {kernels}, every run
-{window}; each
-point a scenario of its own (``scenario.set_input``), the others at their
-shipped values. {n} scenario(s); the study's runs used {cpu:.1f}
-CPU-minutes ({wall:.1f} min on two idle cores).
+plausible range, and whether the conclusions this benchmark draws hold
+across it. Swept on {scenarios}, under {kernels}, every run {window};
+each point a scenario of its own (``scenario.set_input``), the others at
+their shipped values, run on seeds {seeds}. {n} scenario(s); the study's
+runs used {cpu:.1f} CPU-minutes ({wall:.1f} min on two idle cores).
 
-The conclusions are judged per tenant, each honest VM against its own
-vanilla figure (requests per second for a serving VM, instructions per
-second for a computing one, both for a mixed one; an adversary not at
-all), never by class totals:
+The conclusions are judged per tenant and per seed, each honest VM
+against its own vanilla figure on the same seed (requests per second for
+a serving VM, instructions per second for a computing one; an adversary
+not at all), never by class totals, with floors net of the model's noise
+measured by that point's A/A run on that seed (vanilla after another
+history, ``vsmtio_sim.tenants``):
 
 (a) the product's no-regression: every honest VM under ``vsmtio`` at or
-    above its floor (1.0 of vanilla serving, 0.97 computing); the
-    figure is the worst VM's ratio over its floor;
+    above its floors (1.0 of vanilla serving, 0.97 computing, as means
+    and 0.95 in every half-second window, each lowered by the A/A run's
+    distance from 1); the figure is the worst VM's ratio over its floor;
 (b) the direction of the paper-literal kernel (``vsmtio-paper``) against
     vanilla, for the serving and for the computing VMs: ``+`` every such
     VM above vanilla, ``-`` every one below, ``~`` neither;
 (c) the product's gain: the largest gain over vanilla of any honest VM
-    under ``vsmtio``.
+    under ``vsmtio``;
+(d) the direction of KVM's halt polling (``haltpoll``) against vanilla,
+    as (b).
 
-A ratio within {noise} of its reference is a tie. "holds" means the
-conclusion is the same at every value (for (a), met at every value; for
-(c), a gain at every value). ``haltpoll.shrink`` is read by the
-halt-polling baselines only, so its row can only hold: it is there to say
-that the three conclusions do not rest on it (the baselines' columns above
-use the shipped 0, Linux 5.3's reset). Not swept:
+A ratio within {noise} of 1, or within its A/A run's distance from 1 if
+that is larger, is a tie. A conclusion holds at a point only if it holds
+in every seed: (a) met in every seed, (c) a gain beyond the tie in every
+seed, a direction the same in every seed (``?`` where the seeds
+disagree). Figures are means over the seeds with half their 95% Student
+t interval (``1.012±0.011``). "holds" in a row means the conclusion is
+the same at every value of the input. Not swept:
 ``host.remote_memory_latency_ratio``, read by two-socket hosts only. The
-inputs and their ranges (``SWEEP`` in ``vsmtio-bench sim``; adding an
-input is one line there):
+inputs and their ranges (``SWEEP`` in ``vsmtio_bench.sensitivity``;
+adding an input is one line there):
+
+"""
+
+SENS_SURVIVE = """\
+Which conclusions survive every row, per scheduler the points ran under
+(EEVDF is the ``scheduler.policy`` row's other value); a direction
+survives where it is its scenario's shipped one at every point:
 
 """
 
 SENS_TABLE = """\
 Each cell: whether the conclusion holds across the input's values, then
 its figure at each value in the order above (the shipped value starred):
+
+"""
+
+CLIFF_HEAD = """\
+The weight lever's cliff
+------------------------
+
+The product's main lever raises the CPU weight of the serving VMs'
+cgroups. On {scenario} it may meet a cliff: past some factor the
+serving VMs win every wake-up and the computing VMs lose more than their
+floor allows. Whether such a cliff is CFS's wake-up rule or the host's,
+and how far it moves, is swept here: the static factor on every
+serving VM ({serving}) at {factors}, no agent (the factor applied once,
+``vsmtio_bench.space.setup_for``), under CFS at each wake-up granularity
+of the ``scheduler.wakeup_granularity_us`` row and under EEVDF (which
+reads none), every run {window}, on seeds {seeds}. Each seed is judged
+against vanilla and its A/A run on the same scheduler, granularity and
+seed. Per point: the serving VMs' I/O gain (geometric mean of their
+ratios), the computing VMs' lowest ratio, both a mean with half its 95%
+interval, and the seeds in which every honest VM kept its floors.
 
 """

@@ -14,8 +14,10 @@ measured over the same window (one cycle of the guard's probing). Writes
   even, over the per-switch indirect cost and the SMT co-run gain.
 
 Its last section, "Sensitivity", sweeps every unsourced or disputed input
-(``SWEEP``) on ``SENSITIVITY_SCENARIOS`` and says which conclusions hold
-across each input's range, judging every honest VM on its own.
+(``SWEEP``) on ``SENSITIVITY_SCENARIOS`` over several seeds and says
+which conclusions hold across each input's range and which survive every
+row, judging every honest VM on its own; and it sweeps the weight lever's
+cliff across the wake-up granularity and both schedulers.
 
 Every kernel on one seed: the product against the best static
 configuration, over several seeds and with intervals, is the yardstick's
@@ -33,7 +35,8 @@ RST document).
 
     vsmtio-bench sim [--out FILE] [--json FILE] [--only PREFIX]
         [--sensitivity S1,S2] [--sensitivity-rows TEXT]
-        [--sensitivity-duration SECONDS]
+        [--sensitivity-duration SECONDS] [--sensitivity-seeds 1,2,3]
+        [--sensitivity-cliff SCENARIO] [--sensitivity-only]
 """
 
 import argparse
@@ -92,7 +95,7 @@ def run_all(names, processes):
     return results
 
 
-def main(argv=None):
+def _parser():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     bench = documents.BENCHMARKS
     p.add_argument('--out', default=os.path.join(bench, 'simulator.rst'))
@@ -115,58 +118,116 @@ def main(argv=None):
     p.add_argument('--sensitivity-duration', type=float, default=0.0,
                    help='simulated seconds per sensitivity run instead of '
                         'steady state (a transient: to try the code)')
-    args = p.parse_args(argv)
-    sens_names = [n for n in args.sensitivity.split(',') if n]
-    sens_rows = [r for r in sensitivity.SWEEP if args.sensitivity_rows in r[0]]
+    p.add_argument('--sensitivity-seeds',
+                   default=','.join(map(str, sensitivity.SENS_SEEDS)),
+                   help='seeds of every sensitivity point, comma separated')
+    p.add_argument('--sensitivity-cliff', default=sensitivity.CLIFF_SCENARIO,
+                   help='scenario of the weight lever\'s cliff sweep '
+                        '(empty: none)')
+    p.add_argument('--sensitivity-only', action='store_true',
+                   help='run only the sensitivity study and write only its '
+                        'section to --out (no pictures)')
+    return p
 
-    if args.from_json:
-        with open(args.from_json) as f:
-            doc = json.load(f)
-        results = doc['results']
-        grid = {(int(k.split('/')[0]), float(k.split('/')[1])): tuple(v)
-                for k, v in doc['breakeven'].items()}
-        main_wall, total_wall = doc['wall_s']['main'], doc['wall_s']['total']
-        cpu_s = doc['wall_s'].get('cpu')
-        names = sorted(results)
-        sens = doc.get('sensitivity') or {}
-        sens_cpu = doc['wall_s'].get('sensitivity_cpu', 0.0)
-        sens_names = [n for n in sens_names if n in sens]
-    else:
-        names = [n for n in scenario.shipped() if n.startswith(args.only)]
-        t0 = time.time()
-        results = run_all(names, args.processes)
-        main_wall = time.time() - t0
-        grid, map_cpu = {}, 0.0
-        if figures.TRAJECTORY in results:
-            settled_t = results[figures.TRAJECTORY]['vsmtio-paper']['agent'][
-                'timeout_us']
-            grid, map_cpu = figures.breakeven(settled_t, args.processes)
-        sens, sens_cpu = {}, 0.0
-        if sens_names and sens_rows:
-            sens, sens_cpu = sensitivity.run_sensitivity(
-                sens_names, sens_rows, args.processes,
-                args.sensitivity_duration)
-        total_wall = time.time() - t0
-        cpu_s = map_cpu + sens_cpu + sum(
-            r['bench_cpu_s'] + r.get('aa', {}).get('bench_cpu_s', 0.0)
-            for res in results.values() for r in res.values())
-    if args.json:
-        with open(args.json, 'w') as f:
-            json.dump({'results': results,
-                       'wall_s': {'main': main_wall, 'total': total_wall,
-                                  'cpu': cpu_s, 'sensitivity_cpu': sens_cpu},
-                       'breakeven': {'%s/%s' % k: v
-                                     for k, v in grid.items()},
-                       'sensitivity': sens},
-                      f, indent=1, sort_keys=True)
-    figures.pictures(results, grid, args.png, args.map_png)
-    text = document.document(results, grid, names, main_wall, total_wall,
-                             cpu_s, args)
-    text += '\n' + sensitivity.sensitivity_section(
-        sens, sens_names, sens_cpu, args.sensitivity_duration)
-    with open(args.out, 'w') as f:
+
+def _seeds(p, text):
+    try:
+        seeds = tuple(int(x) for x in text.split(','))
+    except ValueError:
+        p.error('--sensitivity-seeds must be comma-separated integers')
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        p.error('--sensitivity-seeds must be distinct integers >= 0')
+    return seeds
+
+
+def _sensitivity(args, rows, names):
+    """The sensitivity study and the cliff sweep as the options say."""
+    sens, cliff, cpu_s = {}, None, 0.0
+    if names and rows:
+        sens, cpu_s = sensitivity.run_sensitivity(
+            names, rows, args.processes, args.sensitivity_duration,
+            args.sensitivity_seeds)
+    if args.sensitivity_cliff:
+        cliff, cliff_cpu = sensitivity.run_cliff(
+            args.sensitivity_cliff, args.sensitivity_seeds, args.processes,
+            args.sensitivity_duration)
+        cpu_s += cliff_cpu
+    return sens, cliff, cpu_s
+
+
+def _from_json(args, sens_names):
+    with open(args.from_json) as f:
+        doc = json.load(f)
+    grid = {(int(k.split('/')[0]), float(k.split('/')[1])): tuple(v)
+            for k, v in doc['breakeven'].items()}
+    sens = doc.get('sensitivity') or {}
+    return (doc['results'], grid, doc['wall_s'], sens, doc.get('cliff'),
+            [n for n in sens_names if n in sens])
+
+
+def _run(args, sens_names, sens_rows):
+    names = [n for n in scenario.shipped() if n.startswith(args.only)]
+    t0 = time.time()
+    results = run_all(names, args.processes)
+    main_wall = time.time() - t0
+    grid, map_cpu = {}, 0.0
+    if figures.TRAJECTORY in results:
+        settled_t = results[figures.TRAJECTORY]['vsmtio-paper']['agent'][
+            'timeout_us']
+        grid, map_cpu = figures.breakeven(settled_t, args.processes)
+    sens, cliff, sens_cpu = _sensitivity(args, sens_rows, sens_names)
+    cpu_s = map_cpu + sens_cpu + sum(
+        r['bench_cpu_s'] + r.get('aa', {}).get('bench_cpu_s', 0.0)
+        for res in results.values() for r in res.values())
+    wall = {'main': main_wall, 'total': time.time() - t0, 'cpu': cpu_s,
+            'sensitivity_cpu': sens_cpu}
+    return results, grid, wall, sens, cliff
+
+
+def _write(path, text):
+    with open(path, 'w') as f:
         f.write(text)
     sys.stdout.write(text)
+
+
+def main(argv=None):
+    p = _parser()
+    args = p.parse_args(argv)
+    args.sensitivity_seeds = _seeds(p, args.sensitivity_seeds)
+    sens_names = [n for n in args.sensitivity.split(',') if n]
+    sens_rows = [r for r in sensitivity.SWEEP if args.sensitivity_rows in r[0]]
+    if args.sensitivity_only:
+        t0 = time.time()
+        sens, cliff, sens_cpu = _sensitivity(args, sens_rows, sens_names)
+        if args.json:
+            with open(args.json, 'w') as f:
+                json.dump({'sensitivity': sens, 'cliff': cliff,
+                           'sensitivity_cpu': sens_cpu}, f, indent=1,
+                          sort_keys=True)
+        _write(args.out, sensitivity.sensitivity_section(
+            sens, sens_names, sens_cpu, args.sensitivity_duration, cliff))
+        sys.stderr.write('sensitivity: %.0f s wall, its runs %.0f CPU-s\n'
+                         % (time.time() - t0, sens_cpu))
+        return 0
+    if args.from_json:
+        results, grid, wall, sens, cliff, sens_names = _from_json(
+            args, sens_names)
+    else:
+        results, grid, wall, sens, cliff = _run(args, sens_names, sens_rows)
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump({'results': results, 'wall_s': wall,
+                       'breakeven': {'%s/%s' % k: v
+                                     for k, v in grid.items()},
+                       'sensitivity': sens, 'cliff': cliff},
+                      f, indent=1, sort_keys=True)
+    figures.pictures(results, grid, args.png, args.map_png)
+    text = document.document(results, grid, sorted(results), wall['main'],
+                             wall['total'], wall.get('cpu'), args)
+    text += '\n' + sensitivity.sensitivity_section(
+        sens, sens_names, wall.get('sensitivity_cpu', 0.0),
+        args.sensitivity_duration, cliff)
+    _write(args.out, text)
     return 0
 
 

@@ -1,13 +1,17 @@
-"""The benchmark's sensitivity table: its logic, on fabricated results.
+"""The benchmark's sensitivity study: its logic, on fabricated results.
 
-The benchmark itself runs for minutes and asserts nothing; what it
-concludes from its runs is code, tested here on per-VM results made up to
-exercise each case (not numbers any run printed).
+The study itself runs for hours and asserts nothing; what it concludes
+from its runs is code, tested here on per-VM results made up to exercise
+each case (not numbers any run printed): the judgement of one seed, the
+verdict over seeds, the rows' conclusions and which survive every row,
+the cliff's arithmetic, and that the section is valid RST.
 """
 
 import testtools
 
 from vsmtio_bench import sensitivity as bench
+from vsmtio_bench.tests import test_document as rst
+from vsmtio_sim import intervals
 from vsmtio_sim import scenario
 
 
@@ -16,21 +20,34 @@ def vm(kind, req=0.0, instr=0.0, adversary=False):
             'instructions_per_s': instr}
 
 
-def point(product, paper=None):
-    """Vanilla's VMs at 100 each; ``product``/``paper``: {vm: ratio}."""
-    base = {'kv': vm('io', req=100.0), 'web': vm('io', req=100.0),
-            'batch': vm('cpu', instr=100.0),
-            'gamer': vm('mixed', 100.0, 100.0, adversary=True)}
+BASE = {'kv': vm('io', req=100.0), 'web': vm('io', req=100.0),
+        'batch': vm('cpu', instr=100.0),
+        'gamer': vm('mixed', 100.0, 100.0, adversary=True)}
 
-    def scaled(ratios):
-        out = {}
-        for name, b in base.items():
-            r = ratios.get(name, 1.0)
-            out[name] = dict(b, requests_per_s=b['requests_per_s'] * r,
-                             instructions_per_s=b['instructions_per_s'] * r)
-        return {'vms': out}
-    return {'vanilla': {'vms': base}, 'vsmtio': scaled(product),
-            'vsmtio-paper': scaled(paper or {})}
+
+def scaled(ratios):
+    """Vanilla's VMs (100 each) with each VM of ``ratios`` scaled."""
+    out = {}
+    for name, b in BASE.items():
+        r = ratios.get(name, 1.0)
+        out[name] = dict(b, requests_per_s=b['requests_per_s'] * r,
+                         instructions_per_s=b['instructions_per_s'] * r)
+    return {'vms': out}
+
+
+def point(product, paper=None, haltpoll=None, aa=None):
+    """One seed's runs; ``product``, ``paper``...: {vm: ratio}."""
+    runs = {'vanilla': {'vms': BASE}, 'vsmtio': scaled(product),
+            'vsmtio-paper': scaled(paper or {}),
+            'haltpoll': scaled(haltpoll or {})}
+    if aa is not None:
+        runs[bench.AA] = scaled(aa)
+    return runs
+
+
+def seeded(*points):
+    """A point over seeds '1', '2', ...: one seed per run of ``points``."""
+    return {str(i): p for i, p in enumerate(points, 1)}
 
 
 class TestJudge(testtools.TestCase):
@@ -41,6 +58,7 @@ class TestJudge(testtools.TestCase):
         self.assertFalse(j['no_regression'])
         self.assertAlmostEqual(0.9, j['worst'])
         self.assertAlmostEqual(0.3, j['gain'])
+        self.assertTrue(j['gains'])
 
     def test_floors_by_what_a_vm_does(self):
         self.assertTrue(bench.judge(point({'batch': 0.971}))[
@@ -50,16 +68,29 @@ class TestJudge(testtools.TestCase):
         # a serving VM's floor is vanilla itself
         self.assertFalse(bench.judge(point({'kv': 0.97}))['no_regression'])
 
+    def test_the_aa_run_lowers_the_floor_and_widens_the_tie(self):
+        # vanilla against itself is 2% off for kv: 0.985 is within noise
+        self.assertTrue(bench.judge(point({'kv': 0.985}, aa={'kv': 0.98}))[
+            'no_regression'])
+        self.assertFalse(bench.judge(point({'kv': 0.985}))['no_regression'])
+        paper = {'kv': 1.015, 'web': 1.015}
+        self.assertEqual('+', bench.judge(point({}, paper))['paper_io'])
+        self.assertEqual('~', bench.judge(point({}, paper, aa={
+            'kv': 1.02}))['paper_io'])
+        # a 1.5% gain inside a 2% A/A distance is no gain
+        self.assertFalse(bench.judge(point({'kv': 1.015}, aa={
+            'kv': 1.02}))['gains'])
+
     def test_the_adversary_is_not_judged(self):
         j = bench.judge(point({'gamer': 0.1}, {'gamer': 5.0}))
         self.assertTrue(j['no_regression'])
         self.assertEqual(0.0, j['gain'])
-        names = {v for v, *_ in bench.vm_ratios(point({}), 'vsmtio')}
-        self.assertEqual({'kv', 'web', 'batch'}, names)
 
-    def test_paper_direction_per_class(self):
-        j = bench.judge(point({}, {'kv': 1.2, 'web': 1.1, 'batch': 0.9}))
+    def test_directions_per_class_and_kernel(self):
+        j = bench.judge(point({}, {'kv': 1.2, 'web': 1.1, 'batch': 0.9},
+                              {'kv': 1.1, 'web': 1.1}))
         self.assertEqual(('+', '-'), (j['paper_io'], j['paper_cpu']))
+        self.assertEqual(('+', '~'), (j['haltpoll_io'], j['haltpoll_cpu']))
         j = bench.judge(point({}, {'kv': 1.2, 'web': 0.9}))
         self.assertEqual('~', j['paper_io'])
         # within the noise is no direction
@@ -67,38 +98,198 @@ class TestJudge(testtools.TestCase):
         self.assertEqual('~', j['paper_cpu'])
 
 
+class TestOverSeeds(testtools.TestCase):
+
+    def test_a_conclusion_holds_only_in_every_seed(self):
+        j = bench.judged(seeded(point({'kv': 1.1}), point({'kv': 0.9})))
+        self.assertFalse(j['no_regression'])
+        self.assertEqual(2, j['seeds'])
+        j = bench.judged(seeded(point({'kv': 1.1}), point({'kv': 1.001})))
+        self.assertTrue(j['no_regression'])
+        # a gain in one seed only is no gain
+        self.assertFalse(j['gains'])
+
+    def test_figures_are_means_with_their_interval(self):
+        j = bench.judged(seeded(point({'kv': 1.10}), point({'kv': 1.20}),
+                                point({'kv': 1.30})))
+        m, lo, hi = j['gain']
+        self.assertAlmostEqual(0.2, m)
+        for want, got in zip(intervals.interval([0.1, 0.2, 0.3]),
+                             (m, lo, hi)):
+            self.assertAlmostEqual(want, got)
+        self.assertEqual('+20.0±24.8', bench.pm(j['gain'], '%+.1f', 100.0))
+        self.assertEqual('1.000', bench.pm((1.0, None, None)))
+        self.assertEqual('-', bench.pm((None, None, None)))
+
+    def test_seeds_that_disagree_on_a_direction(self):
+        j = bench.judged(seeded(point({}, {'kv': 1.2, 'web': 1.2}),
+                                point({}, {'kv': 0.8, 'web': 0.8})))
+        self.assertEqual('?', j['paper_io'])
+        j = bench.judged(seeded(point({}, {'kv': 1.2, 'web': 1.2}),
+                                point({}, {'kv': 1.1, 'web': 1.3})))
+        self.assertEqual('+', j['paper_io'])
+
+
 class TestConclusions(testtools.TestCase):
 
-    def points(self, *products_and_papers):
-        return [(label, bench.judge(point(prod, paper)))
-                for label, prod, paper in products_and_papers]
+    def points(self, *rows):
+        return [(label, bench.judged(seeded(*(point(*p) for p in per))))
+                for label, per in rows]
 
     def test_all_hold(self):
+        good = {'kv': 1.2, 'web': 1.2, 'batch': 0.9}
         c = bench.conclusions(self.points(
-            ('0', {'kv': 1.1}, {'kv': 1.2, 'web': 1.2, 'batch': 0.9}),
-            ('1024', {'kv': 1.05}, {'kv': 1.3, 'web': 1.2, 'batch': 0.8})),
+            ('0', [({'kv': 1.1}, good), ({'kv': 1.1}, good)]),
+            ('1024', [({'kv': 1.04}, good), ({'kv': 1.06}, good)])),
             '1024')
         self.assertTrue(c['no_regression'].startswith('holds: '))
-        self.assertIn('1.000*', c['no_regression'])
+        self.assertIn('1.000±0.000*', c['no_regression'])
         self.assertEqual('holds: + +*', c['paper_io'])
         self.assertEqual('holds: - -*', c['paper_cpu'])
-        self.assertEqual('holds: +10.0% +5.0%*', c['gain'])
+        self.assertEqual('holds: +10.0±0.0% +5.0±12.7%*', c['gain'])
+        self.assertEqual('holds: ~ ~*', c['haltpoll_io'])
 
     def test_what_fails_and_flips_is_named_by_value(self):
+        good = {'kv': 1.3, 'web': 1.2, 'batch': 0.8}
         c = bench.conclusions(self.points(
-            ('0', {'batch': 0.9}, {'kv': 0.8, 'web': 0.8, 'batch': 1.1}),
-            ('1024', {}, {'kv': 1.3, 'web': 1.2, 'batch': 0.8}),
-            ('8192', {'kv': 1.2}, {'kv': 1.3, 'web': 1.2, 'batch': 0.8})),
-            '1024')
+            ('0', [({'batch': 0.9}, {'kv': 0.8, 'web': 0.8, 'batch': 1.1})]),
+            ('1024', [({}, good)]),
+            ('8192', [({'kv': 1.2}, good)])), '1024')
         self.assertTrue(c['no_regression'].startswith('fails at 0: '))
         self.assertTrue(c['paper_io'].startswith('flips at 0: - +* +'))
         self.assertTrue(c['paper_cpu'].startswith('flips at 0: '))
         self.assertTrue(c['gain'].startswith('only at 8192: '))
 
+    def test_one_bad_seed_fails_the_value(self):
+        c = bench.conclusions(self.points(
+            ('a', [({'kv': 1.1}, {}), ({'kv': 0.9}, {})]),
+            ('b', [({'kv': 1.1}, {}), ({'kv': 1.1}, {})])), 'a')
+        self.assertTrue(c['no_regression'].startswith('fails at a: '))
+
     def test_no_gain_anywhere(self):
-        c = bench.conclusions(self.points(('a', {}, {}), ('b', {}, {})),
-                              'a')
+        c = bench.conclusions(self.points(('a', [({}, {})]),
+                                          ('b', [({}, {})])), 'a')
         self.assertTrue(c['gain'].startswith('none anywhere'))
+
+
+def results():
+    """Two rows of one scenario; EEVDF breaks the floors, CFS does not."""
+    ok, bad = point({'kv': 1.1}), point({'kv': 0.9})
+    return {'s': {
+        'scheduler.policy': {
+            'shipped': 'cfs', 'schedulers': {'cfs': 'cfs', 'eevdf': 'eevdf'},
+            'points': {'cfs': seeded(ok, ok), 'eevdf': seeded(bad, ok)}},
+        'scheduler.vm_cgroup_shares': {
+            'shipped': '1024', 'schedulers': {'0': 'cfs', '1024': 'cfs'},
+            'points': {'0': seeded(ok, point({'kv': 1.2})),
+                       '1024': seeded(ok, ok)}}}}
+
+
+class TestSurvival(testtools.TestCase):
+
+    def test_per_scheduler_and_where_they_differ(self):
+        text = bench.survival(results(), ['s'])
+        cfs, eevdf, differ = text.strip().split('\n')
+        self.assertTrue(cfs.startswith('- Under CFS (3 point(s)): holding '
+                                       'at every point: (a) '))
+        self.assertIn('Nothing fails', cfs)
+        self.assertIn('(a) the product\'s no-regression fails at s '
+                      '``scheduler.policy=eevdf``', eevdf)
+        # the bad seed under EEVDF also has no gain: (c) needs every seed
+        self.assertEqual('- Differing by scheduler: (a) the product\'s '
+                         'no-regression; (c) the product\'s gain.', differ)
+
+    def test_a_conclusion_failing_everywhere_is_said_so(self):
+        res = results()
+        for got in res['s'].values():
+            for point in got['points'].values():
+                for runs in point.values():
+                    runs['vsmtio'] = scaled({'batch': 0.5})
+        cfs = bench.survival(res, ['s']).split('\n')[0]
+        self.assertIn('no-regression fails at every point', cfs)
+
+    def test_one_scheduler_has_no_comparison(self):
+        res = results()
+        del res['s']['scheduler.policy']
+        text = bench.survival(res, ['s'])
+        self.assertEqual(1, len(text.strip().split('\n')))
+        self.assertEqual('', bench.survival({}, ['s']))
+
+
+def cliff():
+    """Two seeds; x2.5 keeps the floors, x2.75 breaks them in one seed."""
+    def seed(cpu_275):
+        runs = {'vanilla': {'vms': BASE}, bench.AA: scaled({})}
+        runs['x2.5'] = scaled({'kv': 1.5, 'web': 1.6, 'batch': 0.99})
+        runs['x2.75'] = scaled({'kv': 4.0, 'web': 4.0, 'batch': cpu_275})
+        return runs
+    return {'scenario': 'fig5_x', 'serving': ['kv', 'web'],
+            'factors': ['x2.5', 'x2.75'],
+            'points': {'cfs': {'4000': {'1': seed(0.8), '2': seed(0.98)}},
+                       'eevdf': {bench.NOT_READ: {'1': seed(0.98),
+                                                  '2': seed(0.98)}}}}
+
+
+class TestCliff(testtools.TestCase):
+
+    def test_each_factor_over_the_seeds(self):
+        rows = bench.cliff_rows(cliff())
+        self.assertEqual(4, len(rows))
+        sched, gran, factor, io, cpu, kept = rows[1]
+        self.assertEqual(('cfs', '4000', 'x2.75'), (sched, gran, factor))
+        self.assertEqual('4.000±0.000', io)
+        # 0.8 and 0.98: mean 0.89, half-interval t(0.975, 1) * 0.09
+        self.assertEqual(bench.pm(intervals.interval([0.8, 0.98])), cpu)
+        self.assertTrue(cpu.startswith('0.890±1.14'))
+        self.assertEqual('1/2', kept)
+        # the geometric mean of the serving VMs, not their sum
+        self.assertEqual('1.549±0.000', rows[0][3])
+        self.assertEqual('2/2', rows[0][5])
+        self.assertEqual(['eevdf', bench.NOT_READ, 'x2.75', '4.000±0.000',
+                          '0.980±0.000', '2/2'], rows[3])
+
+    def test_the_text_says_where_the_floors_end_and_the_step(self):
+        text = bench.cliff_text(cliff())
+        cfs, eevdf = text.strip().split('\n')
+        self.assertIn('CFS, wake-up granularity 4000 us: floors kept in '
+                      'every seed at x2.5 only (the best I/O gain among '
+                      'them 1.549±0.000 at x2.5)', cfs)
+        self.assertIn('falls most from x2.5 to x2.75', cfs)
+        self.assertIn('EEVDF, wake-up granularity not read: floors kept in '
+                      'every seed at every factor (the best I/O gain among '
+                      'them 4.000±0.000 at x2.75)', eevdf)
+        # 0.99 to 0.98 is a step, 0.99 to 0.988 within the noise is not
+        self.assertIn('falls most', eevdf)
+        flat = cliff()
+        for runs in flat['points']['eevdf'][bench.NOT_READ].values():
+            runs['x2.75'] = scaled({'batch': 0.988})
+        self.assertIn('no step of the computing VMs\' lowest ratio beyond',
+                      bench.cliff_text(flat).strip().split('\n')[1])
+
+
+class TestSection(testtools.TestCase):
+
+    def test_the_section_is_valid_rst(self):
+        text = bench.sensitivity_section(results(), ['s'], 60.0, 1.0,
+                                         cliff())
+        self.assertEqual([], rst.warnings(rst.parse(text)))
+        self.assertIn('Sensitivity\n===========', text)
+        self.assertIn('seeds 1, 2', text)
+        self.assertIn('The weight lever\'s cliff\n---', text)
+        self.assertIn('fails at eevdf', text)
+
+    def test_the_cliff_alone(self):
+        text = bench.sensitivity_section({}, [], 0.0, 0.0, cliff())
+        self.assertEqual([], rst.warnings(rst.parse(text)))
+        self.assertNotIn('(a) no regression', text)
+
+    def test_table_rows_come_from_the_results(self):
+        rows = bench.sensitivity_rows(results(), ['s'])
+        self.assertEqual([['s', 'scheduler.policy'],
+                          ['s', 'scheduler.vm_cgroup_shares']],
+                         [r[:2] for r in rows])
+        self.assertTrue(rows[0][2].startswith('fails at eevdf'))
+        self.assertEqual(2 + len(bench.CONCLUSIONS), len(rows[0]))
 
 
 class TestSweepRows(testtools.TestCase):
@@ -115,6 +306,37 @@ class TestSweepRows(testtools.TestCase):
                 for v in values:
                     scenario.from_dict(bench.point_doc(doc, paths, v))
 
+    def test_the_scheduler_rows_reach_the_model(self):
+        doc = scenario.load_doc('fig4_hbase_matmul')[0]
+        shipped = scenario.inputs(doc)['scheduler']
+        self.assertIn(shipped['wakeup_granularity_us'], bench.WAKEUP_US)
+        for w in bench.WAKEUP_US:
+            sc = scenario.from_dict(bench.point_doc(
+                doc, 'scheduler.wakeup_granularity_us', w))
+            self.assertEqual(w, sc.scheduler['wakeup_granularity_us'])
+        sc = scenario.from_dict(bench.point_doc(doc, 'scheduler.policy',
+                                                'eevdf'))
+        self.assertEqual('eevdf', sc.scheduler['policy'])
+        self.assertEqual('cfs', bench._shipped_label(
+            doc, 'scheduler.policy', ('cfs', 'eevdf')))
+
+    def test_halt_polling_and_the_product_are_both_studied(self):
+        self.assertIn('haltpoll', bench.SENSITIVITY_KERNELS)
+        self.assertIn('vsmtio', bench.SENSITIVITY_KERNELS)
+        # per_core is swept on a Fig. 4 scenario
+        self.assertTrue(any(n.startswith('fig4_')
+                            for n in bench.SENSITIVITY_SCENARIOS))
+        self.assertIn('costs.host_idle.per_core',
+                      [p for p, _v, _w in bench.SWEEP])
+
+    def test_the_cliff_scenario_and_its_lever(self):
+        self.assertEqual(['dbt1-1', 'dbt1-2'],
+                         bench.serving_vms(bench.CLIFF_SCENARIO))
+        doc = scenario.load_doc(bench.CLIFF_SCENARIO)[0]
+        for w in bench.WAKEUP_US:
+            scenario.from_dict(scenario.set_input(
+                doc, 'scheduler.wakeup_granularity_us', w))
+
     def test_scaled_values_move_every_path_of_a_row(self):
         doc = scenario.load_doc('fig4_hbase_matmul')[0]
         paths = 'costs.vm_exit_ns,costs.ipi_ns'
@@ -124,16 +346,3 @@ class TestSweepRows(testtools.TestCase):
             self.assertEqual(2 * base.costs[key], sc.costs[key])
         self.assertEqual(base.costs['l1d_flush_ns'],
                          sc.costs['l1d_flush_ns'])
-
-    def test_table_rows_come_from_the_results(self):
-        sens = {'s': {'scheduler.vm_cgroup_shares': {
-            'shipped': '1024', 'points': {
-                '0': point({'kv': 0.9}), '1024': point({}),
-                '8192': point({})}}}}
-        rows = bench.sensitivity_rows(sens, ['s'])
-        self.assertEqual(1, len(rows))
-        self.assertEqual(['s', 'scheduler.vm_cgroup_shares'], rows[0][:2])
-        self.assertTrue(rows[0][2].startswith('fails at 0'))
-        text = bench.sensitivity_section(sens, ['s'], 60.0, 0.0)
-        self.assertIn('Sensitivity\n===========', text)
-        self.assertIn('fails at 0', text)
