@@ -26,7 +26,8 @@ MODEL = ('vsmtio_sim', 'vsmtio_agent/model.py',
 PRODUCT = MODEL + ('vsmtio_agent', 'vsmtio_contract')
 # What no run reads: the tests, and the simulator's judgement of a run
 # and its command line (a change there invalidates nothing cached).
-_SKIP = ('tests', '__pycache__', 'cmd.py', 'tenants.py', 'intervals.py')
+_SKIP = ('tests', '__pycache__', 'cmd.py', 'tenants.py', 'intervals.py',
+         'seeds.py')
 
 
 def _files(parts):
