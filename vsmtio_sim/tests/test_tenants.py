@@ -24,6 +24,14 @@ def result(vms, windows):
         for w in windows]}}
 
 
+def four(web=100.0, batch=10.0, db=50.0, gamer=10.0):
+    """The four VMs of ``BASE`` with these means."""
+    return {'web': vm('io', requests=web),
+            'db': vm('mixed', requests=db, instructions=9.0),
+            'batch': vm('cpu', instructions=batch),
+            'gamer': vm('io', requests=gamer, adversary=True)}
+
+
 BASE = result({'web': vm('io', requests=100.0),
                'db': vm('mixed', requests=50.0, instructions=9.0),
                'batch': vm('cpu', instructions=10.0),
@@ -136,10 +144,7 @@ class TestJudge(testtools.TestCase):
         return out
 
     def test_table_says_which_vm_is_below(self):
-        low = result({'web': vm('io', requests=99.0),
-                      'db': vm('mixed', requests=50.0, instructions=9.0),
-                      'batch': vm('cpu', instructions=10.0),
-                      'gamer': vm('io', requests=10.0, adversary=True)},
+        low = result(four(web=99.0),
                      [{'web': (99, 0), 'db': (50, 4), 'batch': (0, 10),
                        'gamer': (10, 0)}] * 2)
         text = tenants.table({'vanilla': BASE, 'vsmtio': low})
@@ -154,20 +159,14 @@ class TestJudge(testtools.TestCase):
     def test_table_marks_only_outside_the_noise_aware_floors(self):
         # vanilla against itself: web dips to 0.93 in a window, batch's
         # mean is 0.98 of the baseline's
-        aa = result({'web': vm('io', requests=100.0),
-                     'db': vm('mixed', requests=50.0, instructions=9.0),
-                     'batch': vm('cpu', instructions=9.8),
-                     'gamer': vm('io', requests=10.0, adversary=True)},
+        aa = result(four(batch=9.8),
                     [{'web': (93, 0), 'db': (50, 4), 'batch': (0, 9.8),
                       'gamer': (10, 0)},
                      {'web': (107, 0), 'db': (50, 4), 'batch': (0, 9.8),
                       'gamer': (10, 0)}])
         # web's lowest window 0.925 (floor 0.92), batch 0.955 (floor
         # 0.97 - 0.02), db 0.94 in a window (floor 0.95: no A/A dip)
-        prod = result({'web': vm('io', requests=100.0),
-                       'db': vm('mixed', requests=50.0, instructions=9.0),
-                       'batch': vm('cpu', instructions=9.55),
-                       'gamer': vm('io', requests=10.0, adversary=True)},
+        prod = result(four(batch=9.55),
                       [{'web': (92.5, 0), 'db': (47, 4), 'batch': (0, 9.55),
                         'gamer': (10, 0)},
                        {'web': (107.5, 0), 'db': (53, 4),
