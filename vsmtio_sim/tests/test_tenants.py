@@ -32,10 +32,7 @@ def four(web=100.0, batch=10.0, db=50.0, gamer=10.0):
             'gamer': vm('io', requests=gamer, adversary=True)}
 
 
-BASE = result({'web': vm('io', requests=100.0),
-               'db': vm('mixed', requests=50.0, instructions=9.0),
-               'batch': vm('cpu', instructions=10.0),
-               'gamer': vm('io', requests=10.0, adversary=True)},
+BASE = result(four(),
               [{'web': (100, 0), 'db': (50, 4), 'batch': (0, 10),
                 'gamer': (10, 0)}] * 2)
 
