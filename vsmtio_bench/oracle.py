@@ -267,25 +267,31 @@ def candidates(evaluator, ends, confirm=CONFIRM):
     measure alike), then everything else evaluated; plus, per family, the
     best that also keeps the margin (the margin oracle's candidate).
     """
-    seen, out = set(), []
     tried = ends + [c for c, _s in evaluator.cache.values()]
+    seen, out = set(), []
     for family in space.FAMILIES:
-        rows = []
-        for cfg in tried:
-            s = evaluator(cfg)
-            outcome = (round(s['io_gain'] or 1.0, 9),
-                       round(s['cpu'] or 1.0, 9))
-            if (cfg['family'] == family and s['ok']
-                    and (s['io_gain'] or 1.0) > 1.0 and outcome not in seen):
-                seen.add(outcome)
-                rows.append((cfg, s))
-        rows.sort(key=lambda cs: -(cs[1]['io_gain'] or 1.0))
-        picked = rows[:confirm]
-        picked += [cs for cs in rows if cs[1]['margin_ok']][:1]
-        for cfg, _s in picked:
-            if cfg not in out:
-                out.append(cfg)
+        rows = _gaining(evaluator, [c for c in tried
+                                    if c['family'] == family], seen)
+        picked = rows[:confirm] + [cs for cs in rows
+                                   if cs[1]['margin_ok']][:1]
+        out += [cfg for cfg, _s in picked if cfg not in out]
     return out
+
+
+def _gaining(evaluator, configs, seen):
+    """``[(cfg, summary)]`` that keep every floor and gain, best first.
+
+    Each outcome once (``seen`` holds those of earlier calls).
+    """
+    rows = []
+    for cfg in configs:
+        s = evaluator(cfg)
+        outcome = (round(s['io_gain'] or 1.0, 9), round(s['cpu'] or 1.0, 9))
+        if s['ok'] and (s['io_gain'] or 1.0) > 1.0 and outcome not in seen:
+            seen.add(outcome)
+            rows.append((cfg, s))
+    rows.sort(key=lambda cs: -(cs[1]['io_gain'] or 1.0))
+    return rows
 
 
 def confirm(name, scheduler, configs, seeds, runs):
@@ -486,34 +492,48 @@ def _document(path):
     return doc
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def selection_args(p):
+    """The options the oracle and the yardstick choose their runs by."""
     p.add_argument('--only', default='', help='scenario name prefix')
     p.add_argument('--names', default='',
                    help='these scenarios, comma separated')
     p.add_argument('--quick', action='store_true',
                    help='%s on seeds %s (development)'
-                        % (', '.join(QUICK), QUICK_SEEDS))
-    p.add_argument('--schedulers', default=','.join(SCHEDULERS))
+                        % (', '.join(QUICK), ','.join(map(str, QUICK_SEEDS))))
+    p.add_argument('--schedulers', default=','.join(SCHEDULERS),
+                   help='comma-separated, of %s' % ', '.join(SCHEDULERS))
     p.add_argument('--seeds', default=None,
                    help='comma-separated seeds (default %s)'
                         % ','.join(map(str, intervals.SEEDS)))
-    p.add_argument('--json', default=DEFAULT_JSON,
-                   help='write the results here')
     p.add_argument('--processes', type=int, default=2)
+
+
+def selection(p, args):
+    """The scenario names; ``args``' schedulers and seeds checked.
+
+    Every choice is checked before any run: a typo costs no bench time.
+    """
+    if args.processes < 1:
+        p.error('--processes must be >= 1')
+    args.schedulers = args.schedulers.split(',')
+    if not set(args.schedulers) <= set(SCHEDULERS):
+        p.error('--schedulers: each one of %s' % ', '.join(SCHEDULERS))
+    args.seeds = (_ints(p, args.seeds, '--seeds') if args.seeds else
+                  QUICK_SEEDS if args.quick else intervals.SEEDS)
+    return _names(p, args)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    selection_args(p)
+    p.add_argument('--json', default=DEFAULT_JSON,
+                   help='write the results here (not with --quick)')
     p.add_argument('--config', action='append', default=[],
                    help='measure this static configuration (JSON, as a '
                         'result\'s config; repeatable) on the scenarios '
                         'named, searching and writing nothing')
     args = p.parse_args(argv)
-    if args.processes < 1:
-        p.error('--processes must be >= 1')
-    args.schedulers = args.schedulers.split(',')
-    if not set(args.schedulers) <= set(SCHEDULERS) or not args.schedulers:
-        p.error('--schedulers: each one of %s' % ', '.join(SCHEDULERS))
-    args.seeds = (_ints(p, args.seeds, '--seeds') if args.seeds else
-                  QUICK_SEEDS if args.quick else intervals.SEEDS)
-    names = _names(p, args)
+    names = selection(p, args)
     if args.config:
         return _static(p, args, names)
     t0 = time.time()

@@ -121,20 +121,20 @@ def headline(rows, field='oracle', gain_min=GAIN_MIN):
     summed gains over the oracle's on the scenarios whose oracle's mean
     gain is at least ``gain_min``; the interval is over seeds.
     """
-    chosen = [k for k, row in rows.items()
-              if intervals.interval(row[field].values())[0] is not None
-              and intervals.interval(row[field].values())[0] >= gain_min]
+    chosen = sorted(k for k, row in rows.items()
+                    if (intervals.interval(row[field].values())[0] or 0.0)
+                    >= gain_min)
     seeds = sorted({s for k in chosen for s in rows[k]['product']})
-    shares = []
-    for s in seeds:
-        mine = [rows[k]['product'].get(s) for k in chosen]
-        best = [rows[k][field].get(s) for k in chosen]
-        pairs = [(p, o) for p, o in zip(mine, best)
-                 if p is not None and o is not None]
-        total = sum(o - 1.0 for _p, o in pairs)
-        if pairs and total > 0:
-            shares.append(sum(p - 1.0 for p, _o in pairs) / total)
-    return intervals.interval(shares) + (sorted(chosen),)
+    shares = [_share([(rows[k]['product'].get(s), rows[k][field].get(s))
+                      for k in chosen]) for s in seeds]
+    return intervals.interval(shares) + (chosen,)
+
+
+def _share(pairs):
+    """The summed gains of ``(product, oracle)`` pairs over the oracle's."""
+    pairs = [(p, o) for p, o in pairs if p is not None and o is not None]
+    total = sum(o - 1.0 for _p, o in pairs)
+    return sum(p - 1.0 for p, _o in pairs) / total if total > 0 else None
 
 
 def table_rows(rows):
@@ -288,62 +288,54 @@ def _overrides(p, items):
     return tuple(out)
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument('--only', default='')
-    p.add_argument('--names', default='')
-    p.add_argument('--quick', action='store_true')
-    p.add_argument('--schedulers', default=','.join(bench_oracle.SCHEDULERS))
-    p.add_argument('--seeds', default=None)
-    p.add_argument('--processes', type=int, default=os.cpu_count() or 1)
-    p.add_argument('--set', action='append', default=[],
-                   metavar='GROUP.OPTION=VALUE')
-    p.add_argument('--json', help='also write every run here')
-    p.add_argument('--against', help='a --json of another run: paired '
-                                     'differences with it')
-    p.add_argument('--out', default=None,
-                   help='write the page here (default: %s for a full '
-                        'run, nothing for --quick)' % DOCUMENT)
-    args = p.parse_args(argv)
-    args.argv = argv
-    if args.processes < 1:
-        p.error('--processes must be >= 1')
-    args.schedulers = args.schedulers.split(',')
-    if not set(args.schedulers) <= set(bench_oracle.SCHEDULERS):
-        p.error('--schedulers: each one of %s'
-                % ', '.join(bench_oracle.SCHEDULERS))
-    args.seeds = (bench_oracle._ints(p, args.seeds, '--seeds') if args.seeds
-                  else bench_oracle.QUICK_SEEDS if args.quick
-                  else intervals.SEEDS)
-    names = bench_oracle._names(p, args)
-    overrides = _overrides(p, args.set)
-    t0 = time.time()
+def measure(args, names, overrides):
+    """``(oracles, runs)``: each scenario's oracle, then the product's runs.
+
+    The oracles first: every run they need is cached, so a search already
+    made replays in seconds.
+    """
+    oracles, runs = {}, []
+    jobs = [(n, s, args.seeds, bench_oracle.SEARCH_S, bench_oracle.CONFIRM)
+            for s in args.schedulers for n in names]
     with concurrent.futures.ProcessPoolExecutor(args.processes) as pool:
-        # the oracles first: every run they need is cached, so a search
-        # already made replays in seconds
-        oracles = {}
-        for o in pool.map(bench_oracle._job, [
-                (n, s, args.seeds, bench_oracle.SEARCH_S,
-                 bench_oracle.CONFIRM)
-                for s in args.schedulers for n in names]):
+        for o in pool.map(bench_oracle._job, jobs):
             oracles.setdefault(o['scheduler'], {})[o['scenario']] = o
             sys.stderr.write('oracle %s/%s: %s, I/O %.3f\n' % (
                 o['scenario'], o['scheduler'], o['label'], o['io_gain']))
         jobs = [(n, s, seed, overrides) for s in args.schedulers
                 for n in names for seed in args.seeds]
-        runs = []
         for r in pool.map(one, jobs):
             runs.append(r)
             sys.stderr.write('%s/%s seed %d: I/O %.3f (%d of %d)\n'
                              % (r['scenario'], r['scheduler'], r['seed'],
                                 r['io'], len(runs), len(jobs)))
-    wall = time.time() - t0
+    return oracles, runs
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    bench_oracle.selection_args(p)
+    p.add_argument('--set', action='append', default=[],
+                   metavar='GROUP.OPTION=VALUE',
+                   help='an option of the product\'s runs (repeatable)')
+    p.add_argument('--json', help='also write every run here')
+    p.add_argument('--against', help='a --json of another run: paired '
+                                     'differences with it')
+    p.add_argument('--out', default=None,
+                   help='write the page here (default: %s for a full '
+                        'run, nothing for a partial one)' % DOCUMENT)
+    args = p.parse_args(argv)
+    args.argv = argv
+    names = bench_oracle.selection(p, args)
+    overrides = _overrides(p, args.set)
+    t0 = time.time()
+    oracles, runs = measure(args, names, overrides)
     rows = by_scenario(runs, oracles)
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(runs, f, indent=1, sort_keys=True)
-    text = document(rows, args, wall)
+    text = document(rows, args, time.time() - t0)
     out = args.out or (None if args.quick or args.names or args.only
                        else DOCUMENT)
     if out:
