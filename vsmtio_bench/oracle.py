@@ -22,8 +22,8 @@ each serving group's weight with its timeout (or the host's halt-polling
 maximum) as one coordinate (every combination: the greedy one-at-a-time
 search cannot build what pays only together), the computing groups'
 timeouts and the split's grades; passes repeat until none changes (at
-most ``MAX_PASSES``), from each of :func:`space.starts`; then each VM of
-a group on its own. It finds a
+most ``MAX_PASSES``, the later ones trying a weight only near where it
+is), from all off; then each VM of a group on its own. It finds a
 local optimum, not a proven global one. While searching, each
 configuration is measured over ``SEARCH_S`` simulated seconds after the
 warm-up, on the first seed.
@@ -74,7 +74,7 @@ from vsmtio_sim import tenants
 
 MAX_PASSES = 3
 SEARCH_S = 2.0
-CONFIRM = 3
+CONFIRM = 2
 SCHEDULERS = ('cfs', 'eevdf')
 # a few scenarios for development: a Fig. 5 pair with a known static gain,
 # one where the weight lever sits near a modelled cliff, one with none
@@ -204,12 +204,17 @@ def score(summary):
 
 
 def descend(evaluate, coords, start, max_passes=MAX_PASSES):
-    """Coordinate descent from ``start``; the configuration it ends at."""
+    """Coordinate descent from ``start``; the configuration it ends at.
+
+    The first pass tries each coordinate's every value; later ones a
+    joint weight only near where it is (:func:`space.near`).
+    """
     cur = start
     cur_score = score(evaluate(cur))
-    for _ in range(max_passes):
+    for n in range(max_passes):
         changed = False
-        for fields, vms, values in coords:
+        for coord in coords:
+            fields, vms, values = coord if not n else space.near(coord, cur)
             now = space.value(cur, fields, vms)
             best, best_score = cur, cur_score
             for v in values:

@@ -87,6 +87,22 @@ def groups(vms):
     return {k: tuple(v) for k, v in out.items()}
 
 
+def near(coord, cfg, steps=2):
+    """``coord`` with a joint weight's values near ``cfg``'s weight.
+
+    After the first pass the weight moves at most ``steps`` grid steps
+    either way (every timeout with each): the whole grid again costs five
+    times as many runs and a pass that moved another coordinate shifts
+    the best weight by a step or two, not across the grid.
+    """
+    fields, vms, values = coord
+    if fields[0] != 'weights' or len(fields) < 2:
+        return coord
+    w = value(cfg, fields, vms)[0]
+    return (fields, vms, [v for v in values
+                          if abs(v[0] - w) <= steps * 0.25 + 1e-9])
+
+
 def coordinates(family, vms, per_vm=False):
     """``[(fields, vms, values)]``: what descent varies, one at a time.
 
@@ -150,18 +166,13 @@ def setting(cfg, fields, vms, val):
 
 
 def starts(family, vms):
-    """Where coordinate descent starts: all off first.
+    """Where coordinate descent starts: all off.
 
-    For vSMT-IO also every serving VM retaining at 50 us with the split
-    on every core (the paper's configuration at the timeout its LTCR
-    settles near).
+    The first pass tries every weight with every timeout (or halt-polling
+    maximum) for each serving group and every grade of the split, so a
+    second start would repeat it.
     """
-    off = all_off(family)
-    if family == 'haltpoll':
-        return [off]
-    serving = [vm for vm, v in vms.items() if tenants.role(v) == 'serving'
-               and not v['adversary']]
-    return [off, dict(off, retain={vm: 50 for vm in serving}, split=1.0)]
+    return [all_off(family)]
 
 
 def label(cfg):

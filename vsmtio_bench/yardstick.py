@@ -247,8 +247,10 @@ A smaller difference cannot be told from noise by any test.
 
 The oracle (``vsmtio_bench/oracle.py``) is the best static configuration
 in hindsight, searched on the first seed over {search_s} s windows by
-coordinate descent (at most {passes} passes, several starts), each
-serving group's weight and timeout jointly: per-VM CPU weight {weights},
+coordinate descent from all off (at most {passes} passes; the first tries
+every value of each coordinate, the later ones a weight within two steps
+of where it is; then each VM of a group on its own), each serving
+group's weight and timeout jointly: per-VM CPU weight {weights},
 per-VM retention timeout off or {timeouts} us, the split on a share of
 {splits} of the cores, or, as a stock host, KVM's halt polling with a
 maximum of {timeouts} us and the same weights. The best {confirm} of each

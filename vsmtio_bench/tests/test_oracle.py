@@ -217,7 +217,7 @@ class TestSearchLogic(testtools.TestCase):
             t = cfg['retain'].get('web', 0)
             if t == 400:
                 return 1.3, 0.99 if seed == 1 else 0.9
-            return 1.0 + t / 2000.0, 0.99
+            return 1.0 + t / 10000.0, 0.99
         r = self.oracle(gains)
         self.assertNotEqual({'web': 400}, r['config']['retain'])
         self.assertEqual(r['seeds'], r['ok_seeds'])
