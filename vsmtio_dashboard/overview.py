@@ -11,6 +11,9 @@ left at its default), while the target is unique. The counters carry no
 ``fqdn`` (the agent labels gauges only), so they are joined by target.
 Metrics an agent does not export (an older agent, the guard off, no
 reserved VM) are ``None`` and shown as not reported, never as zero.
+A mechanism the host refused (``vsmtio_host_refused``) is shown as
+refused with the host's reason, and a timeout it refused never as a
+value in force.
 """
 
 import collections
@@ -30,6 +33,8 @@ HOST_QUERIES = {
     'vcpus': 'vsmtio_host_vcpus',
     'timeout': 'vsmtio_retention_timeout_seconds',
     'vm_timeout': 'vsmtio_vm_retention_timeout_seconds',
+    'refused': 'vsmtio_host_refused',
+    'untried': 'vsmtio_mechanism_untried',
     'kept': 'vsmtio_guard_kept',
     'verdict': 'vsmtio_guard_verdict',
     'protected': 'vsmtio_mist_protected',
@@ -122,6 +127,8 @@ class Host:
     timeout: float = None
     vm_timeouts: dict = dataclasses.field(default_factory=dict)
     mechanisms: dict = dataclasses.field(default_factory=dict)
+    refused: dict = dataclasses.field(default_factory=dict)  # mech -> why
+    untried: dict = dataclasses.field(default_factory=dict)  # mech -> why
     protected: int = None
     reserved: int = None
     periods: int = None
@@ -216,6 +223,15 @@ def hosts(answers):
     for inst, samples in _by_instance(answers.get('vm_timeout')).items():
         row(inst).vm_timeouts = {s.labels.get('domain'): s.value
                                  for s in samples}
+    for name in ('refused', 'untried'):
+        for inst, samples in _by_instance(answers.get(name)).items():
+            setattr(row(inst), name, {
+                s.labels.get('mechanism'): s.labels.get('reason') or '?'
+                for s in samples if s.value})
+    for r in rows.values():
+        if 'retention' in r.refused:
+            # the host did not take it: no value of it is in force
+            r.timeout, r.vm_timeouts = None, {}
     kept = _by_instance(answers.get('kept'))
     verdicts = _by_instance(answers.get('verdict'))
     for inst in set(kept) | set(verdicts):
