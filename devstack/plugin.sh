@@ -5,7 +5,9 @@
 #                    osc-placement where placement runs)
 # stack post-config  add the vsmtio filter and weigher to $NOVA_CONF, the
 #                    measured class's root secret where the scheduler
-#                    runs, and the agent's nova policy where nova-api runs
+#                    runs, and the agent's nova policy where nova-api runs;
+#                    where watcher's decision engine runs, the compute
+#                    model's extended attributes (again in extra)
 # stack extra        load the metadefs into glance; define the retention
 #                    trait in placement; create the agent's keystone user
 #                    and role; on compute nodes give nova-compute this
@@ -263,6 +265,21 @@ function configure_vsmtio_tempest_fleet {
     iniset "$TEMPEST_CONFIG" vsmtio watcher "$watcher"
 }
 
+# The mix repair strategy reads each instance's flavor extra specs, which
+# Watcher's compute model holds only with [compute_model]
+# enable_extended_attributes (false by default): without it every audit
+# of the strategy fails. Set in post-config and again in extra, each time
+# only once watcher.conf exists: watcher's own post-config rebuilds
+# watcher.conf from scratch and its extra starts the decision engine, and
+# plugins run in local.conf's order, so whichever plugin runs first the
+# option is in the file the decision engine starts with.
+function configure_vsmtio_watcher {
+    local conf=${WATCHER_CONF:-/etc/watcher/watcher.conf}
+    if [[ -f "$conf" ]]; then
+        iniset "$conf" compute_model enable_extended_attributes True
+    fi
+}
+
 function unstack_vsmtio {
     stop_process vsmtio-agent
     rm -f "$NOVA_CONF_DIR/policy.d/vsmtio.yaml"
@@ -289,7 +306,13 @@ elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
         echo_summary "Configuring nova for vsmtio"
         configure_vsmtio_nova
     fi
+    if is_service_enabled watcher-decision-engine; then
+        configure_vsmtio_watcher
+    fi
 elif [[ "$1" == "stack" && "$2" == "extra" ]]; then
+    if is_service_enabled watcher-decision-engine; then
+        configure_vsmtio_watcher
+    fi
     if is_service_enabled g-api; then
         load_vsmtio_metadefs
     fi

@@ -41,9 +41,11 @@ class Period:
     standing after-effect alarms; None with the guard off), ``retaining``
     (``{domain: timeout ns}`` the guard keeps, None where the host's
     timeout is host-wide or the guard is off), ``served`` (each domain's
-    requests and packets per second, None where the host counts none)
-    and ``mist`` (MIST's verdict per reserved domain, None with MIST off)
-    are the engine's state once the decision was taken.
+    requests and packets per second, None where the host counts none),
+    ``mist`` (MIST's verdict per reserved domain, None with MIST off)
+    and ``untried`` (``{mechanism: why}`` of those the engine does not try
+    on this host, which no verdict explains) are the engine's state once
+    the decision was taken.
     """
 
     number: int
@@ -58,6 +60,7 @@ class Period:
     mist: Optional[Mapping] = None
     retaining: Optional[Mapping] = None
     served: Optional[Mapping] = None
+    untried: Optional[Mapping] = None
 
     @property
     def start(self):
@@ -158,7 +161,8 @@ class Agent(object):
             served=(types.MappingProxyType(served)
                     if served is not None else None),
             mist=(types.MappingProxyType(dict(self.engine.mist_verdicts))
-                  if self.engine.params.mist is not None else None))
+                  if self.engine.params.mist is not None else None),
+            untried=types.MappingProxyType(self.engine.untried))
         return self.period
 
     def _start(self):

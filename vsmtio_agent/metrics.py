@@ -79,6 +79,7 @@ class AgentCollector:
         self._lock = threading.Lock()
         self._period = None
         self._mode = None
+        self._refusals = {}
         self.ticks = 0
         self.tick_failures = 0
         self.applied = 0
@@ -86,10 +87,16 @@ class AgentCollector:
         self.unchanged = 0
         self.decisions = {'applied': 0, 'failed': 0, 'dry_run': 0}
 
-    def observe(self, period, mode=None):
-        """Record one finished :class:`Period` (called by the loop)."""
+    def observe(self, period, mode=None, refusals=None):
+        """Record one finished :class:`Period` (called by the loop).
+
+        ``refusals`` is the driver's ``{mechanism: why}`` of what the host
+        refused (:meth:`HostDriver.refusals`): a refused timeout is not
+        exported as in force.
+        """
         with self._lock:
             self._period = period
+            self._refusals = dict(refusals or {})
             if mode is not None:
                 self._mode = mode
             self.ticks += 1
@@ -122,6 +129,7 @@ class AgentCollector:
     def _families(self):
         with self._lock:
             period, mode = self._period, self._mode
+            refusals = self._refusals
             counts = (self.ticks, self.tick_failures, self.applied,
                       self.failed, self.unchanged)
             decisions_by = dict(self.decisions)
@@ -154,9 +162,13 @@ class AgentCollector:
         if period is None:
             return
         decision, stats = period.decision, period.stats
-        yield g('vsmtio_retention_timeout_seconds',
-                'Context-retention timeout LTCR chose for this period.',
-                value=decision.timeout_ns / 1e9)
+        yield from _mechanism_families(g, period, refusals)
+        if 'retention' not in refusals:
+            # a timeout the host refused is not in force: absent, not a
+            # value (vsmtio_host_refused says why)
+            yield g('vsmtio_retention_timeout_seconds',
+                    'Context-retention timeout LTCR chose for this period.',
+                    value=decision.timeout_ns / 1e9)
         mix = {role: 0 for role in model.Role}
         klass = g('vsmtio_vcpu_class', 'RASS class of each vCPU (1).',
                   labels=['domain', 'vcpu', 'class'])
@@ -170,8 +182,9 @@ class AgentCollector:
             'ipc': g('vsmtio_vcpu_ipc', 'Instructions per cycle.',
                      labels=['domain', 'vcpu']),
             'i_cpu': g('vsmtio_vcpu_i_cpu',
-                       'MIST interference ratio (involuntary / voluntary '
-                       'switches).', labels=['domain', 'vcpu']),
+                       'MIST interference ratio: involuntary context '
+                       'switches per voluntary one (a ratio, no unit).',
+                       labels=['domain', 'vcpu']),
             'runqueue_delay_ratio': g(
                 'vsmtio_vcpu_runqueue_delay_ratio',
                 'Share of the period the vCPU waited on a run queue.',
@@ -194,13 +207,35 @@ class AgentCollector:
         yield klass
         yield from rates.values()
         if period.verdicts is not None:
-            yield from _guard_families(g, period)
+            yield from _guard_families(g, period,
+                                       'retention' in refusals)
         if period.mist is not None:
             yield from _mist_families(g, period.mist)
 
 
-def _guard_families(g, period):
-    """What the guard keeps, per mechanism and VM, and why."""
+def _mechanism_families(g, period, refusals):
+    """What the host refused and the engine does not try, and why."""
+    refused = g('vsmtio_host_refused',
+                'A mechanism the host refused (always 1), and the host\'s '
+                'reason: its value is not in force.',
+                labels=['mechanism', 'reason'])
+    for mechanism, why in sorted(refusals.items()):
+        refused.add_metric([mechanism, why], 1)
+    yield refused
+    untried = g('vsmtio_mechanism_untried',
+                'A mechanism the agent does not try on this host (always '
+                '1), and why.', labels=['mechanism', 'reason'])
+    for mechanism, why in sorted((period.untried or {}).items()):
+        untried.add_metric([mechanism, why], 1)
+    yield untried
+
+
+def _guard_families(g, period, timeout_refused=False):
+    """What the guard keeps, per mechanism and VM, and why.
+
+    No per-VM timeout where the host refused the timeout: none is in
+    force.
+    """
     kept = g('vsmtio_guard_kept',
              'Whether the guard keeps the mechanism (1) or not (0); domain '
              'is the VM of a per-VM mechanism, empty for a host-wide one.',
@@ -223,7 +258,7 @@ def _guard_families(g, period):
     yield kept
     yield verdict
     yield alarm
-    if period.retaining is not None:
+    if period.retaining is not None and not timeout_refused:
         timeout = g('vsmtio_vm_retention_timeout_seconds',
                     'The retention timeout the guard keeps for the VM.',
                     labels=['domain'])
@@ -246,8 +281,9 @@ def _mist_families(g, verdicts):
                   'Whether MIST protects the reserved VM this period (1) '
                   'or not (0).', labels=['domain'])
     i_cpu = g('vsmtio_mist_vm_i_cpu',
-              'MIST interference ratio of the reserved VM (involuntary / '
-              'voluntary switches of its vCPUs).', labels=['domain'])
+              'MIST interference ratio of the reserved VM: involuntary '
+              'context switches of its vCPUs per voluntary one (a ratio, '
+              'no unit).', labels=['domain'])
     for domain, v in sorted(verdicts.items()):
         protected.add_metric([domain], 1 if v.protect else 0)
         if v.i_cpu is not None:

@@ -12,6 +12,11 @@ the daemon writes them only where its directory is closed to others
 text from the file, control characters are escaped and a name is cut at
 :data:`MAX_NAME` characters (:func:`printable`), so a name cannot write to
 the operator's terminal or run on over the table.
+
+A value the host refused (:meth:`HostDriver.refusals`: a read-only
+``halt_poll_ns``) is shown as refused, with the host's reason, never as
+in force; each mechanism has a line saying whether it is kept, not kept,
+not tried or refused, and why.
 """
 
 import dataclasses
@@ -32,6 +37,12 @@ PID_MAX = 4 * 1024 * 1024
 _INT_LIMIT = 2 ** 63
 # Longest name shown: a nova server name may have 255 characters.
 MAX_NAME = 64
+# The guard's mechanisms every status lists (vsmtio_agent.policy.guard's
+# names; the wider split levels are listed once kept or judged).
+MECHANISMS = ('retention', 'weight', 'split', 'borrow')
+_ORDER = MECHANISMS + ('split-1/4', 'split-1/2', 'split-all')
+# I_cpu's unit: MIST's interference ratio.
+I_CPU_UNIT = 'involuntary per voluntary switch'
 
 _NUMBER = {'type': ['number', 'null']}
 _ROW = {
@@ -72,6 +83,7 @@ SCHEMA = {
         'ticks': {'type': 'integer'},
         'timeout_ns': {'type': ['integer', 'null']},
         'dry_run': {'type': 'boolean'},
+        'retention': {'type': 'boolean'},
         'vcpus': {'type': 'array', 'items': _ROW},
         'mechanisms': {'type': ['array', 'null'],
                        'items': {'type': 'string'}},
@@ -82,7 +94,11 @@ SCHEMA = {
                  'additionalProperties': _MIST_VERDICT},
         'mist_levers': {'type': 'object',
                         'additionalProperties': {'type': ['string', 'null']}},
-        'vms': {'type': 'object', 'additionalProperties': _VM}}}
+        'vms': {'type': 'object', 'additionalProperties': _VM},
+        'refused': {'type': 'object',
+                    'additionalProperties': {'type': 'string'}},
+        'untried': {'type': 'object',
+                    'additionalProperties': {'type': 'string'}}}}
 _VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 
 
@@ -195,48 +211,66 @@ def rows(period, pins, names=None):
 
 
 def _us(ns):
-    return '%d us' % (ns // 1000)
+    return '%d \u00b5s' % (ns // 1000)
 
 
-def vm_lines(period):
+def _retention_line(decision, domain, refused):
+    """What a VM retains: the timeout in force, or why none is."""
+    retains = decision.retains(domain)
+    if refused is not None:
+        return 'no retention: the host refused the timeout (%s)' % refused
+    if not decision.retention:
+        return 'no retention: the guard does not keep it'
+    if decision.timeouts is None:
+        return ('retains up to %s (the host-wide LTCR timeout)'
+                % _us(retains))
+    if retains:
+        return 'retains up to %s (its own timeout)' % _us(retains)
+    return 'no retention: not kept for this VM'
+
+
+def _classes_line(decision, placements):
+    """A VM's vCPUs by class, and whether the split places them."""
+    classes = {}
+    for p in placements:
+        classes[p.role.value] = classes.get(p.role.value, 0) + 1
+    placed = sum(1 for p in placements if decision.applies(p))
+    return '%s vCPU(s); %s' % (
+        ', '.join('%d %s' % (n, c) for c, n in sorted(classes.items())),
+        'RASS places %d of them' % placed if placed else
+        'where nova put them (%s)' % (
+            'the split is off' if not decision.split
+            else 'their cores are not split'))
+
+
+def vm_lines(period, refusals=None):
     """``{domain: [what it has this period, and why]}`` of one period.
 
     Read from the period's decision and verdicts (what the agent asked of
     the host), one short line each: its vCPUs' classes and whether the
-    split places them, its retention and its timeout, its CPU weight
-    (MIST's verdicts have their own lines).
+    split places them, its retention and its timeout (or, where the host
+    refused the timeout, that and why: ``refusals`` is the driver's), its
+    CPU weight, the requests it served (MIST's verdicts have their own
+    lines).
     """
     if period is None or period.start:
         return {}
+    refused = (refusals or {}).get('retention')
+    served = period.served or {}
     decision = period.decision
     by_domain = {}
     for ref, placement in sorted(decision.placements.items()):
         by_domain.setdefault(ref.domain, []).append(placement)
     out = {}
     for domain, placements in sorted(by_domain.items()):
-        classes = {}
-        for p in placements:
-            classes[p.role.value] = classes.get(p.role.value, 0) + 1
-        placed = sum(1 for p in placements if decision.applies(p))
-        has = ['%s vCPU(s); %s' % (
-            ', '.join('%d %s' % (n, c) for c, n in sorted(classes.items())),
-            'RASS places %d of them' % placed if placed else
-            'where nova put them (%s)' % (
-                'the split is off' if not decision.split
-                else 'their cores are not split'))]
-        retains = decision.retains(domain)
-        if not decision.retention:
-            has.append('no retention: the guard does not keep it')
-        elif decision.timeouts is None:
-            has.append('retains up to %s (the host-wide LTCR timeout)'
-                       % _us(retains))
-        elif retains:
-            has.append('retains up to %s (its own timeout)' % _us(retains))
-        else:
-            has.append('no retention: not kept for this VM')
+        has = [_classes_line(decision, placements),
+               _retention_line(decision, domain, refused)]
         factor = decision.weights.get(domain)
         if factor is not None and factor != 1:
             has.append('CPU weight x%.2f' % factor)
+        if served.get(domain) is not None:
+            has.append('served %.1f requests and packets per second'
+                       % served[domain])
         out[domain] = has
     return out
 
@@ -245,42 +279,136 @@ def document(period, driver, opts, mode, names=True):
     """The status file's document of one :class:`Period`.
 
     Without ``names`` no server name is in it (for a file others can
-    read); with them each is :func:`printable`.
+    read); with them each is :func:`printable`. ``timeout_ns`` is None
+    where the host refused the timeout: the decision's value is what the
+    policy chose, not what the host has (``refused`` says why).
     """
     ran = period is not None and not period.start
     names = ({domain: printable(name)
               for domain, name in driver.domain_names().items()}
              if names else {})
+    refused = {m: printable(why, limit=1000)
+               for m, why in driver.refusals().items()}
     return {'time': time.time(), 'pid': os.getpid(), 'mode': mode,
             'period': opts.period, 'ticks': period.number if period else 0,
-            'timeout_ns': period.decision.timeout_ns if ran else None,
+            'timeout_ns': (period.decision.timeout_ns
+                           if ran and 'retention' not in refused else None),
+            'retention': bool(ran and period.decision.retention),
             'dry_run': opts.dry_run,
             'vcpus': rows(period, driver.vcpu_pins(), names),
             'vms': {domain: {'name': names.get(domain), 'has': has}
-                    for domain, has in vm_lines(period).items()},
-            'mechanisms': sorted(period.kept) if period else [],
-            'verdicts': ([dataclasses.asdict(v) for v in period.verdicts]
-                         if period and period.verdicts is not None
-                         else None),
-            'retaining': (dict(period.retaining)
-                          if period and period.retaining is not None
-                          else None),
-            'mist': ({d: dataclasses.asdict(v)
-                      for d, v in sorted(period.mist.items())}
-                     if period and period.mist is not None else None),
-            'mist_levers': driver.mist_levers()}
+                    for domain, has in vm_lines(period, refused).items()},
+            'refused': refused,
+            'mist_levers': driver.mist_levers(),
+            **_engine_state(period)}
+
+
+def _engine_state(period):
+    """The guard's and MIST's part of the document (None where off)."""
+    if period is None:
+        return {'untried': {}, 'mechanisms': [], 'verdicts': None,
+                'retaining': None, 'mist': None}
+    return {
+        'untried': dict(period.untried or {}),
+        'mechanisms': sorted(period.kept),
+        'verdicts': ([dataclasses.asdict(v) for v in period.verdicts]
+                     if period.verdicts is not None else None),
+        'retaining': (dict(period.retaining)
+                      if period.retaining is not None else None),
+        'mist': ({d: dataclasses.asdict(v)
+                  for d, v in sorted(period.mist.items())}
+                 if period.mist is not None else None)}
+
+
+def _num(value, fmt='%.2f'):
+    return 'n/a' if value is None else fmt % value
+
+
+def _per_vm(verdicts):
+    """Each VM's verdict: kept or not for it, and why."""
+    return '; '.join('%s for %s (%s)' % (
+        'kept' if v['kept'] else 'not kept', printable(v['domain']),
+        printable(v['reason'], limit=1000)) for v in verdicts)
+
+
+def mechanism_line(doc, mechanism):
+    """``mechanism``'s state and why, one line, or None if nothing to say.
+
+    Refused by the host (the driver's reason) before anything the guard
+    says: a verdict on a value the host did not take judges nothing.
+    Then the guard's verdicts (kept or not, with their reasons), the
+    reason it does not try it, or, with the guard off, whether the agent
+    applies it.
+    """
+    refused = (doc.get('refused') or {}).get(mechanism)
+    if refused is not None:
+        return 'refused by the host (%s)' % printable(refused, limit=1000)
+    kept = mechanism in (doc.get('mechanisms') or ())
+    untried = (doc.get('untried') or {}).get(mechanism)
+    if doc.get('verdicts') is None:
+        return 'applied (guard off)' if kept else 'not applied (%s)' % (
+            printable(untried or 'not in force', limit=1000))
+    return _judged_line(doc, mechanism, kept, untried)
+
+
+def _judged_line(doc, mechanism, kept, untried):
+    """With the guard on: its verdicts, why it is not tried, or neither."""
+    judged = [v for v in doc['verdicts'] if v['mechanism'] == mechanism
+              and not v.get('after_effect')]
+    if judged and any(v.get('domain') for v in judged):
+        return _per_vm(judged)
+    if judged:
+        return '%s (%s)' % ('kept' if kept else 'not kept', '; '.join(
+            printable(v['reason'], limit=1000) for v in judged))
+    if untried is not None:
+        return 'not tried (%s)' % printable(untried, limit=1000)
+    if kept:
+        return 'kept'
+    if mechanism in MECHANISMS:
+        return 'not kept (not judged yet: the guard probes it in its turn)'
+    return None
+
+
+def mechanism_lines(doc):
+    """``  mechanism: state (why)`` for each mechanism worth a line."""
+    names = set(MECHANISMS) | set(doc.get('mechanisms') or ()) | set(
+        doc.get('refused') or ()) | {
+        v['mechanism'] for v in doc.get('verdicts') or ()}
+    names = sorted(names, key=lambda m: (
+        _ORDER.index(m) if m in _ORDER else len(_ORDER), m))
+    out = []
+    for name in names:
+        line = mechanism_line(doc, name)
+        if line is not None:
+            out.append('  %s: %s' % (printable(name), line))
+    return out
+
+
+def _head(doc):
+    """The first line: mode, period, the timeout in force or refused."""
+    timeout = doc['timeout_ns']
+    refused = (doc.get('refused') or {}).get('retention')
+    if refused is not None:
+        timeout = 'refused by the host'
+    elif timeout is None:
+        timeout = 'n/a'
+    elif doc.get('retention') is False:
+        timeout = '%s, not in force: no VM retains' % _us(timeout)
+    else:
+        timeout = _us(timeout)
+    return ('mode %s, period %.2f s, %d period(s), retention timeout %s%s'
+            % (printable(doc['mode']), doc['period'], doc['ticks'],
+               timeout, ', dry run' if doc.get('dry_run') else ''))
 
 
 def format_table(doc):
     """A per-core table of one status document."""
-    def num(value, fmt='%.2f'):
-        return 'n/a' if value is None else fmt % value
-
+    num = _num
     text = printable    # every word from the file, as the terminal gets it
 
     table = prettytable.PrettyTable(
         ['core', 'domain', 'vcpu', 'class', 'retention', 'util', 'IPC',
-         'I_cpu', 'pinned'])
+         'I_cpu (invol./vol.)', 'pinned'])
     table.align = 'l'
     for row in sorted(doc['vcpus'], key=lambda r: (r['core'], r['domain'],
                                                    r['vcpu'])):
@@ -290,47 +418,44 @@ def format_table(doc):
                        num(row.get('utilisation')), num(row['ipc']),
                        num(row['i_cpu']),
                        ','.join(map(str, row['pinned']))])
-    timeout = doc['timeout_ns']
-    head = ('mode %s, period %.2f s, %d period(s), retention timeout %s%s'
-            % (text(doc['mode']), doc['period'], doc['ticks'],
-               'n/a' if timeout is None else '%d us' % (timeout // 1000),
-               ', dry run' if doc.get('dry_run') else ''))
-    lines = [head]
+    lines = [_head(doc)]
     if doc.get('verdicts') is None:
-        lines.append('guard off: every mechanism applied')
+        lines.append('guard off: every mechanism the host takes is applied')
     else:
         lines.append('mechanisms kept: %s' % (
             ', '.join(map(text, doc.get('mechanisms') or ())) or 'none'))
-        retaining = doc.get('retaining')
-        if retaining is not None:
-            lines.append('retaining: %s' % (', '.join(
-                '%s at %d us' % (text(d), ns // 1000)
-                for d, ns in sorted(retaining.items())) or 'no VM'))
-        for v in doc['verdicts']:
-            lines.append('  guard: %s%s%s %s (%s)' % (
-                text(v['mechanism']),
-                ' for %s' % text(v['domain']) if v.get('domain') else '',
-                ' at %d us' % (v['timeout_ns'] // 1000)
-                if v.get('timeout_ns') else
-                ' x%g' % v['factor'] if v.get('factor') else '',
-                'ALARM' if v.get('after_effect') else
-                'kept' if v['kept'] else 'dropped',
-                text(v['reason'], limit=1000)))
+    lines.append('mechanisms:')
+    lines.extend(mechanism_lines(doc))
+    lines.extend(_guard_lines(doc))
+    lines.extend(_mist_lines(doc))
+    lines.extend(_vm_text(doc))
+    return '\n'.join(lines) + '\n' + table.get_string()
+
+
+def _mist_lines(doc):
+    """MIST's levers and its verdict per reserved VM (none with it off)."""
     mist = doc.get('mist')
-    if mist is not None:
-        lines.append('MIST: %d reserved VM(s), %d protected' % (
-            len(mist), sum(1 for v in mist.values() if v['protect'])))
-        for lever, line in (doc.get('mist_levers') or {}).items():
-            if line:
-                lines.append('  %s: %s' % (lever, line))
-        for domain, v in sorted(mist.items()):
-            lines.append('  %s: %s, I_cpu %s (%s)' % (
-                text(domain),
-                'protected' if v['protect'] else 'not protected',
-                num(v.get('i_cpu')), text(v['reason'], limit=1000)))
+    if mist is None:
+        return []
+    lines = ['MIST: %d reserved VM(s), %d protected' % (
+        len(mist), sum(1 for v in mist.values() if v['protect']))]
+    for lever, line in (doc.get('mist_levers') or {}).items():
+        if line:
+            lines.append('  %s: %s' % (lever, line))
+    for domain, v in sorted(mist.items()):
+        lines.append('  %s: %s, I_cpu %s %s (%s)' % (
+            printable(domain),
+            'protected' if v['protect'] else 'not protected',
+            _num(v.get('i_cpu')), I_CPU_UNIT,
+            printable(v['reason'], limit=1000)))
+    return lines
+
+
+def _vm_text(doc):
+    """Per VM, by name then domain: what it has this period, and why."""
     vms = doc.get('vms') or {}
-    if vms:
-        lines.append('VMs:')
+    lines = ['VMs:'] if vms else []
+    text = printable
     for domain, vm in sorted(vms.items(),
                              key=lambda item: (item[1]['name'] or '',
                                                item[0])):
@@ -338,4 +463,29 @@ def format_table(doc):
                      if vm['name'] else '  %s' % text(domain))
         for line in vm['has']:
             lines.append('    %s' % text(line, limit=1000))
-    return '\n'.join(lines) + '\n' + table.get_string()
+    return lines
+
+
+def _guard_lines(doc):
+    """What the guard retains per VM, and each of its verdicts."""
+    if doc.get('verdicts') is None:
+        return []
+    text = printable
+    lines = []
+    retaining = doc.get('retaining')
+    if retaining is not None and 'retention' not in (doc.get('refused')
+                                                     or {}):
+        lines.append('retaining: %s' % (', '.join(
+            '%s at %s' % (text(d), _us(ns))
+            for d, ns in sorted(retaining.items())) or 'no VM'))
+    for v in doc['verdicts']:
+        lines.append('  guard: %s%s%s %s (%s)' % (
+            text(v['mechanism']),
+            ' for %s' % text(v['domain']) if v.get('domain') else '',
+            ' at %s' % _us(v['timeout_ns'])
+            if v.get('timeout_ns') else
+            ' x%g' % v['factor'] if v.get('factor') else '',
+            'ALARM' if v.get('after_effect') else
+            'kept' if v['kept'] else 'dropped',
+            text(v['reason'], limit=1000)))
+    return lines

@@ -11,6 +11,9 @@ left at its default), while the target is unique. The counters carry no
 ``fqdn`` (the agent labels gauges only), so they are joined by target.
 Metrics an agent does not export (an older agent, the guard off, no
 reserved VM) are ``None`` and shown as not reported, never as zero.
+A mechanism the host refused (``vsmtio_host_refused``) is shown as
+refused with the host's reason, and a timeout it refused never as a
+value in force.
 """
 
 import collections
@@ -30,6 +33,8 @@ HOST_QUERIES = {
     'vcpus': 'vsmtio_host_vcpus',
     'timeout': 'vsmtio_retention_timeout_seconds',
     'vm_timeout': 'vsmtio_vm_retention_timeout_seconds',
+    'refused': 'vsmtio_host_refused',
+    'untried': 'vsmtio_mechanism_untried',
     'kept': 'vsmtio_guard_kept',
     'verdict': 'vsmtio_guard_verdict',
     'protected': 'vsmtio_mist_protected',
@@ -122,6 +127,8 @@ class Host:
     timeout: float = None
     vm_timeouts: dict = dataclasses.field(default_factory=dict)
     mechanisms: dict = dataclasses.field(default_factory=dict)
+    refused: dict = dataclasses.field(default_factory=dict)  # mech -> why
+    untried: dict = dataclasses.field(default_factory=dict)  # mech -> why
     protected: int = None
     reserved: int = None
     periods: int = None
@@ -195,6 +202,55 @@ def _mechanisms(kept, verdicts):
     return mechs
 
 
+def _host_state(row, answers):
+    """Each host's mode, vCPUs by class and timeouts, as exported."""
+    for inst, samples in _by_instance(answers.get('mode')).items():
+        row(inst).mode = samples[0].labels.get('mode')
+    for inst, samples in _by_instance(answers.get('vcpus')).items():
+        row(inst).vcpus = {s.labels.get('class'): int(s.value or 0)
+                           for s in samples}
+    for inst, samples in _by_instance(answers.get('timeout')).items():
+        row(inst).timeout = samples[0].value
+    for inst, samples in _by_instance(answers.get('vm_timeout')).items():
+        row(inst).vm_timeouts = {s.labels.get('domain'): s.value
+                                 for s in samples}
+
+
+def _host_reasons(row, answers):
+    """What each host refused or does not try, and why; the guard's say.
+
+    A timeout the host refused is not in force: its values are dropped
+    (an agent that refused it exports none; an older one may).
+    """
+    for name in ('refused', 'untried'):
+        for inst, samples in _by_instance(answers.get(name)).items():
+            r = row(inst)
+            setattr(r, name, {
+                s.labels.get('mechanism'): s.labels.get('reason') or '?'
+                for s in samples if s.value})
+            if 'retention' in r.refused:
+                r.timeout, r.vm_timeouts = None, {}
+    kept = _by_instance(answers.get('kept'))
+    verdicts = _by_instance(answers.get('verdict'))
+    for inst in set(kept) | set(verdicts):
+        row(inst).mechanisms = _mechanisms(kept.get(inst, ()),
+                                           verdicts.get(inst, ()))
+
+
+def _host_counts(row, answers):
+    """MIST's protections and the agent's period counters, per host."""
+    for inst, samples in _by_instance(answers.get('protected')).items():
+        r = row(inst)
+        r.reserved = len(samples)
+        r.protected = sum(1 for s in samples if s.value)
+    for name in ('periods', 'recent_periods', 'recent_failures'):
+        for inst, samples in _by_instance(answers.get(name)).items():
+            value = samples[0].value
+            if name == 'periods' and value is not None:
+                value = int(value)
+            setattr(row(inst), name, value)
+
+
 def hosts(answers):
     """The hosts table's rows from the answers to :data:`HOST_QUERIES`."""
     rows = {}
@@ -206,31 +262,9 @@ def hosts(answers):
         row(s.labels.get('instance')).name = s.labels.get('fqdn')
     for s in answers.get('up') or ():
         row(s.labels.get('instance')).up = bool(s.value)
-    for inst, samples in _by_instance(answers.get('mode')).items():
-        row(inst).mode = samples[0].labels.get('mode')
-    for inst, samples in _by_instance(answers.get('vcpus')).items():
-        row(inst).vcpus = {s.labels.get('class'): int(s.value or 0)
-                           for s in samples}
-    for inst, samples in _by_instance(answers.get('timeout')).items():
-        row(inst).timeout = samples[0].value
-    for inst, samples in _by_instance(answers.get('vm_timeout')).items():
-        row(inst).vm_timeouts = {s.labels.get('domain'): s.value
-                                 for s in samples}
-    kept = _by_instance(answers.get('kept'))
-    verdicts = _by_instance(answers.get('verdict'))
-    for inst in set(kept) | set(verdicts):
-        row(inst).mechanisms = _mechanisms(kept.get(inst, ()),
-                                           verdicts.get(inst, ()))
-    for inst, samples in _by_instance(answers.get('protected')).items():
-        r = row(inst)
-        r.reserved = len(samples)
-        r.protected = sum(1 for s in samples if s.value)
-    for name in ('periods', 'recent_periods', 'recent_failures'):
-        for inst, samples in _by_instance(answers.get(name)).items():
-            value = samples[0].value
-            if name == 'periods' and value is not None:
-                value = int(value)
-            setattr(row(inst), name, value)
+    _host_state(row, answers)
+    _host_reasons(row, answers)
+    _host_counts(row, answers)
     rows.pop(None, None)
     for r in rows.values():
         r.name = r.name or r.instance

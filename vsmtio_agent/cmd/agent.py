@@ -201,7 +201,7 @@ class AgentService(_service_base().ServiceBase):
         """Metrics and the status file of one finished period."""
         if period.start:
             return
-        self.collector.observe(period, self.mode)
+        self.collector.observe(period, self.mode, self.driver.refusals())
         opts = self.conf.vsmtio_agent
         # server names are tenants' text: only in a file others cannot read
         doc = status.document(period, self.driver, opts, self.mode,

@@ -14,7 +14,8 @@ the same for all of them::
     driver.restore()
 
 What callers need beyond that (``interrupt`` to end a sleeping
-``advance``, ``vcpu_pins`` for ``status``, ``vcpu_threads``) is here too,
+``advance``, ``vcpu_pins`` and ``refusals`` for ``status`` and the
+metrics, ``vcpu_threads``) is here too,
 with defaults for hosts that have none of it: no caller asks a driver
 what it happens to implement.
 
@@ -186,5 +187,19 @@ class HostDriver(metaclass=abc.ABCMeta):
 
         For ``status``: what is in force, not what was planned. The
         default (a host without pinning) knows none.
+        """
+        return {}
+
+    def refusals(self):
+        """``{mechanism: why}``: the guard's mechanisms the host refused.
+
+        Keyed by the guard's names (``retention``, ``split``, ``weight``),
+        each with the host's own reason (a read-only knob, a denied
+        pinning). ``status``, the metrics and the panel show such a
+        mechanism as refused and its value as not in force: the decision
+        still carries the value the policy chose, which the host did not
+        take. Asked every period, so it reads nothing from the host. The
+        default (a host that takes every value, the simulated one)
+        refused none.
         """
         return {}

@@ -172,6 +172,21 @@ class PolicyEngine(object):
         return frozenset(self.guard.kept.names())
 
     @property
+    def untried(self):
+        """``{mechanism: why}`` of those not tried on this host now.
+
+        With the guard its reasons (:func:`guard.untried`); without it
+        the paper's mechanisms the host cannot have.
+        """
+        if self.guard is not None:
+            return guard_mod.untried(self.guard, self.params.guard)
+        out = {guard_mod.WEIGHT: 'only the guard tries VM weights'}
+        if not self.smt:
+            out[guard_mod.SPLIT] = 'no core has SMT siblings to split'
+            out[guard_mod.BORROW] = 'borrowing comes with the split'
+        return out
+
+    @property
     def mechanisms(self):
         """The mechanisms in force for the period being run."""
         if self.guard is None:

@@ -537,6 +537,33 @@ def _step(state, params, stats, served):
     return _begin(state, params, stats)
 
 
+def untried(state, params):
+    """``{mechanism: why}`` of the mechanisms the guard does not try now.
+
+    A mechanism the guard never probes has no verdict to give its reason,
+    so ``status`` would read ``mechanisms kept: none`` with nothing said:
+    these are the reasons :func:`_next_trial` skips it. The wider split
+    levels follow the split and are not listed.
+    """
+    out = {}
+    if not params.retention:
+        out[RETENTION] = 'the host has no retention timeout to turn'
+    if not params.weight_factors:
+        out[WEIGHT] = ('the host sets no VM CPU weights, or '
+                       'guard_weight_factors is empty')
+    if not params.smt:
+        out[SPLIT] = 'no core has SMT siblings to split'
+    elif state.by_run_time:
+        out[SPLIT] = ('computing VMs are judged by CPU time here (no '
+                      'instruction counter), which does not show what a '
+                      'sibling costs them')
+    elif state.kinds and not _serving(state.kinds, params):
+        out[SPLIT] = 'no VM serves I/O: there is no I/O class to split off'
+    if SPLIT in out:
+        out[BORROW] = 'borrowing comes with the split'
+    return out
+
+
 def _turned(before, now):
     """Whether a VM classed in both ``before`` and ``now`` changed class."""
     was = dict(before)

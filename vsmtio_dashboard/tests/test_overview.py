@@ -37,6 +37,28 @@ class HostsTest(unittest.TestCase):
         self.assertEqual('1 of 2 VMs (every floor held: 1, tenant below '
                          'floor: 1)', str(retention))
 
+    def test_what_is_not_tried_says_why(self):
+        host = self.rows[answers.HOST]
+        self.assertEqual({}, host.refused)
+        self.assertEqual({'split': 'no VM serves I/O: there is no I/O '
+                                   'class to split off',
+                          'borrow': 'borrowing comes with the split'},
+                         host.untried)
+
+    def test_a_refused_timeout_is_never_a_value(self):
+        labels = {'instance': 'h:1', 'fqdn': 'h'}
+        why = 'halt_poll_ns is read-only (mode 444)'
+        rows = overview.hosts({
+            'timeout': [prometheus.Sample(labels, 0.00005)],
+            'vm_timeout': [prometheus.Sample(dict(labels, domain='d'),
+                                             0.00005)],
+            'refused': [prometheus.Sample(
+                dict(labels, mechanism='retention', reason=why), 1.0)]})
+        self.assertEqual(1, len(rows))
+        self.assertEqual({'retention': why}, rows[0].refused)
+        self.assertIsNone(rows[0].timeout)
+        self.assertEqual({}, rows[0].vm_timeouts)
+
     def test_down_host_reports_nothing_it_does_not_have(self):
         host = self.rows[answers.DOWN_HOST]
         self.assertEqual('down', host.health)

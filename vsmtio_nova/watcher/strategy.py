@@ -19,6 +19,15 @@ for as long as the decision engine runs), and a host on which an
 ``auto`` instance has no verified class at all (never measured, or its
 key gone before this process saw it) is left alone: nothing moves from
 or to it, since its mix as its compute counts it is not known here.
+
+The strategy reads each instance's flavor extra specs, which Watcher's
+compute model holds only with ``[compute_model]
+enable_extended_attributes = true`` in ``watcher.conf`` (its default is
+false): without them no instance's ``vsmtio:workload`` is seen and every
+plan would be empty, so an audit fails instead, naming the option
+(:class:`ExtendedAttributesDisabled`). Each solution carries the goal's
+efficacy indicators (:class:`MixEfficacy`): hosts outside the band before
+and after, hosts too lightly classified to judge, vCPUs moved.
 """
 
 import time
@@ -26,9 +35,12 @@ import typing
 
 from oslo_config import cfg
 from oslo_log import log as logging
+from watcher.common import exception
 from watcher.decision_engine.goal import base as goal_base
-from watcher.decision_engine.goal.efficacy import specs
+from watcher.decision_engine.goal.efficacy import base as efficacy_base
+from watcher.decision_engine.goal.efficacy import indicators
 from watcher.decision_engine.model import element
+from watcher.decision_engine.solution import efficacy
 from watcher.decision_engine.strategy.strategies import base
 
 from vsmtio_contract import workload
@@ -40,6 +52,87 @@ LOG = logging.getLogger(__name__)
 
 GOAL = 'vsmtio_workload_mix'
 _DEFAULTS = {o.name: o.default for o in vsmtio_conf.vsmtio_opts}
+
+
+class ExtendedAttributesDisabled(exception.WatcherException):
+    """Watcher's model has no flavor extra specs: no mix can be judged.
+
+    Raised from the strategy, it fails the audit (Watcher's audit handler
+    sets it FAILED and logs this message), where an empty plan would say
+    the fleet is fine.
+    """
+
+    msg_fmt = ('vsmtio mix repair needs [compute_model] '
+               'enable_extended_attributes = true in watcher.conf: without '
+               'it Watcher\'s compute model holds no flavor extra specs, so '
+               'no instance\'s vsmtio:workload is seen and no host\'s mix '
+               'can be judged')
+
+
+class _Count(indicators.IndicatorSpecification):
+    """A count the solution always sets: a non-negative integer."""
+
+    NAME = DESCRIPTION = UNIT = None
+
+    def __init__(self):
+        super().__init__(name=self.NAME, description=self.DESCRIPTION,
+                         unit=self.UNIT)
+
+    @property
+    def schema(self):
+        return {'type': 'integer', 'minimum': 0}
+
+
+class StrandedBefore(_Count):
+    NAME = 'stranded_hosts_before'
+    DESCRIPTION = 'Hosts whose I/O share is outside the mix band before.'
+
+
+class StrandedAfter(_Count):
+    NAME = 'stranded_hosts_after'
+    DESCRIPTION = ('Hosts whose I/O share is still outside the mix band '
+                   'once the plan is done.')
+
+
+class UnjudgedHosts(_Count):
+    NAME = 'unjudged_hosts'
+    DESCRIPTION = ('Hosts with fewer classified vCPUs than '
+                   'min_classified_vcpus: not judged, never stranded.')
+
+
+class VcpusMoved(_Count):
+    NAME = 'vcpus_moved'
+    DESCRIPTION = 'vCPUs of the instances the plan live-migrates.'
+    UNIT = 'vCPUs'
+
+
+class MixEfficacy(efficacy_base.EfficacySpecification):
+    """What a mix repair plan achieves, as Watcher shows a solution.
+
+    The hosts outside the band before and after and the vCPUs moved say
+    what the plan does; the hosts not judged say why a plan may be empty
+    on a fleet whose hosts hold few classified vCPUs.
+    """
+
+    def get_indicators_specifications(self):
+        return [StrandedBefore(), StrandedAfter(), UnjudgedHosts(),
+                VcpusMoved(), indicators.InstanceMigrationsCount()]
+
+    def get_global_efficacy_indicator(self, indicators_map=None):
+        """The share of the stranded hosts the plan brings into the band.
+
+        100 % where none was stranded: there was nothing to repair.
+        """
+        value = 100.0
+        before = (indicators_map or {}).get('stranded_hosts_before')
+        if before:
+            after = indicators_map.stranded_hosts_after
+            value = 100.0 * (before - after) / before
+        return [efficacy.Indicator(
+            name='stranded_hosts_repaired',
+            description='Share of the hosts outside the mix band that the '
+                        'plan brings into it.',
+            unit='%', value=value)]
 
 
 class WorkloadMixGoal(goal_base.Goal):
@@ -59,7 +152,7 @@ class WorkloadMixGoal(goal_base.Goal):
 
     @classmethod
     def get_efficacy_specification(cls):
-        return specs.Unclassified()
+        return MixEfficacy()
 
 
 class _Flavor(typing.NamedTuple):
@@ -159,7 +252,10 @@ class WorkloadMixRepair(base.BaseStrategy):
         }
 
     def pre_execute(self):
+        """Fail the audit where the model cannot show any flavor's class."""
         self._pre_execute()
+        if not self.compute_model.extended_attributes_enabled:
+            raise ExtendedAttributesDisabled()
 
     def band(self):
         p = self.input_parameters
@@ -213,11 +309,24 @@ class WorkloadMixRepair(base.BaseStrategy):
         hosts = self.hosts()
         result = repair.plan(hosts, band,
                              self.input_parameters.max_migrations)
+        before = repair.stranded(hosts, band)
+        unjudged = [h.name for h in hosts
+                    if h.mix.classified < max(band.min_classified, 1)]
         LOG.info('vsmtio mix repair: stranded before %s, %d live '
                  'migration(s), stranded after %s; mixes after %s',
-                 list(repair.stranded(hosts, band)), len(result.moves),
+                 list(before), len(result.moves),
                  list(result.stranded),
                  {n: tuple(m) for n, m in sorted(result.mixes.items())})
+        if hosts and len(unjudged) == len(hosts):
+            LOG.warning('vsmtio mix repair: no host holds %d classified '
+                        'vCPUs (min_classified_vcpus), so none is judged '
+                        'and the plan is empty', band.min_classified)
+        self.solution.set_efficacy_indicators(
+            stranded_hosts_before=len(before),
+            stranded_hosts_after=len(result.stranded),
+            unjudged_hosts=len(unjudged),
+            vcpus_moved=sum(m.vcpus for m in result.moves),
+            instance_migrations_count=len(result.moves))
         model = self.compute_model
         for move in result.moves:
             self.add_action_migrate(

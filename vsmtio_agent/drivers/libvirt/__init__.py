@@ -211,6 +211,24 @@ class LibvirtHostDriver(base.HostDriver):
         return {'CPU': self.mist.cpu_mode()[1],
                 'block I/O': self.mist.blkio_mode()[1]}
 
+    def refusals(self):
+        """The retention timeout and the split, where the host refused them.
+
+        The timeout's knob read-only or failing a write (``halt_poll_ns``
+        on a host whose kvm module was loaded without it writable), and
+        vCPU pinning denied (the split is then observed only). A denied
+        RASS class or cpu shares degrade the split without refusing it:
+        ``check`` lists those.
+        """
+        out = {}
+        why = self.planner.timeout.refusal()
+        if why is not None:
+            out['retention'] = why
+        pins = self.degradations.reasons.get(planning.PIN)
+        if pins is not None:
+            out['split'] = 'vCPU pinning denied: %s' % pins
+        return out
+
     def _flush(self, log):
         """Originals forgotten this apply leave the file too."""
         try:

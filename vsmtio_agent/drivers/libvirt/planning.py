@@ -94,6 +94,7 @@ class Degradations:
 
     def __init__(self):
         self.refused = set()
+        self.reasons = {}     # mechanism -> the host's first refusal
         self.missing = []     # what describe() lists
 
     def allows(self, mechanism):
@@ -101,6 +102,7 @@ class Degradations:
 
     def refuse(self, mechanism, why):
         self.refused.add(mechanism)
+        self.reasons.setdefault(mechanism, why)
         if mechanism == RASS:
             self.missing.append('RASS classes denied (%s)' % why)
             LOG.warning('Degrading: %s; RASS stays pinning only', why)
@@ -125,6 +127,7 @@ class RetentionTimeout:
         self.probed = None      # (knob or None, why) once an apply probed
         self.applied = None
         self._na_logged = False
+        self._looked = None     # look()'s answer, kept for refusal()
 
     def target(self):
         """(knob, why): probed by writing its value back, once."""
@@ -149,6 +152,22 @@ class RetentionTimeout:
 
     def refused(self, why):
         self.probed = (None, why)
+
+    def refusal(self):
+        """Why the host does not take a timeout, or None where it may.
+
+        The probe's answer once an apply probed the knob (or a write
+        failed); before that the knob's mode, looked at once: the agent
+        chose its levers from that same look when it started
+        (``describe``), and ``status`` asks every period.
+        """
+        if self.probed is not None:
+            knob, why = self.probed
+        else:
+            if self._looked is None:
+                self._looked = self.look()
+            knob, why = self._looked
+        return why if knob is None else None
 
     def wanted(self, timeout_ns, log, probe=True):
         """``(value to write, value there)``; value None: nothing to do.

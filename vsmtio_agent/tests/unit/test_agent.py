@@ -20,6 +20,7 @@ from vsmtio_agent import conf
 from vsmtio_agent.drivers import base
 from vsmtio_agent import metrics
 from vsmtio_agent import model
+from vsmtio_agent.policy import guard
 from vsmtio_agent.policy import mist
 from vsmtio_agent.policy import probe_stats
 from vsmtio_agent import status
@@ -231,7 +232,7 @@ class TestPeriodRecord(AgentTestCase):
         self.assertIn('  web-1 (instance-0001) io-vm\n    1 io vCPU(s); ',
                       text)
         decision = period.decision
-        retains = ('retains up to %d us (the host-wide LTCR timeout)'
+        retains = ('retains up to %d \u00b5s (the host-wide LTCR timeout)'
                    % (decision.timeout_ns // 1000)
                    if decision.retention
                    else 'no retention: the guard does not keep it')
@@ -242,7 +243,7 @@ class TestPeriodRecord(AgentTestCase):
             decision, retention=True, timeouts={'io-vm': 30000},
             weights={'cpu-vm': 2.0}))
         lines = status.vm_lines(per_vm)
-        self.assertIn('retains up to 30 us (its own timeout)',
+        self.assertIn('retains up to 30 \u00b5s (its own timeout)',
                       lines['io-vm'])
         self.assertEqual(['no retention: not kept for this VM',
                           'CPU weight x2.00'], lines['cpu-vm'][1:])
@@ -339,9 +340,10 @@ class TestMistInTheRecord(AgentTestCase):
         self.assertTrue(doc['mist']['vm-a']['protect'])
         text = status.format_table(doc)
         self.assertIn('MIST: 2 reserved VM(s), 1 protected', text)
-        self.assertIn('vm-a: protected, I_cpu 0.80 (I_cpu 0.80 > 0.50)',
-                      text)
-        self.assertIn('vm-b: not protected, I_cpu 0.10 (calm)', text)
+        self.assertIn('vm-a: protected, I_cpu 0.80 involuntary per '
+                      'voluntary switch (I_cpu 0.80 > 0.50)', text)
+        self.assertIn('vm-b: not protected, I_cpu 0.10 involuntary per '
+                      'voluntary switch (calm)', text)
         # MIST off: no MIST line
         doc['mist'] = None
         self.assertNotIn('MIST', status.format_table(doc))
@@ -396,8 +398,16 @@ class TestGuardInTheRecord(AgentTestCase):
         self.assertIsNone(jsonschema.exceptions.best_match(
             status._VALIDATOR.iter_errors(doc)))
         text = status.format_table(doc)
-        self.assertIn('retaining: io-vm at 50 us', text)
-        self.assertIn('guard: retention for io-vm at 50 us kept (gains',
+        self.assertIn('retaining: io-vm at 50 \u00b5s', text)
+        self.assertIn('guard: retention for io-vm at 50 \u00b5s kept (gains',
+                      text)
+        # one line per mechanism, with the verdict's reason
+        self.assertIn('  retention: kept for io-vm (gains 1.200, every VM '
+                      'at its floor)\n', text)
+        self.assertIn('  split: not kept (a VM loses: cpu-vm 0.900 < 0.97)'
+                      '\n', text)
+        self.assertIn('  borrow: not kept (not judged yet', text)
+        self.assertIn('    served 1234.0 requests and packets per second',
                       text)
         self.assertIn('guard: split dropped (a VM loses: cpu-vm', text)
         self.assertIn('guard: split ALARM (after-effect', text)
@@ -427,3 +437,118 @@ class TestGuardInTheRecord(AgentTestCase):
         a = agent.Agent(conf.CONF, host)
         a.tick()
         self.assertFalse(host.applied[0].retention)
+
+
+class RefusingHost(ScriptedHost):
+    """A stock host whose ``halt_poll_ns`` is read-only."""
+
+    WHY = ('/sys/module/kvm/parameters/halt_poll_ns is read-only '
+           '(mode 444)')
+
+    def refusals(self):
+        return {'retention': self.WHY}
+
+
+class TestRefusedByTheHost(AgentTestCase):
+    """A value the host refused is shown as refused, never as in force."""
+
+    def period(self, host):
+        a = agent.Agent(conf.CONF, host)
+        a.tick()
+        return a.tick()
+
+    def doc(self, host, period):
+        doc = json.loads(json.dumps(status.document(
+            period, host, conf.CONF.vsmtio_agent, 'stock')))
+        self.assertIsNone(jsonschema.exceptions.best_match(
+            status._VALIDATOR.iter_errors(doc)))
+        return doc
+
+    def test_status_shows_the_refused_timeout_and_why(self):
+        # the guard off: the decision retains at LTCR's timeout, which
+        # the host did not take
+        self.cfg.config(group='vsmtio_agent', guard=False)
+        host = RefusingHost([snapshot(0, 0), snapshot(100, 60)])
+        period = self.period(host)
+        self.assertTrue(period.decision.retention)
+        self.assertTrue(period.decision.timeout_ns)
+        doc = self.doc(host, period)
+        self.assertIsNone(doc['timeout_ns'])
+        self.assertEqual({'retention': RefusingHost.WHY}, doc['refused'])
+        text = status.format_table(doc)
+        self.assertIn('retention timeout refused by the host', text)
+        self.assertIn('  retention: refused by the host (%s)\n'
+                      % RefusingHost.WHY, text)
+        self.assertIn('no retention: the host refused the timeout (%s)'
+                      % RefusingHost.WHY, doc['vms']['io-vm']['has'])
+        # the value LTCR chose appears nowhere as in force
+        self.assertNotIn('%d \u00b5s' % (period.decision.timeout_ns // 1000),
+                         text)
+        self.assertNotIn('retains up to', text)
+        # what the guard off does apply, and what it never tries
+        self.assertIn('  split: applied (guard off)\n', text)
+        self.assertIn('  weight: not applied (only the guard tries VM '
+                      'weights)\n', text)
+
+    def test_a_host_taking_every_value_shows_the_timeout(self):
+        self.cfg.config(group='vsmtio_agent', guard=False)
+        host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
+        period = self.period(host)
+        doc = self.doc(host, period)
+        self.assertEqual(period.decision.timeout_ns, doc['timeout_ns'])
+        self.assertEqual({}, doc['refused'])
+        self.assertIn('retention timeout %d \u00b5s\n'
+                      % (period.decision.timeout_ns // 1000),
+                      status.format_table(doc))
+
+    def test_nothing_kept_says_why_per_mechanism(self):
+        # no instruction counter: computing VMs judged by CPU time, so the
+        # split is never tried; the status says so where it says "none"
+        host = RefusingHost([snapshot(0, 0), snapshot(100, 60)])
+        period = self.period(host)
+        params = guard.Params(retention=False, weight_factors=())
+        period = dataclasses.replace(
+            period, untried=guard.untried(
+                guard.State(by_run_time=True), params))
+        text = status.format_table(self.doc(host, period))
+        self.assertIn('mechanisms kept: none\n', text)
+        self.assertIn('  retention: refused by the host (%s)\n'
+                      % RefusingHost.WHY, text)
+        self.assertIn('  weight: not tried (the host sets no VM CPU '
+                      'weights', text)
+        self.assertIn('  split: not tried (computing VMs are judged by CPU '
+                      'time here (no instruction counter)', text)
+        self.assertIn('  borrow: not tried (borrowing comes with the '
+                      'split)\n', text)
+
+    def test_metrics_leave_a_refused_timeout_out_and_say_why(self):
+        host = RefusingHost([snapshot(0, 0), snapshot(100, 60)])
+        period = dataclasses.replace(
+            self.period(host), verdicts=(), retaining={'io-vm': 50000})
+        collector = metrics.AgentCollector()
+        collector.observe(period, 'stock', host.refusals())
+        families = {m.name: m for m in collector.collect()}
+        self.assertNotIn('vsmtio_retention_timeout_seconds', families)
+        self.assertEqual(
+            [], families['vsmtio_vm_retention_timeout_seconds'].samples
+            if 'vsmtio_vm_retention_timeout_seconds' in families else [])
+        refused = [(s.labels['mechanism'], s.labels['reason'], s.value)
+                   for s in families['vsmtio_host_refused'].samples]
+        self.assertEqual([('retention', RefusingHost.WHY, 1)], refused)
+        untried = {s.labels['mechanism']: s.labels['reason']
+                   for s in families['vsmtio_mechanism_untried'].samples}
+        self.assertEqual(dict(period.untried), untried)
+        self.assertIn('retention', untried)    # the scripted host's knobs
+        # once the host takes it (a new agent on a writable knob), it is
+        # exported again, and nothing is refused
+        collector.observe(period, 'stock', {})
+        families = {m.name: m for m in collector.collect()}
+        self.assertEqual(
+            [period.decision.timeout_ns / 1e9],
+            [s.value for s in
+             families['vsmtio_retention_timeout_seconds'].samples])
+        self.assertEqual(
+            [('io-vm', 50e-6)],
+            [(s.labels['domain'], s.value) for s in
+             families['vsmtio_vm_retention_timeout_seconds'].samples])
+        self.assertEqual([], families['vsmtio_host_refused'].samples)

@@ -24,6 +24,9 @@ def _vcpus(klass):
 
 
 def _timeouts(host):
+    refused = host.refused.get('retention')
+    if refused is not None:
+        return _('refused by the host (%s)') % refused
     text = _seconds(host.timeout)
     values = [v for v in host.vm_timeouts.values() if v is not None]
     if values:
@@ -34,10 +37,15 @@ def _timeouts(host):
 
 
 def _mechanisms(host):
-    if not host.mechanisms:
+    """Each mechanism: refused by the host, judged, or not tried; why."""
+    states = {name: str(mech) for name, mech in host.mechanisms.items()}
+    for name, why in host.untried.items():
+        states.setdefault(name, _('not tried (%s)') % why)
+    for name, why in host.refused.items():
+        states[name] = _('refused by the host (%s)') % why
+    if not states:
         return NOT_REPORTED
-    return '; '.join('%s: %s' % (name, mech) for name, mech in
-                     sorted(host.mechanisms.items()))
+    return '; '.join('%s: %s' % item for item in sorted(states.items()))
 
 
 def _mist(host):

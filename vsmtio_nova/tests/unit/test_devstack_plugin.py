@@ -409,6 +409,33 @@ class DevstackPluginTest(testtools.TestCase):
              'agent_start_command': 'systemctl start devstack@vsmtio-agent'},
             commands)
 
+    def test_watcher_s_model_carries_flavor_extra_specs(self):
+        watcher_conf = os.path.join(self.dir, 'watcher.conf')
+        open(watcher_conf, 'w').close()     # watcher's post-config made it
+        watcher = 'watcher-api,watcher-decision-engine,watcher-applier'
+        iniset = ('iniset %s compute_model enable_extended_attributes True'
+                  % watcher_conf)
+        calls = self.stack(ALL_IN_ONE + ',' + watcher,
+                           WATCHER_CONF=watcher_conf)
+        # in post-config and again in extra: whichever plugin runs first,
+        # the decision engine starts with it
+        self.assertEqual(2, calls.count(iniset))
+        for phase in ('stack:post-config', 'stack:extra'):
+            proc, calls = self.run_phases(phase, ALL_IN_ONE + ',' + watcher,
+                                          WATCHER_CONF=watcher_conf)
+            self.assertEqual(0, proc.returncode, proc.stderr[-3000:])
+            self.assertEqual(1, calls.count(iniset), phase)
+        # no decision engine here: watcher.conf is not touched
+        calls = self.stack(ALL_IN_ONE + ',watcher-api',
+                           WATCHER_CONF=watcher_conf)
+        self.assertFalse([c for c in calls if 'compute_model' in c])
+        # no watcher.conf yet (the vsmtio plugin ran first): nothing is
+        # written where watcher's own post-config would remove it
+        os.unlink(watcher_conf)
+        calls = self.stack(ALL_IN_ONE + ',' + watcher,
+                           WATCHER_CONF=watcher_conf)
+        self.assertFalse([c for c in calls if 'compute_model' in c])
+
     def test_tempest_fleet_options_follow_the_cloud(self):
         watcher = 'watcher-api,watcher-decision-engine,watcher-applier'
         tempest = 'iniset /opt/stack/tempest/etc/tempest.conf vsmtio '

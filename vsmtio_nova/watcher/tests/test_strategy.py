@@ -7,7 +7,10 @@ gives them, and its solution is read back.
 
 import time
 
+import fixtures
+import jsonschema
 import testtools
+from watcher.common import exception
 from watcher.common import utils
 from watcher.decision_engine.model import element
 from watcher.decision_engine.model import model_root
@@ -46,6 +49,9 @@ class StrategyTest(testtools.TestCase):
     def setUp(self):
         super().setUp()
         self.model = model_root.ModelRoot()
+        # [compute_model] enable_extended_attributes = true, as the
+        # strategy needs (the devstack plugin sets it)
+        self.model.extended_attributes_enabled = True
         self.nodes = {}
         # the decision engine's memory, as a fresh process has it
         strategy.MEMORY.clear()
@@ -218,6 +224,69 @@ class StrategyTest(testtools.TestCase):
                         None)
         self.assertEqual(mix.Mix(1, 0), self.strategy().hosts()[0].mix)
 
+    def indicators(self, s):
+        return {i.name: i.value for i in s.solution.efficacy_indicators}
+
+    def test_the_solution_says_what_it_repairs(self):
+        self.fleet()
+        s = self.strategy()
+        s.execute()
+        self.assertEqual({'stranded_hosts_before': 1,
+                          'stranded_hosts_after': 0, 'unjudged_hosts': 0,
+                          'vcpus_moved': 1, 'instance_migrations_count': 1},
+                         self.indicators(s))
+        self.assertEqual([('stranded_hosts_repaired', '%', 100.0)],
+                         [(i.name, i.unit, i.value)
+                          for i in s.solution.global_efficacy])
+
+    def test_a_plan_short_of_the_band_says_so(self):
+        # a (2 I/O) is stranded, and no other host can take or give one
+        self.node('a')
+        for _ in range(2):
+            self.instance('a', 'io')
+        s = self.strategy()
+        s.execute()
+        self.assertEqual([], s.solution.actions)
+        got = self.indicators(s)
+        self.assertEqual((1, 1, 0), (got['stranded_hosts_before'],
+                                     got['stranded_hosts_after'],
+                                     got['vcpus_moved']))
+        self.assertEqual(0.0, s.solution.global_efficacy[0].value)
+
+    def test_an_empty_plan_on_unjudged_hosts_says_why(self):
+        self.fleet()
+        logger = self.useFixture(fixtures.FakeLogger(
+            name='vsmtio_nova.watcher.strategy'))
+        s = self.strategy(min_classified_vcpus=16)
+        s.execute()
+        self.assertEqual([], s.solution.actions)
+        self.assertEqual(3, self.indicators(s)['unjudged_hosts'])
+        self.assertEqual(0, self.indicators(s)['stranded_hosts_before'])
+        self.assertIn('no host holds 16 classified vCPUs', logger.output)
+
+    def test_no_extended_attributes_fails_the_audit(self):
+        # Watcher's default: the model holds no flavor extra specs
+        self.fleet()
+        self.model.extended_attributes_enabled = False
+        s = self.strategy()
+        e = self.assertRaises(strategy.ExtendedAttributesDisabled,
+                              s.execute)
+        self.assertIsInstance(e, exception.WatcherException)
+        self.assertIn('[compute_model] enable_extended_attributes = true',
+                      str(e))
+        self.assertEqual([], s.solution.actions)
+
+    def test_the_goal_declares_its_indicators(self):
+        spec = strategy.WorkloadMixGoal.get_efficacy_specification()
+        self.assertEqual(
+            ['stranded_hosts_before', 'stranded_hosts_after',
+             'unjudged_hosts', 'vcpus_moved', 'instance_migrations_count'],
+            [i['name'] for i in spec.get_indicators_specs_dicts()])
+        # Watcher validates a solution's indicators against it
+        self.assertRaises(jsonschema.ValidationError,
+                          spec.validate_efficacy_indicators,
+                          {'stranded_hosts_before': -1})
+
     def test_bad_band_fails_the_audit_with_its_reason(self):
         self.fleet()
         s = self.strategy(min_io_fraction=0.8, max_io_fraction=0.2)
@@ -236,6 +305,7 @@ class SameRuleAsTheComputeTest(testtools.TestCase):
         strategy.MEMORY.clear()
         self.addCleanup(strategy.MEMORY.clear)
         model = model_root.ModelRoot()
+        model.extended_attributes_enabled = True
         node = element.ComputeNode(
             uuid=utils.generate_uuid(), hostname=measured_steps.HOST,
             vcpus=8, vcpu_reserved=0, vcpu_ratio=1.0, memory=8192,

@@ -212,6 +212,7 @@ class TestApplyAndRestore(DriverTestCase):
         self.assertEqual((4, 0), (result.applied, result.failed))
         self.assertEqual([{4}, {1, 5}], dom.pins())
         self.assertEqual(50000, self.sysfs.read_knob())
+        self.assertEqual({}, drv.refusals())    # the host took it all
         saved = self.checkpoint_data()
         self.assertEqual({'0': list(range(8)), '1': list(range(8))},
                          saved['domains'][dom.uuid]['pins'])
@@ -399,6 +400,10 @@ class TestFaults(DriverTestCase):
         dom = self.useFixture(TestDomain())
         drv = self.driver()
         drv.sample()
+        # refused before any apply (its mode), and the same after: status
+        # shows the reason, never the timeout as in force
+        self.assertEqual(['retention'], list(drv.refusals()))
+        self.assertIn('halt_poll_ns', drv.refusals()['retention'])
         result = drv.apply(model.Decision(50000, {
             model.VcpuRef(dom.uuid, 0): placement(2, model.Role.CPU, 2)}))
         self.assertEqual((1, 0), (result.applied, result.failed))
@@ -406,6 +411,7 @@ class TestFaults(DriverTestCase):
         self.assertIn('Permission denied', self.log.output)
         self.assertIn('retention timeout knob',
                       ' '.join(drv.describe().missing))
+        self.assertIn('halt_poll_ns', drv.refusals()['retention'])
         self.assertEqual({}, self.checkpoint_data()['knobs'])
         drv.restore()
         self.assertEqual([ALL, ALL], dom.pins())
@@ -425,6 +431,8 @@ class TestFaults(DriverTestCase):
         self.assertEqual(1, result.failed)   # then pinning is given up
         self.assertIn('Degrading: vCPU pinning denied', self.log.output)
         self.assertIn('vCPU pinning denied', ' '.join(drv.describe().missing))
+        self.assertEqual({'split'}, set(drv.refusals()))
+        self.assertIn('vCPU pinning denied', drv.refusals()['split'])
         self.assertEqual([ALL, ALL], dom.pins())
         self.assertEqual(0, drv.apply(plan).failed)
         drv.restore()

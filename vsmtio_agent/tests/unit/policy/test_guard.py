@@ -1286,3 +1286,31 @@ class TestPhases(testtools.TestCase):
         turned[0] = True
         state = run(host, 100, params, state=state)
         self.assertIsNone(state.kept.timeout('s1'))
+
+
+class TestUntried(testtools.TestCase):
+    """Why the guard never tries a mechanism: what no verdict says."""
+
+    def test_a_host_with_every_lever_tries_everything(self):
+        state = guard.State(kinds=(('web', guard.SERVING),
+                                   ('batch', guard.COMPUTING)))
+        self.assertEqual({}, guard.untried(state, guard.Params()))
+
+    def test_each_missing_lever_has_its_reason(self):
+        params = guard.Params(retention=False, weight_factors=(), smt=False)
+        why = guard.untried(guard.start(), params)
+        self.assertEqual({guard.RETENTION, guard.WEIGHT, guard.SPLIT,
+                          guard.BORROW}, set(why))
+        self.assertIn('no retention timeout', why[guard.RETENTION])
+        self.assertIn('no VM CPU weights', why[guard.WEIGHT])
+        self.assertIn('SMT siblings', why[guard.SPLIT])
+
+    def test_no_instruction_counter_never_tries_the_split(self):
+        why = guard.untried(guard.State(by_run_time=True), guard.Params())
+        self.assertEqual({guard.SPLIT, guard.BORROW}, set(why))
+        self.assertIn('no instruction counter', why[guard.SPLIT])
+
+    def test_no_serving_vm_has_no_class_to_split_off(self):
+        state = guard.State(kinds=(('batch', guard.COMPUTING),))
+        why = guard.untried(state, guard.Params())
+        self.assertIn('no VM serves I/O', why[guard.SPLIT])
