@@ -488,8 +488,11 @@ class TestFaults(DriverTestCase):
             self.assertIn('KVM_GET_STATS_FD:vcpu/' + name, entries)
 
     def test_unreachable_libvirt_backs_off(self):
+        # a back-off longer than any pause between the two samples on a
+        # loaded machine
         drv = self.driver(
-            libvirt_uri='qemu+unix:///system?socket=/nonexistent/sock')
+            libvirt_uri='qemu+unix:///system?socket=/nonexistent/sock',
+            libvirt_retry_initial=60.0)
         exc = self.assertRaises(base.HostDriverError, drv.sample)
         self.assertIn('cannot connect to libvirt', str(exc))
         exc = self.assertRaises(base.HostDriverError, drv.sample)
