@@ -1,5 +1,7 @@
 """The yardstick (``vsmtio-bench yardstick``): its headline and table."""
 
+import json
+
 import fixtures
 import testtools
 
@@ -90,3 +92,32 @@ class TestMain(testtools.TestCase):
                      ['--set', 'no_dot=1']):
             self.assertRaises(SystemExit, yardstick.main, argv)
         one.assert_not_called()
+
+    def test_a_run_writes_its_page_and_runs_and_compares(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        self.useFixture(fixtures.MockPatch('sys.stderr'))
+        out = self.useFixture(fixtures.StringStream('stdout'))
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', out.stream))
+        runs = [run('io_only', 1, 1.2), run('io_only', 2, 1.1)]
+        oracles = {'cfs': {'io_only': dict(oracle({1: 1.3, 2: 1.2}),
+                                           why='x')}}
+        self.useFixture(fixtures.MockPatchObject(
+            yardstick, 'measure', lambda *a: (oracles, runs)))
+        other = [run('io_only', 1, 1.1), run('io_only', 2, 1.0)]
+        with open(tmp + '/other.json', 'w') as f:
+            json.dump(other, f)
+        rc = yardstick.main(['--names', 'io_only', '--schedulers', 'cfs',
+                             '--seeds', '1,2', '--out', tmp + '/page.rst',
+                             '--json', tmp + '/runs.json',
+                             '--against', tmp + '/other.json'])
+        self.assertEqual(0, rc)
+        with open(tmp + '/runs.json') as f:
+            self.assertEqual(runs, json.load(f))
+        with open(tmp + '/page.rst') as f:
+            page = f.read()
+        self.assertIn('``vsmtio-bench yardstick --names io_only', page)
+        self.assertIn('io_only', page)
+        out.stream.flush()
+        self.assertIn('io_only/cfs: product I/O gain this - other 0.100 '
+                      '[0.100, 0.100] over 2 seeds',
+                      out.getDetails()['stdout'].as_text())
