@@ -176,7 +176,7 @@ def starts(family, vms):
 
 
 def label(cfg):
-    """A short readable form: ``vsmtio: web 50us x2, db 100us; split 1/2``."""
+    """A short readable form: ``vsmtio: web 50us x2.5, split 0.5``."""
     parts = []
     for vm in sorted(set(cfg['retain']) | set(cfg['weights'])):
         bits = []
@@ -187,7 +187,9 @@ def label(cfg):
         parts.append('%s %s' % (vm, ' '.join(bits)))
     head = cfg['family']
     if cfg['family'] == 'haltpoll':
-        head += ' max %dus' % cfg['haltpoll_max_us']
+        # the haltpoll family with polling off is a stock host's weights
+        head = ('haltpoll max %dus' % cfg['haltpoll_max_us']
+                if cfg['haltpoll_max_us'] else 'stock host')
     if cfg['split']:
         parts.append('split %s' % ('all' if cfg['split'] >= 1 else
                                    '%g' % cfg['split']))

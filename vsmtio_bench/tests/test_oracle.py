@@ -118,8 +118,11 @@ class TestSpace(testtools.TestCase):
                    weights={'web': 2.5}, split=0.25)
         self.assertEqual('vsmtio: web 50us x2.5, split 0.25',
                          space.label(cfg))
-        self.assertEqual('haltpoll max 0us: all off',
+        self.assertEqual('stock host: all off',
                          space.label(space.all_off('haltpoll')))
+        self.assertEqual('haltpoll max 200us: web x2', space.label(dict(
+            space.all_off('haltpoll'), haltpoll_max_us=200,
+            weights={'web': 2.0})))
 
 
 class TestParseConfig(testtools.TestCase):
