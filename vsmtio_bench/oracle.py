@@ -23,7 +23,8 @@ maximum) as one coordinate (every combination: the greedy one-at-a-time
 search cannot build what pays only together), the computing groups'
 timeouts and the split's grades; passes repeat until none changes (at
 most ``MAX_PASSES``, the later ones trying a weight only near where it
-is), from all off; then each VM of a group on its own. It finds a
+is), from all off; then each VM of a group on its own, and each serving
+group's weight on a finer grid near where it settled. It finds a
 local optimum, not a proven global one. While searching, each
 configuration is measured over ``SEARCH_S`` simulated seconds after the
 warm-up, on the first seed.
@@ -261,6 +262,8 @@ def search(evaluate, vms, families=space.FAMILIES):
             cfg = descend(evaluate, groups, start)
             if each:
                 cfg = descend(evaluate, each, cfg, max_passes=2)
+            cfg = descend(evaluate, space.refine(cfg, vms), cfg,
+                          max_passes=1)
             ends.append(prune(evaluate, groups + each, cfg))
     return ends
 

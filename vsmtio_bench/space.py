@@ -4,8 +4,9 @@ The oracle must be an upper bound on what the product can reach, so its
 space is a superset of the product's (``vsmtio_agent.policy.guard``):
 
 - ``weights``: a factor on each honest serving VM's cgroup CPU weight, 1
-  to 4 in steps of 0.25 (the product walks the same lever in coarser
-  steps, ``[vsmtio_agent] guard_weight_factors``);
+  to 4 in steps of 0.25, refined in steps of 0.05 near the best found
+  (:func:`refine`; the product walks the same lever in coarser steps,
+  ``[vsmtio_agent] guard_weight_factors``);
 - ``retain``: each VM's retention timeout, off or 25 us to 1 ms, each step
   at most a doubling (the product's LTCR moves within that range);
 - ``split``: the share of the cores RASS splits into I/O and CPU siblings
@@ -29,6 +30,8 @@ from vsmtio_agent.policy import rass
 from vsmtio_sim import tenants
 
 WEIGHTS = tuple(1.0 + 0.25 * i for i in range(13))            # 1 .. 4
+# the finer step the search ends with near the weight it settled on
+FINE = 0.05
 TIMEOUTS_US = (25, 50, 100, 200, 400, 800, 1000)
 # off, and the product's grades (guard.SHARES: a test holds them equal)
 SPLITS = (0.0, 0.125, 0.25, 0.5, 1.0)
@@ -101,6 +104,25 @@ def near(coord, cfg, steps=2):
     w = value(cfg, fields, vms)[0]
     return (fields, vms, [v for v in values
                           if abs(v[0] - w) <= steps * 0.25 + 1e-9])
+
+
+def refine(cfg, vms):
+    """Each serving group's weight on a finer grid around ``cfg``'s.
+
+    A floor is often crossed between two quarter steps (a weight that
+    gives the serving VMs most keeps the computing ones at 0.97 only
+    just), so the search ends by trying ``FINE`` steps within a quarter
+    step either way of where each serving group's weight settled.
+    """
+    out = []
+    for (role, _w), members in sorted(groups(vms).items()):
+        if role != 'serving':
+            continue
+        w = get(cfg, 'weights', members[0])
+        values = sorted({round(min(WEIGHTS[-1], max(1.0, w + FINE * k)), 9)
+                         for k in range(-4, 5)})
+        out.append((('weights',), members, values))
+    return out
 
 
 def coordinates(family, vms, per_vm=False):

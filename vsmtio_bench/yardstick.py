@@ -249,7 +249,8 @@ The oracle (``vsmtio_bench/oracle.py``) is the best static configuration
 in hindsight, searched on the first seed over {search_s} s windows by
 coordinate descent from all off (at most {passes} passes; the first tries
 every value of each coordinate, the later ones a weight within two steps
-of where it is; then each VM of a group on its own), each serving
+of where it is; then each VM of a group on its own, then each serving
+group's weight in steps of 0.05 near it), each serving
 group's weight and timeout jointly: per-VM CPU weight {weights},
 per-VM retention timeout off or {timeouts} us, the split on a share of
 {splits} of the cores, or, as a stock host, KVM's halt polling with a

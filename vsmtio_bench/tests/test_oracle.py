@@ -95,6 +95,17 @@ class TestSpace(testtools.TestCase):
         self.assertEqual((200, {'a': 1.5}),
                          (hp['haltpoll_max_us'], hp['weights']))
 
+    def test_refine_steps_finely_around_each_serving_groups_weight(self):
+        cfg = space.setting(space.all_off('vsmtio'), ('weights',),
+                            ('hbase-1', 'hbase-2'), 2.0)
+        (fields, vms, values), = space.refine(cfg, FIG5)
+        self.assertEqual((('weights',), ('hbase-1', 'hbase-2')),
+                         (fields, vms))
+        self.assertEqual([1.8, 1.85, 1.9, 1.95, 2.0, 2.05, 2.1, 2.15, 2.2],
+                         values)
+        (_f, _v, low), = space.refine(space.all_off('vsmtio'), FIG5)
+        self.assertEqual([1.0, 1.05, 1.1, 1.15, 1.2], low)
+
     def test_split_takes_a_share_of_the_cores(self):
         self.assertEqual(frozenset(), space.split_cores(range(8), 0.0))
         self.assertEqual({0}, space.split_cores(range(8), 0.125))
@@ -214,6 +225,15 @@ class TestSearchLogic(testtools.TestCase):
         r = self.oracle(gains)
         self.assertEqual(({'web': 100}, {'web': 2.5}),
                          (r['config']['retain'], r['config']['weights']))
+
+    def test_the_weight_is_refined_between_quarter_steps(self):
+        # the computing VM holds its floor up to x1.9: between 1.75 and 2
+        def gains(cfg, seed):
+            w = cfg['weights'].get('web', 1.0)
+            return 1.0 + (w - 1.0) / 4.0, (0.99 if w <= 1.9 + 1e-9 else 0.9)
+        r = self.oracle(gains)
+        self.assertEqual({'web': 1.9}, r['config']['weights'])
+        self.assertAlmostEqual(1.225, r['io_gain'])
 
     def test_a_floor_broken_in_one_seed_is_not_the_oracle(self):
         def gains(cfg, seed):
