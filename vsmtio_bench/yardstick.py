@@ -151,19 +151,25 @@ def table_rows(rows):
             'gain' if o[0] is not None and o[0] >= GAIN_MIN
             else 'no-harm only',
             '%d / %d' % (len({b[0] for b in row['below']}),
-                         len(row['product'])),
-            '; '.join('seed %d %s %.3f < %.3f' % (b[0], b[1], b[2], b[3])
-                      if b[2] < b[3] else
-                      'seed %d %s window %.3f < %.3f' % (b[0], b[1], b[4],
-                                                         b[5])
-                      for b in row['below']) or '-'])
+                         len(row['product']))])
     return out
 
 
 HEADER = ['scenario', 'scheduler', 'oracle (best static)',
           'oracle I/O', 'margin oracle I/O', 'product I/O',
-          'product - oracle', 'counted as', 'seeds with a VM below',
-          'below its floor (mean or window)']
+          'product - oracle', 'counted as', 'seeds with a VM below']
+
+
+def below_lines(rows):
+    """One line per honest VM of a seed below a floor net of noise."""
+    out = []
+    for (scheduler, name), row in sorted(rows.items()):
+        for seed, vm, mean, floor, low, wfloor in row['below']:
+            what = ('mean %.3f < %.3f' % (mean, floor) if mean < floor
+                    else 'window %.3f < %.3f' % (low, wfloor))
+            out.append('%s (%s) seed %d: %s %s'
+                       % (name, scheduler, seed, vm, what))
+    return out
 
 
 def summary_lines(rows):
@@ -214,6 +220,10 @@ def document(rows, args, wall_s):
         confirm=bench_oracle.CONFIRM)
     body = ['\n'.join('- ' + line for line in summary_lines(rows)), '',
             bench_document.rst_table(HEADER, table_rows(rows)), '']
+    below = below_lines(rows)
+    if below:
+        body += ['Every honest VM of a seed below a floor net of noise:',
+                 ''] + ['- ' + line for line in below] + ['']
     off = ['- %s (%s): %s.' % (name, scheduler, row['why'])
            for (scheduler, name), row in sorted(rows.items())
            if row.get('why') and row['oracle_label'].endswith('all off')]

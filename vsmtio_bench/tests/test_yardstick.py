@@ -54,14 +54,15 @@ class TestHeadline(testtools.TestCase):
         runs = [run('a', 1, 1.0, [('web', 0.97, 0.99, 0.96, 0.94)]),
                 run('a', 2, 1.0, [('db', 1.0, 0.99, 0.90, 0.94)]),
                 run('a', 3, 1.0)]
-        rows = yardstick.table_rows(yardstick.by_scenario(runs, {}))
+        by = yardstick.by_scenario(runs, {})
+        rows = yardstick.table_rows(by)
         self.assertEqual(1, len(rows))
         row = dict(zip(yardstick.HEADER, rows[0]))
         self.assertEqual('not searched', row['oracle (best static)'])
         self.assertEqual('2 / 3', row['seeds with a VM below'])
-        self.assertIn('seed 1 web 0.970 < 0.990', row[yardstick.HEADER[-1]])
-        self.assertIn('seed 2 db window 0.900 < 0.940',
-                      row[yardstick.HEADER[-1]])
+        self.assertEqual(['a (cfs) seed 1: web mean 0.970 < 0.990',
+                          'a (cfs) seed 2: db window 0.900 < 0.940'],
+                         yardstick.below_lines(by))
 
     def test_no_harm_only_and_paired_difference(self):
         rows = yardstick.table_rows(self.rows())
