@@ -60,8 +60,8 @@ class TestHeadline(testtools.TestCase):
         row = dict(zip(yardstick.HEADER, rows[0]))
         self.assertEqual('not searched', row['oracle (best static)'])
         self.assertEqual('2 / 3', row['seeds with a VM below'])
-        self.assertEqual(['a (cfs) seed 1: web mean 0.970 < 0.990',
-                          'a (cfs) seed 2: db window 0.900 < 0.940'],
+        self.assertEqual(['a (cfs) seed 1: web mean 0.9700 < 0.9900',
+                          'a (cfs) seed 2: db window 0.9000 < 0.9400'],
                          yardstick.below_lines(by))
 
     def test_no_harm_only_and_paired_difference(self):
@@ -116,7 +116,8 @@ class TestMain(testtools.TestCase):
             self.assertEqual(runs, json.load(f))
         with open(tmp + '/page.rst') as f:
             page = f.read()
-        self.assertIn('``vsmtio-bench yardstick --names io_only', page)
+        self.assertIn('``vsmtio-bench yardstick --names io_only --schedulers '
+                      'cfs --seeds 1,2``', page)
         self.assertIn('io_only', page)
         out.stream.flush()
         self.assertIn('io_only/cfs: product I/O gain this - other 0.100 '
