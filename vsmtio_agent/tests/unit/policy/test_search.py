@@ -4,10 +4,13 @@ import dataclasses
 import math
 import random
 
+from oslo_config import cfg
 import testtools
 
+from vsmtio_agent import conf as conf_mod
 from vsmtio_agent import model
 from vsmtio_agent.policy import bounds
+from vsmtio_agent.policy import engine
 from vsmtio_agent.policy import guard
 from vsmtio_agent.policy import search
 from vsmtio_agent.tests.unit.policy import helpers
@@ -315,3 +318,32 @@ class TestHoldout(testtools.TestCase):
         v = [x for x in state.verdicts if x.mechanism == 'holdout'][0]
         self.assertIn('one period in 20', v.reason)
         self.assertIn('costs', v.reason)
+
+
+class TestSeam(testtools.TestCase):
+    """The engine runs the procedure ``guard_procedure`` names."""
+
+    def _engine(self, procedure=None):
+        conf = cfg.ConfigOpts()
+        conf_mod.register_opts(conf)
+        conf([], project='vsmtio', default_config_files=[])
+        if procedure is not None:
+            conf.set_override('guard_procedure', procedure, 'vsmtio_agent')
+        return engine.PolicyEngine(model.Topology.uniform(2),
+                                   engine.Params.from_conf(conf, True, True))
+
+    def test_rules_by_default(self):
+        eng = self._engine()
+        self.assertIs(guard, eng.procedure)
+        self.assertIsInstance(eng.params.guard, guard.Params)
+
+    def test_search_runs_through_the_engine(self):
+        eng = self._engine('search')
+        self.assertIs(search, eng.procedure)
+        host = Host(lambda c: {})
+        for _ in range(5):
+            stats, served = host.period(eng.guard.in_force)
+            decision = eng.step(stats, served=served)
+        self.assertEqual(search.PROBE, eng.guard.phase)
+        self.assertTrue(decision.trial)
+        self.assertIsNotNone(decision.timeouts)
