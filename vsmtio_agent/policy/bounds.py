@@ -1,39 +1,28 @@
 """Anytime-valid bounds and a change detector for the search guard.
 
 :mod:`vsmtio_agent.policy.search` reads its evidence after every pair
-and stops as soon as it knows enough. A fixed-sample test read at every
-look keeps a harmless candidate far more often than its level says, so
-the bound here is a *confidence sequence*: valid at every number of
-pairs at once. It is the normal mixture (Robbins; Howard et al., "Time-
-uniform, nonparametric, nonasymptotic confidence sequences", 2021): for
-a sum ``S_n`` of ``n`` centred observations of variance ``s2``, with
-``V = n * s2`` and mixture precision ``rho``,
+and stops as soon as it knows enough; a fixed-sample test read at every
+look would keep a harmless candidate far more often than its level says.
+So the bound is a *confidence sequence*, the normal mixture (Robbins;
+Howard et al., "Time-uniform, nonparametric, nonasymptotic confidence
+sequences", 2021): for a sum ``S_n`` of ``n`` centred observations of
+variance ``s2``, ``V = n * s2`` and mixture precision ``rho``,
 
     |S_n| < sqrt((V + rho) * (log((V + rho) / rho) + 2 * log(1 / alpha)))
 
-at every ``n`` with probability at least ``1 - alpha``. The variance is
-the running one (a plug-in, so no variance need be known in advance; the
-tests check coverage on simulated null runs rather than take it on
-trust) and ``rho`` is ``MIXTURE_PAIRS`` times it, so the bound is
-scale-free and tightest near a first look's pairs.
-
-The change detector is Page's two-sided CUSUM on standardised
-observations, its false-alarm rate stated as the mean run length under
-no change (:func:`cusum_arl0`, Siegmund's approximation). Pure.
+at every ``n`` at once with probability at least ``1 - alpha``. The
+variance is the running one (a plug-in: the tests check coverage on
+simulated null runs rather than take it on trust), ``rho`` a multiple of
+it (scale-free). The change detector is Page's two-sided CUSUM, its
+false-alarm rate stated as a mean run length (:func:`cusum_arl0`). Pure.
 """
 
 import dataclasses
 import math
 
-# the number of pairs the mixture is tuned for (the interval is tightest
-# there): a first look of the search
-MIXTURE_PAIRS = 8
-# a variance below this (log-ratio, squared) is taken as this: two pairs
-# that happen to agree say nothing of a zero noise
-MIN_VARIANCE = 1e-6
-# the weight, in pairs, of a prior variance (a VM's noise over every
-# candidate of a search): a candidate's own few pairs may agree by chance
-PRIOR_PAIRS = 4
+MIXTURE_PAIRS = 8       # where the interval is tightest: a first look
+MIN_VARIANCE = 1e-6     # pairs that agree by chance show no zero noise
+PRIOR_PAIRS = 4         # the weight, in pairs, of a prior variance
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +106,6 @@ class Cusum:
 
     low: float = 0.0
     high: float = 0.0
-    n: int = 0
 
 
 def cusum_step(state, z, drift, threshold):
@@ -132,7 +120,7 @@ def cusum_step(state, z, drift, threshold):
     low = max(0.0, state.low - z - drift)
     high = max(0.0, state.high + z - drift)
     alarm = low >= threshold or high >= threshold
-    return Cusum(low, high, state.n + 1), alarm
+    return Cusum(low, high), alarm
 
 
 def cusum_arl0(drift, threshold):

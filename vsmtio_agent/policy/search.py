@@ -1,42 +1,23 @@
 """The search guard: one procedure that finds what to keep on a host.
 
-An alternative to :mod:`vsmtio_agent.policy.guard` (the ``guard_procedure``
-option) that keeps the same promise: a configuration stays only where
-every VM keeps its floor against the bare host and the serving VMs gain.
-
-1. **Candidates** grow from what the host offers: whole configurations
-   (a :class:`guard.Config`) of a retention timeout (the doubling ladder
-   within the host's bounds) and a weight factor (the grid of
-   ``weight_step`` up to ``max_weight``, light serving VMs only) per
-   group of serving VMs, and a split grade. The first are one lever each;
-   a survivor opens its neighbours (one lever of one group one step on),
-   so joint configurations are built from parts that held up. Serving VMs
-   of one workload (idling at rates within a factor of two) move
-   together; the leader's groups then split into single VMs. A lever never
-   steps past a value at which a candidate it moved lost a floor.
-2. Each is **probed against the bare host** in ABBA blocks, a settling
-   period unmeasured after each switch, as the rules guard does.
-3. Each VM's per-pair log-ratio has an **anytime-valid bound**
-   (:mod:`vsmtio_agent.policy.bounds`), read after every pair; the
-   ``i``-th candidate opened has level ``alpha / (i * (i + 1))``, so the
-   chance of keeping anything that does not clear its floors and gain is
-   at most ``alpha`` (``1 - guard_confidence``), however often it looks.
-4. **Elimination**: a candidate goes once a VM's upper bound is below its
-   floor (at once: a costly candidate never holds a VM low for long), or
-   its gain's upper bound (the serving VMs' geometric mean) is below the
-   best safe candidate's lower bound. The candidate with the fewest pairs
-   is visited next, each visit doubling its pairs, up to ``max_pairs``.
-   *Safe* is every VM's lower bound at its floor and the gain's above
-   one; the safe candidate with the highest gain lower bound is kept.
-5. **One standing holdout**: while something is kept, one period in
-   ``holdout_every`` runs bare; its ratio to the kept period before it
-   feeds a two-sided CUSUM per VM, standardised by the kept candidate's
-   pairs. An alarm restarts the search, as does a tenant's change (a VM
-   arrives, leaves or changes class, ``confirm_periods`` in a row). With
-   nothing kept the search runs again every ``research_periods``.
-
-Pure: samples in, state out (``in_force``, ``kept``, ``phase``,
-``verdicts`` with reasons, ``finished``, as the engine reads them).
+An alternative to :mod:`vsmtio_agent.policy.guard` (``guard_procedure =
+search``; doc/source/policy.rst) with the same promise: a configuration
+stays only where every VM keeps its floor against the bare host and the
+serving VMs gain. Candidates (whole configurations: a timeout and a
+weight per group of serving VMs, a split grade) grow from the levers the
+host offers, each survivor opening its one-step neighbours, so joint
+configurations are built from parts that held up, and no lever steps
+past a value where a candidate it moved lost a floor. Each is probed
+against the bare host in ABBA blocks; each VM's per-pair log-ratio has
+an anytime-valid bound (:mod:`vsmtio_agent.policy.bounds`) read after
+every pair, candidate ``i`` at level ``alpha / (i * (i + 1))``, so the
+chance of keeping anything that misses a floor or the gain is at most
+``alpha`` however often the search looks. A candidate goes once a VM's
+upper bound is below its floor or its gain's upper bound below the best
+safe candidate's lower bound; the best safe one is kept. One bare
+holdout period in ``holdout_every`` feeds a CUSUM per VM, whose alarm,
+or a tenant's change, starts the search again. Pure: samples in, state
+out (``in_force``, ``kept``, ``phase``, ``verdicts``, ``finished``).
 """
 
 import dataclasses
@@ -74,8 +55,8 @@ class Params:
     settle_periods: int = 1
     rungs: tuple = (50000, 100000, 200000, 400000, 800000)
     start_ns: int = 50000
-    weight_step: float = 0.25
-    max_weight: float = 4.0
+    # the oracle's grid, 1 to 4 by 0.25 (empty: the host sets no weight)
+    weights: tuple = tuple(1.0 + 0.25 * i for i in range(1, 13))
     light_utilisation: float = 0.5
     io_halt_rate: float = 20.0
     holdout_every: int = 40
@@ -93,15 +74,6 @@ class Params:
                 or self.holdout_every < self.settle_periods + 3):
             raise ValueError('bad search parameters: %r' % (self,))
 
-    @property
-    def weights(self):
-        """The weight grid, from one step above 1 to ``max_weight``."""
-        if not self.weight_step:
-            return ()
-        n = int(round((self.max_weight - 1.0) / self.weight_step))
-        return tuple(round(1.0 + i * self.weight_step, 6)
-                     for i in range(1, n + 1))
-
     @classmethod
     def from_conf(cls, conf, bounds=None, per_vm=True, smt=True,
                   weights=True, retention=True):
@@ -116,7 +88,7 @@ class Params:
                    max_pairs=4 * o.guard_probe_pairs,
                    settle_periods=o.guard_settle_periods,
                    research_periods=4 * o.guard_retest_periods,
-                   weight_step=0.25 if weights else 0.0,
+                   **({} if weights else {'weights': ()}),
                    io_halt_rate=o.guard_io_halt_rate, per_vm=per_vm,
                    smt=smt, retention=retention, **extra)
 
@@ -191,7 +163,10 @@ def step(state, params, stats, served=None):
     if state.settling:
         return dataclasses.replace(state, settling=state.settling - 1)
     kinds = guard.vm_kinds(stats, params)
-    state = _watch_tenants(state, params, kinds)
+    # a tenant changed (a VM came, left or changed class): seen in
+    # ``confirm_periods`` periods in a row, for classes may flicker
+    state = dataclasses.replace(state, changed=0 if kinds == state.kinds
+                                else state.changed + 1)
     if state.changed >= params.confirm_periods or state.held < 0:
         nxt = _begin(state, params, stats, kinds)
     elif state.phase == PROBE:
@@ -201,17 +176,6 @@ def step(state, params, stats, served=None):
     if nxt.in_force != ran:
         nxt = dataclasses.replace(nxt, settling=params.settle_periods)
     return nxt
-
-
-def _watch_tenants(state, params, kinds):
-    """Count the periods in a row whose VMs or kinds differ from the search's.
-
-    A single period's classes may flicker at the threshold; a change seen
-    ``confirm_periods`` in a row is a tenant that changed.
-    """
-    if state.held < 0 or kinds == state.kinds:
-        return dataclasses.replace(state, changed=0)
-    return dataclasses.replace(state, changed=state.changed + 1)
 
 
 # -- what the host offers ------------------------------------------------
@@ -327,15 +291,12 @@ def _beyond_cliff(candidates, move, value):
     costs the neighbours more as it grows (a longer retention holds a
     hyperthread longer, a larger weight takes more of the period).
     """
+    def rank(v):
+        return GRADES.index(v) if move[0] == guard.SPLIT else v
     for c in candidates:
-        if (c.lost and c.move == move
-                and _rank(move, value) > _rank(move, c.value)):
+        if c.lost and c.move == move and rank(value) > rank(c.value):
             return True
     return False
-
-
-def _rank(move, value):
-    return GRADES.index(value) if move[0] == guard.SPLIT else value
 
 
 def _open(state, params, proposals):
@@ -387,16 +348,6 @@ def _visit(state, params):
                                position=0, pending=None, in_force=c.config)
 
 
-def _pair_log(va, vb):
-    if va is None or vb is None:
-        return None
-    if va > 0 and vb > 0:
-        return math.log(va / vb)
-    if va <= 0 and vb <= 0:
-        return 0.0
-    return -_STARVED if va <= 0 else _STARVED
-
-
 def _floor(params, kind):
     return math.log(params.cpu_min if kind == COMPUTING else params.io_min)
 
@@ -409,10 +360,13 @@ def pair_logs(kinds, a, b):
     """
     logs = {}
     for vm, _kind in kinds:
-        x = _pair_log(a.get(vm), b.get(vm))
-        if x is None:
+        va, vb = a.get(vm), b.get(vm)
+        if va is None or vb is None:
             return None
-        logs[vm] = x
+        # (a VM starved in one arm loses; idle in both, no change)
+        logs[vm] = (math.log(va / vb) if va > 0 and vb > 0 else 0.0
+                    if va <= 0 and vb <= 0 else math.copysign(
+                        _STARVED, va - vb))
     serving = [logs[vm] for vm, kind in kinds if kind == SERVING]
     if not serving:
         return None
@@ -545,12 +499,10 @@ def _finish(state, params, why):
     best = _best(state.candidates, params)
     kept = best.config if best is not None else BARE
     reference = best.logs if best is not None else ()
-    summary = probe_stats.Verdict(
-        'search', best is not None, why or (
-            'kept %s (%s) of %d candidates' % (describe(kept), best.reason,
-                                               len(state.candidates))
-            if best is not None else 'no candidate of %d shown safe and '
-            'gaining: the bare host' % len(state.candidates)))
+    summary = probe_stats.Verdict('search', best is not None, why or (
+        'kept %s of %d candidates: %s' % (
+            describe(kept), len(state.candidates),
+            best.reason if best else 'none shown safe and gaining')))
     return dataclasses.replace(
         state, phase=HOLD, kept=kept, in_force=kept, current=None,
         pending=None, searches=state.searches + 1, held=0,
@@ -561,22 +513,18 @@ def _finish(state, params, why):
 
 
 def verdicts(state, params, kept, best, why=None):
-    """One verdict per mechanism and VM the search could have kept.
+    """One verdict per lever and VM the search could have kept.
 
     Kept where ``kept`` has it; otherwise why the candidates with it
-    went (the one with most pairs speaks for them), or ``why`` no
-    candidate was tried.
+    went (the one with most pairs speaks for them), or ``why`` none ran.
     """
-    keys = []
-    for lever in _offers(state, params):
-        for vms in _units(state, params, lever):
-            keys += [(lever, vm) for vm in vms] or [(lever, None)]
     return tuple(_verdict(state, kept, best, lever, vm, why)
-                 for lever, vm in keys)
+                 for lever in _offers(state, params)
+                 for vms in _units(state, params, lever)
+                 for vm in vms or (None,))
 
 
 def _verdict(state, kept, best, lever, vm, why):
-    """The verdict on ``lever`` for ``vm`` (None: the host-wide split)."""
     has = [c for c in state.candidates if _has(c.config, lever, vm)]
     now = _has(kept, lever, vm)
     speaker = best if now else max(has, key=lambda c: c.n, default=None)
@@ -603,10 +551,9 @@ def _has(config, lever, vm):
 
 
 def _ratios(state, c):
-    if c is None:
-        return ()
     kind = dict(state.kinds)
-    return tuple((vm, kind.get(vm), math.exp(r.mean)) for vm, r in c.logs)
+    return tuple((vm, kind.get(vm), math.exp(r.mean))
+                 for vm, r in (c.logs if c else ()))
 
 
 def _hold_step(state, params, stats, served):
@@ -653,13 +600,12 @@ def _holdout(state, params, values):
     run = state.holdout_gain.add(gain)
     cost = math.expm1(run.mean) * (params.settle_periods + 1) / (
         params.holdout_every + params.settle_periods)
-    note = probe_stats.Verdict(
-        'holdout', not alarm,
-        'one period in %d bare: %d holdouts, the kept configuration '
-        'gains %.3f over them, so the holdout costs %.2f%% of what is '
-        'served; %s' % (params.holdout_every, run.n, math.exp(run.mean),
-                        100.0 * cost, 'changed: ' + ', '.join(alarm)
-                        + '; searching again' if alarm else 'no change'))
+    note = probe_stats.Verdict('holdout', not alarm, (
+        'one period in %d bare: %d holdouts, the kept configuration gains '
+        '%.3f over them, so the holdout costs %.2f%% of what is served; %s'
+        % (params.holdout_every, run.n, math.exp(run.mean), 100.0 * cost,
+           'changed: %s; searching again' % ', '.join(alarm) if alarm
+           else 'no change')))
     verdicts = tuple(v for v in state.verdicts if v.mechanism != 'holdout')
     state = dataclasses.replace(
         state, detector=tuple(sorted(cusums.items())), holdout_gain=run,

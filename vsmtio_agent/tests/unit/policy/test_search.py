@@ -172,7 +172,7 @@ class TestCandidates(testtools.TestCase):
         levers, _s = self._levers(dataclasses.replace(
             P, smt=False, retention=False))
         self.assertEqual({guard.WEIGHT}, levers)
-        levers, _s = self._levers(dataclasses.replace(P, weight_step=0.0))
+        levers, _s = self._levers(dataclasses.replace(P, weights=()))
         self.assertEqual({guard.RETENTION, guard.SPLIT}, levers)
 
     def test_a_host_wide_timeout_is_one_key(self):
