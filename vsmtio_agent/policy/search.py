@@ -534,7 +534,9 @@ def _verdict(state, kept, best, lever, vm, why):
         reason = 'kept in %s: %s' % (describe(kept), speaker.reason)
     else:
         reason = 'not kept (%d candidates with it; %s: %s)' % (
-            len(has), describe(speaker.config), speaker.reason)
+            len(has), describe(speaker.config), speaker.reason
+            + (', but gains less than what is kept' if speaker.safe
+               else ''))
     return probe_stats.Verdict(
         lever, now, reason, domain=vm,
         timeout_ns=kept.timeout(vm) if lever == guard.RETENTION else None,
