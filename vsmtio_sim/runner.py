@@ -212,9 +212,10 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
                 now_s = sim.now / 1e9
                 g = ag.engine.guard
                 done = settled(history, window) and (
-                    g is None or (guard_mod.climbed(g, ag.engine.params.guard)
-                                  and guard_mod.retries_periodic(
-                                      g, ag.engine.params.guard)))
+                    g is None or (ag.engine.procedure.climbed(
+                        g, ag.engine.params.guard)
+                        and ag.engine.procedure.retries_periodic(
+                            g, ag.engine.params.guard)))
                 if done or now_s >= max_settle_s:
                     state['settled_at'] = now_s if done else None
                     start_s = sim.scenario.align(now_s, measure_s)[0]

@@ -188,6 +188,26 @@ guard_opts = [
                      'for one that serves) and the serving VMs gain. Off '
                      'applies every mechanism always, with one timeout '
                      'tuned by LTCR\'s Algorithm 1, as the paper does.'),
+    cfg.StrOpt('guard_procedure',
+               default='rules', choices=(
+                   ('rules', 'each mechanism probed on its own, kept, '
+                    'retested and dropped by the guard\'s rules'),
+                   ('search', 'one search over whole configurations '
+                    '(per-VM weights and timeouts together, split '
+                    'grades) against the bare host, anytime-valid per-VM '
+                    'bounds, and one standing holdout')),
+               help='How the guard decides what to keep. ``rules`` '
+                    'probes each mechanism against what is kept and '
+                    'keeps, retests and drops it by the rules of '
+                    'doc/source/policy.rst. ``search`` (under evaluation) '
+                    'probes candidate configurations against the bare '
+                    'host, eliminates each once a VM\'s anytime-valid '
+                    'bound falls below its floor or its gain cannot beat '
+                    'the best safe one, keeps the best safe candidate, '
+                    'and watches it with one bare holdout period in 40, '
+                    'searching again when the host changes. The floors, '
+                    'pairs, settling periods and confidence options '
+                    'apply to both.'),
     cfg.FloatOpt('guard_cpu_min',
                  default=0.97, min=0.5, max=1.5,
                  help='The floor of each VM that computes: a mechanism is '

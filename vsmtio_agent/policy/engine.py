@@ -26,10 +26,15 @@ from vsmtio_agent.policy import guard as guard_mod
 from vsmtio_agent.policy import ltcr
 from vsmtio_agent.policy import mist as mist_mod
 from vsmtio_agent.policy import rass
+from vsmtio_agent.policy import search as search_mod
 from vsmtio_agent.policy import spread
 from vsmtio_agent.policy import trust as trust_mod
 
 US = 1000
+# the guard's procedures by the ``guard_procedure`` option: each module
+# has Params.from_conf, start, step, climbed, retries_periodic and PROBE,
+# and its state in_force, kept, phase, verdicts, alarms and finished
+PROCEDURES = {'rules': guard_mod, 'search': search_mod}
 _retention_rate = operator.attrgetter('retention_rate')
 
 
@@ -49,6 +54,8 @@ class Params:
     mist: mist_mod.Params = None
     # whose vCPUs may share a core (trust.RULES); the paper's is any
     trust_domain: str = trust_mod.ANY
+    # which guard procedure ``guard`` is the Params of (PROCEDURES)
+    procedure: str = 'rules'
 
     @classmethod
     def from_conf(cls, conf, per_vm=False, weights=False, retention=True):
@@ -64,17 +71,17 @@ class Params:
             min_ns=opts.min_timeout_us * US,
             max_ns=opts.max_timeout_us * US,
             reschedule_cost_ns=opts.reschedule_cost_us * US)
+        procedure = getattr(opts, 'guard_procedure', 'rules')
         return cls(
-            bounds=bounds,
+            bounds=bounds, procedure=procedure,
             adjuster_std_threshold=opts.adjuster_std_threshold,
             adjuster_min_mean_gap=opts.adjuster_min_mean_gap,
             adjuster_max_swaps=opts.adjuster_max_swaps,
             io_min_retention_rate=opts.io_min_retention_rate,
             ltcr_measure=opts.ltcr_measure,
-            guard=(guard_mod.Params.from_conf(conf, bounds, per_vm,
-                                              weights=weights,
-                                              retention=retention)
-                   if opts.guard else None),
+            guard=(PROCEDURES[procedure].Params.from_conf(
+                conf, bounds, per_vm, weights=weights, retention=retention)
+                if opts.guard else None),
             fair_share=opts.fair_share,
             split_share=opts.split_share,
             trust_domain=opts.trust_domain,
@@ -130,7 +137,9 @@ class PolicyEngine(object):
         self.topology = topology
         self.params = params
         self.ltcr = ltcr.start(params.bounds)
-        self.guard = guard_mod.start() if params.guard else None
+        # the one seam between the engine and the guard's procedure
+        self.procedure = PROCEDURES[params.procedure]
+        self.guard = self.procedure.start() if params.guard else None
         self.assignment = {}
         self.roles = {}
         self.split_cores = ()       # the cores split for the next period
@@ -297,13 +306,13 @@ class PolicyEngine(object):
                               split_cores=frozenset(self.split_cores),
                               protect=self._mist_step(vms),
                               trial=(self.guard is not None and
-                                     self.guard.phase == guard_mod.PROBE))
+                                     self.guard.phase == self.procedure.PROBE))
 
     def _guard_step(self, stats, served):
         """The guard's step (it chooses every timeout itself)."""
         if self.guard is not None:
-            self.guard = guard_mod.step(self.guard, self.params.guard, stats,
-                                        served)
+            self.guard = self.procedure.step(self.guard, self.params.guard,
+                                             stats, served)
 
     def _assign(self, stats, share, active, retained, trust):
         """Each vCPU's core for the next period, and the adjuster's swaps.

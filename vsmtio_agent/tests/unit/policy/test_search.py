@@ -1,0 +1,349 @@
+"""The search guard: candidates, anytime-valid bounds, elimination, holdout."""
+
+import dataclasses
+import math
+import random
+
+from oslo_config import cfg
+import testtools
+
+from vsmtio_agent import conf as conf_mod
+from vsmtio_agent import model
+from vsmtio_agent.policy import bounds
+from vsmtio_agent.policy import engine
+from vsmtio_agent.policy import guard
+from vsmtio_agent.policy import search
+from vsmtio_agent.tests.unit.policy import helpers
+
+US = 1000
+RUNGS = (25 * US, 50 * US, 100 * US, 200 * US, 400 * US)
+P = search.Params(pairs=8, max_pairs=32, rungs=RUNGS, start_ns=50 * US,
+                  settle_periods=1, holdout_every=20, max_candidates=12)
+KINDS = (('c1', search.COMPUTING), ('s1', search.SERVING))
+
+
+def ref(vm, i=0):
+    return model.VcpuRef(vm, i)
+
+
+class Host(object):
+    """VMs whose throughputs depend on the configuration in force.
+
+    ``effect(config)`` gives ``{vm: factor}`` (absent: 1.0). Computing
+    VMs ``c*`` report instructions; serving VMs ``s*`` idle 500 times a
+    second at half their period (light) and report what they serve.
+    Each period adds relative Gaussian ``noise``; ``kinds`` (settable)
+    turns a VM's class.
+    """
+
+    def __init__(self, effect, vms=('c1', 's1'), noise=0.02, seed=1):
+        self.effect = effect
+        self.vms = vms
+        self.noise = noise
+        self.rng = random.Random(seed)
+        self.serving = {vm for vm in vms if vm.startswith('s')}
+
+    def period(self, config):
+        factors = self.effect(config)
+        stats, served = {}, {}
+        for vm in self.vms:
+            f = factors.get(vm, 1.0) * math.exp(self.rng.gauss(0, self.noise))
+            if vm in self.serving:
+                stats[ref(vm)] = helpers.stats(
+                    halt_rate=500.0, instruction_rate=1e8, utilisation=0.3)
+                served[vm] = 1000.0 * f
+            else:
+                stats[ref(vm)] = helpers.stats(
+                    instruction_rate=1e9 * f, halt_rate=0.0,
+                    utilisation=1.0)
+        return stats, served
+
+
+def run(host, periods, params=P, state=None, every=None):
+    state = state or search.start()
+    for _ in range(periods):
+        stats, served = host.period(state.in_force)
+        state = search.step(state, params, stats, served)
+        if every is not None:
+            every(state)
+    return state
+
+
+def weighted(gain, cost, cliff=None):
+    """An effect of the serving VMs' weight: a gain, and a cost past ``cliff``.
+
+    s1 serves ``gain(f)`` at factor f; c1 computes ``cost(f)``.
+    """
+    def effect(config):
+        f = config.weight('s1') or 1.0
+        return {'s1': gain(f), 'c1': cost(f)}
+    return effect
+
+
+class TestBounds(testtools.TestCase):
+
+    def test_the_sequence_narrows_as_pairs_come(self):
+        widths = [bounds.radius(n, 0.01, 0.05) for n in (2, 8, 32, 128)]
+        self.assertEqual(sorted(widths, reverse=True), widths)
+        self.assertEqual(float('inf'), bounds.radius(1, 0.01, 0.05))
+
+    def test_covers_the_mean_at_every_look_under_the_null(self):
+        # A/A: 2000 runs of 64 pairs of pure noise, the interval read at
+        # every pair; it must miss the true mean (0) at any look in at
+        # most alpha of the runs (the plug-in variance included)
+        alpha = 0.1
+        rng = random.Random(7)
+        missed = 0
+        for _ in range(2000):
+            run = bounds.Running()
+            for _pair in range(64):
+                run = run.add(rng.gauss(0.0, 0.03))
+                lo, hi = bounds.interval(run, alpha)
+                if run.n >= P.pairs and (lo > 0.0 or hi < 0.0):
+                    missed += 1
+                    break
+        self.assertLessEqual(missed / 2000.0, alpha)
+
+    def test_levels_of_an_open_set_sum_to_alpha(self):
+        total = math.fsum(bounds.spent(i, 0.1) for i in range(1, 10 ** 5))
+        self.assertLessEqual(total, 0.1)
+        self.assertGreater(total, 0.0999)
+
+
+class TestElimination(testtools.TestCase):
+    """On fabricated per-VM ratios, pair by pair."""
+
+    def _fed(self, ratios, pairs, noise=0.01, seed=2, index=1):
+        rng = random.Random(seed)
+        c = search.Candidate(BARE_PLUS, index)
+        for _ in range(pairs):
+            logs = {vm: math.log(ratios[vm]) + rng.gauss(0, noise)
+                    for vm, _k in KINDS}
+            c = search.add_pair(c, KINDS, P, logs, logs['s1'])
+            if c.status == search.OUT:
+                break
+        return c
+
+    def test_a_vm_below_its_floor_eliminates_at_once(self):
+        c = self._fed({'c1': 0.85, 's1': 1.3}, 32)
+        self.assertEqual(search.OUT, c.status)
+        self.assertTrue(c.lost)
+        self.assertIn('c1', c.reason)
+        self.assertLess(c.n, P.pairs)
+
+    def test_every_floor_cleared_and_a_gain_is_safe(self):
+        c = self._fed({'c1': 0.995, 's1': 1.1}, 16)
+        self.assertEqual(search.SAFE, c.status)
+        self.assertTrue(c.safe)
+
+    def test_a_cost_within_the_noise_is_not_yet_safe(self):
+        # c1 at the floor itself: its lower bound cannot clear it
+        c = self._fed({'c1': 0.97, 's1': 1.1}, 32)
+        self.assertFalse(c.safe)
+
+    def test_a_gain_below_the_best_safe_one_is_eliminated(self):
+        best = self._fed({'c1': 1.0, 's1': 1.2}, 16)
+        worse = self._fed({'c1': 1.0, 's1': 1.02}, 16, seed=3, index=2)
+        state = search.State(kinds=KINDS, candidates=(best, worse),
+                             current=1)
+        after = search._after_visit(state, P)
+        self.assertEqual(search.OUT, after.candidates[1].status)
+        self.assertFalse(after.candidates[1].lost)
+        self.assertIn('below the', after.candidates[1].reason)
+        self.assertIs(best, search._best(after.candidates, P))
+
+
+BARE_PLUS = guard.Config(weights=(('s1', 2.0),))
+
+
+class TestCandidates(testtools.TestCase):
+
+    def _levers(self, params, stats_kw=None):
+        host = Host(lambda c: {})
+        stats, _served = host.period(guard.BARE)
+        kinds = guard.vm_kinds(stats, params)
+        state = search._begin(search.start(), params, stats, kinds)
+        return {c.move[0] for c in state.candidates}, state
+
+    def test_grow_only_from_what_the_host_offers(self):
+        levers, _s = self._levers(P)
+        self.assertEqual({guard.RETENTION, guard.WEIGHT, guard.SPLIT},
+                         levers)
+        levers, _s = self._levers(dataclasses.replace(
+            P, smt=False, retention=False))
+        self.assertEqual({guard.WEIGHT}, levers)
+        levers, _s = self._levers(dataclasses.replace(P, weights=()))
+        self.assertEqual({guard.RETENTION, guard.SPLIT}, levers)
+
+    def test_a_host_wide_timeout_is_one_key(self):
+        _l, state = self._levers(dataclasses.replace(P, per_vm=False))
+        timeouts = [c.config.timeouts for c in state.candidates
+                    if c.move[0] == guard.RETENTION]
+        self.assertEqual([((guard.ALL_VMS, 50 * US),)], timeouts)
+
+    def test_the_weight_grid_steps_by_a_quarter(self):
+        self.assertEqual(1.25, P.weights[0])
+        self.assertEqual(4.0, P.weights[-1])
+        self.assertEqual(12, len(P.weights))
+
+    def test_vms_of_one_workload_move_together(self):
+        stats = {ref('s1'): helpers.stats(halt_rate=500.0),
+                 ref('s2'): helpers.stats(halt_rate=600.0),
+                 ref('s3'): helpers.stats(halt_rate=5000.0)}
+        kinds = guard.vm_kinds(stats, P)
+        self.assertEqual((('s1', 's2'), ('s3',)),
+                         search.groups(stats, kinds))
+
+    def test_no_step_past_a_cliff(self):
+        lost = search.Candidate(guard.BARE, 1, (guard.WEIGHT, ('s1',)), 2.0,
+                                status=search.OUT, lost=True)
+        state = search.State(candidates=(lost,))
+        nxt = search._open(state, P, [(
+            guard.Config(weights=(('s1', 2.25),)), (guard.WEIGHT, ('s1',)),
+            2.25), (guard.Config(weights=(('s1', 1.75),)),
+                    (guard.WEIGHT, ('s1',)), 1.75)])
+        self.assertEqual([1.75], [c.value for c in nxt.candidates[1:]])
+
+
+class TestSearch(testtools.TestCase):
+
+    def test_finds_a_weight_past_its_cliff_but_short_of_the_floor(self):
+        # s1 gains only from 1.5 up; c1 loses 4% per quarter past 2.0
+        host = Host(weighted(lambda f: 1.15 if f >= 1.5 else 1.0,
+                             lambda f: 1.0 if f <= 2.0
+                             else 1.0 - 0.16 * (f - 2.0)), noise=0.01)
+        params = dataclasses.replace(P, rungs=(), retention=False,
+                                     smt=False)
+        state = run(host, 3000, params)
+        self.assertEqual(search.HOLD, state.phase)
+        w = state.kept.weight('s1')
+        self.assertIsNotNone(w)
+        self.assertTrue(1.5 <= w <= 2.0, w)
+        v = [x for x in state.verdicts if x.mechanism == guard.WEIGHT][0]
+        self.assertTrue(v.kept)
+        # no candidate two steps past the cliff was ever opened
+        self.assertFalse([c for c in state.candidates if c.value
+                          and c.value > 2.5])
+
+    def test_keeps_nothing_where_every_candidate_costs(self):
+        host = Host(lambda c: {} if c == guard.BARE
+                    else {'c1': 0.8, 's1': 1.3})
+        state = run(host, 2000)
+        self.assertTrue(search.climbed(state, P))
+        self.assertEqual(guard.BARE, state.kept)
+        self.assertFalse(any(v.kept for v in state.verdicts
+                             if v.mechanism != 'holdout'))
+        self.assertIn('c1', [v for v in state.verdicts
+                             if v.mechanism == guard.RETENTION][0].reason)
+
+    def test_a_vm_arriving_restarts_the_search(self):
+        host = Host(weighted(lambda f: 1.2, lambda f: 1.0))
+        params = dataclasses.replace(P, rungs=(), retention=False,
+                                     smt=False, max_candidates=3)
+        state = run(host, 1500, params)
+        searches = state.searches
+        host.vms = ('c1', 'c2', 's1')
+        state = run(host, 10, params, state)
+        self.assertEqual(search.PROBE, state.phase)
+        self.assertIn('c2', dict(state.kinds))
+        self.assertEqual(searches, state.searches)
+
+
+class TestAA(testtools.TestCase):
+    """Pure noise: no candidate does anything."""
+
+    def test_false_keep_rate_at_most_alpha(self):
+        # 200 whole searches on a host where nothing has an effect; the
+        # stated level is alpha = 0.1 over every candidate a search opens
+        params = dataclasses.replace(P, max_candidates=6, max_pairs=16)
+        kept = 0
+        for seed in range(200):
+            host = Host(lambda c: {}, noise=0.03, seed=seed)
+            state = search.start()
+            for _ in range(4000):
+                stats, served = host.period(state.in_force)
+                state = search.step(state, params, stats, served)
+                if state.searches:
+                    break
+            self.assertTrue(state.searches, seed)
+            kept += state.kept != guard.BARE
+        self.assertLessEqual(kept / 200.0, params.alpha)
+
+
+class TestHoldout(testtools.TestCase):
+
+    def _kept(self, seed=1):
+        gain = {'on': 1.2}
+        host = Host(lambda c: {'s1': gain['on']} if c != guard.BARE else {},
+                    noise=0.02, seed=seed)
+        params = dataclasses.replace(P, max_candidates=3, rungs=(),
+                                     retention=False, smt=False)
+        state = run(host, 1500, params)
+        self.assertNotEqual(guard.BARE, state.kept)
+        return host, params, state, gain
+
+    def test_a_step_change_is_found_within_a_few_holdouts(self):
+        host, params, state, gain = self._kept()
+        n0 = state.holdout_gain.n
+        gain['on'] = 1.0            # the kept weight stops paying
+        found = []
+
+        def alarm(s):
+            if s.finished is not None and s.finished.mechanism == 'holdout':
+                found.append(s.holdout_gain.n)
+        run(host, 40 * params.holdout_every, params, state, every=alarm)
+        self.assertTrue(found, 'no alarm')
+        # a step of about six pair sds (1.2 to 1.0 at 2% noise a period):
+        # CUSUM's ARL1 is two holdouts; stated: within five
+        self.assertLessEqual(found[0] - n0, 5)
+        self.assertLessEqual(bounds.cusum_arl1(6.0, P.cusum_drift,
+                                               P.cusum_threshold), 3.0)
+
+    def test_no_alarm_on_stationary_noise(self):
+        # the detector's stated false-alarm rate: an ARL0 of thousands of
+        # holdouts per VM; 150 holdouts on each of 5 hosts raise none
+        self.assertGreater(bounds.cusum_arl0(P.cusum_drift,
+                                             P.cusum_threshold), 4000)
+        for seed in (1, 2, 3, 4, 5):
+            host, params, state, _gain = self._kept(seed)
+            searches = state.searches
+            state = run(host, 150 * (params.holdout_every + 1), params,
+                        state)
+            self.assertEqual(searches, state.searches)
+            self.assertGreaterEqual(state.holdout_gain.n, 100)
+
+    def test_the_holdout_states_its_cost(self):
+        _h, _p, state, _g = self._kept()
+        state = run(_h, 200, _p, state)
+        v = [x for x in state.verdicts if x.mechanism == 'holdout'][0]
+        self.assertIn('one period in 20', v.reason)
+        self.assertIn('costs', v.reason)
+
+
+class TestSeam(testtools.TestCase):
+    """The engine runs the procedure ``guard_procedure`` names."""
+
+    def _engine(self, procedure=None):
+        conf = cfg.ConfigOpts()
+        conf_mod.register_opts(conf)
+        conf([], project='vsmtio', default_config_files=[])
+        if procedure is not None:
+            conf.set_override('guard_procedure', procedure, 'vsmtio_agent')
+        return engine.PolicyEngine(model.Topology.uniform(2),
+                                   engine.Params.from_conf(conf, True, True))
+
+    def test_rules_by_default(self):
+        eng = self._engine()
+        self.assertIs(guard, eng.procedure)
+        self.assertIsInstance(eng.params.guard, guard.Params)
+
+    def test_search_runs_through_the_engine(self):
+        eng = self._engine('search')
+        self.assertIs(search, eng.procedure)
+        host = Host(lambda c: {})
+        for _ in range(5):
+            stats, served = host.period(eng.guard.in_force)
+            decision = eng.step(stats, served=served)
+        self.assertEqual(search.PROBE, eng.guard.phase)
+        self.assertTrue(decision.trial)
+        self.assertIsNotNone(decision.timeouts)
