@@ -443,10 +443,13 @@ def _mist_lines(doc):
         if line:
             lines.append('  %s: %s' % (lever, line))
     for domain, v in sorted(mist.items()):
-        lines.append('  %s: %s, I_cpu %s %s (%s)' % (
+        i_cpu = v.get('i_cpu')
+        lines.append('  %s: %s, I_cpu %s (%s)' % (
             printable(domain),
             'protected' if v['protect'] else 'not protected',
-            _num(v.get('i_cpu')), I_CPU_UNIT,
+            # a unit only after a figure: "n/a involuntary per..." reads
+            # as one
+            'n/a' if i_cpu is None else '%s %s' % (_num(i_cpu), I_CPU_UNIT),
             printable(v['reason'], limit=1000)))
     return lines
 
