@@ -24,8 +24,9 @@ scenario's gain over the seeds both ran.
 
 Every run is cached by the version of the code that made it
 (:mod:`vsmtio_bench.cache`); ``--quick`` runs a few scenarios on two
-seeds for development (under 10 minutes on 2 cores once the oracle's
-quick search is cached).
+seeds for development: twelve runs of the product under both schedulers
+once the oracle's are cached (they depend on the model only, so a change
+to the guard reruns none of them).
 
     vsmtio-bench yardstick [--quick | --names N,N | --only PREFIX]
         [--schedulers cfs,eevdf] [--seeds 1,2,3,4,5] [--set G.O=V]
