@@ -107,6 +107,25 @@ class AgentExport:
         return out
 
 
+def _retention_timeout(agent, since, cell):
+    """The timeout cell: the exported timeout, or the host's refusal.
+
+    A timeout the host refused is never shown as in effect: the agent
+    then exports no timeout and says why (``vsmtio_host_refused``), and
+    the panel must say the same.
+    """
+    refused = {dict(k[1]).get('reason') for _t, v in agent.samples
+               for k, val in v.items()
+               if k[0] == 'vsmtio_host_refused' and val
+               and dict(k[1]).get('mechanism') == 'retention'}
+    if refused:
+        assert cell.startswith('refused by the host') and any(
+            r and r in cell for r in refused), (cell, refused)
+        return
+    _close(agent.values('vsmtio_retention_timeout_seconds', since),
+           _seconds(cell), 'Retention timeout', rel=0.005)
+
+
 def _seconds(text):
     """The panel's duration text (``200 µs``, ``1.5 ms``, ``2 s``) in s."""
     m = re.match(r'([0-9.e+-]+) (µs|ms|s)\b', text)
@@ -234,9 +253,7 @@ def check(servers):
         _close(agent.values('vsmtio_host_vcpus', since,
                             **{'class': klass}),
                float(row[header]), header)
-    _close(agent.values('vsmtio_retention_timeout_seconds', since),
-           _seconds(row['Retention timeout']), 'Retention timeout',
-           rel=0.005)
+    _retention_timeout(agent, since, row['Retention timeout'])
     periods = int(re.match(r'period (\d+)', row['Last period']).group(1))
     _counted(agent.values('vsmtio_periods_total', since), periods,
              'Last period')
