@@ -218,9 +218,10 @@ class RetentionRoutingTest(integrated_helpers._IntegratedTestBase):
                         capability.CPU_POLICY_SPEC: capability.DEDICATED})
         log = self.stdlog.logger.output
         server = self.boot(flavor, expected_state='ERROR')
-        self.assert_says_why(server, 'needs the extra spec trait:%s=required'
-                             % capability.TRAIT)
-        self.assertIn('needs the extra spec trait:%s=required'
+        # what is missing first, so nova's 255-character fault keeps it
+        self.assert_says_why(server, 'context retention refused: missing '
+                             'extra spec trait:%s=required' % capability.TRAIT)
+        self.assertIn('missing extra spec trait:%s=required'
                       % capability.TRAIT, self.stdlog.logger.output[
                           len(log):])
         # Asking for no retention needs no trait.
