@@ -102,6 +102,11 @@ def run(name, kernel, cfg, measure_s, seed, scheduler, shift_s=0.0):
     r = runner.run_conf(conf, steady=True, measure_s=measure_s,
                         warmup_s=warmup,
                         setup=space.setup_for(cfg) if cfg else None)
+    return trim(r)
+
+
+def trim(r):
+    """What a judgement reads of a run (what the caches keep of it)."""
     out = {k: r[k] for k in _KEEP}
     out['vms'] = {vm: {k: v.get(k) for k in _VM_KEEP}
                   for vm, v in r['vms'].items()}
@@ -430,14 +435,12 @@ def _f(v):
     return '-' if v is None else '%.3f' % v
 
 
-def _ints(p, text, what):
+def seeds_arg(p, text, what='--seeds'):
+    """The seeds of an option, or the parser's one-line error."""
     try:
-        out = tuple(int(x) for x in text.split(','))
-    except ValueError:
-        p.error('%s must be comma-separated integers' % what)
-    if len(set(out)) != len(out) or min(out) < 0:
-        p.error('%s must be distinct integers >= 0' % what)
-    return out
+        return intervals.parse_seeds(text)
+    except ValueError as e:
+        p.error('%s: %s' % (what, e))
 
 
 def _names(p, args):
@@ -526,7 +529,7 @@ def selection(p, args):
     args.schedulers = args.schedulers.split(',')
     if not set(args.schedulers) <= set(SCHEDULERS):
         p.error('--schedulers: each one of %s' % ', '.join(SCHEDULERS))
-    args.seeds = (_ints(p, args.seeds, '--seeds') if args.seeds else
+    args.seeds = (seeds_arg(p, args.seeds) if args.seeds else
                   QUICK_SEEDS if args.quick else intervals.SEEDS)
     return _names(p, args)
 

@@ -405,13 +405,8 @@ def _store(kind, parts):
 def _trim(r):
     """What the judgement and the section read of a run (as cached)."""
     a = r.get('agent') or {}
-    return {'io_throughput': r['io_throughput'],
-            'cpu_throughput': r['cpu_throughput'],
-            'windows': r['windows'],
-            'vms': {vm: {k: v.get(k) for k in oracle._VM_KEEP}
-                    for vm, v in r['vms'].items()},
-            'settled_at_s': a.get('settled_at_s'),
-            'mechanisms': a.get('mechanisms')}
+    return dict(oracle.trim(r), settled_at_s=a.get('settled_at_s'),
+                mechanisms=a.get('mechanisms'))
 
 
 def _run_text(text, kernel, seed, duration):

@@ -49,6 +49,7 @@ import time
 from vsmtio_bench import document
 from vsmtio_bench import documents
 from vsmtio_bench import figures
+from vsmtio_bench import oracle as bench_oracle
 from vsmtio_bench import sensitivity
 from vsmtio_bench import stats
 from vsmtio_sim import kernels
@@ -130,16 +131,6 @@ def _parser():
     return p
 
 
-def _seeds(p, text):
-    try:
-        seeds = tuple(int(x) for x in text.split(','))
-    except ValueError:
-        p.error('--sensitivity-seeds must be comma-separated integers')
-    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
-        p.error('--sensitivity-seeds must be distinct integers >= 0')
-    return seeds
-
-
 def _sensitivity(args, rows, names):
     """The sensitivity study and the cliff sweep as the options say."""
     sens, cliff, cpu_s = {}, None, 0.0
@@ -193,7 +184,8 @@ def _write(path, text):
 def main(argv=None):
     p = _parser()
     args = p.parse_args(argv)
-    args.sensitivity_seeds = _seeds(p, args.sensitivity_seeds)
+    args.sensitivity_seeds = bench_oracle.seeds_arg(
+        p, args.sensitivity_seeds, '--sensitivity-seeds')
     sens_names = [n for n in args.sensitivity.split(',') if n]
     sens_rows = [r for r in sensitivity.SWEEP if args.sensitivity_rows in r[0]]
     if args.sensitivity_only:

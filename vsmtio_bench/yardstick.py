@@ -63,9 +63,7 @@ def product_run(name, seed, scheduler, overrides):
     ov[('vsmtio_sim', 'scheduler')] = scheduler
     r = runner.run_conf(runner.make_conf(name, 'vsmtio', seed, overrides=ov),
                         steady=True)
-    out = {k: r[k] for k in ('measured_s', 'windows')}
-    out['vms'] = {vm: {k: v.get(k) for k in bench_oracle._VM_KEEP}
-                  for vm, v in r['vms'].items()}
+    out = bench_oracle.trim(r)
     out['agent'] = {k: r['agent'].get(k) for k in _AGENT_KEEP}
     return out
 

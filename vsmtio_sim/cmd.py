@@ -33,6 +33,7 @@ import warnings
 
 from vsmtio_agent import cmd
 from vsmtio_sim import conf as sim_conf
+from vsmtio_sim import intervals
 from vsmtio_sim import kernels
 from vsmtio_sim import report
 from vsmtio_sim import runner
@@ -55,30 +56,11 @@ _OPTS = {opt.dest: opt for opt in sim_conf.sim_opts}
 
 
 def seed_list(text):
-    """``--seeds``: distinct seeds, comma-separated, in the given order.
-
-    Each within the ``seed`` option's bounds; a duplicate would count
-    one draw twice in an interval that assumes independent ones.
-    """
-    opt = _OPTS['seed']
-    if not text.strip():
-        raise argparse.ArgumentTypeError('no seed given')
-    seeds = []
-    for item in text.split(','):
-        item = item.strip()
-        try:
-            seed = int(item)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                'not a comma-separated list of integers: %r' % text)
-        if not opt.type.min <= seed <= opt.type.max:
-            raise argparse.ArgumentTypeError(
-                'seed %d out of range [%d, %d]'
-                % (seed, opt.type.min, opt.type.max))
-        if seed in seeds:
-            raise argparse.ArgumentTypeError('seed %d given twice' % seed)
-        seeds.append(seed)
-    return seeds
+    """``--seeds``: :func:`~vsmtio_sim.intervals.parse_seeds` for argparse."""
+    try:
+        return list(intervals.parse_seeds(text))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e))
 
 
 def build_parser():

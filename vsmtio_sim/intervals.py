@@ -17,6 +17,33 @@ LEVEL = 0.95
 SEEDS = (1, 2, 3, 4, 5)
 
 
+def parse_seeds(text):
+    """The distinct seeds of ``text`` (comma-separated), in its order.
+
+    Each within the ``[vsmtio_sim] seed`` option's bounds; a duplicate
+    would count one draw twice in an interval that assumes independent
+    ones. ValueError, one line, otherwise.
+    """
+    from vsmtio_sim import conf as sim_conf
+    bounds = next(o for o in sim_conf.sim_opts if o.dest == 'seed').type
+    if not text.strip():
+        raise ValueError('no seed given')
+    seeds = []
+    for item in text.split(','):
+        try:
+            seed = int(item.strip())
+        except ValueError:
+            raise ValueError('not a comma-separated list of integers: %r'
+                             % text)
+        if not bounds.min <= seed <= bounds.max:
+            raise ValueError('seed %d out of range [%d, %d]'
+                             % (seed, bounds.min, bounds.max))
+        if seed in seeds:
+            raise ValueError('seed %d given twice' % seed)
+        seeds.append(seed)
+    return tuple(seeds)
+
+
 def interval(values, level=LEVEL):
     """``(mean, low, high)`` of ``values`` (None ones left out).
 
