@@ -324,7 +324,7 @@ def measure(args, names, overrides):
     """
     oracles, runs = {}, []
     jobs = [(n, s, args.seeds, bench_oracle.SEARCH_S, bench_oracle.CONFIRM)
-            for s in args.schedulers for n in names]
+            for s in args.schedulers for n in names if not args.no_oracle]
     with concurrent.futures.ProcessPoolExecutor(args.processes) as pool:
         for o in pool.map(bench_oracle._job, jobs):
             oracles.setdefault(o['scheduler'], {})[o['scenario']] = o
@@ -347,6 +347,9 @@ def main(argv=None):
     p.add_argument('--set', action='append', default=[],
                    metavar='GROUP.OPTION=VALUE',
                    help='an option of the product\'s runs (repeatable)')
+    p.add_argument('--no-oracle', action='store_true',
+                   help='judge the product per VM only, searching no '
+                        'oracle (no-harm on scenarios not yet searched)')
     p.add_argument('--json', help='also write every run here')
     p.add_argument('--against', help='a --json of another run: paired '
                                      'differences with it')
@@ -365,7 +368,7 @@ def main(argv=None):
             json.dump(runs, f, indent=1, sort_keys=True)
     text = document(rows, args, time.time() - t0)
     out = args.out or (None if args.quick or args.names or args.only
-                       else DOCUMENT)
+                       or args.no_oracle else DOCUMENT)
     if out:
         with open(out, 'w') as f:
             f.write(text)

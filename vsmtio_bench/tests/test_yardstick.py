@@ -1,6 +1,7 @@
 """The yardstick (``vsmtio-bench yardstick``): its headline and table."""
 
 import json
+import os
 
 import fixtures
 import testtools
@@ -123,3 +124,41 @@ class TestMain(testtools.TestCase):
         self.assertIn('io_only/cfs: product I/O gain this - other 0.100 '
                       '[0.100, 0.100] over 2 seeds',
                       out.getDetails()['stdout'].as_text())
+
+    def test_no_oracle_judges_the_product_and_searches_nothing(self):
+        self.useFixture(fixtures.MockPatch('sys.stderr'))
+        self.useFixture(fixtures.StringStream('stdout'))
+        searched = []
+        self.useFixture(fixtures.MockPatchObject(
+            yardstick.bench_oracle, '_job', searched.append))
+        self.useFixture(fixtures.MockPatchObject(
+            yardstick, 'one', lambda job: run(job[0], job[2], 1.0,
+                                              below=[('vm', 0.9, 0.97,
+                                                      0.9, 0.94)])))
+        self.useFixture(fixtures.MockPatchObject(
+            yardstick.concurrent.futures, 'ProcessPoolExecutor',
+            lambda n: _Serial()))
+        page = self.useFixture(fixtures.TempDir()).path + '/page.rst'
+        self.useFixture(fixtures.MonkeyPatch(
+            'vsmtio_bench.yardstick.DOCUMENT', page))
+        rc = yardstick.main(['--names', 'io_only', '--schedulers', 'cfs',
+                             '--seeds', '1,2', '--no-oracle'])
+        self.assertEqual(0, rc)
+        self.assertEqual([], searched)
+        self.assertFalse(os.path.exists(page))
+        rows = yardstick.by_scenario([run('io_only', 1, 1.0)], {})
+        self.assertEqual('not searched',
+                         yardstick.table_rows(rows)[0][2])
+
+
+class _Serial(object):
+    """A process pool that runs its jobs in this process, in order."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def map(self, fn, jobs):
+        return [fn(j) for j in jobs]
