@@ -1,10 +1,13 @@
 """The panel's pages through Django's test client, as Horizon tests its
 own panels (its test data, an admin or a member user); Prometheus's
 answers are the recorded ones and nova's server list is Horizon's test
-data (neither service runs in a unit test)."""
+data (neither service runs in a unit test). Horizon's test catalogue has no
+Aetos: the tests that expect the panel add it."""
 
 from unittest import mock
 
+from django import template
+from django.test import utils as django_utils
 from django.urls import reverse
 from openstack_dashboard.test import helpers
 
@@ -12,6 +15,14 @@ from vsmtio_dashboard.api import prometheus
 from vsmtio_dashboard.tests import answers
 
 INDEX = reverse('horizon:admin:vsmtio_hosts:index')
+AETOS_URL = 'http://aetos.example.com/prometheus'
+#: Aetos as its devstack plugin registers it, in the test data's region.
+AETOS = {'type': prometheus.SERVICE_TYPE,
+         'name': 'aetos',
+         'endpoints_links': [],
+         'endpoints': [{'region': 'RegionOne', 'interface': interface,
+                        'url': AETOS_URL}
+                       for interface in ('admin', 'internal', 'public')]}
 
 
 def _detail(instance):
@@ -19,7 +30,38 @@ def _detail(instance):
                    kwargs={'instance': instance})
 
 
-class AdminViewsTest(helpers.BaseAdminViewTests):
+class _PanelChecks:
+    def nav(self):
+        """The sidebar Horizon would render for this user."""
+        return template.Template('{% load horizon %}{% horizon_nav %}').render(
+            template.Context({'request': self.request}))
+
+    def assertShown(self, html):
+        """The panel's link and its vSMT-IO group are in the sidebar."""
+        self.assertIn('href="%s"' % INDEX, html)
+        self.assertIn('sidebar-accordion-admin-vsmtio', html)
+
+    def assertHidden(self, html):
+        """A sidebar was drawn, without the panel or its group."""
+        self.assertIn('id="sidebar-accordion"', html)
+        self.assertNotIn(INDEX, html)
+        self.assertNotIn('sidebar-accordion-admin-vsmtio', html)
+
+    def assertRefused(self):
+        """The panel's URL refuses, before any query is sent."""
+        with mock.patch.object(prometheus, 'query') as query:
+            res = self.client.get(INDEX)
+        query.assert_not_called()
+        self.assertNotEqual(200, res.status_code)
+
+
+class _WithAetos(_PanelChecks):
+    def _setup_test_data(self):
+        super()._setup_test_data()
+        self.service_catalog.append(AETOS)
+
+
+class AdminViewsTest(_WithAetos, helpers.BaseAdminViewTests):
     def setUp(self):
         super().setUp()
         self.recorded = answers.Recorded()
@@ -74,10 +116,28 @@ class AdminViewsTest(helpers.BaseAdminViewTests):
         self.assertEqual([], res.context['table'].data)
         self.assertMessageCount(res, error=1)
 
+    def test_in_navigation(self):
+        self.assertShown(self.nav())
 
-class MemberViewsTest(helpers.TestCase):
+
+class WithoutAetosTest(_PanelChecks, helpers.BaseAdminViewTests):
+    """A cloud whose catalogue has no Aetos: nothing to read, no panel."""
+
+    def test_not_in_navigation(self):
+        html = self.nav()
+        self.assertHidden(html)
+        # the admin's other panels are there: the catalogue hid this one
+        self.assertIn(reverse('horizon:admin:hypervisors:index'), html)
+
+    def test_refused(self):
+        self.assertRefused()
+
+    @django_utils.override_settings(VSMTIO_METRICS_ENDPOINT=AETOS_URL)
+    def test_named_endpoint_is_enough(self):
+        self.assertShown(self.nav())
+
+
+class MemberViewsTest(_WithAetos, helpers.TestCase):
     def test_not_for_members(self):
-        with mock.patch.object(prometheus, 'query') as query:
-            res = self.client.get(INDEX)
-        query.assert_not_called()
-        self.assertNotEqual(200, res.status_code)
+        self.assertHidden(self.nav())
+        self.assertRefused()
