@@ -120,13 +120,27 @@ def headline(rows, field='oracle', gain_min=GAIN_MIN):
     summed gains over the oracle's on the scenarios whose oracle's mean
     gain is at least ``gain_min``; the interval is over seeds.
     """
-    chosen = sorted(k for k, row in rows.items()
-                    if (intervals.interval(row[field].values())[0] or 0.0)
-                    >= gain_min)
-    seeds = sorted({s for k in chosen for s in rows[k]['product']})
-    shares = [_share([(rows[k]['product'].get(s), rows[k][field].get(s))
-                      for k in chosen]) for s in seeds]
-    return intervals.interval(shares) + (chosen,)
+    shares, chosen = seed_shares(rows, field, gain_min)
+    return intervals.interval(shares.values()) + (chosen,)
+
+
+def seed_shares(rows, field='oracle', gain_min=GAIN_MIN, chosen=None):
+    """``({seed: share}, scenarios)``: the headline's share per seed.
+
+    ``chosen`` (default: where ``field``'s mean gain reaches
+    ``gain_min``) fixes the scenarios, so two guards are compared on the
+    same ones.
+    """
+    if chosen is None:
+        chosen = sorted(
+            k for k, row in rows.items()
+            if (intervals.interval(row[field].values())[0] or 0.0)
+            >= gain_min)
+    seeds = sorted({s for k in chosen if k in rows
+                    for s in rows[k]['product']})
+    shares = {s: _share([(rows[k]['product'].get(s), rows[k][field].get(s))
+                         for k in chosen if k in rows]) for s in seeds}
+    return {s: v for s, v in shares.items() if v is not None}, chosen
 
 
 def _share(pairs):
@@ -196,6 +210,15 @@ def compare(rows, other):
         d = intervals.paired(rows[k]['product'], other[k]['product'])
         lines.append('%s/%s: product I/O gain this - other %s over %d '
                      'seeds' % (k[1], k[0], intervals.text(*d[:3]), d[3]))
+    mine, chosen = seed_shares(rows)
+    theirs, _c = seed_shares(other, chosen=chosen)
+    d = intervals.paired(mine, theirs)
+    if d[3]:
+        lines.append('headline share of the oracle\'s gain, this - other, '
+                     'over the same %d scenarios: %s over %d seeds' % (
+                         len(chosen), intervals.text(
+                             *(None if x is None else 100 * x
+                               for x in d[:3]), fmt='%.0f%%'), d[3]))
     return lines
 
 

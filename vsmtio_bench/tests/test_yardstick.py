@@ -81,6 +81,18 @@ class TestHeadline(testtools.TestCase):
         line, = yardstick.compare(mine, other)
         self.assertIn('0.100 [0.100, 0.100] over 2 seeds', line)
 
+    def test_the_headline_compared_on_the_same_scenarios(self):
+        mine = self.rows()
+        runs = [run('big', 1, 1.05), run('big', 2, 1.10),
+                run('small', 1, 1.20), run('small', 2, 1.00)]
+        other = yardstick.by_scenario(runs, {'cfs': {
+            'big': oracle({1: 1.20, 2: 1.40}),
+            'small': oracle({1: 1.10, 2: 1.00})}})
+        last = yardstick.compare(mine, other)[-1]
+        # shares per seed 1.0, 0.5 against 0.25/0.3, 0.1/0.4
+        self.assertIn('over the same 2 scenarios: 21% [-32%, 74%] over 2 '
+                      'seeds', last)
+
 
 class TestMain(testtools.TestCase):
 
