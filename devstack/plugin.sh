@@ -1,13 +1,15 @@
 #!/bin/bash
 # vsmtio devstack plugin: run as "plugin.sh <mode> [<phase>]" by devstack.
 #
-# stack install      install vsmtio into nova's environment (and
-#                    osc-placement where placement runs)
+# stack install      install vsmtio into devstack's Python environment
+#                    (nova's and Horizon's: the panel is vsmtio_dashboard)
+#                    and osc-placement where placement runs
 # stack post-config  add the vsmtio filter and weigher to $NOVA_CONF, the
 #                    measured class's root secret where the scheduler
 #                    runs, and the agent's nova policy where nova-api runs;
 #                    where watcher's decision engine runs, the compute
-#                    model's extended attributes (again in extra)
+#                    model's extended attributes (again in extra); where
+#                    Horizon runs, link the panel's enabled files into it
 # stack extra        load the metadefs into glance; define the retention
 #                    trait in placement; create the agent's keystone user
 #                    and role; on compute nodes give nova-compute this
@@ -17,8 +19,10 @@
 # stack test-config  tell tempest the vsmtio service is there, and how to
 #                    reach the compute host and the agent
 # unstack            stop the agent, take back the nova.conf edits, the
-#                    provider config and the metadefs
-# clean              remove the agent's config and state
+#                    provider config, the metadefs and the panel's
+#                    enabled files
+# clean              remove the agent's config and state (and the panel's
+#                    enabled files, if unstack left any)
 #
 # nova.conf is edited only through vsmtio-nova-conf, which is idempotent
 # and undoes exactly what it added (devstack's iniadd is not idempotent).
@@ -280,6 +284,38 @@ function configure_vsmtio_watcher {
     fi
 }
 
+# The panel's enabled files (the panel group and the hosts panel), as
+# Horizon's plugins give theirs: watcher-dashboard's plugin copies its own
+# into Horizon's local/enabled; these are links, so the panel a develop
+# install runs is always the tree's. In post-config: stack.sh has written
+# Horizon's local_settings (configure_horizon) before it and collects and
+# compresses the static files (init_horizon) after it, with the panel's
+# templates then in place.
+function vsmtio_dashboard_enabled_files {
+    local file
+    for file in "$VSMTIO_DIR"/vsmtio_dashboard/enabled/_[0-9]*.py; do
+        echo "${file##*/}"
+    done
+}
+
+function configure_vsmtio_dashboard {
+    local name
+    for name in $(vsmtio_dashboard_enabled_files); do
+        ln -sfn "$VSMTIO_DIR/vsmtio_dashboard/enabled/$name" \
+            "$HORIZON_DIR/openstack_dashboard/local/enabled/$name"
+    done
+}
+
+# Only the panel's own files: whatever else is in local/enabled stays.
+function unconfigure_vsmtio_dashboard {
+    local name enabled="$HORIZON_DIR/openstack_dashboard/local/enabled"
+    if [[ -d "$enabled" ]]; then
+        for name in $(vsmtio_dashboard_enabled_files); do
+            rm -f "$enabled/$name"
+        done
+    fi
+}
+
 function unstack_vsmtio {
     stop_process vsmtio-agent
     rm -f "$NOVA_CONF_DIR/policy.d/vsmtio.yaml"
@@ -292,9 +328,11 @@ function unstack_vsmtio {
     if is_service_enabled g-api; then
         unload_vsmtio_metadefs
     fi
+    unconfigure_vsmtio_dashboard
 }
 
 function clean_vsmtio {
+    unconfigure_vsmtio_dashboard
     sudo rm -rf "$VSMTIO_CONF_DIR" "$VSMTIO_STATE_DIR"
 }
 
@@ -308,6 +346,10 @@ elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
     fi
     if is_service_enabled watcher-decision-engine; then
         configure_vsmtio_watcher
+    fi
+    if is_service_enabled horizon; then
+        echo_summary "Adding the vsmtio panel to Horizon"
+        configure_vsmtio_dashboard
     fi
 elif [[ "$1" == "stack" && "$2" == "extra" ]]; then
     if is_service_enabled watcher-decision-engine; then

@@ -159,6 +159,7 @@ class DevstackPluginTest(testtools.TestCase):
             'DATABASE_TYPE': 'mysql', 'DATABASE_USER': 'root',
             'DATABASE_PASSWORD': 'db-password',
             'DATABASE_HOST': '192.0.2.10',
+            'HORIZON_DIR': os.path.join(self.dir, 'horizon'),
         }
         if 'PYTHONPATH' in os.environ:  # a tree ahead of the installed one
             self.env['PYTHONPATH'] = os.environ['PYTHONPATH']
@@ -454,6 +455,46 @@ class DevstackPluginTest(testtools.TestCase):
         self.assertFalse([c for c in calls if 'fleet_zone' in c])
         self.assertIn(tempest + 'min_io_fraction 0.25', calls)
         self.assertIn('iniget %s vsmtio max_io_fraction' % self.nova, calls)
+
+    def test_panel_linked_into_horizon_and_taken_out(self):
+        source = os.path.join(ROOT, 'vsmtio_dashboard', 'enabled')
+        enabled = os.path.join(self.env['HORIZON_DIR'], 'openstack_dashboard',
+                               'local', 'enabled')
+        os.makedirs(enabled)
+        # what Horizon ships there and another plugin's file: not the
+        # panel's, left alone
+        others = ['__init__.py', '_9001_developer.py.example',
+                  '_31000_other_panel.py']
+        for name in others:
+            open(os.path.join(enabled, name), 'w').close()
+        panel = ['_31500_vsmtio_panel_group.py',
+                 '_31510_vsmtio_hosts_panel.py']
+        self.assertLessEqual(set(panel), set(os.listdir(source)))
+        services = ALL_IN_ONE + ',horizon'
+
+        def listed():
+            return sorted(os.listdir(enabled))
+
+        # Horizon's local_settings is written before post-config, the
+        # static files collected after it: the files come in post-config
+        proc, calls = self.run_phases('stack:install', services)
+        self.assertEqual(0, proc.returncode, proc.stderr[-3000:])
+        self.assertIn('setup_develop %s' % ROOT, calls)  # Horizon's env too
+        self.assertEqual(sorted(others), listed())
+        for _round in range(2):     # a second stack.sh links them again
+            self.stack(services)
+            self.assertEqual(sorted(others + panel), listed())
+            for name in panel:
+                self.assertEqual(os.path.join(source, name),
+                                 os.readlink(os.path.join(enabled, name)))
+        for phase in ('unstack', 'clean'):  # clean.sh runs unstack first;
+            self.stack(services)            # each takes them out alone
+            proc, _calls = self.run_phases(phase, services)
+            self.assertEqual(0, proc.returncode, proc.stderr[-3000:])
+            self.assertEqual(sorted(others), listed(), phase)
+        # no Horizon on this node: nothing in its tree
+        self.stack()
+        self.assertEqual(sorted(others), listed())
 
     def test_publishing_off(self):
         self.stack(VSMTIO_PUBLISH='False')
