@@ -20,6 +20,7 @@ from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 from oslo_log import log
 import testtools
+import yaml
 
 from vsmtio_agent.conf import agent as agent_conf
 from vsmtio_agent.conf import host as host_conf
@@ -73,6 +74,9 @@ for phase in $PHASES; do
     # shellcheck disable=SC2086
     source "$PLUGIN/plugin.sh" ${phase//:/ }
 done
+# what the phases leave for the plugins after vsmtio's (Prometheus's)
+_log "PROMETHEUS_CONFIG_FILE=${PROMETHEUS_CONFIG_FILE:-}"
+_log "PROMETHEUS_CUSTOM_SCRAPE_TARGETS=${PROMETHEUS_CUSTOM_SCRAPE_TARGETS:-}"
 '''
 
 NOVA_CONF = '''\
@@ -160,6 +164,7 @@ class DevstackPluginTest(testtools.TestCase):
             'DATABASE_PASSWORD': 'db-password',
             'DATABASE_HOST': '192.0.2.10',
             'HORIZON_DIR': os.path.join(self.dir, 'horizon'),
+            'NOVA_MY_IP': '192.0.2.10',
         }
         if 'PYTHONPATH' in os.environ:  # a tree ahead of the installed one
             self.env['PYTHONPATH'] = os.environ['PYTHONPATH']
@@ -495,6 +500,93 @@ class DevstackPluginTest(testtools.TestCase):
         # no Horizon on this node: nothing in its tree
         self.stack()
         self.assertEqual(sorted(others), listed())
+
+    # Prometheus (devstack-plugin-prometheus) scraping the agents.
+
+    def prometheus_base(self):
+        """devstack-plugin-prometheus's own files/prometheus.yml."""
+        base = os.path.join(self.dir, 'plugin-prometheus.yml')
+        with open(base, 'w') as f:
+            f.write('# Prometheus config for single node\n'
+                    'global:\n  scrape_interval: 10s\n'
+                    'scrape_configs:\n  - job_name: "node"\n'
+                    '    static_configs:\n'
+                    '      - targets: ["localhost:9100"]\n')
+        return base
+
+    def last(self, calls, name):
+        """A variable as the phases left it for the plugins after vsmtio."""
+        return [c.partition('=')[2] for c in calls
+                if c.startswith(name + '=')][-1]
+
+    def test_metrics_stay_on_loopback_without_prometheus(self):
+        base = self.prometheus_base()
+        calls = self.stack(PROMETHEUS_CONFIG_FILE=base)
+        self.assertEqual('127.0.0.1',
+                         self.agent_conf().vsmtio_agent.metrics_bind_host)
+        self.assertEqual(base, self.last(calls, 'PROMETHEUS_CONFIG_FILE'))
+        self.assertFalse(os.path.exists(os.path.join(
+            self.env['VSMTIO_CONF_DIR'], 'prometheus.yml')))
+
+    def test_prometheus_scrapes_every_agent(self):
+        base = self.prometheus_base()
+        conf = os.path.join(self.env['VSMTIO_CONF_DIR'], 'prometheus.yml')
+        services = ALL_IN_ONE + ',prometheus'
+        others = '192.0.2.11, 192.0.2.12:9000 2001:db8::13'
+        # given before any plugin's post-config, whichever runs first:
+        # devstack-plugin-prometheus copies it there
+        proc, calls = self.run_phases('stack:install', services,
+                                      PROMETHEUS_CONFIG_FILE=base,
+                                      VSMTIO_METRICS_TARGETS=others)
+        self.assertEqual(0, proc.returncode, proc.stderr[-3000:])
+        self.assertEqual(conf, self.last(calls, 'PROMETHEUS_CONFIG_FILE'))
+        for _round in range(2):     # a second stack.sh: one job still
+            calls = self.stack(services, PROMETHEUS_CONFIG_FILE=base,
+                               VSMTIO_METRICS_TARGETS=others)
+            self.assertEqual(conf, self.last(calls,
+                                             'PROMETHEUS_CONFIG_FILE'))
+            with open(conf) as f:
+                config = yaml.safe_load(f)
+            # the plugin's own configuration kept, the agents added, with
+            # no label of their own (the agents give fqdn)
+            self.assertEqual({'scrape_interval': '10s'}, config['global'])
+            self.assertEqual(
+                [{'job_name': 'node',
+                  'static_configs': [{'targets': ['localhost:9100']}]},
+                 {'job_name': 'vsmtio',
+                  'static_configs': [{'targets': [
+                      '192.0.2.10:9729', '192.0.2.11:9729',
+                      '192.0.2.12:9000', '[2001:db8::13]:9729']}]}],
+                config['scrape_configs'])
+        # this host's agent listens where Prometheus reaches it
+        self.assertEqual('192.0.2.10',
+                         self.agent_conf().vsmtio_agent.metrics_bind_host)
+        # a custom target list, where given, gets the agents too
+        calls = self.stack(services, PROMETHEUS_CONFIG_FILE=base,
+                           PROMETHEUS_CUSTOM_SCRAPE_TARGETS='localhost:9090')
+        self.assertEqual('localhost:9090,192.0.2.10:9729',
+                         self.last(calls, 'PROMETHEUS_CUSTOM_SCRAPE_TARGETS'))
+
+    def test_prometheus_on_a_node_without_agents(self):
+        base = self.prometheus_base()
+        services = 'n-api,n-sch,n-cond,prometheus'
+        calls = self.stack(services, PROMETHEUS_CONFIG_FILE=base)
+        self.assertEqual(base, self.last(calls, 'PROMETHEUS_CONFIG_FILE'))
+        self.assertTrue([c for c in calls if c.startswith('warn ')
+                         and 'VSMTIO_METRICS_TARGETS' in c])
+        calls = self.stack(services, PROMETHEUS_CONFIG_FILE=base,
+                           VSMTIO_METRICS_TARGETS='192.0.2.11')
+        with open(self.last(calls, 'PROMETHEUS_CONFIG_FILE')) as f:
+            self.assertEqual(
+                {'job_name': 'vsmtio',
+                 'static_configs': [{'targets': ['192.0.2.11:9729']}]},
+                yaml.safe_load(f)['scrape_configs'][-1])
+
+    def test_compute_scraped_from_elsewhere_binds_where_told(self):
+        calls = self.stack('n-cpu', VSMTIO_METRICS_BIND_HOST='192.0.2.11')
+        self.assertEqual('192.0.2.11',
+                         self.agent_conf().vsmtio_agent.metrics_bind_host)
+        self.assertEqual('', self.last(calls, 'PROMETHEUS_CONFIG_FILE'))
 
     def test_publishing_off(self):
         self.stack(VSMTIO_PUBLISH='False')
