@@ -98,20 +98,44 @@ TRAIT_CREATE = ('openstack --os-cloud devstack-admin '
                 'CUSTOM_VSMTIO_CONTEXT_RETENTION')
 
 # What a sample local.conf's localrc sets, read by bash: its assignments
-# and services (devstack's enable_service/disable_all_services rule).
+# and services (devstack's enable_service/disable_service/
+# disable_all_services rule: a service disabled stays off when a plugin's
+# settings enable it later), then the services each plugin's settings
+# enable, which devstack sources after local.conf: devstack-plugin-
+# prometheus's "prometheus" and "node_exporter", aetos's "aetos", vsmtio's
+# "vsmtio-agent" (an unknown plugin is an error here).
 READ_LOCALRC = r'''
 ENABLED_SERVICES=${ENABLED_SERVICES:-}
+DISABLED_SERVICES=
 function disable_all_services { ENABLED_SERVICES=; }
 function enable_service {
     local s
-    for s in "$@"; do ENABLED_SERVICES+=",$s"; done
+    for s in "$@"; do
+        [[ ,$DISABLED_SERVICES, == *,$s,* ]] || ENABLED_SERVICES+=",$s"
+    done
+}
+function disable_service {
+    local s
+    for s in "$@"; do
+        DISABLED_SERVICES+=",$s"
+        ENABLED_SERVICES=$(echo ",$ENABLED_SERVICES," | sed "s/,$s,/,/g")
+    done
 }
 function enable_plugin { PLUGINS+=" $1"; }
 eval "$(sed -n '/^\[\[local|localrc\]\]/,/^\[\[/p' "$SAMPLE" |
        sed '1d;/^\[\[/d')"
+declare -A PLUGIN_SERVICES=(
+    [devstack-plugin-prometheus]="prometheus node_exporter"
+    [aetos]=aetos [vsmtio]=vsmtio-agent)
+for plugin in $PLUGINS; do
+    # shellcheck disable=SC2086
+    enable_service ${PLUGIN_SERVICES[$plugin]}
+done
+ENABLED_SERVICES=$(echo "$ENABLED_SERVICES" | sed 's/,,*/,/g;s/^,//;s/,$//')
 for name in ENABLED_SERVICES PLUGINS VIRT_DRIVER VSMTIO_RETENTION \
         VSMTIO_MEASURED_CLASS_SECRET VSMTIO_TEMPEST_HOST_COMMAND \
-        SERVICE_PASSWORD Q_HOST ENABLE_CHASSIS_AS_GW; do
+        SERVICE_PASSWORD Q_HOST ENABLE_CHASSIS_AS_GW HOST_IP \
+        VSMTIO_METRICS_TARGETS VSMTIO_METRICS_BIND_HOST; do
     if [[ -n "${!name:-}" ]]; then
         printf '%s=%s\n' "$name" "${!name#,}"
     fi
@@ -166,6 +190,9 @@ class DevstackPluginTest(testtools.TestCase):
             'HORIZON_DIR': os.path.join(self.dir, 'horizon'),
             'NOVA_MY_IP': '192.0.2.10',
         }
+        # Horizon's tree, for the nodes that run it
+        os.makedirs(os.path.join(self.env['HORIZON_DIR'],
+                                 'openstack_dashboard', 'local', 'enabled'))
         if 'PYTHONPATH' in os.environ:  # a tree ahead of the installed one
             self.env['PYTHONPATH'] = os.environ['PYTHONPATH']
 
@@ -465,7 +492,6 @@ class DevstackPluginTest(testtools.TestCase):
         source = os.path.join(ROOT, 'vsmtio_dashboard', 'enabled')
         enabled = os.path.join(self.env['HORIZON_DIR'], 'openstack_dashboard',
                                'local', 'enabled')
-        os.makedirs(enabled)
         # what Horizon ships there and another plugin's file: not the
         # panel's, left alone
         others = ['__init__.py', '_9001_developer.py.example',
@@ -600,11 +626,53 @@ class DevstackPluginTest(testtools.TestCase):
                              'SAMPLE': os.path.join(PLUGIN, name)})
         return dict(line.split('=', 1) for line in out.stdout.splitlines())
 
+    def test_samples_give_the_panel_its_figures(self):
+        controller = self.sample('local.conf.controller.sample')
+        compute = self.sample('local.conf.compute.sample')
+        panel = {'horizon', 'prometheus', 'aetos'}
+        # Horizon with the panel, Prometheus and Aetos, on one node (Aetos
+        # asks Prometheus at localhost by default); no node_exporter,
+        # which the panel does not read
+        services = controller.pop('ENABLED_SERVICES').split(',')
+        self.assertLessEqual(panel, set(services))
+        self.assertNotIn('node_exporter', services)
+        self.assertFalse(panel & set(compute['ENABLED_SERVICES'].split(',')))
+        # the compute's agent listens on its address, which the
+        # controller's Prometheus scrapes
+        self.assertEqual(compute['HOST_IP'],
+                         compute['VSMTIO_METRICS_BIND_HOST'])
+        self.assertNotIn('VSMTIO_METRICS_BIND_HOST', controller)
+        self.assertIn(compute['HOST_IP'],
+                      controller['VSMTIO_METRICS_TARGETS'].split())
+
+        calls = self.stack(','.join(services), **controller)
+        conf = self.last(calls, 'PROMETHEUS_CONFIG_FILE')
+        with open(conf) as f:
+            self.assertEqual(
+                {'job_name': 'vsmtio', 'static_configs': [
+                    {'targets': [compute['HOST_IP'] + ':9729']}]},
+                yaml.safe_load(f)['scrape_configs'][-1])
+        self.assertEqual(
+            ['_31500_vsmtio_panel_group.py', '_31510_vsmtio_hosts_panel.py'],
+            sorted(os.listdir(os.path.join(
+                self.env['HORIZON_DIR'], 'openstack_dashboard', 'local',
+                'enabled'))))
+        self.assertFalse(os.path.exists(os.path.join(
+            self.env['VSMTIO_CONF_DIR'], 'vsmtio-agent.conf')))
+
+        shutil.rmtree(self.env['VSMTIO_CONF_DIR'])
+        calls = self.stack(compute.pop('ENABLED_SERVICES'),
+                           NOVA_MY_IP=compute['HOST_IP'], **compute)
+        self.assertEqual(compute['HOST_IP'],
+                         self.agent_conf().vsmtio_agent.metrics_bind_host)
+        self.assertEqual('', self.last(calls, 'PROMETHEUS_CONFIG_FILE'))
+
     def test_samples_stack_a_controller_and_a_compute(self):
         controller = self.sample('local.conf.controller.sample')
         compute = self.sample('local.conf.compute.sample')
-        for env in (controller, compute):
-            self.assertEqual(' vsmtio', env.pop('PLUGINS'))
+        self.assertEqual(' devstack-plugin-prometheus aetos vsmtio',
+                         controller.pop('PLUGINS'))
+        self.assertEqual(' vsmtio', compute.pop('PLUGINS'))
         self.assertEqual(controller['VSMTIO_MEASURED_CLASS_SECRET'],
                          compute['VSMTIO_MEASURED_CLASS_SECRET'])
         # neutron on OVN, as devstack's own defaults: nova deletes a server
@@ -630,7 +698,9 @@ class DevstackPluginTest(testtools.TestCase):
         self.assertIn(TRAIT_CREATE, calls)
         self.assert_agent_least_privilege(calls,
                                           controller['SERVICE_PASSWORD'])
-        self.assertFalse(os.path.exists(self.env['VSMTIO_CONF_DIR']))
+        # no agent here (only Prometheus's configuration)
+        self.assertFalse(os.path.exists(os.path.join(
+            self.env['VSMTIO_CONF_DIR'], 'vsmtio-agent.conf')))
         self.assertIn('iniset /opt/stack/tempest/etc/tempest.conf vsmtio '
                       'host_command ssh stack@{host} sudo', calls)
         for option in ('fleet_zone nova', 'watcher False',
