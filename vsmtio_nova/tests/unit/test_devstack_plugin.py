@@ -97,6 +97,10 @@ TRAIT_CREATE = ('openstack --os-cloud devstack-admin '
                 '--os-placement-api-version 1.6 trait create '
                 'CUSTOM_VSMTIO_CONTEXT_RETENTION')
 
+# The scrape job of devstack-plugin-prometheus's own configuration.
+NODE_EXPORTER_JOB = {'job_name': 'node',
+                     'static_configs': [{'targets': ['localhost:9100']}]}
+
 # What a sample local.conf's localrc sets, read by bash: its assignments
 # and services (devstack's enable_service/disable_service/
 # disable_all_services rule: a service disabled stays off when a plugin's
@@ -533,11 +537,8 @@ class DevstackPluginTest(testtools.TestCase):
         """devstack-plugin-prometheus's own files/prometheus.yml."""
         base = os.path.join(self.dir, 'plugin-prometheus.yml')
         with open(base, 'w') as f:
-            f.write('# Prometheus config for single node\n'
-                    'global:\n  scrape_interval: 10s\n'
-                    'scrape_configs:\n  - job_name: "node"\n'
-                    '    static_configs:\n'
-                    '      - targets: ["localhost:9100"]\n')
+            yaml.safe_dump({'global': {'scrape_interval': '10s'},
+                            'scrape_configs': [NODE_EXPORTER_JOB]}, f)
         return base
 
     def last(self, calls, name):
@@ -577,8 +578,7 @@ class DevstackPluginTest(testtools.TestCase):
             # no label of their own (the agents give fqdn)
             self.assertEqual({'scrape_interval': '10s'}, config['global'])
             self.assertEqual(
-                [{'job_name': 'node',
-                  'static_configs': [{'targets': ['localhost:9100']}]},
+                [NODE_EXPORTER_JOB,
                  {'job_name': 'vsmtio',
                   'static_configs': [{'targets': [
                       '192.0.2.10:9729', '192.0.2.11:9729',
