@@ -216,8 +216,9 @@ function configure_vsmtio_prometheus {
     local targets
     targets=$(vsmtio_metrics_targets)
     if [[ -z "$targets" ]]; then
-        warn $LINENO "Prometheus scrapes no vsmtio agent: no agent here" \
-            "and VSMTIO_METRICS_TARGETS is empty"
+        # one message: devstack's warn prints its second argument only
+        local msg="Prometheus scrapes no vsmtio agent: no agent here"
+        warn $LINENO "$msg and VSMTIO_METRICS_TARGETS is empty"
         return
     fi
     sudo install -d -o "$STACK_USER" "$VSMTIO_CONF_DIR"

@@ -37,7 +37,7 @@ STANDINS = r'''
 function _log { printf '%s\n' "$*" >> "$CALLS"; }
 function echo_summary { :; }
 function die { _log die "$@"; exit 1; }
-function warn { _log warn "$@"; }
+function warn { _log warn "$1" "$2"; }  # devstack's prints no more
 function trueorfalse {
     local v=${!2:-$1}
     [[ "${v,,}" =~ ^(true|yes|1|on)$ ]] && echo True || echo False
