@@ -1,24 +1,31 @@
 #!/bin/bash
 # vsmtio devstack plugin: run as "plugin.sh <mode> [<phase>]" by devstack.
 #
-# stack install      install vsmtio into nova's environment (and
-#                    osc-placement where placement runs)
+# stack install      install vsmtio into devstack's Python environment
+#                    (nova's and Horizon's: the panel is vsmtio_dashboard)
+#                    and osc-placement where placement runs; where
+#                    Prometheus runs, give it a configuration that scrapes
+#                    the agents
 # stack post-config  add the vsmtio filter and weigher to $NOVA_CONF, the
 #                    measured class's root secret where the scheduler
 #                    runs, and the agent's nova policy where nova-api runs;
 #                    where watcher's decision engine runs, the compute
-#                    model's extended attributes (again in extra)
+#                    model's extended attributes (again in extra); where
+#                    Horizon runs, link the panel's enabled files into it
 # stack extra        load the metadefs into glance; define the retention
 #                    trait in placement; create the agent's keystone user
 #                    and role; on compute nodes give nova-compute this
 #                    host's key, switch it to the vsmtio driver
 #                    (VSMTIO_RETENTION) and start vsmtio-agent, publishing
-#                    (VSMTIO_PUBLISH)
+#                    (VSMTIO_PUBLISH), its metrics on this host's service
+#                    address where a Prometheus scrapes them
 # stack test-config  tell tempest the vsmtio service is there, and how to
 #                    reach the compute host and the agent
 # unstack            stop the agent, take back the nova.conf edits, the
-#                    provider config and the metadefs
-# clean              remove the agent's config and state
+#                    provider config, the metadefs and the panel's
+#                    enabled files
+# clean              remove the agent's config and state (and the panel's
+#                    enabled files, if unstack left any)
 #
 # nova.conf is edited only through vsmtio-nova-conf, which is idempotent
 # and undoes exactly what it added (devstack's iniadd is not idempotent).
@@ -144,6 +151,104 @@ function start_vsmtio_compute {
         "$LIBVIRT_GROUP"
 }
 
+# The agent's metrics address: VSMTIO_METRICS_BIND_HOST where set, else
+# this host's service address (nova's my_ip, devstack's NOVA_MY_IP) where
+# Prometheus runs on this node, else the agent's own default, 127.0.0.1.
+# Off loopback the endpoint is plain HTTP that anyone on the service
+# network can read: the per-VM figures of this host, and nothing else. It
+# is read-only and bounded (security.rst, "Metrics"): it answers only GET
+# /metrics from the last period's record and changes nothing, takes at
+# most 16 KiB of request, holds at most metrics_max_connections (16)
+# connections, each with metrics_read_timeout (5 s), and renders on two
+# threads, so a client can at worst keep scrapes out, never load the
+# agent. That is a development cloud's trade; elsewhere the agent's TLS
+# options with a client CA keep it to Prometheus.
+function vsmtio_metrics_bind_host {
+    if [[ -n "${VSMTIO_METRICS_BIND_HOST:-}" ]]; then
+        echo "$VSMTIO_METRICS_BIND_HOST"
+    elif is_service_enabled prometheus; then
+        echo "$NOVA_MY_IP"
+    else
+        echo 127.0.0.1
+    fi
+}
+
+# A scrape target, host:port, from a host, an address or either with a
+# port (an IPv6 address in brackets).
+function vsmtio_metrics_target {
+    local host=$1
+    case $host in
+        \[*\]:*) echo "$host" ;;
+        \[*\]) echo "$host:$VSMTIO_METRICS_PORT" ;;
+        *:*:*) echo "[$host]:$VSMTIO_METRICS_PORT" ;;
+        *:*) echo "$host" ;;
+        *) echo "$host:$VSMTIO_METRICS_PORT" ;;
+    esac
+}
+
+# Every agent this node's Prometheus scrapes: this node's own (where it
+# runs one) and VSMTIO_METRICS_TARGETS.
+function vsmtio_metrics_targets {
+    local host
+    if is_service_enabled n-cpu && is_service_enabled vsmtio-agent && \
+            [[ "$VSMTIO_METRICS_PORT" != 0 ]]; then
+        vsmtio_metrics_target "$(vsmtio_metrics_bind_host)"
+    fi
+    for host in ${VSMTIO_METRICS_TARGETS//,/ }; do
+        vsmtio_metrics_target "$host"
+    done
+}
+
+# devstack-plugin-prometheus copies PROMETHEUS_CONFIG_FILE (its own
+# files/prometheus.yml unless local.conf names one) to
+# /etc/prometheus/prometheus.yml in its post-config, and where
+# PROMETHEUS_CUSTOM_SCRAPE_TARGETS is given, versions that know it build
+# the configuration from that list instead. Run in install, before any
+# plugin's post-config whatever local.conf's order: the configuration it
+# is given is PROMETHEUS_CONFIG_FILE's with a "vsmtio" job scraping every
+# agent (written as $VSMTIO_CONF_DIR/prometheus.yml: the plugin needs that
+# base name), and the agents are added to the custom list where there is
+# one. The agents label their own metrics with nova's host name (fqdn),
+# so the job sets no label.
+function configure_vsmtio_prometheus {
+    local base=${PROMETHEUS_CONFIG_FILE:-}
+    local conf=$VSMTIO_CONF_DIR/prometheus.yml
+    local targets
+    targets=$(vsmtio_metrics_targets)
+    if [[ -z "$targets" ]]; then
+        # one message: devstack's warn prints its second argument only
+        local msg="Prometheus scrapes no vsmtio agent: no agent here"
+        warn $LINENO "$msg and VSMTIO_METRICS_TARGETS is empty"
+        return
+    fi
+    sudo install -d -o "$STACK_USER" "$VSMTIO_CONF_DIR"
+    # shellcheck disable=SC2086
+    "${PYTHON:-python3}" - "$base" "$conf" $targets <<'EOP'
+import sys
+
+import yaml
+
+base, conf, targets = sys.argv[1], sys.argv[2], sys.argv[3:]
+config = {}
+if base:
+    with open(base) as f:
+        config = yaml.safe_load(f) or {}
+jobs = [job for job in config.get('scrape_configs') or []
+        if job.get('job_name') != 'vsmtio']
+jobs.append({'job_name': 'vsmtio',
+             'static_configs': [{'targets': targets}]})
+config['scrape_configs'] = jobs
+with open(conf, 'w') as f:
+    f.write('# Written by the vsmtio devstack plugin from %s\n'
+            % (base or 'nothing'))
+    yaml.safe_dump(config, f, default_flow_style=False, sort_keys=False)
+EOP
+    PROMETHEUS_CONFIG_FILE=$conf
+    if [[ -n "${PROMETHEUS_CUSTOM_SCRAPE_TARGETS:-}" ]]; then
+        PROMETHEUS_CUSTOM_SCRAPE_TARGETS+=",${targets//$'\n'/,}"
+    fi
+}
+
 function configure_vsmtio_agent {
     local dedicated shared
     dedicated=$(iniget "$NOVA_CPU_CONF" compute cpu_dedicated_set)
@@ -163,6 +268,7 @@ dry_run = $VSMTIO_AGENT_DRY_RUN
 checkpoint_path = $VSMTIO_STATE_DIR/agent-checkpoint.json
 status_path = $VSMTIO_STATE_DIR/agent-status.json
 metrics_port = $VSMTIO_METRICS_PORT
+metrics_bind_host = $(vsmtio_metrics_bind_host)
 nova_config_file = $NOVA_CPU_CONF
 EOC
     # The agent moves vCPUs only inside the CPUs nova gives guests.
@@ -280,6 +386,38 @@ function configure_vsmtio_watcher {
     fi
 }
 
+# The panel's enabled files (the panel group and the hosts panel), as
+# Horizon's plugins give theirs: watcher-dashboard's plugin copies its own
+# into Horizon's local/enabled; these are links, so the panel a develop
+# install runs is always the tree's. In post-config: stack.sh has written
+# Horizon's local_settings (configure_horizon) before it and collects and
+# compresses the static files (init_horizon) after it, with the panel's
+# templates then in place.
+function vsmtio_dashboard_enabled_files {
+    local file
+    for file in "$VSMTIO_DIR"/vsmtio_dashboard/enabled/_[0-9]*.py; do
+        echo "${file##*/}"
+    done
+}
+
+function configure_vsmtio_dashboard {
+    local name
+    for name in $(vsmtio_dashboard_enabled_files); do
+        ln -sfn "$VSMTIO_DIR/vsmtio_dashboard/enabled/$name" \
+            "$HORIZON_DIR/openstack_dashboard/local/enabled/$name"
+    done
+}
+
+# Only the panel's own files: whatever else is in local/enabled stays.
+function unconfigure_vsmtio_dashboard {
+    local name enabled="$HORIZON_DIR/openstack_dashboard/local/enabled"
+    if [[ -d "$enabled" ]]; then
+        for name in $(vsmtio_dashboard_enabled_files); do
+            rm -f "$enabled/$name"
+        done
+    fi
+}
+
 function unstack_vsmtio {
     stop_process vsmtio-agent
     rm -f "$NOVA_CONF_DIR/policy.d/vsmtio.yaml"
@@ -292,15 +430,20 @@ function unstack_vsmtio {
     if is_service_enabled g-api; then
         unload_vsmtio_metadefs
     fi
+    unconfigure_vsmtio_dashboard
 }
 
 function clean_vsmtio {
+    unconfigure_vsmtio_dashboard
     sudo rm -rf "$VSMTIO_CONF_DIR" "$VSMTIO_STATE_DIR"
 }
 
 if [[ "$1" == "stack" && "$2" == "install" ]]; then
     echo_summary "Installing vsmtio"
     install_vsmtio
+    if is_service_enabled prometheus; then
+        configure_vsmtio_prometheus
+    fi
 elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
     if is_service_enabled nova; then
         echo_summary "Configuring nova for vsmtio"
@@ -308,6 +451,10 @@ elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
     fi
     if is_service_enabled watcher-decision-engine; then
         configure_vsmtio_watcher
+    fi
+    if is_service_enabled horizon; then
+        echo_summary "Adding the vsmtio panel to Horizon"
+        configure_vsmtio_dashboard
     fi
 elif [[ "$1" == "stack" && "$2" == "extra" ]]; then
     if is_service_enabled watcher-decision-engine; then

@@ -20,6 +20,7 @@ from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 from oslo_log import log
 import testtools
+import yaml
 
 from vsmtio_agent.conf import agent as agent_conf
 from vsmtio_agent.conf import host as host_conf
@@ -36,7 +37,7 @@ STANDINS = r'''
 function _log { printf '%s\n' "$*" >> "$CALLS"; }
 function echo_summary { :; }
 function die { _log die "$@"; exit 1; }
-function warn { _log warn "$@"; }
+function warn { _log warn "$1" "$2"; }  # devstack's prints no more
 function trueorfalse {
     local v=${!2:-$1}
     [[ "${v,,}" =~ ^(true|yes|1|on)$ ]] && echo True || echo False
@@ -73,6 +74,9 @@ for phase in $PHASES; do
     # shellcheck disable=SC2086
     source "$PLUGIN/plugin.sh" ${phase//:/ }
 done
+# what the phases leave for the plugins after vsmtio's (Prometheus's)
+_log "PROMETHEUS_CONFIG_FILE=${PROMETHEUS_CONFIG_FILE:-}"
+_log "PROMETHEUS_CUSTOM_SCRAPE_TARGETS=${PROMETHEUS_CUSTOM_SCRAPE_TARGETS:-}"
 '''
 
 NOVA_CONF = '''\
@@ -93,21 +97,49 @@ TRAIT_CREATE = ('openstack --os-cloud devstack-admin '
                 '--os-placement-api-version 1.6 trait create '
                 'CUSTOM_VSMTIO_CONTEXT_RETENTION')
 
+# The scrape job of devstack-plugin-prometheus's own configuration.
+NODE_EXPORTER_JOB = {'job_name': 'node',
+                     'static_configs': [{'targets': ['localhost:9100']}]}
+
 # What a sample local.conf's localrc sets, read by bash: its assignments
-# and services (devstack's enable_service/disable_all_services rule).
+# and services (devstack's enable_service/disable_service/
+# disable_all_services rule: a service disabled stays off when a plugin's
+# settings enable it later), then the services each plugin's settings
+# enable, which devstack sources after local.conf: devstack-plugin-
+# prometheus's "prometheus" and "node_exporter", aetos's "aetos", vsmtio's
+# "vsmtio-agent" (an unknown plugin is an error here).
 READ_LOCALRC = r'''
 ENABLED_SERVICES=${ENABLED_SERVICES:-}
+DISABLED_SERVICES=
 function disable_all_services { ENABLED_SERVICES=; }
 function enable_service {
     local s
-    for s in "$@"; do ENABLED_SERVICES+=",$s"; done
+    for s in "$@"; do
+        [[ ,$DISABLED_SERVICES, == *,$s,* ]] || ENABLED_SERVICES+=",$s"
+    done
+}
+function disable_service {
+    local s
+    for s in "$@"; do
+        DISABLED_SERVICES+=",$s"
+        ENABLED_SERVICES=$(echo ",$ENABLED_SERVICES," | sed "s/,$s,/,/g")
+    done
 }
 function enable_plugin { PLUGINS+=" $1"; }
 eval "$(sed -n '/^\[\[local|localrc\]\]/,/^\[\[/p' "$SAMPLE" |
        sed '1d;/^\[\[/d')"
+declare -A PLUGIN_SERVICES=(
+    [devstack-plugin-prometheus]="prometheus node_exporter"
+    [aetos]=aetos [vsmtio]=vsmtio-agent)
+for plugin in $PLUGINS; do
+    # shellcheck disable=SC2086
+    enable_service ${PLUGIN_SERVICES[$plugin]}
+done
+ENABLED_SERVICES=$(echo "$ENABLED_SERVICES" | sed 's/,,*/,/g;s/^,//;s/,$//')
 for name in ENABLED_SERVICES PLUGINS VIRT_DRIVER VSMTIO_RETENTION \
         VSMTIO_MEASURED_CLASS_SECRET VSMTIO_TEMPEST_HOST_COMMAND \
-        SERVICE_PASSWORD Q_HOST ENABLE_CHASSIS_AS_GW; do
+        SERVICE_PASSWORD Q_HOST ENABLE_CHASSIS_AS_GW HOST_IP \
+        VSMTIO_METRICS_TARGETS VSMTIO_METRICS_BIND_HOST; do
     if [[ -n "${!name:-}" ]]; then
         printf '%s=%s\n' "$name" "${!name#,}"
     fi
@@ -159,7 +191,12 @@ class DevstackPluginTest(testtools.TestCase):
             'DATABASE_TYPE': 'mysql', 'DATABASE_USER': 'root',
             'DATABASE_PASSWORD': 'db-password',
             'DATABASE_HOST': '192.0.2.10',
+            'HORIZON_DIR': os.path.join(self.dir, 'horizon'),
+            'NOVA_MY_IP': '192.0.2.10',
         }
+        # Horizon's tree, for the nodes that run it
+        os.makedirs(os.path.join(self.env['HORIZON_DIR'],
+                                 'openstack_dashboard', 'local', 'enabled'))
         if 'PYTHONPATH' in os.environ:  # a tree ahead of the installed one
             self.env['PYTHONPATH'] = os.environ['PYTHONPATH']
 
@@ -455,6 +492,128 @@ class DevstackPluginTest(testtools.TestCase):
         self.assertIn(tempest + 'min_io_fraction 0.25', calls)
         self.assertIn('iniget %s vsmtio max_io_fraction' % self.nova, calls)
 
+    def test_panel_linked_into_horizon_and_taken_out(self):
+        source = os.path.join(ROOT, 'vsmtio_dashboard', 'enabled')
+        enabled = os.path.join(self.env['HORIZON_DIR'], 'openstack_dashboard',
+                               'local', 'enabled')
+        # what Horizon ships there and another plugin's file: not the
+        # panel's, left alone
+        others = ['__init__.py', '_9001_developer.py.example',
+                  '_31000_other_panel.py']
+        for name in others:
+            open(os.path.join(enabled, name), 'w').close()
+        panel = ['_31500_vsmtio_panel_group.py',
+                 '_31510_vsmtio_hosts_panel.py']
+        self.assertLessEqual(set(panel), set(os.listdir(source)))
+        services = ALL_IN_ONE + ',horizon'
+
+        def listed():
+            return sorted(os.listdir(enabled))
+
+        # Horizon's local_settings is written before post-config, the
+        # static files collected after it: the files come in post-config
+        proc, calls = self.run_phases('stack:install', services)
+        self.assertEqual(0, proc.returncode, proc.stderr[-3000:])
+        self.assertIn('setup_develop %s' % ROOT, calls)  # Horizon's env too
+        self.assertEqual(sorted(others), listed())
+        for _round in range(2):     # a second stack.sh links them again
+            self.stack(services)
+            self.assertEqual(sorted(others + panel), listed())
+            for name in panel:
+                self.assertEqual(os.path.join(source, name),
+                                 os.readlink(os.path.join(enabled, name)))
+        for phase in ('unstack', 'clean'):  # clean.sh runs unstack first;
+            self.stack(services)            # each takes them out alone
+            proc, _calls = self.run_phases(phase, services)
+            self.assertEqual(0, proc.returncode, proc.stderr[-3000:])
+            self.assertEqual(sorted(others), listed(), phase)
+        # no Horizon on this node: nothing in its tree
+        self.stack()
+        self.assertEqual(sorted(others), listed())
+
+    # Prometheus (devstack-plugin-prometheus) scraping the agents.
+
+    def prometheus_base(self):
+        """devstack-plugin-prometheus's own files/prometheus.yml."""
+        base = os.path.join(self.dir, 'plugin-prometheus.yml')
+        with open(base, 'w') as f:
+            yaml.safe_dump({'global': {'scrape_interval': '10s'},
+                            'scrape_configs': [NODE_EXPORTER_JOB]}, f)
+        return base
+
+    def last(self, calls, name):
+        """A variable as the phases left it for the plugins after vsmtio."""
+        return [c.partition('=')[2] for c in calls
+                if c.startswith(name + '=')][-1]
+
+    def test_metrics_stay_on_loopback_without_prometheus(self):
+        base = self.prometheus_base()
+        calls = self.stack(PROMETHEUS_CONFIG_FILE=base)
+        self.assertEqual('127.0.0.1',
+                         self.agent_conf().vsmtio_agent.metrics_bind_host)
+        self.assertEqual(base, self.last(calls, 'PROMETHEUS_CONFIG_FILE'))
+        self.assertFalse(os.path.exists(os.path.join(
+            self.env['VSMTIO_CONF_DIR'], 'prometheus.yml')))
+
+    def test_prometheus_scrapes_every_agent(self):
+        base = self.prometheus_base()
+        conf = os.path.join(self.env['VSMTIO_CONF_DIR'], 'prometheus.yml')
+        services = ALL_IN_ONE + ',prometheus'
+        others = '192.0.2.11, 192.0.2.12:9000 2001:db8::13'
+        # given before any plugin's post-config, whichever runs first:
+        # devstack-plugin-prometheus copies it there
+        proc, calls = self.run_phases('stack:install', services,
+                                      PROMETHEUS_CONFIG_FILE=base,
+                                      VSMTIO_METRICS_TARGETS=others)
+        self.assertEqual(0, proc.returncode, proc.stderr[-3000:])
+        self.assertEqual(conf, self.last(calls, 'PROMETHEUS_CONFIG_FILE'))
+        for _round in range(2):     # a second stack.sh: one job still
+            calls = self.stack(services, PROMETHEUS_CONFIG_FILE=base,
+                               VSMTIO_METRICS_TARGETS=others)
+            self.assertEqual(conf, self.last(calls,
+                                             'PROMETHEUS_CONFIG_FILE'))
+            with open(conf) as f:
+                config = yaml.safe_load(f)
+            # the plugin's own configuration kept, the agents added, with
+            # no label of their own (the agents give fqdn)
+            self.assertEqual({'scrape_interval': '10s'}, config['global'])
+            self.assertEqual(
+                [NODE_EXPORTER_JOB,
+                 {'job_name': 'vsmtio',
+                  'static_configs': [{'targets': [
+                      '192.0.2.10:9729', '192.0.2.11:9729',
+                      '192.0.2.12:9000', '[2001:db8::13]:9729']}]}],
+                config['scrape_configs'])
+        # this host's agent listens where Prometheus reaches it
+        self.assertEqual('192.0.2.10',
+                         self.agent_conf().vsmtio_agent.metrics_bind_host)
+        # a custom target list, where given, gets the agents too
+        calls = self.stack(services, PROMETHEUS_CONFIG_FILE=base,
+                           PROMETHEUS_CUSTOM_SCRAPE_TARGETS='localhost:9090')
+        self.assertEqual('localhost:9090,192.0.2.10:9729',
+                         self.last(calls, 'PROMETHEUS_CUSTOM_SCRAPE_TARGETS'))
+
+    def test_prometheus_on_a_node_without_agents(self):
+        base = self.prometheus_base()
+        services = 'n-api,n-sch,n-cond,prometheus'
+        calls = self.stack(services, PROMETHEUS_CONFIG_FILE=base)
+        self.assertEqual(base, self.last(calls, 'PROMETHEUS_CONFIG_FILE'))
+        self.assertTrue([c for c in calls if c.startswith('warn ')
+                         and 'VSMTIO_METRICS_TARGETS' in c])
+        calls = self.stack(services, PROMETHEUS_CONFIG_FILE=base,
+                           VSMTIO_METRICS_TARGETS='192.0.2.11')
+        with open(self.last(calls, 'PROMETHEUS_CONFIG_FILE')) as f:
+            self.assertEqual(
+                {'job_name': 'vsmtio',
+                 'static_configs': [{'targets': ['192.0.2.11:9729']}]},
+                yaml.safe_load(f)['scrape_configs'][-1])
+
+    def test_compute_scraped_from_elsewhere_binds_where_told(self):
+        calls = self.stack('n-cpu', VSMTIO_METRICS_BIND_HOST='192.0.2.11')
+        self.assertEqual('192.0.2.11',
+                         self.agent_conf().vsmtio_agent.metrics_bind_host)
+        self.assertEqual('', self.last(calls, 'PROMETHEUS_CONFIG_FILE'))
+
     def test_publishing_off(self):
         self.stack(VSMTIO_PUBLISH='False')
         self.assertFalse(self.agent_conf()[publish_conf.GROUP].enabled)
@@ -467,11 +626,53 @@ class DevstackPluginTest(testtools.TestCase):
                              'SAMPLE': os.path.join(PLUGIN, name)})
         return dict(line.split('=', 1) for line in out.stdout.splitlines())
 
+    def test_samples_give_the_panel_its_figures(self):
+        controller = self.sample('local.conf.controller.sample')
+        compute = self.sample('local.conf.compute.sample')
+        panel = {'horizon', 'prometheus', 'aetos'}
+        # Horizon with the panel, Prometheus and Aetos, on one node (Aetos
+        # asks Prometheus at localhost by default); no node_exporter,
+        # which the panel does not read
+        services = controller.pop('ENABLED_SERVICES').split(',')
+        self.assertLessEqual(panel, set(services))
+        self.assertNotIn('node_exporter', services)
+        self.assertFalse(panel & set(compute['ENABLED_SERVICES'].split(',')))
+        # the compute's agent listens on its address, which the
+        # controller's Prometheus scrapes
+        self.assertEqual(compute['HOST_IP'],
+                         compute['VSMTIO_METRICS_BIND_HOST'])
+        self.assertNotIn('VSMTIO_METRICS_BIND_HOST', controller)
+        self.assertIn(compute['HOST_IP'],
+                      controller['VSMTIO_METRICS_TARGETS'].split())
+
+        calls = self.stack(','.join(services), **controller)
+        conf = self.last(calls, 'PROMETHEUS_CONFIG_FILE')
+        with open(conf) as f:
+            self.assertEqual(
+                {'job_name': 'vsmtio', 'static_configs': [
+                    {'targets': [compute['HOST_IP'] + ':9729']}]},
+                yaml.safe_load(f)['scrape_configs'][-1])
+        self.assertEqual(
+            ['_31500_vsmtio_panel_group.py', '_31510_vsmtio_hosts_panel.py'],
+            sorted(os.listdir(os.path.join(
+                self.env['HORIZON_DIR'], 'openstack_dashboard', 'local',
+                'enabled'))))
+        self.assertFalse(os.path.exists(os.path.join(
+            self.env['VSMTIO_CONF_DIR'], 'vsmtio-agent.conf')))
+
+        shutil.rmtree(self.env['VSMTIO_CONF_DIR'])
+        calls = self.stack(compute.pop('ENABLED_SERVICES'),
+                           NOVA_MY_IP=compute['HOST_IP'], **compute)
+        self.assertEqual(compute['HOST_IP'],
+                         self.agent_conf().vsmtio_agent.metrics_bind_host)
+        self.assertEqual('', self.last(calls, 'PROMETHEUS_CONFIG_FILE'))
+
     def test_samples_stack_a_controller_and_a_compute(self):
         controller = self.sample('local.conf.controller.sample')
         compute = self.sample('local.conf.compute.sample')
-        for env in (controller, compute):
-            self.assertEqual(' vsmtio', env.pop('PLUGINS'))
+        self.assertEqual(' devstack-plugin-prometheus aetos vsmtio',
+                         controller.pop('PLUGINS'))
+        self.assertEqual(' vsmtio', compute.pop('PLUGINS'))
         self.assertEqual(controller['VSMTIO_MEASURED_CLASS_SECRET'],
                          compute['VSMTIO_MEASURED_CLASS_SECRET'])
         # neutron on OVN, as devstack's own defaults: nova deletes a server
@@ -497,7 +698,9 @@ class DevstackPluginTest(testtools.TestCase):
         self.assertIn(TRAIT_CREATE, calls)
         self.assert_agent_least_privilege(calls,
                                           controller['SERVICE_PASSWORD'])
-        self.assertFalse(os.path.exists(self.env['VSMTIO_CONF_DIR']))
+        # no agent here (only Prometheus's configuration)
+        self.assertFalse(os.path.exists(os.path.join(
+            self.env['VSMTIO_CONF_DIR'], 'vsmtio-agent.conf')))
         self.assertIn('iniset /opt/stack/tempest/etc/tempest.conf vsmtio '
                       'host_command ssh stack@{host} sudo', calls)
         for option in ('fleet_zone nova', 'watcher False',
