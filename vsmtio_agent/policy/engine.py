@@ -188,7 +188,7 @@ class PolicyEngine(object):
         the paper's mechanisms the host cannot have.
         """
         if self.guard is not None:
-            return guard_mod.untried(self.guard, self.params.guard)
+            return self.procedure.untried(self.guard, self.params.guard)
         out = {guard_mod.WEIGHT: 'only the guard tries VM weights'}
         if not self.smt:
             out[guard_mod.SPLIT] = 'no core has SMT siblings to split'

@@ -216,6 +216,29 @@ def _offers(state, params):
     return out
 
 
+def untried(state, params):
+    """``{lever: why}`` of the levers this host and these VMs do not offer.
+
+    The reasons :func:`_offers` leaves a lever out, so ``status`` says why
+    rather than ``mechanisms kept: none`` with nothing said.
+    """
+    offered = _offers(state, params)
+    out = {}
+    if guard.RETENTION not in offered:
+        out[guard.RETENTION] = 'the host has no retention timeout to turn'
+    if guard.WEIGHT not in offered:
+        out[guard.WEIGHT] = (
+            'the host sets no VM CPU weights' if not params.weights
+            else 'no VM is light enough (light_utilisation) to weigh more')
+    if guard.SPLIT not in offered:
+        out[guard.SPLIT] = (
+            'no core has SMT siblings to split' if not params.smt else
+            'computing VMs are judged by CPU time here (no instruction '
+            'counter), which does not show what a sibling costs them')
+        out[guard.BORROW] = 'borrowing comes with the split'
+    return out
+
+
 def _units(state, params, lever):
     """The VM tuples a ``lever`` moves together: groups, then single VMs."""
     if lever == guard.SPLIT:

@@ -175,6 +175,17 @@ class TestCandidates(testtools.TestCase):
         levers, _s = self._levers(dataclasses.replace(P, weights=()))
         self.assertEqual({guard.RETENTION, guard.SPLIT}, levers)
 
+    def test_what_is_not_offered_is_untried_with_its_reason(self):
+        _l, state = self._levers(P)
+        self.assertEqual({}, search.untried(state, P))
+        params = dataclasses.replace(P, smt=False, weights=())
+        _l, state = self._levers(params)
+        why = search.untried(state, params)
+        self.assertEqual({guard.WEIGHT, guard.SPLIT, guard.BORROW},
+                         set(why))
+        self.assertIn('SMT', why[guard.SPLIT])
+        self.assertIn('no VM CPU weights', why[guard.WEIGHT])
+
     def test_a_host_wide_timeout_is_one_key(self):
         _l, state = self._levers(dataclasses.replace(P, per_vm=False))
         timeouts = [c.config.timeouts for c in state.candidates
@@ -345,5 +356,6 @@ class TestSeam(testtools.TestCase):
             stats, served = host.period(eng.guard.in_force)
             decision = eng.step(stats, served=served)
         self.assertEqual(search.PROBE, eng.guard.phase)
+        self.assertEqual({}, eng.untried)
         self.assertTrue(decision.trial)
         self.assertIsNotNone(decision.timeouts)
