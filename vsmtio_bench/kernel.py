@@ -78,13 +78,6 @@ def point_key(burst, wait, threads, ratio):
                                'alone' if ratio is None else 'r%g' % ratio)
 
 
-def _pin_parent(cpu):
-    """Keep this process off the measured CPU (where there is another)."""
-    others = os.sched_getaffinity(0) - {cpu}
-    if others:
-        os.sched_setaffinity(0, others)
-
-
 def _progress(msg):
     sys.stderr.write(msg + '\n')
     sys.stderr.flush()
@@ -173,32 +166,6 @@ def small_key(kind, burst, wait, spin, spinner):
     return '%s b%g/w%g%s %s' % (kind, burst, wait,
                                 ' s%g' % spin if kind == 'spin' else '',
                                 'spinner' if spinner else 'alone')
-
-
-def measure_switches(args, cpu):
-    """Context switch on one CPU and wake-up on another, with spreads."""
-    n = args.switch_round_trips
-    other = [c for c in sorted(os.sched_getaffinity(0) | {cpu}) if c != cpu]
-    rows = {'round_trip_one_cpu_ns': [], 'round_trip_two_cpus_ns': [],
-            'pipe_baseline_ns': []}
-    for _ in range(args.repetitions):
-        rows['pipe_baseline_ns'].append(kernel_host.pipe_baseline(cpu, n))
-        rows['round_trip_one_cpu_ns'].append(
-            kernel_host.pingpong(cpu, cpu, n))
-        if other:
-            rows['round_trip_two_cpus_ns'].append(
-                kernel_host.pingpong(cpu, other[0], n))
-    out = {k: kernel_math.summary(v) for k, v in rows.items()}
-    base = out['pipe_baseline_ns']['median']
-    one = out['round_trip_one_cpu_ns']['median']
-    two = out['round_trip_two_cpus_ns']['median']
-    # a round trip is two switches (one CPU) or two remote wake-ups (two
-    # CPUs) plus four pipe operations, which the baseline times alone
-    out['context_switch_ns'] = (one - base) / 2.0
-    out['remote_wakeup_ns'] = (two - base) / 2.0 if two else None
-    out['round_trips'] = n
-    out['other_cpu'] = other[0] if other else None
-    return out
 
 
 def calibration(args, cpu, nsi):
@@ -352,9 +319,10 @@ def measure_real(args):
         cpu = args.cpu
     host.update({'cpu': cpu, 'busy_before': busy, 'loadavg_before': load0})
     # calibrated on the measured CPU, then kept off it
+    allowed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {cpu})
     nsi = kernel_host.calibrate()
-    _pin_parent(cpu)
+    kernel_host.pin_parent(cpu, allowed)
     real = {'calibration': {'ns_per_iteration': nsi,
                             'bursts': calibration(args, cpu, nsi)}}
     _progress('kernel bench on CPU %d (busy %s), %.2f ns per iteration'
@@ -374,7 +342,8 @@ def measure_real(args):
         real['weights'] = summarise(weights)
         real['small'] = summarise(small)
         real['repetitions'] = {'weights': weights, 'small': small}
-    real['switches'] = measure_switches(args, cpu)
+    real['switches'] = kernel_host.measure_switches(
+        cpu, args.repetitions, args.switch_round_trips)
     if real['switches']['remote_wakeup_ns'] is None:
         unmeasured.append({'what': 'waking a process on another CPU',
                            'why': 'one CPU only'})
