@@ -61,23 +61,13 @@ def parse(argv):
     p.add_argument('--dry-run', action='store_true',
                    help='read the kernel\'s tables, say what a run would '
                    'measure and refuse; measure and write nothing')
-    p.add_argument('--repetitions', type=int, default=3)
     p.add_argument('--seconds', type=float, default=1.0,
                    help='measured seconds of each wake-up point')
-    p.add_argument('--warmup', type=float, default=0.2,
-                   help='seconds run before each point is measured')
     p.add_argument('--waits', default=','.join('%g' % w for w in WAITS),
                    help='the timer waits (us) of the wake-up points')
-    p.add_argument('--switch-round-trips', type=int, default=20000)
     p.add_argument('--corun-seconds', type=float, default=1.0,
                    help='measured seconds of each SMT co-run point')
-    p.add_argument('--cpu', type=int, default=None,
-                   help='the CPU to measure on (default: the least loaded)')
-    p.add_argument('--shield', type=float, default=100.0,
-                   help='the weight of the calibration\'s group as a '
-                   'multiple of the default (vsmtio-bench kernel --help)')
-    p.add_argument('--seed', type=int, default=0,
-                   help='of the shuffled repetitions\' order')
+    kernel.add_process_options(p)
     args = p.parse_args(argv)
     try:
         args.waits = sorted(float(w) for w in args.waits.split(',') if w)

@@ -304,33 +304,42 @@ def comparisons(real, models, tolerance):
 # -- the command --------------------------------------------------------
 
 
+def add_process_options(p):
+    """The options of the processes that stand in for vCPUs.
+
+    Shared with ``vsmtio-bench calibrate``, which measures with the
+    same processes in the same groups.
+    """
+    p.add_argument('--warmup', type=float, default=0.2,
+                   help='seconds run before each point is measured')
+    p.add_argument('--repetitions', type=int, default=3)
+    p.add_argument('--cpu', type=int, default=None,
+                   help='the CPU to pin to (default: the least loaded)')
+    p.add_argument('--shield', type=float, default=100.0,
+                   help='the weight of the bench\'s own group, which holds '
+                   'its processes\' groups, as a multiple of the default: '
+                   'the machine\'s other jobs take less of the measured '
+                   'CPU (0: the groups\' parent has the default)')
+    p.add_argument('--seed', type=int, default=0,
+                   help='of the shuffled repetitions\' order')
+    p.add_argument('--switch-round-trips', type=int, default=20000)
+
+
 def parse(argv):
     p = argparse.ArgumentParser(
         prog='vsmtio-bench kernel', description=__doc__.split('\n')[0])
     p.add_argument('--seconds', type=float, default=2.0,
                    help='measured seconds of each weight point')
-    p.add_argument('--warmup', type=float, default=0.2,
-                   help='seconds run before each point is measured')
     p.add_argument('--small-seconds', type=float, default=1.0,
                    help='measured seconds of each wake-up and spin point')
-    p.add_argument('--repetitions', type=int, default=3)
     p.add_argument('--tolerance', type=float, default=0.05,
                    help='a point is within it when |model/real - 1| <= it')
-    p.add_argument('--cpu', type=int, default=None,
-                   help='the CPU to pin to (default: the least loaded)')
-    p.add_argument('--shield', type=float, default=100.0,
-                   help='the weight of the bench\'s own group, which holds '
-                   'the server\'s and the spinner\'s, as a multiple of the '
-                   'default: the machine\'s other jobs take less of the '
-                   'measured CPU (0: the groups\' parent has the default)')
-    p.add_argument('--seed', type=int, default=0,
-                   help='of the shuffled repetitions\' order')
+    add_process_options(p)
     p.add_argument('--profiles', default=','.join(
         '%d/%d' % pr for pr in PROFILES),
         help='burst/wait pairs in us, comma separated')
     p.add_argument('--threads', default=','.join(map(str, THREADS)))
     p.add_argument('--ratios', default=','.join('%g' % r for r in RATIOS))
-    p.add_argument('--switch-round-trips', type=int, default=20000)
     p.add_argument('--model-seconds', type=float, default=4.0,
                    help='simulated seconds of each model point')
     p.add_argument('--model-seeds', type=int, default=2)

@@ -20,6 +20,7 @@ import platform
 import signal
 import time
 
+from vsmtio_bench import host_tables
 from vsmtio_bench import kernel_math
 
 MONO = time.CLOCK_MONOTONIC
@@ -33,6 +34,8 @@ SPIN_CHUNK = 2000
 # how long the processes have to start and join their groups before
 # the measured window's warm-up starts
 START_S = 0.3
+# how long after its window's end a process may take to report
+REPORT_S = 30.0
 
 
 class Unavailable(Exception):
@@ -254,10 +257,17 @@ class _Children(object):
         self.procs.append((p, recv))
         return p
 
-    def results(self, timeout):
+    def results(self, end):
+        """Each child's report, in the order they were started.
+
+        Waits until ``end`` (CLOCK_MONOTONIC ns) and :data:`REPORT_S`
+        after it: a child that has not reported by then is stuck, not
+        slow.
+        """
         out = []
         for p, recv in self.procs:
-            if not recv.poll(timeout):
+            left = (end - time.clock_gettime_ns(MONO)) / 1e9 + REPORT_S
+            if not recv.poll(max(left, 0.0)):
                 raise RuntimeError('a bench process did not report')
             out.append(recv.recv())
         return out
@@ -271,6 +281,18 @@ class _Children(object):
         self.procs = []
 
 
+def _window(seconds, warmup_s):
+    """``(start, measure, end)`` of a point, CLOCK_MONOTONIC ns.
+
+    The processes start at ``start`` (:data:`START_S` from now, time to
+    fork and join their groups), are measured from ``measure`` (after
+    ``warmup_s``) and stop at ``end``.
+    """
+    start = time.clock_gettime_ns(MONO) + int(START_S * 1e9)
+    measure = start + int(warmup_s * 1e9)
+    return start, measure, measure + int(seconds * 1e9)
+
+
 def run_point(groups, cpu, burst_us, wait_us, threads, ratio, seconds,
               warmup_s, ns_per_iter, spinner=True, spin_us=0.0,
               server=True):
@@ -282,10 +304,7 @@ def run_point(groups, cpu, burst_us, wait_us, threads, ratio, seconds,
     """
     if groups is not None:
         groups.set_ratio(ratio)
-    now = time.clock_gettime_ns(MONO)
-    start = now + int(START_S * 1e9)
-    measure = start + int(warmup_s * 1e9)
-    end = measure + int(seconds * 1e9)
+    start, measure, end = _window(seconds, warmup_s)
     kids = _Children()
     try:
         servers = spinners = ()
@@ -304,7 +323,7 @@ def run_point(groups, cpu, burst_us, wait_us, threads, ratio, seconds,
         if time.clock_gettime_ns(MONO) >= start:
             raise RuntimeError('the processes took longer than %.1f s to '
                                'start' % START_S)
-        res = kids.results(seconds + warmup_s + START_S + 30)
+        res = kids.results(end)
     finally:
         kids.close()
     out = {'requests_per_s': None, 'server_cpu': None, 'delays': [],
@@ -336,10 +355,7 @@ def corun(cpu, sibling, seconds, warmup_s, beside=None):
     """
     if beside not in BESIDE:
         raise ValueError('beside: %r is not one of %s' % (beside, BESIDE))
-    now = time.clock_gettime_ns(MONO)
-    start = now + int(START_S * 1e9)
-    measure = start + int(warmup_s * 1e9)
-    end = measure + int(seconds * 1e9)
+    start, measure, end = _window(seconds, warmup_s)
     kids = _Children()
     try:
         kids.start(_spinner, cpu, start, measure, end)
@@ -347,7 +363,7 @@ def corun(cpu, sibling, seconds, warmup_s, beside=None):
             kids.start(_spinner, sibling, start, measure, end)
         elif beside == 'wait':
             kids.start(_waiter, sibling, start, end)
-        res = kids.results(seconds + warmup_s + START_S + 30)
+        res = kids.results(end)
     finally:
         kids.close()
     return res[0]['iterations_per_s']
@@ -389,7 +405,7 @@ def pingpong(cpu_a, cpu_b, n):
             write(a_w, b'x')
             read(a_r, 1)
         dt = time.perf_counter_ns() - t0
-        kids.results(30)
+        kids.results(time.clock_gettime_ns(MONO))
     finally:
         os.sched_setaffinity(0, old)
         kids.close()
@@ -595,11 +611,7 @@ def least_loaded(seconds=1.0):
 
 
 def loadavg():
-    try:
-        with open('/proc/loadavg') as f:
-            return f.read().strip()
-    except OSError:
-        return None
+    return host_tables.read('/proc/loadavg')
 
 
 def kernel_config():
@@ -630,11 +642,7 @@ def cpu_model():
 
 
 def smt_active():
-    try:
-        with open('/sys/devices/system/cpu/smt/active') as f:
-            return f.read().strip() == '1'
-    except OSError:
-        return None
+    return host_tables.smt()['active']
 
 
 def host_profile():
