@@ -285,7 +285,11 @@ def _host_model(prof):
     for key in sorted(hp['sources']):
         group, name = key.split('.', 1)
         used = inputs[group].get(name, '(the policy of each table)')
-        rows.append([key, _value(used), hp['sources'][key]])
+        value = _value(used)
+        if name in inputs[group] and used != hp[group][name]:
+            # the bench's processes pay it otherwise (kernel_sim.host_costs)
+            value += ' (the profile\'s: %s)' % _value(hp[group][name])
+        rows.append([key, value, hp['sources'][key]])
     for name, value in sorted(inputs['costs'].items()):
         if 'costs.%s' % name not in hp['sources']:
             rows.append(['costs.%s' % name, _value(value),

@@ -201,6 +201,7 @@ class ScenarioTest(testtools.TestCase):
         text = kernel_page.render(prof)
         self.assertIn('The model of this host', text)
         self.assertIn('measured on h too', text)
+        self.assertIn("0 (the profile's: 4000)", text)
         self.assertIn('(the policy of each table)', text)
         self.assertIn('**0 of 2 figures of the model of this host are '
                       'not**', text)
