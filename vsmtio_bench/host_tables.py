@@ -13,6 +13,7 @@ as an error: what a host does not show is said, not guessed.
 """
 
 import os
+import pathlib
 import re
 
 CPU_ROOT = '/sys/devices/system/cpu'
@@ -31,8 +32,7 @@ TUNABLES = ('base_slice_ns', 'latency_ns', 'min_granularity_ns',
 def read(path):
     """The stripped text of ``path``, or None where it cannot be read."""
     try:
-        with open(path) as f:
-            return f.read().strip()
+        return pathlib.Path(path).read_text().strip()
     except OSError:
         return None
 
