@@ -25,6 +25,8 @@ BENCHES = {
     'mist': 'MIST on real qemu guests, interfered and protected',
     'kernel': 'the host\'s real kernel against the model: cgroup weights, '
               'wake-ups, spins and switches, processes for vCPUs',
+    'calibrate': 'this host\'s idle states, switch and wake-up costs and '
+                 'scheduler, as a profile vsmtio-sim --profile takes',
 }
 
 

@@ -17,11 +17,15 @@ standing in for vCPUs, all pinned to the least loaded CPU:
 
 Then the same situations in the simulator (:mod:`~vsmtio_bench.kernel_sim`)
 under every scheduler policy it offers, and a comparison of the two per
-point under a tolerance. Writes the host's profile as JSON and the page
-``doc/source/benchmarks/kernel.rst``.
+point under a tolerance: with the model of this host, its host profile
+(:mod:`~vsmtio_bench.host_calibration`: the idle states, switch and IPI
+``vsmtio-bench calibrate`` measures, taken from this run's own points,
+or ``--profile``) over the scenarios, and with the shipped costs, the
+paper's host's, which the page keeps beside it. Writes the host's
+figures as JSON and the page ``doc/source/benchmarks/kernel.rst``.
 
 Run (root): vsmtio-bench kernel [--seconds 2] [--repetitions 3]
-[--tolerance 0.05] [--model-only]
+[--tolerance 0.05] [--model-only] [--profile FILE]
 """
 
 import argparse
@@ -33,10 +37,13 @@ import sys
 import time
 
 from vsmtio_bench import documents
+from vsmtio_bench import host_calibration
+from vsmtio_bench import host_tables
 from vsmtio_bench import kernel_host
 from vsmtio_bench import kernel_math
 from vsmtio_bench import kernel_page
 from vsmtio_bench import kernel_sim
+from vsmtio_sim import host_profile
 from vsmtio_sim import scenario as scenario_mod
 
 # (burst us, wait us) of the server's request
@@ -76,13 +83,6 @@ STAND_INS = (
 def point_key(burst, wait, threads, ratio):
     return 'b%g/w%g t%d %s' % (burst, wait, threads,
                                'alone' if ratio is None else 'r%g' % ratio)
-
-
-def _pin_parent(cpu):
-    """Keep this process off the measured CPU (where there is another)."""
-    others = os.sched_getaffinity(0) - {cpu}
-    if others:
-        os.sched_setaffinity(0, others)
 
 
 def _progress(msg):
@@ -175,32 +175,6 @@ def small_key(kind, burst, wait, spin, spinner):
                                 'spinner' if spinner else 'alone')
 
 
-def measure_switches(args, cpu):
-    """Context switch on one CPU and wake-up on another, with spreads."""
-    n = args.switch_round_trips
-    other = [c for c in sorted(os.sched_getaffinity(0) | {cpu}) if c != cpu]
-    rows = {'round_trip_one_cpu_ns': [], 'round_trip_two_cpus_ns': [],
-            'pipe_baseline_ns': []}
-    for _ in range(args.repetitions):
-        rows['pipe_baseline_ns'].append(kernel_host.pipe_baseline(cpu, n))
-        rows['round_trip_one_cpu_ns'].append(
-            kernel_host.pingpong(cpu, cpu, n))
-        if other:
-            rows['round_trip_two_cpus_ns'].append(
-                kernel_host.pingpong(cpu, other[0], n))
-    out = {k: kernel_math.summary(v) for k, v in rows.items()}
-    base = out['pipe_baseline_ns']['median']
-    one = out['round_trip_one_cpu_ns']['median']
-    two = out['round_trip_two_cpus_ns']['median']
-    # a round trip is two switches (one CPU) or two remote wake-ups (two
-    # CPUs) plus four pipe operations, which the baseline times alone
-    out['context_switch_ns'] = (one - base) / 2.0
-    out['remote_wakeup_ns'] = (two - base) / 2.0 if two else None
-    out['round_trips'] = n
-    out['other_cpu'] = other[0] if other else None
-    return out
-
-
 def calibration(args, cpu, nsi):
     """How long each calibrated burst takes on the measured CPU."""
     old = os.sched_getaffinity(0)
@@ -222,15 +196,27 @@ def calibration(args, cpu, nsi):
 # -- the model ----------------------------------------------------------
 
 
-def model(args, host, cpus):
-    """Every point under every policy: ``{policy: {key: figures}}``."""
+def model(args, host, cpus, inputs=None):
+    """Every point under every policy: ``{policy: {key: figures}}``.
+
+    ``inputs``: a host profile's (``{'costs', 'scheduler'}``), for the
+    model of this host; None: the shipped costs, the paper's host's.
+    Either way every scheduler policy runs (the profile's is the one its
+    kernel has: the page states both).
+    """
     field, pols = kernel_sim.policies()
     sched = kernel_sim.scheduler_inputs(cpus, host.get('hz'))
+    costs = None
+    if inputs is not None:
+        sched = {k: v for k, v in inputs['scheduler'].items()
+                 if k != field}
+        costs = kernel_sim.host_costs(inputs['costs'])
     out = {}
     for pol in pols:
         pts = out[pol] = {}
         kw = dict(field=field, policy=pol if field else None, sched=sched,
-                  duration_s=args.model_seconds + 0.5, warmup_s=0.5)
+                  duration_s=args.model_seconds + 0.5, warmup_s=0.5,
+                  costs=costs)
         for b, w in args.profiles:
             for t in args.threads:
                 alone = _model_point(kernel_sim.scenario_doc(
@@ -256,8 +242,10 @@ def model(args, host, cpus):
                         _model_point(kernel_sim.scenario_doc(
                             WAKE_BURST, wait, 1, spinner=spinner,
                             spin_us=s, **kw), 1.0, args, spin=bool(s)))
-        _progress('  model %s: %d points' % (pol, len(pts)))
-    return field, sched, out
+        _progress('  model %s (%s): %d points'
+                  % (pol, 'this host' if inputs else 'shipped costs',
+                     len(pts)))
+    return field, sched, costs, out
 
 
 def _model_point(doc, ratio, args, spin=False):
@@ -280,6 +268,31 @@ def _costs():
                                   'vm_exit_ns', 'l1d_flush_ns')}
 
 
+def host_profile_of(host, real, cmdline):
+    """This run's host profile, from the bench's own measurements.
+
+    The same figures ``vsmtio-bench calibrate`` measures, taken from
+    this run: its switches, its wake-ups of the server alone after each
+    timer wait, the host's cpuidle table and scheduler. The SMT co-run
+    is calibrate's alone.
+    """
+    small = real.get('small', {})
+    wakeups = {}
+    for wait in WAKE_WAITS:
+        s = small.get(small_key('wake', WAKE_BURST, wait, 0, False))
+        if s:
+            wakeups['%g' % wait] = s['wake_mean_us']
+    why = host_tables.smt_refusal(host_tables.smt(),
+                                  os.sched_getaffinity(0)) or (
+        'the kernel bench does not run it: vsmtio-bench calibrate does')
+    return host_calibration.build(
+        dict(host), host_tables.cpuidle(cpu=host.get('cpu') or 0),
+        real['switches'], wakeups, tunables=host_tables.sched_tunables(),
+        unmeasured=[{'what': 'costs.sibling_polling_speed, the SMT co-run '
+                     'of computing and waiting loops', 'why': why}],
+        command=cmdline, commit=documents.commit())
+
+
 def comparisons(real, models, tolerance):
     """``{policy: rows}`` over the weight points with a spinner."""
     pts = {k: v for k, v in real.items()
@@ -291,33 +304,42 @@ def comparisons(real, models, tolerance):
 # -- the command --------------------------------------------------------
 
 
+def add_process_options(p):
+    """The options of the processes that stand in for vCPUs.
+
+    Shared with ``vsmtio-bench calibrate``, which measures with the
+    same processes in the same groups.
+    """
+    p.add_argument('--warmup', type=float, default=0.2,
+                   help='seconds run before each point is measured')
+    p.add_argument('--repetitions', type=int, default=3)
+    p.add_argument('--cpu', type=int, default=None,
+                   help='the CPU to pin to (default: the least loaded)')
+    p.add_argument('--shield', type=float, default=100.0,
+                   help='the weight of the bench\'s own group, which holds '
+                   'its processes\' groups, as a multiple of the default: '
+                   'the machine\'s other jobs take less of the measured '
+                   'CPU (0: the groups\' parent has the default)')
+    p.add_argument('--seed', type=int, default=0,
+                   help='of the shuffled repetitions\' order')
+    p.add_argument('--switch-round-trips', type=int, default=20000)
+
+
 def parse(argv):
     p = argparse.ArgumentParser(
         prog='vsmtio-bench kernel', description=__doc__.split('\n')[0])
     p.add_argument('--seconds', type=float, default=2.0,
                    help='measured seconds of each weight point')
-    p.add_argument('--warmup', type=float, default=0.2,
-                   help='seconds run before each point is measured')
     p.add_argument('--small-seconds', type=float, default=1.0,
                    help='measured seconds of each wake-up and spin point')
-    p.add_argument('--repetitions', type=int, default=3)
     p.add_argument('--tolerance', type=float, default=0.05,
                    help='a point is within it when |model/real - 1| <= it')
-    p.add_argument('--cpu', type=int, default=None,
-                   help='the CPU to pin to (default: the least loaded)')
-    p.add_argument('--shield', type=float, default=100.0,
-                   help='the weight of the bench\'s own group, which holds '
-                   'the server\'s and the spinner\'s, as a multiple of the '
-                   'default: the machine\'s other jobs take less of the '
-                   'measured CPU (0: the groups\' parent has the default)')
-    p.add_argument('--seed', type=int, default=0,
-                   help='of the shuffled repetitions\' order')
+    add_process_options(p)
     p.add_argument('--profiles', default=','.join(
         '%d/%d' % pr for pr in PROFILES),
         help='burst/wait pairs in us, comma separated')
     p.add_argument('--threads', default=','.join(map(str, THREADS)))
     p.add_argument('--ratios', default=','.join('%g' % r for r in RATIOS))
-    p.add_argument('--switch-round-trips', type=int, default=20000)
     p.add_argument('--model-seconds', type=float, default=4.0,
                    help='simulated seconds of each model point')
     p.add_argument('--model-seeds', type=int, default=2)
@@ -327,6 +349,11 @@ def parse(argv):
     p.add_argument('--model-only', action='store_true',
                    help='read the real kernel\'s figures from --json and '
                    'run only the model and the comparison')
+    p.add_argument('--profile', default=None, metavar='FILE',
+                   help='the host profile of the model of this host (as '
+                   'vsmtio-bench calibrate writes it); default: the one '
+                   'this run measures (with --model-only: the one --json '
+                   'holds, else one from its measurements)')
     args = p.parse_args(argv)
     args.profiles = [tuple(float(x) for x in pr.split('/'))
                      for pr in args.profiles.split(',') if pr]
@@ -345,6 +372,8 @@ def measure_real(args):
     """The real kernel's part: the profile's host, real and unmeasured."""
     t0 = time.time()
     host = kernel_host.host_profile()
+    host['measured_at'] = time.strftime('%Y-%m-%dT%H:%M:%SZ',
+                                        time.gmtime(t0))
     unmeasured = []
     load0 = kernel_host.loadavg()
     cpu, busy = kernel_host.least_loaded(1.0)
@@ -352,9 +381,10 @@ def measure_real(args):
         cpu = args.cpu
     host.update({'cpu': cpu, 'busy_before': busy, 'loadavg_before': load0})
     # calibrated on the measured CPU, then kept off it
+    allowed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {cpu})
     nsi = kernel_host.calibrate()
-    _pin_parent(cpu)
+    kernel_host.pin_parent(cpu, allowed)
     real = {'calibration': {'ns_per_iteration': nsi,
                             'bursts': calibration(args, cpu, nsi)}}
     _progress('kernel bench on CPU %d (busy %s), %.2f ns per iteration'
@@ -374,7 +404,8 @@ def measure_real(args):
         real['weights'] = summarise(weights)
         real['small'] = summarise(small)
         real['repetitions'] = {'weights': weights, 'small': small}
-    real['switches'] = measure_switches(args, cpu)
+    real['switches'] = kernel_host.measure_switches(
+        cpu, args.repetitions, args.switch_round_trips)
     if real['switches']['remote_wakeup_ns'] is None:
         unmeasured.append({'what': 'waking a process on another CPU',
                            'why': 'one CPU only'})
@@ -400,6 +431,7 @@ def main(argv=None):
         host, real, unmeasured = (prof['host'], prof['real'],
                                   prof['unmeasured'])
         cmdline = prof['command']
+        hprof = prof.get('host_profile')
     else:
         if os.geteuid() != 0:
             sys.stderr.write('vsmtio-bench kernel: needs root (the cpu '
@@ -410,8 +442,21 @@ def main(argv=None):
         signal.signal(signal.SIGTERM, _terminated)
         host, real, unmeasured = measure_real(args)
         cmdline = command_line(argv)
+        hprof = None
+    try:
+        if args.profile:
+            hprof = host_profile.read(args.profile)
+            host_profile.check(hprof, args.profile)
+        elif hprof is None:
+            hprof = host_profile_of(host, real, cmdline)
+    except host_profile.ProfileError as exc:
+        sys.stderr.write('vsmtio-bench kernel: %s\n' % exc)
+        return 2
     t0 = time.time()
-    field, sched, models = model(args, host, host.get('cpus') or 1)
+    cpus = host.get('cpus') or 1
+    field, sched, _, shipped = model(args, host, cpus)
+    _, host_sched, host_costs, models = model(
+        args, host, cpus, {g: hprof[g] for g in host_profile.GROUPS})
     real_medians = medians(real.get('weights', {}))
     prof = {
         'command': cmdline,
@@ -428,12 +473,20 @@ def main(argv=None):
         'stand_ins': list(STAND_INS),
         'unmeasured': unmeasured,
         'real': real,
+        'host_profile': hprof,
         'model': {'policy_field': field, 'policies': list(models),
                   'scheduler_inputs': sched,
                   'working_set_kib': kernel_sim.WORKING_SET_KIB,
                   'costs': _costs(),
-                  'points': models, 'elapsed_s': time.time() - t0},
+                  # the model of this host: the profile's inputs as the
+                  # bench's processes pay them
+                  'host_inputs': {'costs': host_costs,
+                                  'scheduler': host_sched},
+                  'points': models, 'points_shipped': shipped,
+                  'elapsed_s': time.time() - t0},
         'comparison': comparisons(real_medians, models, args.tolerance),
+        'comparison_shipped': comparisons(real_medians, shipped,
+                                          args.tolerance),
     }
     with open(args.json, 'w') as f:
         json.dump(prof, f, indent=1, sort_keys=True)

@@ -20,6 +20,7 @@ import platform
 import signal
 import time
 
+from vsmtio_bench import host_tables
 from vsmtio_bench import kernel_math
 
 MONO = time.CLOCK_MONOTONIC
@@ -33,6 +34,8 @@ SPIN_CHUNK = 2000
 # how long the processes have to start and join their groups before
 # the measured window's warm-up starts
 START_S = 0.3
+# how long after its window's end a process may take to report
+REPORT_S = 30.0
 
 
 class Unavailable(Exception):
@@ -129,6 +132,19 @@ def burst_accuracy(burst_us, ns_per_iter, samples=2000):
 # -- the processes ------------------------------------------------------
 
 
+def pin_parent(cpu, allowed):
+    """Keep this process off the measured CPU (where there is another).
+
+    ``allowed`` is the CPUs it may use, taken before it was pinned to
+    the measured one to calibrate there: its affinity then is that CPU
+    alone, and the others would be lost (no parent kept off the CPU, no
+    second CPU for the remote wake-up).
+    """
+    others = set(allowed) - {cpu}
+    if others:
+        os.sched_setaffinity(0, others)
+
+
 def _child_setup(cpu):
     os.sched_setaffinity(0, {cpu})
     set_timer_slack(TIMER_SLACK_NS)
@@ -181,21 +197,46 @@ def _server(conn, cpu, n, wait_ns, spin_ns, start, measure, end):
 
 
 def _spinner(conn, cpu, start, measure, end):
-    """The CPU-bound VM: spins until ``end``; its CPU time in the window."""
+    """The CPU-bound VM: spins until ``end``; its CPU time in the window.
+
+    Also its iterations per second of the window: the speed of a
+    computing loop, which a busy SMT sibling slows (:func:`corun`).
+    """
     _child_setup(cpu)
     sleeper()(start)
     clock = time.clock_gettime_ns
     cpu0 = None
+    chunks = 0
     while True:
         for _ in range(SPIN_CHUNK):
             pass
+        chunks += 1
         t = clock(MONO)
         if cpu0 is None and t >= measure:
-            cpu0, t0 = time.process_time_ns(), t
+            cpu0, t0, c0 = time.process_time_ns(), t, chunks
         if t >= end:
             break
     conn.send({'cpu_ns': time.process_time_ns() - cpu0,
-               'window_ns': t - t0})
+               'window_ns': t - t0,
+               'iterations_per_s': ((chunks - c0) * SPIN_CHUNK / (t - t0)
+                                    * 1e9 if t > t0 else None)})
+    conn.close()
+
+
+def _waiter(conn, cpu, start, end):
+    """A waiting loop: reads the clock until ``end``, as a poll does.
+
+    Halt polling's analogue on a sibling: a loop that waits for an event
+    by checking for it. Python's check is an interpreter loop around a
+    clock read, heavier on the core than a PAUSE loop: the speed it
+    leaves a computing sibling is a lower bound of a real poll's.
+    """
+    _child_setup(cpu)
+    sleeper()(start)
+    clock = time.clock_gettime_ns
+    while clock(MONO) < end:
+        pass
+    conn.send(None)
     conn.close()
 
 
@@ -216,10 +257,17 @@ class _Children(object):
         self.procs.append((p, recv))
         return p
 
-    def results(self, timeout):
+    def results(self, end):
+        """Each child's report, in the order they were started.
+
+        Waits until ``end`` (CLOCK_MONOTONIC ns) and :data:`REPORT_S`
+        after it: a child that has not reported by then is stuck, not
+        slow.
+        """
         out = []
         for p, recv in self.procs:
-            if not recv.poll(timeout):
+            left = (end - time.clock_gettime_ns(MONO)) / 1e9 + REPORT_S
+            if not recv.poll(max(left, 0.0)):
                 raise RuntimeError('a bench process did not report')
             out.append(recv.recv())
         return out
@@ -233,6 +281,18 @@ class _Children(object):
         self.procs = []
 
 
+def _window(seconds, warmup_s):
+    """``(start, measure, end)`` of a point, CLOCK_MONOTONIC ns.
+
+    The processes start at ``start`` (:data:`START_S` from now, time to
+    fork and join their groups), are measured from ``measure`` (after
+    ``warmup_s``) and stop at ``end``.
+    """
+    start = time.clock_gettime_ns(MONO) + int(START_S * 1e9)
+    measure = start + int(warmup_s * 1e9)
+    return start, measure, measure + int(seconds * 1e9)
+
+
 def run_point(groups, cpu, burst_us, wait_us, threads, ratio, seconds,
               warmup_s, ns_per_iter, spinner=True, spin_us=0.0,
               server=True):
@@ -244,10 +304,7 @@ def run_point(groups, cpu, burst_us, wait_us, threads, ratio, seconds,
     """
     if groups is not None:
         groups.set_ratio(ratio)
-    now = time.clock_gettime_ns(MONO)
-    start = now + int(START_S * 1e9)
-    measure = start + int(warmup_s * 1e9)
-    end = measure + int(seconds * 1e9)
+    start, measure, end = _window(seconds, warmup_s)
     kids = _Children()
     try:
         servers = spinners = ()
@@ -266,7 +323,7 @@ def run_point(groups, cpu, burst_us, wait_us, threads, ratio, seconds,
         if time.clock_gettime_ns(MONO) >= start:
             raise RuntimeError('the processes took longer than %.1f s to '
                                'start' % START_S)
-        res = kids.results(seconds + warmup_s + START_S + 30)
+        res = kids.results(end)
     finally:
         kids.close()
     out = {'requests_per_s': None, 'server_cpu': None, 'delays': [],
@@ -282,6 +339,34 @@ def run_point(groups, cpu, burst_us, wait_us, threads, ratio, seconds,
         r = res[-1]
         out['spinner_cpu'] = r['cpu_ns'] / r['window_ns']
     return out
+
+
+#: What :func:`corun` may run on the sibling: nothing, a computing loop
+#: or a waiting loop.
+BESIDE = (None, 'compute', 'wait')
+
+
+def corun(cpu, sibling, seconds, warmup_s, beside=None):
+    """Iterations/s of a computing loop on ``cpu``, ``beside`` on ``sibling``.
+
+    On two SMT siblings of one core, against ``beside=None`` (the
+    sibling idle), the speed a computing vCPU keeps beside a computing
+    or a waiting one: the model's co-run inputs, measured.
+    """
+    if beside not in BESIDE:
+        raise ValueError('beside: %r is not one of %s' % (beside, BESIDE))
+    start, measure, end = _window(seconds, warmup_s)
+    kids = _Children()
+    try:
+        kids.start(_spinner, cpu, start, measure, end)
+        if beside == 'compute':
+            kids.start(_spinner, sibling, start, measure, end)
+        elif beside == 'wait':
+            kids.start(_waiter, sibling, start, end)
+        res = kids.results(end)
+    finally:
+        kids.close()
+    return res[0]['iterations_per_s']
 
 
 # -- context switches ---------------------------------------------------
@@ -320,7 +405,7 @@ def pingpong(cpu_a, cpu_b, n):
             write(a_w, b'x')
             read(a_r, 1)
         dt = time.perf_counter_ns() - t0
-        kids.results(30)
+        kids.results(time.clock_gettime_ns(MONO))
     finally:
         os.sched_setaffinity(0, old)
         kids.close()
@@ -348,6 +433,38 @@ def pipe_baseline(cpu, n):
         os.close(r)
         os.close(w)
     return dt / float(n)
+
+
+def measure_switches(cpu, repetitions, round_trips):
+    """Context switch on one CPU and wake-up on another, with spreads.
+
+    Each of ``repetitions`` times ``round_trips`` round trips one CPU,
+    across two (where this process may use another) and the pipe
+    operations alone; each one's summary, and the repetitions' raw
+    values under ``repetitions``, from which a derived figure's spread
+    follows.
+    """
+    other = [c for c in sorted(os.sched_getaffinity(0) | {cpu}) if c != cpu]
+    rows = {'round_trip_one_cpu_ns': [], 'round_trip_two_cpus_ns': [],
+            'pipe_baseline_ns': []}
+    for _ in range(repetitions):
+        rows['pipe_baseline_ns'].append(pipe_baseline(cpu, round_trips))
+        rows['round_trip_one_cpu_ns'].append(pingpong(cpu, cpu, round_trips))
+        if other:
+            rows['round_trip_two_cpus_ns'].append(
+                pingpong(cpu, other[0], round_trips))
+    out = {k: kernel_math.summary(v) for k, v in rows.items()}
+    base = out['pipe_baseline_ns']['median']
+    one = out['round_trip_one_cpu_ns']['median']
+    two = out['round_trip_two_cpus_ns']['median']
+    # a round trip is two switches (one CPU) or two remote wake-ups (two
+    # CPUs) plus four pipe operations, which the baseline times alone
+    out['context_switch_ns'] = (one - base) / 2.0
+    out['remote_wakeup_ns'] = (two - base) / 2.0 if two else None
+    out['round_trips'] = round_trips
+    out['other_cpu'] = other[0] if other else None
+    out['repetitions'] = rows
+    return out
 
 
 # -- the cpu controller's groups ----------------------------------------
@@ -494,11 +611,7 @@ def least_loaded(seconds=1.0):
 
 
 def loadavg():
-    try:
-        with open('/proc/loadavg') as f:
-            return f.read().strip()
-    except OSError:
-        return None
+    return host_tables.read('/proc/loadavg')
 
 
 def kernel_config():
@@ -529,11 +642,7 @@ def cpu_model():
 
 
 def smt_active():
-    try:
-        with open('/sys/devices/system/cpu/smt/active') as f:
-            return f.read().strip() == '1'
-    except OSError:
-        return None
+    return host_tables.smt()['active']
 
 
 def host_profile():
@@ -550,6 +659,7 @@ def host_profile():
         with open('/sys/kernel/debug/sched/preempt') as f:
             preempt = f.read().strip()
     return {
+        'name': platform.node() or None,
         'kernel_release': release,
         'scheduler': kernel_math.scheduler_of(release),
         'scheduler_source': 'the release (EEVDF since 6.6)',

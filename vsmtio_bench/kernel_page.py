@@ -39,36 +39,78 @@ def verdict(ok):
     return {True: 'ok', False: '**out**', None: '-'}[ok]
 
 
+#: The comparisons a profile holds: the model of this host (its host
+#: profile's costs) and the model with the shipped costs (the paper's
+#: host's), when the profile has both.
+HOST, SHIPPED = 'comparison', 'comparison_shipped'
+HEADER = ['point', 'figure', 'real', 'spread', 'model', 'model/real',
+          'verdict']
+
+
 def comparison_rows(prof, policy):
+    """Per point and figure: real, spread, the model, and shipped costs'."""
     real = prof['real'].get('weights', {})
+    shipped = prof.get(SHIPPED, {}).get(policy)
     rows = []
-    for r in prof['comparison'].get(policy, []):
+    for i, r in enumerate(prof[HOST].get(policy, [])):
         s = real.get(r['point'], {}).get(r['figure'])
-        rows.append([r['point'], FIGURE_NAMES[r['figure']],
-                     num(r['real']), spread(s), num(r['model']),
-                     num(r['ratio']), verdict(r['ok'])])
+        row = [r['point'], FIGURE_NAMES[r['figure']],
+               num(r['real']), spread(s), num(r['model']),
+               num(r['ratio']), verdict(r['ok'])]
+        if shipped is not None:
+            u = shipped[i]
+            row += [num(u['model']), num(u['ratio']), verdict(u['ok'])]
+        rows.append(row)
     return rows
 
 
-def _outside(prof, policy):
-    rows = prof['comparison'].get(policy, [])
+def header(prof):
+    if SHIPPED not in prof:
+        return HEADER
+    return HEADER + ['shipped costs', 'model/real', 'verdict']
+
+
+def _outside(prof, policy, which=HOST):
+    rows = prof.get(which, {}).get(policy, [])
     judged = [r for r in rows if r['ok'] is not None]
     out = [r for r in judged if r['ok'] is False]
     return judged, out
 
 
+def counts(prof):
+    """``{policy: {which: (outside, judged)}}`` of the profile's tables."""
+    out = {}
+    for pol in prof['model']['policies']:
+        out[pol] = {}
+        for which in (HOST, SHIPPED):
+            if which in prof:
+                judged, bad = _outside(prof, pol, which)
+                out[pol][which] = (len(bad), len(judged))
+    return out
+
+
+def count_lines(prof):
+    """One line per policy: figures outside the tolerance, both models."""
+    tol = 100 * prof['settings']['tolerance']
+    out = []
+    for pol, c in counts(prof).items():
+        bad, judged = c[HOST]
+        line = 'model %s: %d of %d figures outside +-%.0f%%' % (
+            pol, bad, judged, tol)
+        if SHIPPED in c:
+            line += (' with this host\'s costs, %d of %d with the shipped '
+                     'costs' % c[SHIPPED])
+        out.append(line)
+    return out
+
+
 def table_text(prof):
     """The comparison as the command prints it, one table per policy."""
     out = []
-    for pol in prof['model']['policies']:
-        judged, bad = _outside(prof, pol)
-        out.append('model %s: %d of %d figures outside +-%.0f%%'
-                   % (pol, len(bad), len(judged),
-                      100 * prof['settings']['tolerance']))
-        out.append(rst_table(['point', 'figure', 'real', 'spread',
-                              'model', 'model/real', 'verdict'],
-                             comparison_rows(prof, pol)))
-    return '\n'.join(out) + '\n'
+    for pol, line in zip(prof['model']['policies'], count_lines(prof)):
+        out.append(line)
+        out.append(rst_table(header(prof), comparison_rows(prof, pol)))
+    return '\n'.join(out + count_lines(prof)) + '\n'
 
 
 def _host_lines(prof):
@@ -225,6 +267,68 @@ def _switch_lines(prof):
     return rst_table(['what (us)', 'median', 'spread'], rows)
 
 
+def _shipped_note(prof, policy):
+    if SHIPPED not in prof:
+        return ''
+    judged, bad = _outside(prof, policy, SHIPPED)
+    return ('; with the shipped costs (the last three columns) %d of %d '
+            'are not' % (len(bad), len(judged)))
+
+
+def _host_model(prof):
+    """Which inputs came from this host, each with its source."""
+    hp = prof.get('host_profile')
+    if not hp:
+        return []
+    inputs = prof['model']['host_inputs']
+    rows = []
+    for key in sorted(hp['sources']):
+        group, name = key.split('.', 1)
+        used = inputs[group].get(name, '(the policy of each table)')
+        value = _value(used)
+        if name in inputs[group] and used != hp[group][name]:
+            # the bench's processes pay it otherwise (kernel_sim.host_costs)
+            value += ' (the profile\'s: %s)' % _value(hp[group][name])
+        rows.append([key, value, hp['sources'][key]])
+    for name, value in sorted(inputs['costs'].items()):
+        if 'costs.%s' % name not in hp['sources']:
+            rows.append(['costs.%s' % name, _value(value),
+                         'the bench\'s processes (above)'])
+    c = counts(prof)
+    title = 'The model of this host'
+    return [
+        title, '=' * len(title), '',
+        'The model\'s shipped costs are the paper\'s bare-metal host\'s '
+        '(``vsmtio_sim/data/costs.yaml``: ``intel_idle``\'s Skylake-SP '
+        'C-states, a 3 us context switch, a 2 us IPI). The tables below '
+        'compare the real kernel with the model of *this* host: the host '
+        'profile measured in this run (the figures ``vsmtio-bench '
+        'calibrate`` measures, taken from this run\'s own points; '
+        '``host_profile`` in the JSON) laid over the bench\'s scenarios, '
+        'as ``vsmtio-sim --profile`` lays one over any scenario '
+        '(:doc:`../simulator`). The inputs that came from the host, and '
+        'where each came from:', '',
+        rst_table(['input', 'value', 'source'], rows), '',
+        'Every other input is shipped. The same points with the shipped '
+        'costs stay in each table\'s last three columns (and in the JSON, '
+        '``comparison_shipped``). Figures outside the tolerance:', '',
+        rst_table(['policy', 'this host\'s costs', 'shipped costs'],
+                  [[pol, '%d of %d' % v.get(HOST, (0, 0)),
+                    '%d of %d' % v[SHIPPED] if SHIPPED in v else '-']
+                   for pol, v in c.items()]), '']
+
+
+def _value(v):
+    if isinstance(v, dict) and 'states' in v:
+        return '%s: %s' % (v['governor'], ', '.join(
+            '%s %g/%g us' % (s['name'], s['exit_latency_us'],
+                             s['target_residency_us'])
+            for s in v['states']))
+    if isinstance(v, float):
+        return '%g' % round(v, 3)
+    return str(v)
+
+
 def render(prof):
     """The page, from the profile."""
     st = prof['settings']
@@ -285,6 +389,7 @@ def render(prof):
         '``ctypes`` call into ``clock_nanosleep``, the loop) and what the '
         'machine\'s other jobs took from the server:'
         % _burst_error(cal), '', _overheads(prof), '']
+    lines += _host_model(prof)
     for pol in prof['model']['policies']:
         judged, bad = _outside(prof, pol)
         title = 'Weights: the real kernel against the model (%s)' % pol
@@ -293,12 +398,12 @@ def render(prof):
                   'and *spread* their range; the model ran %g simulated s '
                   'per point (mean of %d seeds). A figure is within '
                   'tolerance when abs(model / real - 1) <= %.0f%%: '
-                  '**%d of %d figures are not** (marked **out**).'
+                  '**%d of %d figures%s are not** (marked **out**)%s.'
                   % (st['model_seconds'], st['model_seeds'], 100 * tol,
-                     len(bad), len(judged)), '',
-                  rst_table(['point', 'figure', 'real', 'spread', 'model',
-                             'model/real', 'verdict'],
-                            comparison_rows(prof, pol)), '']
+                     len(bad), len(judged),
+                     ' of the model of this host' if SHIPPED in prof else '',
+                     _shipped_note(prof, pol)), '',
+                  rst_table(header(prof), comparison_rows(prof, pol)), '']
     sched = prof['model']['scheduler_inputs']
     lines += [
         'The points are named *b*\\ burst/\\ *w*\\ wait, *t*\\ server '
@@ -310,24 +415,44 @@ def render(prof):
         '``Simulation.set_vm_weights``; the scheduler inputs scaled for '
         'this host\'s CPUs as the kernel scales them (%s), no VM exit or '
         'L1D flush, working sets of %g KiB, every other input as shipped '
-        '(``vsmtio_bench/kernel_sim.py``).'
+        '(``vsmtio_bench/kernel_sim.py``)%s.'
         % (', '.join('``%s`` %g' % kv for kv in sorted(sched.items())),
-           prof['model']['working_set_kib']), '',
+           prof['model']['working_set_kib'],
+           ' or, for the model of this host, the host profile\'s (above)'
+           if prof.get('host_profile') else ''), '',
         'Wake-up delays of the weight points', '',
         '(the model\'s: a woken vCPU\'s time runnable before it runs, per '
-        'request)', '', _delay_rows(prof), '',
+        'request%s)' % _whose(prof), '', _delay_rows(prof), '',
         'Wake-up and spin', '================', '',
         'Wake-up delay in us (mean, the repetitions\' range of the mean, '
         'p99, p99.9) and CPU shares; the model\'s spin is the enhanced '
-        'halt-polling kernel model held at a fixed window of *s*:', '',
+        'halt-polling kernel model held at a fixed window of *s*%s:'
+        % _whose(prof), '',
         _small_rows(prof), '',
         'Context switch and remote wake-up', '=' * 33, '',
         _switch_lines(prof), '',
         'The model charges a switch between two vCPU threads ``%s`` ns '
         '(``context_switch_ns`` in ``vsmtio_sim/data/costs.yaml``) and a '
         'wake-up onto an idle hyperthread an IPI of ``%s`` ns plus that '
-        'switch and the C-state exit. The derived figures include what '
+        'switch and the C-state exit%s. The derived figures include what '
         'Python does around each pipe operation beyond the baseline.'
         % (prof['model']['costs']['context_switch_ns'],
-           prof['model']['costs']['ipi_ns']), '']
+           prof['model']['costs']['ipi_ns'], _host_switch(prof)), '']
     return '\n'.join(lines)
+
+
+def _whose(prof):
+    return '; the model of this host' if prof.get('host_profile') else ''
+
+
+def _host_switch(prof):
+    """The model of this host's switch and IPI, beside the shipped ones."""
+    hp = prof.get('host_profile')
+    if not hp:
+        return ''
+    c = hp['costs']
+    return ('; the model of this host charges the switch measured here, '
+            '``%s`` ns, and an IPI of ``%s`` ns (a wake-up from another '
+            'CPU beyond one by the CPU\'s own timer; 0 in this bench, whose '
+            'device is that timer)' % (c.get('context_switch_ns', '-'),
+                                       c.get('ipi_ns', '-')))

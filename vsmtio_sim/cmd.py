@@ -2,11 +2,11 @@
 
     vsmtio-sim list
     vsmtio-sim run --scenario NAME|FILE --kernel K [--seed N]
-                   [--duration S] [--json]
+                   [--duration S] [--profile FILE] [--json]
     vsmtio-sim compare --scenario NAME|FILE [--seed N] [--duration S]
-                       [--json] [--processes N]
+                       [--profile FILE] [--json] [--processes N]
     vsmtio-sim compare --scenario NAME|FILE --steady [--seed N | --seeds LIST]
-                       [--json] [--processes N]
+                       [--profile FILE] [--json] [--processes N]
 
 ``compare`` runs every kernel model and normalises to ``vanilla``; with
 ``--steady`` it also runs vanilla's A/A run and judges each honest VM
@@ -17,13 +17,17 @@ first, the product, vanilla and its A/A run on the others. Under
 the ``vsmtio`` kernel the real agent drives the host. Bad input gets one
 error line and exit status 2, never a traceback.
 
-The options ``--scenario``, ``--kernel``, ``--seed`` and ``--duration`` are
-the ``[vsmtio_sim]`` options of ``vsmtio_sim/conf.py``, parsed with their own
-types and bounds and handed to the run's oslo.config object
-(:func:`vsmtio_sim.runner.make_conf`); a kernel name is checked by the
-kernel models themselves. Only what has no configuration option
-(``--steady``, ``--seeds``, ``--json``, ``--processes``) is declared
-here.
+``--profile`` takes a host profile ``vsmtio-bench calibrate`` wrote
+(:mod:`vsmtio_sim.host_profile`): its costs and scheduler replace the
+scenario's, and the output says whose they are.
+
+The options ``--scenario``, ``--kernel``, ``--seed``, ``--duration`` and
+``--profile`` are the ``[vsmtio_sim]`` options of ``vsmtio_sim/conf.py``,
+parsed with their own types and bounds and handed to the run's
+oslo.config object (:func:`vsmtio_sim.runner.make_conf`); a kernel name
+is checked by the kernel models themselves. Only what has no
+configuration option (``--steady``, ``--seeds``, ``--json``,
+``--processes``) is declared here.
 """
 
 import argparse
@@ -99,9 +103,15 @@ def build_parser():
                           help='run the agent until its state settles, '
                                'then measure every kernel over one cycle '
                                'of the guard\'s probing')
+        cmd.add_argument(c, _OPTS['profile'], metavar='FILE')
         c.add_argument('--json', action='store_true',
                        help='print JSON instead of tables')
     return p
+
+
+def _overrides(args):
+    """The run's configuration beyond its own arguments: the profile."""
+    return {runner.PROFILE: args.profile} if args.profile else None
 
 
 def _list():
@@ -139,6 +149,7 @@ def _main(argv):
         if args.command == 'run':
             result = runner.run(args.scenario, args.kernel, args.seed,
                                 args.duration, progress=sys.stderr,
+                                overrides=_overrides(args),
                                 steady=args.steady)
             print(json.dumps(result, indent=2, sort_keys=True)
                   if args.json else report.run_table(result))
@@ -148,7 +159,8 @@ def _main(argv):
         if args.seeds is not None:
             raise _Usage('--seeds: only with --steady')
         results = runner.compare(args.scenario, args.seed, args.duration,
-                                 processes=args.processes)
+                                 processes=args.processes,
+                                 overrides=_overrides(args))
         if args.json:
             print(json.dumps({'results': results,
                               'normalised': report.normalise(results)},
@@ -181,7 +193,8 @@ def _steady(args):
     """
     seeds = args.seeds or [args.seed]
     runs = runner.compare_seeds(args.scenario, seeds,
-                                processes=args.processes)
+                                processes=args.processes,
+                                overrides=_overrides(args))
     first = runs[seeds[0]]
     results, aa = first['results'], first['aa']
     agg = seeds_mod.aggregate(runs)

@@ -44,6 +44,15 @@ sim_opts = types.finite([
                     'scenario says (unset: the scenario\'s '
                     '``scheduler.policy``). One shipped scenario can so be '
                     'measured under each scheduler the model has.'),
+    cfg.StrOpt('profile',
+               help='A host profile (JSON) that ``vsmtio-bench calibrate`` '
+                    'measured on a host: its ``costs`` and ``scheduler`` '
+                    'inputs are laid over the scenario\'s, so the model is '
+                    'the model of that host rather than of the paper\'s '
+                    'bare-metal one (``[vsmtio_sim] scheduler`` still '
+                    'overrides its scheduler policy). Unset: the shipped '
+                    'inputs. A profile that is missing, of another version '
+                    'or has a bad value is refused before anything runs.'),
 ])
 
 

@@ -14,7 +14,7 @@ from vsmtio_agent.drivers import base
 from vsmtio_agent import model
 from vsmtio_sim import conf as sim_conf
 from vsmtio_sim import engine
-from vsmtio_sim import scenario as scenario_mod
+from vsmtio_sim import host_profile
 
 NS = 1e9
 
@@ -31,7 +31,7 @@ class SimulatedHostDriver(base.HostDriver):
         self.register_opts(conf)
         opts = conf.vsmtio_sim
         if simulation is None:
-            sc = scenario_mod.load(opts.scenario)
+            sc = host_profile.load_scenario(opts.scenario, opts.profile)
             if opts.scheduler:
                 sc = dataclasses.replace(sc, scheduler=dict(
                     sc.scheduler, policy=opts.scheduler))

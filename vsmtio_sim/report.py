@@ -142,10 +142,27 @@ def run_table(result):
                    '%d / %.0f us' % (a['decisions'], a['timeout_us'])])
     lines = ['%s: %s, kernel %s, seed %d, %.2f s measured'
              % (result['scenario'], result['title'], result['kernel'],
-                result['seed'], result['measured_s']), t.get_string(),
-             workload_table({result['kernel']: result}).get_string(),
-             speed_line(result)]
+                result['seed'], result['measured_s'])]
+    lines += profile_lines(result)
+    lines += [t.get_string(),
+              workload_table({result['kernel']: result}).get_string(),
+              speed_line(result)]
     return '\n'.join(lines)
+
+
+def profile_lines(result):
+    """Whose costs a run stood on, where a host profile gave them.
+
+    The inputs by name, each one's source in the result's ``profile``
+    (``--json``): a prediction on another host's costs must say so.
+    """
+    p = result.get('profile')
+    if not p:
+        return []
+    return ['inputs from host profile %s, measured on %s at %s (Linux %s): '
+            '%s' % (p['path'], p['host'], p['measured_at'],
+                    p.get('kernel_release') or 'unknown',
+                    ', '.join(sorted(p['inputs'])))]
 
 
 def speed_line(result):
@@ -223,7 +240,8 @@ def compare_table(results, baseline='vanilla'):
     head = ('%s: %s (%d cores, %d vCPUs); throughputs normalised to %s'
             % (r0['scenario'], r0['title'], r0['cores'], r0['vcpus'],
                baseline))
-    lines = [head, t.get_string(), workload_table(results).get_string()]
+    lines = [head] + profile_lines(r0) + [
+        t.get_string(), workload_table(results).get_string()]
     for kernel, r in results.items():
         if 'agent' in r:
             lines.extend(agent_lines(kernel, r['agent']))

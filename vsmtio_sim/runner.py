@@ -27,12 +27,15 @@ from vsmtio_agent.conf import agent as agent_conf
 from vsmtio_agent.policy import guard as guard_mod
 from vsmtio_sim import conf as sim_conf
 from vsmtio_sim import driver as sim_driver
+from vsmtio_sim import host_profile
 from vsmtio_sim import kernels
 from vsmtio_sim import report
 from vsmtio_sim import scenario as scenario_mod
 from vsmtio_sim import tenants
 
 CHUNK_S = 0.1
+#: The override (of :func:`make_conf`) that names a host profile.
+PROFILE = ('vsmtio_sim', 'profile')
 
 
 def make_conf(scenario, kernel, seed=1, duration=0.0, overrides=None):
@@ -293,12 +296,25 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
         {vm: {k: x[k] for k in ('requests_per_s', 'instructions_per_s')}
          for vm, x in report.measure(sim, a, b, wall)['vms'].items()}
         for a, b in zip(edges, edges[1:])]}
+    if opts.profile:
+        # whose costs the figures stand on, each input with its source
+        result['profile'] = host_profile.load(opts.profile).provenance()
     if batches > 1:
         result['batches'] = [
             {k: r[k] for k in ('io_throughput', 'cpu_throughput', 'vms')}
             for r in (report.measure(sim, a, b, wall)
                       for a, b in zip(marks, marks[1:]))]
     return result
+
+
+def load(scenario, overrides=None):
+    """The scenario a run of ``overrides`` runs: with its host profile.
+
+    Loaded in the calling process before any run starts, so a bad
+    scenario or profile is one error there, not one per worker.
+    """
+    return host_profile.load_scenario(scenario,
+                                      (overrides or {}).get(PROFILE))
 
 
 def check_window(duration, warmup_s=None):
@@ -317,7 +333,7 @@ def run(scenario, kernel, seed=1, duration=0.0, progress=None,
     """Run ``scenario`` (name or path) under ``kernel``."""
     check_window(duration, warmup_s)
     kernels.get(kernel)
-    scenario_mod.load(scenario)         # fail early, in this process
+    load(scenario, overrides)           # fail early, in this process
     return run_conf(make_conf(scenario, kernel, seed, duration, overrides),
                     progress, steady=steady, warmup_s=warmup_s,
                     batches=batches)
@@ -329,11 +345,11 @@ def run(scenario, kernel, seed=1, duration=0.0, progress=None,
 AA_SHIFT_S = 7.3
 
 
-def run_aa(scenario, seed=1, progress=None):
+def run_aa(scenario, seed=1, progress=None, overrides=None):
     """The A/A run of ``scenario`` at steady state (``AA_SHIFT_S``)."""
     return run(scenario, 'vanilla', seed=seed, progress=progress,
-               steady=True, warmup_s=(scenario_mod.load(scenario).warmup_s
-                                      + AA_SHIFT_S))
+               overrides=overrides, steady=True,
+               warmup_s=load(scenario, overrides).warmup_s + AA_SHIFT_S)
 
 
 # The name a job of compare() gives the A/A run among the kernels' runs.
@@ -346,7 +362,7 @@ def _worker(args):
     warnings.simplefilter('ignore', scenario_mod.ScenarioDeprecationWarning)
     progress = None if quiet else sys.stderr
     if kernel == AA:
-        return run_aa(scenario, seed, progress)
+        return run_aa(scenario, seed, progress, overrides)
     return run(scenario, kernel, seed, duration, progress, overrides, steady)
 
 
@@ -362,7 +378,7 @@ def compare(scenario, seed=1, duration=0.0, kernel_names=kernels.NAMES,
             processes=2, progress=True, overrides=None, steady=False):
     """Run every kernel model on ``scenario``; ``{kernel: result}``."""
     check_window(duration)
-    scenario_mod.load(scenario)
+    load(scenario, overrides)
     for k in kernel_names:
         kernels.get(k)
     jobs = [(scenario, k, seed, duration, overrides, not progress, steady)
@@ -376,7 +392,7 @@ SEED_KERNELS = ('vanilla', 'vsmtio')
 
 
 def compare_seeds(scenario, seeds, kernel_names=kernels.NAMES,
-                  processes=2, progress=True):
+                  processes=2, progress=True, overrides=None):
     """Every kernel on the first seed, the product's figures on the rest.
 
     At steady state. ``{seed: {'results': {kernel: result}, 'aa': the
@@ -387,12 +403,12 @@ def compare_seeds(scenario, seeds, kernel_names=kernels.NAMES,
     can be trusted, at a third of the cost of every kernel on every
     seed). All runs share one pool of ``processes``.
     """
-    scenario_mod.load(scenario)
+    load(scenario, overrides)
     for k in kernel_names:
         kernels.get(k)
     plan = [(seed, k) for i, seed in enumerate(seeds)
             for k in tuple(kernel_names if i == 0 else SEED_KERNELS) + (AA,)]
-    jobs = [(scenario, k, seed, 0.0, None, not progress, True)
+    jobs = [(scenario, k, seed, 0.0, overrides, not progress, True)
             for seed, k in plan]
     out = {seed: {'results': {}} for seed in seeds}
     for (seed, k), result in zip(plan, _pool(jobs, processes)):

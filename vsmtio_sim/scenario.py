@@ -250,6 +250,11 @@ def _check_data(doc, source):
     """
     if not isinstance(doc, dict):
         raise ScenarioError('%s: a scenario is a YAML mapping' % source)
+    check_plain(doc, source)
+
+
+def check_plain(doc, source):
+    """ScenarioError naming the first NaN, infinity or key not text."""
     found = _not_plain(doc)
     if found is not None:
         where, what = found
@@ -257,15 +262,65 @@ def _check_data(doc, source):
             source, '.'.join(str(p) for p in where) or '(top level)', what))
 
 
-def _validate(doc, source):
-    """Raise ScenarioError, one line naming the field, unless ``doc`` fits."""
-    _check_data(doc, source)
-    validator = jsonschema.Draft202012Validator(schema.SCHEMA)
+def validate(doc, source, spec=schema.SCHEMA):
+    """Raise ScenarioError, one line naming the field, unless ``doc`` fits.
+
+    ``spec`` is the scenario's schema, or another JSON Schema whose
+    documents get the same one-line errors (a host profile's).
+    """
+    check_plain(doc, source)
+    validator = jsonschema.Draft202012Validator(spec)
     errors = sorted(validator.iter_errors(doc),
                     key=lambda e: (len(list(e.absolute_path)), e.message))
     if errors:
         e = errors[0]
         raise ScenarioError('%s: %s: %s' % (source, _field(e), e.message))
+
+
+#: The groups of inputs a scenario overrides, and where they ship.
+INPUT_GROUPS = ('costs', 'scheduler', 'haltpoll', 'vsmtio')
+
+
+def _shipped_inputs():
+    return dict(_data('kernels.yaml'), costs=_data('costs.yaml'))
+
+
+def check_inputs(sections, source):
+    """ScenarioError unless ``sections`` are overrides a scenario could make.
+
+    ``sections`` maps groups of :data:`INPUT_GROUPS` to overrides. They
+    get a scenario's own checks and one-line errors (plain finite data,
+    the schema's section, a shipped input of the shipped type), so inputs
+    from elsewhere than a scenario file (a host profile) are refused as
+    a scenario's would be, and before anything runs.
+    """
+    if not isinstance(sections, dict):
+        raise ScenarioError('%s: inputs are a mapping of groups' % source)
+    unknown = sorted(set(sections) - set(INPUT_GROUPS), key=str)
+    if unknown:
+        raise ScenarioError('%s: %r is not a group of inputs (%s)'
+                            % (source, unknown[0], ', '.join(INPUT_GROUPS)))
+    props = schema.SCHEMA['properties']
+    validate(sections, source, {
+        'type': 'object', '$defs': schema.SCHEMA['$defs'],
+        'properties': {g: props[g] for g in INPUT_GROUPS}})
+    shipped = _shipped_inputs()
+    _check_overrides(sections, {g: shipped[g] for g in sections}, source)
+
+
+def with_inputs(doc, sections):
+    """A copy of scenario ``doc`` with ``sections``' inputs over its own.
+
+    Deep, as a scenario's overrides land over the shipped inputs: a key
+    ``sections`` does not name keeps the scenario's value (or the shipped
+    one). Nothing is validated here: :func:`from_dict` does it.
+    """
+    if not isinstance(doc, dict):
+        return doc                      # from_dict says what is wrong
+    doc = copy.deepcopy(doc)
+    for group, over in sections.items():
+        doc[group] = _merge(doc.get(group) or {}, over)
+    return doc
 
 
 def _check_overrides(doc, shipped, source):
@@ -541,7 +596,7 @@ def from_dict(doc, source='<scenario>'):
     """Validate ``doc`` and build a :class:`Scenario`; ScenarioError."""
     _check_data(doc, source)
     doc = _upgrade(doc, source)
-    _validate(doc, source)
+    validate(doc, source)
     used = _workloads(doc, source)
     host = _host(doc, source)
     cores = host['cores']

@@ -7,6 +7,7 @@ numbers, alias expansion) and turns a valid document into a
 every field with its default.
 """
 
+from vsmtio_sim import cpuidle
 from vsmtio_sim import workloads as wl_mod
 
 DIST = {
@@ -70,6 +71,29 @@ WORKLOAD = {
 }
 
 NUM = {'type': 'number', 'minimum': 0}
+
+# The host's idle states (costs.yaml ``host_idle``, cpuidle.py). Spelled
+# out, not left to the shipped value's type: a host profile writes its
+# own table here, and a state without an exit latency would otherwise
+# fail only when the engine builds its governor.
+HOST_IDLE = {
+    'type': 'object',
+    'properties': {
+        'governor': {'enum': list(cpuidle.GOVERNORS)},
+        'per_core': {'type': 'boolean'},
+        'states': {
+            'type': 'array', 'minItems': 1,
+            'items': {
+                'type': 'object',
+                'required': ['name', 'exit_latency_us',
+                             'target_residency_us'],
+                'properties': {
+                    'name': {'type': 'string', 'minLength': 1},
+                    'exit_latency_us': NUM,
+                    'target_residency_us': NUM},
+                'additionalProperties': False}}},
+    'additionalProperties': False,
+}
 SECONDS = {'type': 'number', 'exclusiveMinimum': 0, 'maximum': 3600}
 
 VM = {
@@ -168,6 +192,7 @@ SCHEMA = {
                 'vm_exit_ns': NUM, 'context_switch_ns': NUM,
                 'l1d_flush_ns': NUM, 'ipi_ns': NUM,
                 'retention_resume_ns': NUM,
+                'host_idle': HOST_IDLE,
             },
             # costs.yaml may grow inputs a release later: each is checked
             # against its shipped value's type (_check_overrides)

@@ -153,6 +153,66 @@ class ScenarioTest(testtools.TestCase):
         self.assertIn('**out**', text)
         self.assertIn('model cfs: 1 of 2', kernel_page.table_text(prof))
 
+    def test_the_model_of_this_host_pays_its_costs_but_no_ipi(self):
+        costs = kernel_sim.host_costs({'context_switch_ns': 1500,
+                                       'ipi_ns': 5000})
+        self.assertEqual({'context_switch_ns': 1500, 'ipi_ns': 0}, costs)
+        doc = kernel_sim.scenario_doc(20, 900, 1, spinner=False,
+                                      costs=dict(costs, vm_exit_ns=700))
+        sc = scenario_mod.from_dict(doc, source='test')
+        self.assertEqual((1500, 0, 0), (sc.costs['context_switch_ns'],
+                                        sc.costs['ipi_ns'],
+                                        sc.costs['vm_exit_ns']))
+
+    def test_this_host_s_profile_from_the_bench_s_own_points(self):
+        prof = _profile()
+        prof['real']['switches']['repetitions'] = {
+            'round_trip_one_cpu_ns': [5000.0],
+            'round_trip_two_cpus_ns': [25000.0],
+            'pipe_baseline_ns': [2000.0]}
+        hp = kernel.host_profile_of(dict(prof['host'], name='h',
+                                         measured_at='now'),
+                                    prof['real'], 'vsmtio-bench kernel')
+        # the 50 us wait's wake-up of the server alone (7 us) is the
+        # only one, so the median over waits
+        self.assertEqual(1500, hp['costs']['context_switch_ns'])
+        self.assertEqual(11500 - 7000, hp['costs']['ipi_ns'])
+        self.assertEqual('eevdf', hp['scheduler']['policy'])
+
+    def test_the_page_says_which_costs_came_from_the_host(self):
+        prof = _profile()
+        models = prof['model']['points']
+        shipped = {'cfs': {'b50/w200 t1 r2': {'server_norm': 0.8,
+                                              'spinner_cpu': 0.5}}}
+        real = kernel.medians(prof['real']['weights'])
+        prof.update({
+            'comparison': kernel.comparisons(real, {'cfs': {
+                'b50/w200 t1 r2': dict(models['cfs']['b50/w200 t1 r2'],
+                                       spinner_cpu=0.7)}}, 0.05),
+            'comparison_shipped': kernel.comparisons(real, shipped, 0.05),
+            'host_profile': {
+                'costs': {'context_switch_ns': 1500, 'ipi_ns': 4000},
+                'sources': {'costs.context_switch_ns': 'measured on h',
+                            'costs.ipi_ns': 'measured on h too',
+                            'scheduler.policy': 'the release'}}})
+        prof['model']['host_inputs'] = {
+            'costs': {'context_switch_ns': 1500, 'ipi_ns': 0},
+            'scheduler': {'tick_hz': 250}}
+        text = kernel_page.render(prof)
+        self.assertIn('The model of this host', text)
+        self.assertIn('measured on h too', text)
+        self.assertIn("0 (the profile's: 4000)", text)
+        self.assertIn('(the policy of each table)', text)
+        self.assertIn('**0 of 2 figures of the model of this host are '
+                      'not**', text)
+        self.assertIn('with the shipped costs (the last three columns) 2 '
+                      'of 2 are not', text)
+        self.assertIn('the model of this host charges the switch measured '
+                      'here, ``1500`` ns', text)
+        self.assertIn('model cfs: 0 of 2 figures outside +-5% with this '
+                      'host\'s costs, 2 of 2 with the shipped costs',
+                      kernel_page.table_text(prof))
+
 
 def _profile():
     s = kernel_math.summary
