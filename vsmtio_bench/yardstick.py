@@ -20,7 +20,9 @@ Beside it, every honest VM of every seed that fell below its floor.
 
 Two guards (or two settings, ``--set``) are compared by
 ``--against FILE``: the paired difference of the headline and of each
-scenario's gain over the seeds both ran.
+scenario's gain over the seeds both ran. ``--no-oracle`` judges the
+product per VM only, for no-harm on scenarios whose oracle is not yet
+searched.
 
 Every run is cached by the version of the code that made it
 (:mod:`vsmtio_bench.cache`); ``--quick`` runs a few scenarios on two
@@ -30,7 +32,7 @@ to the guard reruns none of them).
 
     vsmtio-bench yardstick [--quick | --names N,N | --only PREFIX]
         [--schedulers cfs,eevdf] [--seeds 1,2,3,4,5] [--set G.O=V]
-        [--json FILE] [--against FILE] [--out RST]
+        [--no-oracle] [--json FILE] [--against FILE] [--out RST]
 """
 
 import argparse
