@@ -4,18 +4,22 @@ The full yardstick takes hours (every shipped scenario, several seeds,
 an oracle search under each scheduler), so every run and search is kept
 and a rerun only does what changed. A result is only as good as the code
 that made it: each is stored under the version of what produced it, a
-hash of the sources (:func:`version`), so a change to the model or the
-agent makes every older result unreachable rather than quietly reused; a
+hash of the sources (:func:`version`: their code and data, not their
+docstrings, comments or layout), so a change to the model or the agent
+makes every older result unreachable rather than quietly reused; a
 document made of results (``oracle.json``) records the version too.
 
 Results are JSON files, readable and small, under ``VSMTIO_BENCH_CACHE``
 (default ``~/.cache/vsmtio-bench``).
 """
 
+import ast
 import hashlib
 import json
 import os
 import pathlib
+
+import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # What a static configuration's run reads: the simulator, its scenarios
@@ -43,13 +47,39 @@ def _files(parts):
                 yield p
 
 
+def _content(path):
+    """What of ``path`` a run can depend on, as bytes.
+
+    A docstring, a comment or a YAML file's layout changes no run, so it
+    must not make every cached run unreachable: Python is hashed as its
+    syntax tree without docstrings, YAML as the data it loads to; any
+    other file as its bytes.
+    """
+    if path.suffix == '.py':
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            body = getattr(node, 'body', None)
+            if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                  ast.AsyncFunctionDef)) and body
+                    and isinstance(body[0], ast.Expr)
+                    and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)):
+                node.body = body[1:] or [ast.Pass()]
+        return ast.dump(tree).encode()
+    if path.suffix == '.yaml':
+        with path.open() as f:
+            return json.dumps(yaml.safe_load(f), sort_keys=True,
+                              default=str).encode()
+    return path.read_bytes()
+
+
 def version(parts=MODEL):
     """A short hash of the sources ``parts`` names (files or folders)."""
     h = hashlib.sha256()
     for p in sorted(set(_files(parts))):
         h.update(str(p.relative_to(ROOT)).encode())
         h.update(b'\0')
-        h.update(p.read_bytes())
+        h.update(_content(p))
     return h.hexdigest()[:16]
 
 

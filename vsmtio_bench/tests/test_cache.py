@@ -71,3 +71,34 @@ class TestVersion(testtools.TestCase):
         with open(root + '/m.py', 'w') as f:
             f.write('A = 2\n')
         self.assertNotEqual(before, cache.version(('m.py',)))
+
+
+class TestContent(testtools.TestCase):
+    """What a version hashes: code and data, not words about them."""
+
+    def _hash(self, name, text):
+        path = self.useFixture(fixtures.TempDir()).path + '/' + name
+        with open(path, 'w') as f:
+            f.write(text)
+        return cache._content(cache.pathlib.Path(path))
+
+    def test_docstrings_and_comments_change_nothing(self):
+        code = 'def f(x):\n    return x + 1\n'
+        self.assertEqual(
+            self._hash('a.py', code),
+            self._hash('a.py', '"""Module."""\n# a comment\n'
+                               'def f(x):\n    """Why."""\n'
+                               '    return x + 1  # note\n'))
+        self.assertNotEqual(self._hash('a.py', code),
+                            self._hash('a.py', code.replace('1', '2')))
+
+    def test_a_function_of_a_docstring_alone_still_parses(self):
+        self.assertEqual(self._hash('a.py', 'def f():\n    pass\n'),
+                         self._hash('a.py', 'def f():\n    """Only."""\n'))
+
+    def test_yaml_is_its_data(self):
+        self.assertEqual(self._hash('c.yaml', 'a: 1\nb: [2, 3]\n'),
+                         self._hash('c.yaml', '# why\nb:\n  - 2\n  - 3\n'
+                                              'a: 1   # the unit\n'))
+        self.assertNotEqual(self._hash('c.yaml', 'a: 1\n'),
+                            self._hash('c.yaml', 'a: 2\n'))
