@@ -36,9 +36,10 @@ Weights enter as under CFS: each vCPU stands for its VM's group entity on
 its hyperthread, weighted by the cgroup's shares split by load
 (``calc_group_shares``). Not modelled: ``DELAY_DEQUEUE`` and
 ``DELAY_ZERO`` (6.12+: an ineligible sleeper stays queued until its
-negative lag is spent; the model has no queued sleepers, and the measured
-wake-up delays of a server beside a spinner on 6.18 are those of lag kept
-over the sleep, burst / weight ratio, not burst / ratio - wait),
+negative lag is spent; the model has no queued sleepers. They are not
+what separates the model from a 6.18 kernel in ``vsmtio-bench kernel``:
+a light server's mean wake-up delay there is set by the few wake-ups
+that wait for the tick beside a spinner whose slice is protected),
 ``PREEMPT_SHORT`` and custom slices (no vCPU sets ``sched_attr``'s
 runtime, so every request is the base slice), ``NEXT_BUDDY`` and
 ``PICK_BUDDY`` (no yields), ``PLACE_DEADLINE_INITIAL`` (no vCPU is new
