@@ -86,8 +86,8 @@ def one(job):
     return {'scenario': name, 'scheduler': scheduler, 'seed': seed,
             'io': s['io_gain'] or 1.0, 'cpu': s['cpu'], 'ok': s['ok'],
             'below': sorted(
-                (vm, round(v['ratio'], 4), round(v['floor'], 4),
-                 round(v['min_window'], 4), round(v['window_floor'], 4))
+                (vm, v['ratio'], v['floor'], v['min_window'],
+                 v['window_floor'])
                 for vm, v in judged.items() if v['ok'] is False),
             'kept': prod['agent']}
 
@@ -180,11 +180,20 @@ def below_lines(rows):
     out = []
     for (scheduler, name), row in sorted(rows.items()):
         for seed, vm, mean, floor, low, wfloor in row['below']:
-            what = ('mean %.4f < %.4f' % (mean, floor) if mean < floor
-                    else 'window %.4f < %.4f' % (low, wfloor))
+            what = ('mean ' + _below(mean, floor) if mean < floor
+                    else 'window ' + _below(low, wfloor))
             out.append('%s (%s) seed %d: %s %s'
                        % (name, scheduler, seed, vm, what))
     return out
+
+
+def _below(value, floor):
+    """``value < floor`` in as many digits as it takes to show it."""
+    for digits in (4, 6, 9):
+        a, b = '%.*f' % (digits, value), '%.*f' % (digits, floor)
+        if a != b:
+            break
+    return '%s < %s' % (a, b)
 
 
 def summary_lines(rows):

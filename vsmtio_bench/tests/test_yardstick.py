@@ -65,6 +65,12 @@ class TestHeadline(testtools.TestCase):
                           'a (cfs) seed 2: db window 0.9000 < 0.9400'],
                          yardstick.below_lines(by))
 
+    def test_a_mean_below_by_less_than_the_digits_shown_says_so(self):
+        by = yardstick.by_scenario(
+            [run('a', 1, 1.0, [('web', 0.99975, 0.99976, 0.96, 0.94)])], {})
+        self.assertEqual(['a (cfs) seed 1: web mean 0.999750 < 0.999760'],
+                         yardstick.below_lines(by))
+
     def test_no_harm_only_and_paired_difference(self):
         rows = yardstick.table_rows(self.rows())
         by = {r[0]: dict(zip(yardstick.HEADER, r)) for r in rows}
