@@ -178,8 +178,8 @@ def measure_wakeups(args, groups, cpu, nsi):
                 args.warmup, nsi, spinner=False)
             reps.setdefault('%g' % wait, []).append(
                 kernel_math.delays(r['delays'])['mean_us'])
-            _progress('  rep %d wake-up after %g us: %.1f us'
-                      % (rep + 1, wait, reps['%g' % wait][-1] or 0))
+            kernel.progress('  rep %d wake-up after %g us: %.1f us'
+                            % (rep + 1, wait, reps['%g' % wait][-1] or 0))
     return {w: kernel_math.summary(v) for w, v in reps.items()}
 
 
@@ -203,11 +203,6 @@ def measure_corun(args, pair):
             'computing_beside_waiting': speed('wait')}
 
 
-def _progress(msg):
-    sys.stderr.write(msg + '\n')
-    sys.stderr.flush()
-
-
 def measure(args, argv):
     """Measure on this host; the checked profile document."""
     t0 = time.time()
@@ -229,7 +224,8 @@ def measure(args, argv):
     os.sched_setaffinity(0, {cpu})
     nsi = kernel_host.calibrate()
     kernel_host.pin_parent(cpu, allowed)
-    _progress('calibrating on CPU %d, %.2f ns per iteration' % (cpu, nsi))
+    kernel.progress('calibrating on CPU %d, %.2f ns per iteration'
+                    % (cpu, nsi))
     try:
         with kernel_host.Groups(args.shield) as groups:
             wakeups = measure_wakeups(args, groups, cpu, nsi)
@@ -278,10 +274,6 @@ def summary(doc):
     return '\n'.join(lines) + '\n'
 
 
-def _terminated(signum, frame):
-    raise SystemExit(128 + signum)
-
-
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse(argv)
@@ -293,7 +285,7 @@ def main(argv=None):
             return 0
         # a SIGTERM unwinds like ^C: the processes are killed and the
         # group removed on the way out, and nothing is written
-        signal.signal(signal.SIGTERM, _terminated)
+        signal.signal(signal.SIGTERM, kernel.terminated)
         doc = measure(args, argv)
     except Refused as exc:
         sys.stderr.write('vsmtio-bench calibrate: %s\n' % exc)
@@ -301,7 +293,7 @@ def main(argv=None):
     write(doc, args.output)
     sys.stderr.write(summary(doc))
     if args.output != '-':
-        _progress('wrote %s' % args.output)
+        kernel.progress('wrote %s' % args.output)
     return 0
 
 

@@ -85,7 +85,8 @@ def point_key(burst, wait, threads, ratio):
                                'alone' if ratio is None else 'r%g' % ratio)
 
 
-def _progress(msg):
+def progress(msg):
+    """One line of a bench's progress, on standard error at once."""
     sys.stderr.write(msg + '\n')
     sys.stderr.flush()
 
@@ -109,10 +110,10 @@ def measure_weights(args, groups, cpu, nsi):
                     groups, cpu, b, w, t, ratio, args.seconds, args.warmup,
                     nsi, spinner=ratio is not None)
                 reps.setdefault(key, []).append(_figures(r))
-                _progress('  rep %d %-22s %8.0f req/s  spinner %s'
-                          % (rep + 1, key, r['requests_per_s'],
-                             '-' if r['spinner_cpu'] is None
-                             else '%.3f' % r['spinner_cpu']))
+                progress('  rep %d %-22s %8.0f req/s  spinner %s'
+                         % (rep + 1, key, r['requests_per_s'],
+                            '-' if r['spinner_cpu'] is None
+                            else '%.3f' % r['spinner_cpu']))
     # each repetition's server normalised by the server alone of the
     # same repetition: the machine's drift between repetitions cancels
     for b, w, t in groups_of:
@@ -242,9 +243,9 @@ def model(args, host, cpus, inputs=None):
                         _model_point(kernel_sim.scenario_doc(
                             WAKE_BURST, wait, 1, spinner=spinner,
                             spin_us=s, **kw), 1.0, args, spin=bool(s)))
-        _progress('  model %s (%s): %d points'
-                  % (pol, 'this host' if inputs else 'shipped costs',
-                     len(pts)))
+        progress('  model %s (%s): %d points'
+                 % (pol, 'this host' if inputs else 'shipped costs',
+                    len(pts)))
     return field, sched, costs, out
 
 
@@ -387,9 +388,9 @@ def measure_real(args):
     kernel_host.pin_parent(cpu, allowed)
     real = {'calibration': {'ns_per_iteration': nsi,
                             'bursts': calibration(args, cpu, nsi)}}
-    _progress('kernel bench on CPU %d (busy %s), %.2f ns per iteration'
-              % (cpu, ', '.join('%d: %.0f%%' % (c, 100 * b)
-                                for c, b in sorted(busy.items())), nsi))
+    progress('kernel bench on CPU %d (busy %s), %.2f ns per iteration'
+             % (cpu, ', '.join('%d: %.0f%%' % (c, 100 * b)
+                               for c, b in sorted(busy.items())), nsi))
     try:
         groups = kernel_host.Groups(args.shield)
     except kernel_host.Unavailable as exc:
@@ -418,7 +419,8 @@ def measure_real(args):
     return host, real, unmeasured
 
 
-def _terminated(signum, frame):
+def terminated(signum, frame):
+    """SIGTERM unwinds as ^C does: what a bench started is removed."""
     raise SystemExit(128 + signum)
 
 
@@ -439,7 +441,7 @@ def main(argv=None):
             return 2
         # a SIGTERM unwinds like ^C: the processes are killed and the
         # groups removed on the way out
-        signal.signal(signal.SIGTERM, _terminated)
+        signal.signal(signal.SIGTERM, terminated)
         host, real, unmeasured = measure_real(args)
         cmdline = command_line(argv)
         hprof = None
@@ -496,9 +498,9 @@ def main(argv=None):
         with open(args.page, 'w') as f:
             f.write(text)
     sys.stdout.write(kernel_page.table_text(prof))
-    _progress('wrote %s%s (python %s)'
-              % (args.json, ' and ' + args.page if args.page else '',
-                 platform.python_version()))
+    progress('wrote %s%s (python %s)'
+             % (args.json, ' and ' + args.page if args.page else '',
+                platform.python_version()))
     return 0
 
 
