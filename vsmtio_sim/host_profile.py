@@ -129,7 +129,6 @@ def check(doc, source):
                            'vsmtio-bench calibrate)'
                            % (source, doc.get('version'), VERSION))
     try:
-        scenario_mod.check_plain(doc, source)
         scenario_mod.validate(doc, source, SCHEMA)
         inputs = {g: doc[g] for g in GROUPS}
         scenario_mod.check_inputs(inputs, source)
