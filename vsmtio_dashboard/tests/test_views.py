@@ -9,6 +9,7 @@ from unittest import mock
 from django import template
 from django.test import utils as django_utils
 from django.urls import reverse
+from openstack_auth import utils as auth_utils
 from openstack_dashboard.test import helpers
 
 from vsmtio_dashboard.api import prometheus
@@ -33,6 +34,10 @@ def _detail(instance):
 class _PanelChecks:
     def nav(self):
         """The sidebar Horizon would render for this user."""
+        # the test request's user is otherwise resolved by Django's own
+        # middleware, which is keystone's only once a client request has
+        # patched it: a test run alone would see an anonymous user
+        self.request.user = auth_utils.get_user(self.request)
         return template.Template('{% load horizon %}{% horizon_nav %}').render(
             template.Context({'request': self.request}))
 
