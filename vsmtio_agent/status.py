@@ -29,6 +29,8 @@ import time
 import jsonschema
 import prettytable
 
+from vsmtio_agent.policy import vocabulary
+
 # Linux's PID_MAX_LIMIT: a larger pid is not a process, and os.kill
 # cannot take it.
 PID_MAX = 4 * 1024 * 1024
@@ -37,10 +39,10 @@ PID_MAX = 4 * 1024 * 1024
 _INT_LIMIT = 2 ** 63
 # Longest name shown: a nova server name may have 255 characters.
 MAX_NAME = 64
-# The guard's mechanisms every status lists (vsmtio_agent.policy.guard's
-# names; the wider split levels are listed once kept or judged).
-MECHANISMS = ('retention', 'weight', 'split', 'borrow')
-_ORDER = MECHANISMS + ('split-1/4', 'split-1/2', 'split-all')
+# The guard's mechanisms every status lists (either procedure's names;
+# the wider split levels are listed once kept or judged).
+MECHANISMS = vocabulary.PER_VM + (vocabulary.SPLIT, vocabulary.BORROW)
+_ORDER = MECHANISMS + vocabulary.WIDER
 # I_cpu's unit: MIST's interference ratio.
 I_CPU_UNIT = 'involuntary per voluntary switch'
 

@@ -18,6 +18,7 @@ import statistics
 import yaml
 
 from vsmtio_agent.policy import guard
+from vsmtio_agent.policy import vocabulary
 from vsmtio_bench import documents
 from vsmtio_bench import figures
 from vsmtio_bench import stats
@@ -118,15 +119,15 @@ def scenario_rows(name, results):
 def kept_label(mechanisms):
     """R, S with its share of cores, B, W: what the agent kept."""
     out = []
-    if guard.RETENTION in mechanisms:
+    if vocabulary.RETENTION in mechanisms:
         out.append('R')
-    share = guard.split_share(mechanisms)
+    share = vocabulary.split_share(mechanisms)
     if share:
         out.append('S' + ('all' if share >= 1.0 else
                           '1/%d' % round(1.0 / share)))
-    if guard.BORROW in mechanisms:
+    if vocabulary.BORROW in mechanisms:
         out.append('B')
-    if guard.WEIGHT in mechanisms:
+    if vocabulary.WEIGHT in mechanisms:
         out.append('W')
     return '+'.join(out) or 'none'
 

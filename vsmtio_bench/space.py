@@ -10,7 +10,7 @@ space is a superset of the product's (``vsmtio_agent.policy.guard``):
 - ``retain``: each VM's retention timeout, off or 25 us to 1 ms, each step
   at most a doubling (the product's LTCR moves within that range);
 - ``split``: the share of the cores RASS splits into I/O and CPU siblings
-  with borrowing, the product's grades (``guard.SHARES``) or off;
+  with borrowing, the product's grades (``vocabulary.SHARES``) or off;
 - ``haltpoll_max_us``: a stock host's lever, KVM's halt-polling maximum
   (one module parameter for the host), off or 25 us to 1 ms, with the same
   weights: the ``haltpoll`` family, since a host polls or retains.
@@ -33,7 +33,7 @@ WEIGHTS = tuple(1.0 + 0.25 * i for i in range(13))            # 1 .. 4
 # the finer step the search ends with near the weight it settled on
 FINE = 0.05
 TIMEOUTS_US = (25, 50, 100, 200, 400, 800, 1000)
-# off, and the product's grades (guard.SHARES: a test holds them equal)
+# off, and the product's grades (vocabulary.SHARES: a test holds them equal)
 SPLITS = (0.0, 0.125, 0.25, 0.5, 1.0)
 HALTPOLL_MAX_US = TIMEOUTS_US
 FAMILIES = ('vsmtio', 'haltpoll')

@@ -29,6 +29,7 @@ from vsmtio_agent.policy import rass
 from vsmtio_agent.policy import search as search_mod
 from vsmtio_agent.policy import spread
 from vsmtio_agent.policy import trust as trust_mod
+from vsmtio_agent.policy import vocabulary
 
 US = 1000
 # the guard's procedures by the ``guard_procedure`` option: each module
@@ -49,7 +50,7 @@ class Params:
     guard: guard_mod.Params = None
     fair_share: bool = True
     # the share of the host's cores the split covers when it is in force
-    # (without the guard; the guard chooses its own, guard.SPLIT_SHARES)
+    # (without the guard; the guard chooses its own, vocabulary.SHARES)
     split_share: float = 1.0
     mist: mist_mod.Params = None
     # whose vCPUs may share a core (trust.RULES); the paper's is any
@@ -170,8 +171,8 @@ class PolicyEngine(object):
         No split without SMT; no VM weight (a lever only the guard tries).
         """
         if self.smt:
-            return frozenset(guard_mod.MECHANISMS) - {guard_mod.WEIGHT}
-        return frozenset((guard_mod.RETENTION,))
+            return frozenset(vocabulary.MECHANISMS) - {vocabulary.WEIGHT}
+        return frozenset((vocabulary.RETENTION,))
 
     @property
     def kept(self):
@@ -189,10 +190,10 @@ class PolicyEngine(object):
         """
         if self.guard is not None:
             return self.procedure.untried(self.guard, self.params.guard)
-        out = {guard_mod.WEIGHT: 'only the guard tries VM weights'}
+        out = {vocabulary.WEIGHT: 'only the guard tries VM weights'}
         if not self.smt:
-            out[guard_mod.SPLIT] = 'no core has SMT siblings to split'
-            out[guard_mod.BORROW] = 'borrowing comes with the split'
+            out[vocabulary.SPLIT] = 'no core has SMT siblings to split'
+            out[vocabulary.BORROW] = 'borrowing comes with the split'
         return out
 
     @property
@@ -235,8 +236,8 @@ class PolicyEngine(object):
         return model.Decision(
             timeout_ns=self.timeout_ns, timeouts=self.timeouts,
             weights=self.weights,
-            placements={}, retention=guard_mod.RETENTION in self.mechanisms,
-            split=False, borrow=guard_mod.BORROW in self.mechanisms)
+            placements={}, retention=vocabulary.RETENTION in self.mechanisms,
+            split=False, borrow=vocabulary.BORROW in self.mechanisms)
 
     def _least_loaded_core(self, assignment, stats):
         load = {core.core_id: 0 for core in self.topology.cores}
@@ -282,7 +283,7 @@ class PolicyEngine(object):
         # dropped) retention rates are zero: they say nothing of a vCPU's
         # class, so RASS classes by idle entries (or holds the roles it
         # planned before, where the host counts none)
-        retained = guard_mod.RETENTION in self.mechanisms
+        retained = vocabulary.RETENTION in self.mechanisms
         self._guard_step(stats, served)
         active = self.mechanisms
         share = (self.guard.split_share if self.guard is not None
@@ -300,9 +301,9 @@ class PolicyEngine(object):
         return model.Decision(timeout_ns=self.timeout_ns,
                               timeouts=self.timeouts, weights=self.weights,
                               placements=placements, swaps=swaps,
-                              retention=guard_mod.RETENTION in active,
-                              split=guard_mod.SPLIT in active,
-                              borrow=guard_mod.BORROW in active,
+                              retention=vocabulary.RETENTION in active,
+                              split=vocabulary.SPLIT in active,
+                              borrow=vocabulary.BORROW in active,
                               split_cores=frozenset(self.split_cores),
                               protect=self._mist_step(vms),
                               trial=(self.guard is not None and
@@ -343,7 +344,7 @@ class PolicyEngine(object):
             rates = dict(zip(stats, map(_retention_rate, stats.values())))
             assignment = spread.spread(assignment, busy, self._core_order,
                                        trust, rates, self.assignment)
-        if not (p.adjuster_max_swaps and guard_mod.SPLIT in active
+        if not (p.adjuster_max_swaps and vocabulary.SPLIT in active
                 and retained):
             return assignment, ()
         movable = (assignment if share >= 1.0 else
@@ -432,10 +433,10 @@ class PolicyEngine(object):
         if mixed:
             by_core = {core: found for core, found in by_core.items()
                        if core not in mixed}
-        if guard_mod.SPLIT not in self.kept:
+        if vocabulary.SPLIT not in self.kept:
             self._split_taken = ()
         n = rass.split_count(len(self.topology.cores),
-                             share if guard_mod.SPLIT in active else 0.0)
+                             share if vocabulary.SPLIT in active else 0.0)
         if not self.smt:
             n = 0
         if n:

@@ -95,6 +95,15 @@ and a held level that keeps the floor clears the mark.
 A VM that cannot be measured (no instruction counter: no PMU) cannot be
 shown not to lose, so no mechanism is probed while a computing VM is
 blind. The guard is pure: samples in, state out.
+
+These are the rules, one of two guard procedures (``guard_procedure``;
+the other is :mod:`vsmtio_agent.policy.search`). What they choose among
+(the mechanisms, :class:`~vsmtio_agent.policy.vocabulary.Config`, the
+timeout ladder) is :mod:`vsmtio_agent.policy.vocabulary`, and how a
+period is read and a verdict reported :mod:`vsmtio_agent.policy.probing`:
+shared with the search, so that either procedure can go without the
+other. What is here and in :mod:`~vsmtio_agent.policy.probe_stats` is the
+rules' own.
 """
 
 import dataclasses
@@ -103,45 +112,20 @@ import statistics
 from typing import Optional
 
 from vsmtio_agent.policy import probe_stats
+from vsmtio_agent.policy import probing
+from vsmtio_agent.policy import vocabulary
 
 
-RETENTION = 'retention'
-# a serving VM's cgroup CPU weight raised by a factor: a stock host's lever
-WEIGHT = 'weight'
-PER_VM = (RETENTION, WEIGHT)
-SPLIT = 'split'
-BORROW = 'borrow'
-# The split is graded: it starts on an eighth of the cores (those where
-# serving vCPUs wait longest, rass.split_order) and widens a step at a
-# time while the wider split still keeps every floor against the bare host
-# and gains over the narrower one, or where the narrower one showed no
-# gain and no loss (_split_open).
-SPLIT_QUARTER = 'split-1/4'
-SPLIT_HALF = 'split-1/2'
-SPLIT_ALL = 'split-all'
-WIDER = (SPLIT_QUARTER, SPLIT_HALF, SPLIT_ALL)
-SHARES = {SPLIT: 0.125, SPLIT_QUARTER: 0.25, SPLIT_HALF: 0.5,
-          SPLIT_ALL: 1.0}
-HOST_WIDE = (SPLIT, BORROW) + WIDER
-MECHANISMS = PER_VM + HOST_WIDE
-REQUIRES = {BORROW: SPLIT, SPLIT_QUARTER: SPLIT, SPLIT_HALF: SPLIT_QUARTER,
-            SPLIT_ALL: SPLIT_HALF}
-BUNDLE = {SPLIT: (BORROW,)}        # added together, retested apart
+# added together, retested apart
+BUNDLE = {vocabulary.SPLIT: (vocabulary.BORROW,)}
 # the whole kept configuration against the bare host
 BASELINE = 'baseline'
-# the retention key of a host whose kernel has one timeout for all guests
-ALL_VMS = '*'
 
 HOLD = 'hold'
 PROBE = 'probe'
 AFTER = 'after'
-ABBA = (True, False, False, True)       # A = with the mechanism
 DOWN = 'down'
 UP = 'up'
-
-SERVING = probe_stats.SERVING
-COMPUTING = probe_stats.COMPUTING
-Verdict = probe_stats.Verdict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,7 +199,8 @@ class Params:
         o = conf.vsmtio_agent
         extra = {}
         if bounds is not None:
-            extra = dict(rungs=ladder(bounds), start_ns=start_rung(bounds))
+            extra = dict(rungs=vocabulary.ladder(bounds),
+                         start_ns=vocabulary.start_rung(bounds))
         return cls(cpu_min=o.guard_cpu_min, io_min=o.guard_io_min,
                    weight_factors=(tuple(sorted(set(o.guard_weight_factors)))
                                    if weights else ()),
@@ -228,91 +213,6 @@ class Params:
                    pool_periods=2 * cls.max_backoff * o.guard_retest_periods,
                    io_halt_rate=o.guard_io_halt_rate,
                    per_vm=per_vm, smt=smt, retention=retention, **extra)
-
-
-def start_rung(bounds):
-    """The first timeout tried: the cost of a deschedule (§4.2)."""
-    return bounds.clamp(bounds.reschedule_cost_ns)
-
-
-def ladder(bounds):
-    """The timeouts searched: doubling steps either side of the start."""
-    start = start_rung(bounds)
-    rungs = {start}
-    t = start
-    while t // 2 >= bounds.min_ns:
-        t //= 2
-        rungs.add(t)
-    t = start
-    while t * 2 <= bounds.max_ns:
-        t *= 2
-        rungs.add(t)
-    return tuple(sorted(rungs))
-
-
-@dataclasses.dataclass(frozen=True)
-class Config:
-    """What is in force: each retaining VM's timeout, host-wide mechanisms.
-
-    ``timeouts`` is ``((domain, ns), ...)`` and ``weights`` ``((domain,
-    factor), ...)``, sorted by domain.
-    """
-
-    timeouts: tuple = ()
-    mechanisms: frozenset = frozenset()
-    weights: tuple = ()
-
-    @property
-    def retaining(self):
-        return bool(self.timeouts)
-
-    def timeout(self, domain):
-        for d, ns in self.timeouts:
-            if d == domain:
-                return ns
-        return None
-
-    def with_timeout(self, domain, ns):
-        got = dict(self.timeouts)
-        got[domain] = ns
-        return dataclasses.replace(self, timeouts=tuple(sorted(got.items())))
-
-    def without(self, domain):
-        return _closure(dataclasses.replace(
-            self, timeouts=tuple(x for x in self.timeouts if x[0] != domain)))
-
-    def weight(self, domain):
-        return dict(self.weights).get(domain)
-
-    def value(self, mechanism, domain):
-        """A per-VM mechanism's setting for ``domain``, None if not kept."""
-        if mechanism == RETENTION:
-            return self.timeout(domain)
-        return self.weight(domain)
-
-    def with_value(self, mechanism, domain, value):
-        if mechanism == RETENTION:
-            return self.with_timeout(domain, value)
-        got = dict(self.weights)
-        got[domain] = value
-        return dataclasses.replace(self, weights=tuple(sorted(got.items())))
-
-    def without_value(self, mechanism, domain):
-        if mechanism == RETENTION:
-            return self.without(domain)
-        return dataclasses.replace(self, weights=tuple(
-            x for x in self.weights if x[0] != domain))
-
-    def names(self):
-        """The mechanisms by name (retention if any VM retains...)."""
-        return (self.mechanisms | ({RETENTION} if self.timeouts else set())
-                | ({WEIGHT} if self.weights else set()))
-
-    def __contains__(self, mechanism):
-        return mechanism in self.names()
-
-
-BARE = Config()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -336,30 +236,34 @@ class Trial:
 
     @property
     def value(self):
-        return self.timeout_ns if self.mechanism == RETENTION else self.factor
+        if self.mechanism == vocabulary.RETENTION:
+            return self.timeout_ns
+        return self.factor
 
 
 def _trial(mechanism, domain, value, adding=True):
-    if mechanism == RETENTION:
+    if mechanism == vocabulary.RETENTION:
         return Trial(mechanism, domain, value, adding)
     return Trial(mechanism, domain, adding=adding, factor=value)
 
 
 @dataclasses.dataclass(frozen=True)
 class State:
-    kept: Config = BARE
+    kept: vocabulary.Config = vocabulary.BARE
     phase: str = HOLD
     countdown: int = 0
     trial: Optional[Trial] = None
     position: int = 0
     kinds: tuple = ()                   # ((vm, kind), ...) of the block
     samples: tuple = ()                 # (with, {vm: value}, blind)
-    in_force: Config = BARE             # what the period being run has
+    # what the period being run has
+    in_force: vocabulary.Config = vocabulary.BARE
     backoff: tuple = ()                 # ((key, periods, waited), ..)
     turn: int = 0                       # round robin of the retests
     strikes: frozenset = frozenset()    # keys one failed retest behind
     verdicts: tuple = ()                # the last Verdict per key
-    finished: Optional[Verdict] = None  # the verdict the last step reached
+    # the verdict the last step reached
+    finished: Optional[probing.Verdict] = None
     recheck: bool = False               # the kept config against bare next
     # the addition a recheck verifies: (key, the Config kept before it)
     last_added: Optional[tuple] = None
@@ -387,7 +291,7 @@ class State:
     @property
     def split_share(self):
         """The share of cores the split covers in the period being run."""
-        return split_share(self.in_force.mechanisms)
+        return vocabulary.split_share(self.in_force.mechanisms)
 
     def verdict(self, mechanism, domain=None):
         for v in self.verdicts:
@@ -401,94 +305,8 @@ def start():
     return State()
 
 
-def split_share(mechanisms):
-    """The widest split level among ``mechanisms`` (0 without a split)."""
-    return max((SHARES[m] for m in mechanisms if m in SHARES), default=0.0)
-
-
-def _closure(config):
-    """``config`` less every mechanism whose requirement is not in it."""
-    out = set(config.mechanisms)
-    for m in HOST_WIDE:                 # requirements come first
-        need = REQUIRES.get(m)
-        if m in out and need is not None and need not in out:
-            out.discard(m)
-    return dataclasses.replace(config, mechanisms=frozenset(out))
-
-
-def _top_split(mechanisms):
-    """The widest split level kept, the one a retest of the split tests."""
-    levels = [m for m in (SPLIT,) + WIDER if m in mechanisms]
-    return levels[-1] if levels else None
-
-
 # -- what each VM is and does ------------------------------------------
 
-def vm_kinds(stats, params):
-    """``((vm, kind), ...)``: whether each VM serves or computes.
-
-    A VM serves when its vCPUs idle at least ``io_halt_rate`` times a
-    second on average, counting idle exits and context retentions alike
-    (a retention replaces the halt exit it saves).
-    """
-    idles = {}
-    for ref, st in stats.items():
-        rate = max(st.halt_rate or 0.0, st.retention_frequency or 0.0)
-        got = idles.setdefault(ref.domain, [0.0, 0])
-        got[0] += rate
-        got[1] += 1
-    return tuple((vm, SERVING if total / n >= params.io_halt_rate
-                  else COMPUTING)
-                 for vm, (total, n) in sorted(idles.items()))
-
-
-def measure(stats, served, kinds):
-    """One period's ``({vm: throughput}, blind, by_run_time)``.
-
-    A computing VM's instructions per second, summed over its vCPUs; a
-    serving VM's requests and packets per second (``served``, the host's
-    block and interface statistics), or its vCPUs' idle entries where the
-    host counts nothing it serves. Where a computing VM's vCPUs have no
-    instruction counter (no PMU), the CPU time they computed stands in
-    (``by_run_time``): what a VM computes is bounded by the CPU time it
-    gets, which is what retention and a raised weight take from it, though
-    not what a sibling's interference costs it. Without either it is
-    ``blind``.
-    """
-    kind_of = dict(kinds)
-    per_vm = {}
-    for ref, st in stats.items():
-        kind = kind_of.get(ref.domain)
-        if kind is not None:
-            per_vm.setdefault(ref.domain, []).append(st)
-    totals = {}
-    blind = by_run_time = False
-    for vm, kind in kinds:
-        found = per_vm.get(vm)
-        if not found:
-            continue
-        if kind == SERVING:
-            if served and served.get(vm) is not None:
-                totals[vm] = served[vm]
-            else:
-                rates = [st.halt_rate for st in found]
-                totals[vm] = None if None in rates else sum(rates)
-            continue
-        rates = [st.instruction_rate for st in found]
-        if None not in rates:
-            totals[vm] = sum(rates)
-            continue
-        shares = [st.compute_share for st in found]
-        if None in shares:
-            totals[vm] = None
-            blind = True
-        else:
-            totals[vm] = sum(shares)
-            by_run_time = True
-    return totals, blind, by_run_time
-
-
-# -- the state machine ---------------------------------------------------
 
 def step(state, params, stats, served=None):
     """Account the period just run; return the state for the next one.
@@ -517,7 +335,7 @@ def _step(state, params, stats, served):
         return _probe_step(state, params, stats, served)
     if state.phase == AFTER:
         return _after_step(state, params, stats, served)
-    kinds = vm_kinds(stats, params)
+    kinds = probing.vm_kinds(stats, params)
     state, blind = _hold_account(state, params, stats, served, kinds)
     if state.countdown > 0 and _keys(state.kept) and _turned(
             state.kinds, kinds):
@@ -547,20 +365,23 @@ def untried(state, params):
     """
     out = {}
     if not params.retention:
-        out[RETENTION] = 'the host has no retention timeout to turn'
+        out[vocabulary.RETENTION] = (
+            'the host has no retention timeout to turn')
     if not params.weight_factors:
-        out[WEIGHT] = ('the host sets no VM CPU weights, or '
-                       'guard_weight_factors is empty')
+        out[vocabulary.WEIGHT] = ('the host sets no VM CPU weights, or '
+                                  'guard_weight_factors is empty')
     if not params.smt:
-        out[SPLIT] = 'no core has SMT siblings to split'
+        out[vocabulary.SPLIT] = 'no core has SMT siblings to split'
     elif state.by_run_time:
-        out[SPLIT] = ('computing VMs are judged by CPU time here (no '
-                      'instruction counter), which does not show what a '
-                      'sibling costs them')
+        out[vocabulary.SPLIT] = (
+            'computing VMs are judged by CPU time here (no '
+            'instruction counter), which does not show what a '
+            'sibling costs them')
     elif state.kinds and not _serving(state.kinds, params):
-        out[SPLIT] = 'no VM serves I/O: there is no I/O class to split off'
-    if SPLIT in out:
-        out[BORROW] = 'borrowing comes with the split'
+        out[vocabulary.SPLIT] = (
+            'no VM serves I/O: there is no I/O class to split off')
+    if vocabulary.SPLIT in out:
+        out[vocabulary.BORROW] = 'borrowing comes with the split'
     return out
 
 
@@ -581,7 +402,7 @@ def _hold_account(state, params, stats, served, kinds):
     """
     if not stats:
         return state, False
-    values, blind, _cpu_time = measure(stats, served, kinds)
+    values, blind, _cpu_time = probing.measure(stats, served, kinds)
     if blind:
         return state, True
     held = state.held + (values,)
@@ -591,21 +412,10 @@ def _hold_account(state, params, stats, served, kinds):
 
 def _serving(kinds, params):
     """The retention keys: each serving VM, or ``*`` for them all."""
-    vms = [vm for vm, kind in kinds if kind == SERVING]
+    vms = [vm for vm, kind in kinds if kind == probing.SERVING]
     if not params.per_vm:
-        return [ALL_VMS] if vms else []
+        return [vocabulary.ALL_VMS] if vms else []
     return vms
-
-
-def _light(stats, params):
-    """The VMs whose vCPUs run at most ``light_utilisation`` on average."""
-    load = {}
-    for ref, st in stats.items():
-        got = load.setdefault(ref.domain, [0.0, 0])
-        got[0] += st.utilisation if st.utilisation is not None else 1.0
-        got[1] += 1
-    return frozenset(vm for vm, (u, n) in load.items()
-                     if u / n <= params.light_utilisation)
 
 
 def _waiting(state, key):
@@ -615,9 +425,10 @@ def _waiting(state, key):
     return False
 
 
-def _rung(params, ns, direction, mechanism=RETENTION):
+def _rung(params, ns, direction, mechanism=vocabulary.RETENTION):
     """The rung one step ``direction`` of ``ns``, or None at the end."""
-    rungs = params.rungs if mechanism == RETENTION else params.weight_factors
+    rungs = (params.rungs if mechanism == vocabulary.RETENTION
+             else params.weight_factors)
     if ns not in rungs:
         return None
     i = rungs.index(ns) + (1 if direction == UP else -1)
@@ -629,13 +440,13 @@ def _next_trial(state, params, kinds):
     kept = state.kept
     add_at = {d: ns for d, ns, _way in state.add_at}
     weight_at = dict(state.weight_at)
-    for m in PER_VM:
+    for m in vocabulary.PER_VM:
         vms = _serving(kinds, params)
-        if m == RETENTION and not params.retention:
+        if m == vocabulary.RETENTION and not params.retention:
             vms = []
-        if m == WEIGHT:
+        if m == vocabulary.WEIGHT:
             # a weight is every host's per VM, whatever its timeout is
-            vms = [vm for vm, kind in kinds if kind == SERVING
+            vms = [vm for vm, kind in kinds if kind == probing.SERVING
                    and (vm in state.light or kept.weight(vm) is not None)]
             if not params.weight_factors:
                 vms = []
@@ -644,11 +455,11 @@ def _next_trial(state, params, kinds):
             if now is None:
                 if not _waiting(state, (m, vm)):
                     first = (add_at.get(vm, params.start_ns)
-                             if m == RETENTION else weight_at.get(
+                             if m == vocabulary.RETENTION else weight_at.get(
                                  vm, params.weight_factors[0]))
                     return _trial(m, vm, first)
                 continue
-            if m == WEIGHT and not _own_verdict(state, vm, now):
+            if m == vocabulary.WEIGHT and not _own_verdict(state, vm, now):
                 # raised by the joint trial: its gain alone is measured
                 # at its first retest, the reference a move must beat
                 continue
@@ -658,15 +469,15 @@ def _next_trial(state, params, kinds):
                 to = _rung(params, now, direction, m)
                 if to is not None:
                     return _trial(m, vm, to)
-        if m == WEIGHT and _joint_due(state, kinds):
-            return _trial(WEIGHT, ALL_VMS, weight_at.get(
-                ALL_VMS, params.weight_factors[0]))
+        if m == vocabulary.WEIGHT and _joint_due(state, kinds):
+            return _trial(vocabulary.WEIGHT, vocabulary.ALL_VMS, weight_at.get(
+                vocabulary.ALL_VMS, params.weight_factors[0]))
     if not params.smt or state.by_run_time or not _serving(kinds, params):
         # (the split's cost is a sibling's interference, which CPU time
         # does not show: without instruction counters it is never tried;
         # nor where no VM serves, for then there is no I/O class)
         return None
-    for m in (SPLIT,) + WIDER:
+    for m in (vocabulary.SPLIT,) + vocabulary.WIDER:
         if m in kept.mechanisms or not _split_open(state, m):
             continue
         if not _waiting(state, (m, None)):
@@ -676,14 +487,15 @@ def _next_trial(state, params, kinds):
 
 def _own_verdict(state, vm, factor):
     """Whether ``vm``'s weight at ``factor`` has a kept verdict of its own."""
-    v = state.verdict(WEIGHT, vm)
+    v = state.verdict(vocabulary.WEIGHT, vm)
     return v is not None and v.kept and v.factor == factor
 
 
 def _joint(kept, kinds, light):
     """The VMs a joint weight trial raises: light, serving, unweighted."""
     return [vm for vm, kind in kinds
-            if kind == SERVING and vm in light and kept.weight(vm) is None]
+            if kind == probing.SERVING and vm in light
+            and kept.weight(vm) is None]
 
 
 def _joint_due(state, kinds):
@@ -700,16 +512,18 @@ def _joint_due(state, kinds):
     own weight is; what it keeps is each VM's weight, retested on its own.
     """
     free = _joint(state.kept, kinds, state.light)
-    return (len(free) >= 2 and not _waiting(state, (WEIGHT, ALL_VMS))
-            and all(state.verdict(WEIGHT, vm) is not None
-                    and not state.verdict(WEIGHT, vm).kept for vm in free))
+    weight = vocabulary.WEIGHT
+    return (len(free) >= 2
+            and not _waiting(state, (weight, vocabulary.ALL_VMS))
+            and all(state.verdict(weight, vm) is not None
+                    and not state.verdict(weight, vm).kept for vm in free))
 
 
 def _with_joint(state, factor):
     """``state.kept`` with every VM of :func:`_joint` at ``factor``."""
     kept = state.kept
     for vm in _joint(kept, state.kinds, state.light):
-        kept = kept.with_value(WEIGHT, vm, factor)
+        kept = kept.with_value(vocabulary.WEIGHT, vm, factor)
     return kept
 
 
@@ -722,7 +536,7 @@ def _split_open(state, level):
     with the share), so the search widens. A level refused for a loss
     closes every wider one, which would cost more.
     """
-    need = REQUIRES.get(level)
+    need = vocabulary.REQUIRES.get(level)
     if need is None or need in state.kept.mechanisms:
         return True
     v = state.verdict(need)
@@ -742,22 +556,22 @@ def _with_added(kept, mechanism):
     while m is not None and m not in kept.mechanisms:
         add.add(m)
         add.update(BUNDLE.get(m, ()))
-        m = REQUIRES.get(m) if m in SHARES else None
-    return _closure(dataclasses.replace(
+        m = vocabulary.REQUIRES.get(m) if m in vocabulary.SHARES else None
+    return vocabulary.closure(dataclasses.replace(
         kept, mechanisms=kept.mechanisms | add))
 
 
 def _retests(state):
     """What a retest may test, in turn: each retaining VM, the split."""
-    out = [Trial(RETENTION, vm, ns, adding=False)
+    out = [Trial(vocabulary.RETENTION, vm, ns, adding=False)
            for vm, ns in state.kept.timeouts]
-    out += [Trial(WEIGHT, vm, adding=False, factor=f)
+    out += [Trial(vocabulary.WEIGHT, vm, adding=False, factor=f)
             for vm, f in state.kept.weights]
-    top = _top_split(state.kept.mechanisms)
+    top = vocabulary.top_split(state.kept.mechanisms)
     if top is not None:
         out.append(Trial(top, adding=False))
-    if BORROW in state.kept.mechanisms:
-        out.append(Trial(BORROW, adding=False))
+    if vocabulary.BORROW in state.kept.mechanisms:
+        out.append(Trial(vocabulary.BORROW, adding=False))
     return out
 
 
@@ -766,21 +580,21 @@ def _arms(state):
     t = state.trial
     kept = state.kept
     if t.mechanism == BASELINE:
-        return kept, BARE
-    if t.mechanism == WEIGHT and t.domain == ALL_VMS:
+        return kept, vocabulary.BARE
+    if t.mechanism == vocabulary.WEIGHT and t.domain == vocabulary.ALL_VMS:
         return _with_joint(state, t.factor), kept
-    if t.mechanism in PER_VM:
+    if t.mechanism in vocabulary.PER_VM:
         a = (kept.with_value(t.mechanism, t.domain, t.value) if t.adding
              else kept)
         return a, kept.without_value(t.mechanism, t.domain)
-    if t.mechanism == BORROW:
-        return kept, _closure(dataclasses.replace(
-            kept, mechanisms=kept.mechanisms - {BORROW}))
+    if t.mechanism == vocabulary.BORROW:
+        return kept, vocabulary.closure(dataclasses.replace(
+            kept, mechanisms=kept.mechanisms - {vocabulary.BORROW}))
     # the split, at any width, is judged against the bare host: the
     # floors hold for everything the agent does together
     if t.adding:
-        return _with_added(kept, t.mechanism), BARE
-    return kept, BARE
+        return _with_added(kept, t.mechanism), vocabulary.BARE
+    return kept, vocabulary.BARE
 
 
 def _reference(state):
@@ -788,7 +602,7 @@ def _reference(state):
     t = state.trial
     if not t.adding:
         return None
-    if t.mechanism in PER_VM:
+    if t.mechanism in vocabulary.PER_VM:
         now = state.kept.value(t.mechanism, t.domain)
         if now is None:
             return None
@@ -796,42 +610,43 @@ def _reference(state):
         # (the verdict of the value in force: a move a recheck undid left
         # the verdict of the value it moved to, which a return to that
         # value could never beat)
-        value = v and (v.timeout_ns if t.mechanism == RETENTION
+        value = v and (v.timeout_ns if t.mechanism == vocabulary.RETENTION
                        else v.factor)
         return v if v is not None and v.kept and value == now else None
-    if t.mechanism in WIDER:
-        return state.verdict(_top_split(state.kept.mechanisms))
+    if t.mechanism in vocabulary.WIDER:
+        return state.verdict(vocabulary.top_split(state.kept.mechanisms))
     return None
 
 
 def _begin(state, params, stats):
     """Start the next probe block, or hold."""
-    kinds = vm_kinds(stats, params)
-    state = dataclasses.replace(state, light=_light(stats, params))
+    kinds = probing.vm_kinds(stats, params)
+    state = dataclasses.replace(state, light=probing.light(stats, params))
     present = {vm for vm, _kind in kinds}
     gone = [vm for vm, _ns in state.kept.timeouts + state.kept.weights
-            if vm != ALL_VMS and vm not in present]
+            if vm != vocabulary.ALL_VMS and vm not in present]
     # the split and borrowing are for an I/O class: with no VM serving
     # there is none to split for
     idle_split = (not _serving(kinds, params)
-                  and state.kept.mechanisms & set(HOST_WIDE))
+                  and state.kept.mechanisms & set(vocabulary.HOST_WIDE))
     if gone or idle_split:
         # a VM that left the host retains nowhere: forget it
         kept = state.kept
         for vm in gone:
-            kept = kept.without(vm).without_value(WEIGHT, vm)
+            kept = kept.without(vm).without_value(vocabulary.WEIGHT, vm)
         if idle_split:
             kept = dataclasses.replace(
-                kept, mechanisms=kept.mechanisms - set(HOST_WIDE))
+                kept, mechanisms=kept.mechanisms - set(vocabulary.HOST_WIDE))
         state = dataclasses.replace(state, kept=kept, in_force=kept,
                                     held=(), noise=_kept_noise(state))
     # (nor is a VM that left marked for a held cost, nor its next try)
     state = dataclasses.replace(state, held_cost=frozenset(
         k for k in state.held_cost if k[1] in present or k[1] in (
-            None, ALL_VMS)), add_at=tuple(
-        x for x in state.add_at if x[0] in present or x[0] == ALL_VMS),
+            None, vocabulary.ALL_VMS)), add_at=tuple(
+        x for x in state.add_at
+        if x[0] in present or x[0] == vocabulary.ALL_VMS),
         weight_at=tuple(x for x in state.weight_at
-                        if x[0] in present or x[0] == ALL_VMS),
+                        if x[0] in present or x[0] == vocabulary.ALL_VMS),
         noise=tuple(x for x in state.noise if x[0] in present))
     turn = state.turn
     trial = None
@@ -842,11 +657,11 @@ def _begin(state, params, stats):
     else:
         trial = _next_trial(state, params, kinds)
     explored = state.explored
-    _values, blind, by_run_time = measure(stats, None, kinds)
+    _values, blind, by_run_time = probing.measure(stats, None, kinds)
     state = dataclasses.replace(state, by_run_time=by_run_time)
     if trial is None and blind:
         # nothing is due, but the operator is told why nothing ever is
-        trial = Trial(RETENTION)
+        trial = Trial(vocabulary.RETENTION)
     if trial is None:
         retests = _retests(state)
         if not retests:
@@ -861,7 +676,7 @@ def _begin(state, params, stats):
             trial = Trial(BASELINE, adding=False)
         else:
             trial = retests[turn % len(retests)]
-        if trial.mechanism in PER_VM:
+        if trial.mechanism in vocabulary.PER_VM:
             # a VM explores its neighbouring rungs again after each
             # retest: the search is periodic, not one climb
             explored = frozenset(x for x in explored
@@ -887,14 +702,15 @@ def _tries(trial, params):
     split's shares, widened while none gains) may be kept, so a keep's
     tests share their level among them (:func:`probe_stats.keep_level`).
     """
-    return {RETENTION: len(params.rungs),
-            WEIGHT: len(params.weight_factors),
-            **dict.fromkeys(SHARES, len(SHARES))}.get(trial.mechanism, 1)
+    return {vocabulary.RETENTION: len(params.rungs),
+            vocabulary.WEIGHT: len(params.weight_factors),
+            **dict.fromkeys(vocabulary.SHARES, len(vocabulary.SHARES))}.get(
+                trial.mechanism, 1)
 
 
 def _probe_step(state, params, stats, served):
-    values, blind, _cpu_time = measure(stats, served, state.kinds)
-    sample = (ABBA[state.position % 4], values, blind)
+    values, blind, _cpu_time = probing.measure(stats, served, state.kinds)
+    sample = (probing.ABBA[state.position % 4], values, blind)
     samples = state.samples + (sample,)
     position = state.position + 1
     t = state.trial
@@ -921,10 +737,10 @@ def _probe_step(state, params, stats, served):
         a, b = arms
         return dataclasses.replace(
             state, samples=samples, position=position,
-            in_force=a if ABBA[position % 4] else b)
+            in_force=a if probing.ABBA[position % 4] else b)
     last = state.verdict(*t.key)
-    retry = (t.adding and t.mechanism not in PER_VM and last is not None
-             and not last.kept)
+    retry = (t.adding and t.mechanism not in vocabulary.PER_VM
+             and last is not None and not last.kept)
     if left or early:
         # (judged on its own pairs, and pooled nowhere)
         prior, looks, past = None, 0, None
@@ -1008,7 +824,7 @@ def _held_below(state, samples, params):
     low, short, seen = [], [], False
     for vm, kind in state.kinds:
         held = _logs(state.held, vm)
-        if kind != COMPUTING or len(held) < 2 * params.pairs:
+        if kind != probing.COMPUTING or len(held) < 2 * params.pairs:
             continue
         seen = True
         logs = _logs(b_arm, vm)
@@ -1147,12 +963,12 @@ def _settle(state, params, verdict, stats, hold_off=False):
     if t.mechanism == BASELINE:
         kept, backoff = _baseline_settled(state, params, verdict, hold_off)
         dropped = not verdict.kept
-    elif t.mechanism in PER_VM and t.adding:
+    elif t.mechanism in vocabulary.PER_VM and t.adding:
         now = kept.value(t.mechanism, t.domain)
         if now is None:
             if verdict.kept:
                 kept, _b = _arms(state)
-                if t.mechanism == RETENTION:
+                if t.mechanism == vocabulary.RETENTION:
                     add_at.pop(t.domain, None)
                 else:
                     weight_at.pop(t.domain, None)
@@ -1187,10 +1003,10 @@ def _settle(state, params, verdict, stats, hold_off=False):
             dropped = True
     elif not verdict.kept:
         dropped = True
-        if t.mechanism in PER_VM:
+        if t.mechanism in vocabulary.PER_VM:
             kept = kept.without_value(t.mechanism, t.domain)
         else:
-            kept = _closure(dataclasses.replace(
+            kept = vocabulary.closure(dataclasses.replace(
                 kept, mechanisms=kept.mechanisms - {t.mechanism}))
         backoff = _backed_off(backoff, key, params, hold_off=hold_off)
     verdicts = state.verdicts
@@ -1209,8 +1025,8 @@ def _settle(state, params, verdict, stats, hold_off=False):
     # against what was kept before an addition, not against the bare
     # host: it is tested against the bare host next, not in its turn
     last_added = None
-    if verdict.kept and t.adding and t.mechanism in PER_VM and _keys(
-            kept) > 1:
+    if (verdict.kept and t.adding and t.mechanism in vocabulary.PER_VM
+            and _keys(kept) > 1):
         last_added = (key, state.kept)
     recheck = _keys(kept) > 0 and (
         last_added is not None
@@ -1259,8 +1075,9 @@ def _walk(state, params, t, verdict, add_at, weight_at):
     """
     if t.domain is None:
         return False
-    if t.mechanism == WEIGHT:
-        nxt = None if verdict.loses else _rung(params, t.factor, UP, WEIGHT)
+    if t.mechanism == vocabulary.WEIGHT:
+        nxt = None if verdict.loses else _rung(params, t.factor, UP,
+                                               vocabulary.WEIGHT)
         if nxt is None:
             weight_at.pop(t.domain, None)
             return False
@@ -1296,13 +1113,13 @@ def _baseline_settled(state, params, verdict, hold_off=False):
             return kept, backoff
         for k in _kept_keys(kept) if hold_off else ():
             backoff = _backed_off(backoff, k, params, hold_off=True)
-        return BARE, backoff
+        return vocabulary.BARE, backoff
     (m, d), before = state.last_added
     if verdict.kept:
         return kept, _cleared(backoff, (m, d))
     # (each VM still kept back at its value before the addition: what the
     # addition raised goes, a move goes back to the rung it left)
-    kept = _closure(dataclasses.replace(
+    kept = vocabulary.closure(dataclasses.replace(
         kept, timeouts=_still(before.timeouts, kept.timeouts),
         weights=_still(before.weights, kept.weights)))
     return kept, _backed_off(backoff, (m, d), params)
@@ -1321,14 +1138,14 @@ def _keys(config):
 
 def _kept_keys(config):
     """The ``(mechanism, domain)`` of everything ``config`` keeps."""
-    return ([(RETENTION, vm) for vm, _ns in config.timeouts]
-            + [(WEIGHT, vm) for vm, _f in config.weights]
+    return ([(vocabulary.RETENTION, vm) for vm, _ns in config.timeouts]
+            + [(vocabulary.WEIGHT, vm) for vm, _f in config.weights]
             + [(m, None) for m in sorted(config.mechanisms)])
 
 
 def _is_kept(config, key):
     mechanism, domain = key
-    if mechanism in PER_VM:
+    if mechanism in vocabulary.PER_VM:
         return config.value(mechanism, domain) is not None
     return mechanism in config.mechanisms
 
@@ -1439,9 +1256,9 @@ def _after_step(state, params, stats, served):
     ref = dict(reference)
     changed = samples is None or any(
         dict(state.kinds).get(vm, kind) != kind
-        for vm, kind in vm_kinds(stats, params) if vm in ref)
+        for vm, kind in probing.vm_kinds(stats, params) if vm in ref)
     if not changed:
-        values = measure(stats, served, state.kinds)[0]
+        values = probing.measure(stats, served, state.kinds)[0]
         samples = samples + (tuple(sorted(
             (vm, v) for vm, v in values.items()
             if v is not None and vm in ref)),)
@@ -1483,10 +1300,11 @@ def _after_effect(key, reference, samples, params):
     if not low:
         return None
     mechanism, domain = key
-    return Verdict(mechanism, False,
-                   'after-effect: dropping it did not restore the host (%s '
-                   'of the level before); held off' % ', '.join(low),
-                   domain=domain, loses=True, after_effect=True)
+    return probing.Verdict(
+        mechanism, False,
+        'after-effect: dropping it did not restore the host (%s '
+        'of the level before); held off' % ', '.join(low),
+        domain=domain, loses=True, after_effect=True)
 
 
 def _with_verdict(verdicts, verdict):
@@ -1528,17 +1346,19 @@ def climbed(state, params):
     if state.phase != HOLD or not state.kinds:
         return False
     for vm in _serving(state.kinds, params):
-        if params.retention and state.verdict(RETENTION, vm) is None:
+        if (params.retention
+                and state.verdict(vocabulary.RETENTION, vm) is None):
             return False
-        if (params.weight_factors and vm in state.light and vm != ALL_VMS
-                and state.verdict(WEIGHT, vm) is None):
+        if (params.weight_factors and vm in state.light
+                and vm != vocabulary.ALL_VMS
+                and state.verdict(vocabulary.WEIGHT, vm) is None):
             return False
     if (params.weight_factors and _joint_due(state, state.kinds)
-            and state.verdict(WEIGHT, ALL_VMS) is None):
+            and state.verdict(vocabulary.WEIGHT, vocabulary.ALL_VMS) is None):
         return False
     if (params.smt and not state.by_run_time
             and _serving(state.kinds, params)
-            and state.verdict(SPLIT) is None):
+            and state.verdict(vocabulary.SPLIT) is None):
         return False
     return True
 

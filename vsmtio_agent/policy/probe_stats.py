@@ -4,7 +4,8 @@ A probe block (:mod:`vsmtio_agent.policy.guard`) alternates periods with
 the mechanism (A) and without it (B) in ABBA order. Each period measures
 every VM on the host by its own throughput: a *computing* VM by the
 instructions its vCPUs retire per second, a *serving* VM by the requests
-and packets it serves (:attr:`vsmtio_agent.model.DomainCounters.served`).
+and packets it serves (:attr:`vsmtio_agent.model.DomainCounters.served`,
+:func:`vsmtio_agent.policy.probing.measure`).
 Each adjacent A/B pair gives one log-ratio per VM, and this module tests
 them with one-sided t-tests (``scipy.stats``):
 
@@ -26,77 +27,27 @@ them with one-sided t-tests (``scipy.stats``):
 
 Pure: samples in, verdict out. Apart from the guard's state machine
 because it is the part a reviewer checks against the statistics, and the
-part logs, status and reports quote (each VM's ratio, the reason).
+part logs, status and reports quote (each VM's ratio, the reason). The
+rules' own: the search has its bounds (:mod:`vsmtio_agent.policy.bounds`);
+what both read and report, a VM's class and the verdict, is in
+:mod:`vsmtio_agent.policy.probing`.
 """
 
-import dataclasses
 import functools
 import math
-from typing import Optional
 
 import numpy
 from scipy import optimize as scipy_optimize
 from scipy import special as scipy_special
 from scipy import stats as scipy_stats
 
+from vsmtio_agent.policy import probing
 
-SERVING = 'serving'
-COMPUTING = 'computing'
+
 # A period in which a VM did nothing in one arm and something in the other
 # is a ratio of this much (a VM starved by the mechanism loses, it is not
 # left out); nothing in both arms is no change.
 _STARVED = math.log(1e3)
-
-
-@dataclasses.dataclass(frozen=True)
-class Verdict:
-    """The outcome of one probe block, for logs, status and reports.
-
-    ``domain`` is the VM a per-VM mechanism (retention) was tested for,
-    None for a host-wide one; ``timeout_ns`` the retention timeout the
-    block tested. ``ratios`` holds ``(vm, kind, ratio)`` for every VM
-    judged; ``utility`` is the gain, the serving VMs' geometric mean
-    (:func:`utility_logs`), and ``utility_logs`` its log per pair (a
-    longer timeout or a wider split must beat them).
-    ``after_effect`` marks the report of a drop the host did not recover
-    from (:mod:`vsmtio_agent.policy.guard`); ``factor`` is the weight
-    factor a weight trial tested.
-    """
-
-    mechanism: str
-    kept: bool
-    reason: str
-    domain: Optional[str] = None
-    timeout_ns: Optional[int] = None
-    ratios: tuple = ()
-    loses: bool = False
-    utility: Optional[float] = None
-    utility_logs: tuple = ()
-    after_effect: bool = False
-    factor: Optional[float] = None
-
-    @property
-    def key(self):
-        return (self.mechanism, self.domain)
-
-    def _class_ratio(self, kind):
-        logs = [math.log(r) for _vm, k, r in self.ratios
-                if k == kind and r > 0]
-        return math.exp(sum(logs) / len(logs)) if logs else None
-
-    @property
-    def cpu_ratio(self):
-        """The computing VMs' geometric-mean ratio (None: there were none)."""
-        return self._class_ratio(COMPUTING)
-
-    @property
-    def io_ratio(self):
-        """The serving VMs' geometric-mean ratio (None: there were none)."""
-        return self._class_ratio(SERVING)
-
-    def worst(self):
-        """``(vm, kind, ratio)`` of the VM that fared worst, or None."""
-        return min(self.ratios, key=lambda r: r[2], default=None)
 
 
 def _pair_log(va, vb):
@@ -257,11 +208,12 @@ def _crossing(c, looks):
 
 
 def blind(mechanism, domain=None, timeout_ns=None, factor=None):
-    return Verdict(mechanism, False,
-                   'a computing VM\'s throughput cannot be measured here (no '
-                   'instruction counter), so nothing shows it does not '
-                   'lose', domain=domain, timeout_ns=timeout_ns, loses=True,
-                   factor=factor)
+    return probing.Verdict(
+        mechanism, False,
+        'a computing VM\'s throughput cannot be measured here (no '
+        'instruction counter), so nothing shows it does not '
+        'lose', domain=domain, timeout_ns=timeout_ns, loses=True,
+        factor=factor)
 
 
 def gain_p(logs, reference):
@@ -280,7 +232,7 @@ def floor(params, kind, adding):
     noisy probe. Its mean is still held to the objective (:func:`judge`:
     below it, the retest falls short, a strike).
     """
-    f = params.cpu_min if kind == COMPUTING else params.io_min
+    f = params.cpu_min if kind == probing.COMPUTING else params.io_min
     return f if adding else f - params.hysteresis
 
 
@@ -304,7 +256,7 @@ def utility_logs(logs_by_vm, kinds=None):
     """
     kind_of = dict(kinds or ())
     vms = [logs for vm, logs in sorted(logs_by_vm.items())
-           if kind_of.get(vm) == SERVING] or list(logs_by_vm.values())
+           if kind_of.get(vm) == probing.SERVING] or list(logs_by_vm.values())
     if not vms:
         return []
     return [math.fsum(pair) / len(vms) for pair in zip(*vms)]
@@ -365,7 +317,7 @@ def rail_crossed(samples, kinds, params, spread=None):
     for vm, logs in block_logs(samples, kinds).items():
         sd = spread.get(vm)
         if sd is None:
-            if kind_of[vm] != COMPUTING:
+            if kind_of[vm] != probing.COMPUTING:
                 continue
             sd = 0.0
         se = sd / math.sqrt(len(logs))
@@ -394,7 +346,7 @@ def undecided(samples, kinds, params, prior=None, tries=1):
     alpha_keep = keep_level(params, tries)
     kind_of = dict(kinds)
     for vm, logs in logs_by_vm.items():
-        if kind_of[vm] != COMPUTING:
+        if kind_of[vm] != probing.COMPUTING:
             continue
         bound = math.log(params.cpu_min)
         mean = math.fsum(logs) / len(logs)
@@ -470,13 +422,13 @@ def _short(logs, kind, bound, alpha):
     shown counts, or every bystander would lose half the tests.
     """
     return _p_below(logs, bound, 'less', alpha) or (
-        kind == COMPUTING and math.fsum(logs) < bound * len(logs))
+        kind == probing.COMPUTING and math.fsum(logs) < bound * len(logs))
 
 
 def judge(samples, kinds, params, adding, mechanism='mechanism',
           domain=None, timeout_ns=None, reference=None, retry=False,
           tries=1, factor=None, prior=None, past=None):
-    """The :class:`Verdict` of a finished probe block.
+    """The :class:`~vsmtio_agent.policy.probing.Verdict` of a finished block.
 
     ``kinds`` is ``((vm, kind), ...)``, fixed when the block began.
     ``reference`` is the Verdict a gain must beat instead of no change (a
@@ -513,8 +465,9 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
     common = dict(domain=domain, timeout_ns=timeout_ns, factor=factor)
     logs_by_vm = block_logs(samples, kinds)
     if not logs_by_vm:
-        return Verdict(mechanism, False, 'no VM was measured in every '
-                       'period of the probe', **common)
+        return probing.Verdict(mechanism, False,
+                               'no VM was measured in every '
+                               'period of the probe', **common)
     own = logs_by_vm
     logs_by_vm = pooled(prior, own)
     # (the pooled logs are more than this block's own)
@@ -546,7 +499,7 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
                          'block, which it departs from' % (
                              vm, math.exp(math.fsum(before) / len(before)),
                              f, len(before)))
-        elif adding and kind == COMPUTING and not _p_below(
+        elif adding and kind == probing.COMPUTING and not _p_below(
                 logs, bound, 'greater', alpha_keep):
             # an addition is kept only where the block shows the VM
             # keeps its floor: one whose interval still straddles it
@@ -554,7 +507,7 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
             # a cost right at the floor would leave it below half the
             # time
             short.append('%s %.3f not shown >= %.2f' % (vm, ratio, f))
-        elif (not adding and kind == COMPUTING
+        elif (not adding and kind == probing.COMPUTING
               and mean < math.log(f + params.hysteresis)):
             # a retest's slack is for its test of a loss, not for where
             # the mean may settle: a kept mechanism under which a VM sits
@@ -567,13 +520,15 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
     out = dict(ratios=tuple(ratios), utility=math.exp(mean_util),
                utility_logs=tuple(util), **common)
     if worse:
-        return Verdict(mechanism, False, 'a VM loses: ' + ', '.join(worse),
-                       loses=True, **out)
+        return probing.Verdict(mechanism, False,
+                               'a VM loses: ' + ', '.join(worse),
+                               loses=True, **out)
     if short:
         # (an addition's VM not shown at its floor may be past it: a
         # shorter timeout, not a longer one, is what the search tries)
-        return Verdict(mechanism, False, 'a VM falls short of its floor: '
-                       + ', '.join(short), loses=adding, **out)
+        return probing.Verdict(mechanism, False,
+                               'a VM falls short of its floor: '
+                               + ', '.join(short), loses=adding, **out)
     against = ''
     if reference is not None and reference.utility_logs:
         gained = gain_p(util, list(reference.utility_logs)) < alpha_keep
@@ -581,14 +536,19 @@ def judge(samples, kinds, params, adding, mechanism='mechanism',
     else:
         gained = _p_below(util, 0.0, 'greater', alpha_keep)
     if not gained:
-        return Verdict(mechanism, False, 'no gain shown%s (geometric mean '
-                       '%.3f)' % (against, math.exp(mean_util)), **out)
+        return probing.Verdict(mechanism, False,
+                               'no gain shown%s (geometric mean '
+                               '%.3f)' % (against, math.exp(mean_util)),
+                               **out)
     if retry and mean_util < math.log(1.0 + params.hysteresis):
-        return Verdict(mechanism, False, 'a retry must gain more than the '
-                       'hysteresis (%.2f): %.3f' % (
-                           params.hysteresis, math.exp(mean_util)), **out)
-    return Verdict(mechanism, True, 'gains %.3f%s, every VM at its floor'
-                   % (math.exp(mean_util), against), **out)
+        return probing.Verdict(mechanism, False,
+                               'a retry must gain more than the '
+                               'hysteresis (%.2f): %.3f' % (
+                                   params.hysteresis, math.exp(mean_util)),
+                               **out)
+    return probing.Verdict(mechanism, True,
+                           'gains %.3f%s, every VM at its floor'
+                           % (math.exp(mean_util), against), **out)
 
 
 def _describe(v):

@@ -18,6 +18,12 @@ safe candidate's lower bound; the best safe one is kept. One bare
 holdout period in ``holdout_every`` feeds a CUSUM per VM, whose alarm,
 or a tenant's change, starts the search again. Pure: samples in, state
 out (``in_force``, ``kept``, ``phase``, ``verdicts``, ``finished``).
+
+It stands alone: what it shares with the rules is their vocabulary
+(:mod:`vsmtio_agent.policy.vocabulary`: the mechanisms, a
+configuration, the timeout ladder) and how a probe reads a period and
+reports (:mod:`vsmtio_agent.policy.probing`), never the rules
+themselves, so either procedure can go without the other.
 """
 
 import dataclasses
@@ -25,17 +31,14 @@ import math
 from typing import Optional
 
 from vsmtio_agent.policy import bounds
-from vsmtio_agent.policy import guard
-from vsmtio_agent.policy import probe_stats
+from vsmtio_agent.policy import probing
+from vsmtio_agent.policy import vocabulary
 
-HOLD = guard.HOLD
-PROBE = guard.PROBE
-SERVING = guard.SERVING
-COMPUTING = guard.COMPUTING
-BARE = guard.BARE
-GRADES = (guard.SPLIT,) + guard.WIDER
+# the phases the engine reads (``phase == PROBE``: a probe is running)
+HOLD = 'hold'
+PROBE = 'probe'
+GRADES = (vocabulary.SPLIT,) + vocabulary.WIDER
 ACTIVE, SAFE, OUT, DONE = 'active', 'safe', 'eliminated', 'retired'
-ABBA = guard.ABBA
 _STARVED = math.log(1e3)
 MIN_LOSS_PAIRS = 4
 # a survivor grows neighbours while among this many leaders by gain
@@ -80,8 +83,8 @@ class Params:
         o = conf.vsmtio_agent
         extra = {}
         if bounds is not None:
-            extra = dict(rungs=guard.ladder(bounds),
-                         start_ns=guard.start_rung(bounds))
+            extra = dict(rungs=vocabulary.ladder(bounds),
+                         start_ns=vocabulary.start_rung(bounds))
         return cls(cpu_min=o.guard_cpu_min, io_min=o.guard_io_min,
                    alpha=1.0 - o.guard_confidence,
                    pairs=o.guard_probe_pairs,
@@ -101,7 +104,7 @@ class Candidate:
     VMs that differ from the candidate it grew from, ``value`` theirs.
     """
 
-    config: guard.Config
+    config: vocabulary.Config
     index: int
     move: tuple = ()
     value: Optional[float] = None
@@ -123,8 +126,8 @@ class Candidate:
 @dataclasses.dataclass(frozen=True)
 class State:
     phase: str = HOLD
-    kept: guard.Config = BARE
-    in_force: guard.Config = BARE
+    kept: vocabulary.Config = vocabulary.BARE
+    in_force: vocabulary.Config = vocabulary.BARE
     kinds: tuple = ()
     light: frozenset = frozenset()
     groups: tuple = ()
@@ -137,7 +140,7 @@ class State:
     settling: int = 0
     verdicts: tuple = ()
     alarms: tuple = ()
-    finished: Optional[probe_stats.Verdict] = None
+    finished: Optional[probing.Verdict] = None
     searches: int = 0
     held: int = 0                       # periods since the last holdout
     last_kept: Optional[dict] = None    # the last measured kept period
@@ -148,7 +151,7 @@ class State:
 
     @property
     def split_share(self):
-        return guard.split_share(self.in_force.mechanisms)
+        return vocabulary.split_share(self.in_force.mechanisms)
 
 
 def start():
@@ -162,7 +165,7 @@ def step(state, params, stats, served=None):
     state = dataclasses.replace(state, finished=None)
     if state.settling:
         return dataclasses.replace(state, settling=state.settling - 1)
-    kinds = guard.vm_kinds(stats, params)
+    kinds = probing.vm_kinds(stats, params)
     # a tenant changed (a VM came, left or changed class): seen in
     # ``confirm_periods`` periods in a row, for classes may flicker
     state = dataclasses.replace(state, changed=0 if kinds == state.kinds
@@ -187,7 +190,7 @@ def groups(stats, kinds):
     neighbour's in rate order are taken as one workload: a real host knows
     VMs by UUID only, and its VMs of one workload wait alike.
     """
-    serving = {vm for vm, kind in kinds if kind == SERVING}
+    serving = {vm for vm, kind in kinds if kind == probing.SERVING}
     idle = {}
     for ref, st in stats.items():
         if ref.domain in serving:
@@ -208,11 +211,11 @@ def _offers(state, params):
     """The levers this host and these VMs offer: ``{lever: values}``."""
     out = {}
     if params.retention and params.rungs:
-        out[guard.RETENTION] = params.rungs
+        out[vocabulary.RETENTION] = params.rungs
     if params.weights and state.light:
-        out[guard.WEIGHT] = params.weights
+        out[vocabulary.WEIGHT] = params.weights
     if params.smt and not state.by_run_time:
-        out[guard.SPLIT] = GRADES
+        out[vocabulary.SPLIT] = GRADES
     return out
 
 
@@ -224,30 +227,30 @@ def untried(state, params):
     """
     offered = _offers(state, params)
     out = {}
-    if guard.RETENTION not in offered:
-        out[guard.RETENTION] = 'the host has no retention timeout to turn'
-    if guard.WEIGHT not in offered:
-        out[guard.WEIGHT] = (
+    if vocabulary.RETENTION not in offered:
+        out[vocabulary.RETENTION] = 'the host has no retention timeout to turn'
+    if vocabulary.WEIGHT not in offered:
+        out[vocabulary.WEIGHT] = (
             'the host sets no VM CPU weights' if not params.weights
             else 'no VM is light enough (light_utilisation) to weigh more')
-    if guard.SPLIT not in offered:
-        out[guard.SPLIT] = (
+    if vocabulary.SPLIT not in offered:
+        out[vocabulary.SPLIT] = (
             'no core has SMT siblings to split' if not params.smt else
             'computing VMs are judged by CPU time here (no instruction '
             'counter), which does not show what a sibling costs them')
-        out[guard.BORROW] = 'borrowing comes with the split'
+        out[vocabulary.BORROW] = 'borrowing comes with the split'
     return out
 
 
 def _units(state, params, lever):
     """The VM tuples a ``lever`` moves together: groups, then single VMs."""
-    if lever == guard.SPLIT:
+    if lever == vocabulary.SPLIT:
         return [()]
-    if lever == guard.RETENTION and not params.per_vm:
-        return [(guard.ALL_VMS,)]
+    if lever == vocabulary.RETENTION and not params.per_vm:
+        return [(vocabulary.ALL_VMS,)]
     units = []
     for g in state.groups:
-        vms = g if lever == guard.RETENTION else tuple(
+        vms = g if lever == vocabulary.RETENTION else tuple(
             vm for vm in g if vm in state.light)
         if vms:
             units.append(vms)
@@ -256,18 +259,18 @@ def _units(state, params, lever):
 
 def _value(config, lever, vms):
     """``lever``'s value for every VM of ``vms`` (None: unset or mixed)."""
-    if lever == guard.SPLIT:
-        return guard._top_split(config.mechanisms)
+    if lever == vocabulary.SPLIT:
+        return vocabulary.top_split(config.mechanisms)
     got = {config.value(lever, vm) for vm in vms}
     return got.pop() if len(got) == 1 else None
 
 
 def _set(config, lever, vms, value):
     """``config`` with ``lever`` at ``value`` for ``vms`` (split: borrow)."""
-    if lever == guard.SPLIT:
+    if lever == vocabulary.SPLIT:
         levels = GRADES[:GRADES.index(value) + 1]
         return dataclasses.replace(config, mechanisms=frozenset(
-            config.mechanisms | set(levels) | {guard.BORROW}))
+            config.mechanisms | set(levels) | {vocabulary.BORROW}))
     for vm in vms:
         config = config.with_value(lever, vm, value)
     return config
@@ -296,9 +299,9 @@ def _moves(state, params, config, single=False):
         for vms in units:
             now = _value(config, lever, vms)
             steps = [_next(values, now)]
-            if lever == guard.RETENTION and now is None:
+            if lever == vocabulary.RETENTION and now is None:
                 steps = [params.start_ns]
-            elif lever == guard.RETENTION and now in values:
+            elif lever == vocabulary.RETENTION and now in values:
                 i = values.index(now)
                 steps.append(values[i - 1] if i else None)
             for v in steps:
@@ -315,7 +318,7 @@ def _beyond_cliff(candidates, move, value):
     hyperthread longer, a larger weight takes more of the period).
     """
     def rank(v):
-        return GRADES.index(v) if move[0] == guard.SPLIT else v
+        return GRADES.index(v) if move[0] == vocabulary.SPLIT else v
     for c in candidates:
         if c.lost and c.move == move and rank(value) > rank(c.value):
             return True
@@ -329,7 +332,7 @@ def _open(state, params, proposals):
     for config, move, value in proposals:
         if len(cands) >= params.max_candidates:
             break
-        if config in seen or config == BARE or _beyond_cliff(
+        if config in seen or config == vocabulary.BARE or _beyond_cliff(
                 cands, move, value):
             continue
         seen.add(config)
@@ -341,9 +344,9 @@ def _open(state, params, proposals):
 
 def _begin(state, params, stats, kinds):
     """Start a search from the bare host (the tenants are these now)."""
-    _values, blind, by_run_time = guard.measure(stats, None, kinds)
+    _values, blind, by_run_time = probing.measure(stats, None, kinds)
     state = dataclasses.replace(
-        state, kinds=kinds, light=guard._light(stats, params),
+        state, kinds=kinds, light=probing.light(stats, params),
         groups=groups(stats, kinds), by_run_time=by_run_time,
         candidates=(), changed=0, held=0, pending=None, position=0,
         last_kept=None, detector=(), holdout_gain=bounds.Running())
@@ -352,7 +355,7 @@ def _begin(state, params, stats, kinds):
                'nor CPU time): nothing is probed' if blind else
                'no VM serves: the mechanisms are for I/O')
         return _finish(state, params, why)
-    state = _open(state, params, _moves(state, params, BARE))
+    state = _open(state, params, _moves(state, params, vocabulary.BARE))
     if not state.candidates:
         return _finish(state, params, 'the host offers no lever')
     return _visit(state, params)
@@ -372,7 +375,8 @@ def _visit(state, params):
 
 
 def _floor(params, kind):
-    return math.log(params.cpu_min if kind == COMPUTING else params.io_min)
+    return math.log(params.cpu_min if kind == probing.COMPUTING
+                    else params.io_min)
 
 
 def pair_logs(kinds, a, b):
@@ -390,7 +394,7 @@ def pair_logs(kinds, a, b):
         logs[vm] = (math.log(va / vb) if va > 0 and vb > 0 else 0.0
                     if va <= 0 and vb <= 0 else math.copysign(
                         _STARVED, va - vb))
-    serving = [logs[vm] for vm, kind in kinds if kind == SERVING]
+    serving = [logs[vm] for vm, kind in kinds if kind == probing.SERVING]
     if not serving:
         return None
     return logs, math.fsum(serving) / len(serving)
@@ -450,7 +454,7 @@ def _best(candidates, params):
 
 def _search_step(state, params, stats, served):
     """Account one measured period of the visit under way."""
-    values, blind, _cpu = guard.measure(stats, served, state.kinds)
+    values, blind, _cpu = probing.measure(stats, served, state.kinds)
     if blind:
         return _begin(state, params, stats, state.kinds)
     c = state.candidates[state.current]
@@ -459,7 +463,7 @@ def _search_step(state, params, stats, served):
         return dataclasses.replace(
             state, position=pos, pending=(state.in_force == c.config,
                                           values),
-            in_force=c.config if ABBA[pos % 4] else BARE)
+            in_force=c.config if probing.ABBA[pos % 4] else vocabulary.BARE)
     first_with, first = state.pending
     a, b = (first, values) if first_with else (values, first)
     got = pair_logs(state.kinds, a, b)
@@ -473,7 +477,7 @@ def _search_step(state, params, stats, served):
     if c.status == OUT or c.n >= state.target or pos >= 4 * state.target:
         return _visit(_after_visit(state, params), params)
     return dataclasses.replace(
-        state, in_force=c.config if ABBA[pos % 4] else BARE)
+        state, in_force=c.config if probing.ABBA[pos % 4] else vocabulary.BARE)
 
 
 def _after_visit(state, params):
@@ -509,7 +513,7 @@ def describe(config):
     """A configuration in a few words (for reasons and logs)."""
     parts = ['%s %gus' % (vm, ns / 1000) for vm, ns in config.timeouts]
     parts += ['%s x%g' % (vm, f) for vm, f in config.weights]
-    top = guard._top_split(config.mechanisms)
+    top = vocabulary.top_split(config.mechanisms)
     if top is not None:
         parts.append(top)
     return ', '.join(parts) or 'the bare host'
@@ -520,9 +524,9 @@ def describe(config):
 def _finish(state, params, why):
     """Keep the best safe candidate (or nothing); say why for each lever."""
     best = _best(state.candidates, params)
-    kept = best.config if best is not None else BARE
+    kept = best.config if best is not None else vocabulary.BARE
     reference = best.logs if best is not None else ()
-    summary = probe_stats.Verdict('search', best is not None, why or (
+    summary = probing.Verdict('search', best is not None, why or (
         'kept %s of %d candidates: %s' % (
             describe(kept), len(state.candidates),
             best.reason if best else 'none shown safe and gaining')))
@@ -560,18 +564,18 @@ def _verdict(state, kept, best, lever, vm, why):
             len(has), describe(speaker.config), speaker.reason
             + (', but gains less than what is kept' if speaker.safe
                else ''))
-    return probe_stats.Verdict(
+    return probing.Verdict(
         lever, now, reason, domain=vm,
-        timeout_ns=kept.timeout(vm) if lever == guard.RETENTION else None,
-        factor=kept.weight(vm) if lever == guard.WEIGHT else None,
+        timeout_ns=kept.timeout(vm) if lever == vocabulary.RETENTION else None,
+        factor=kept.weight(vm) if lever == vocabulary.WEIGHT else None,
         ratios=_ratios(state, speaker),
         utility=(math.exp(speaker.gain.mean)
                  if speaker is not None and speaker.n else None))
 
 
 def _has(config, lever, vm):
-    if lever == guard.SPLIT:
-        return guard.SPLIT in config.mechanisms
+    if lever == vocabulary.SPLIT:
+        return vocabulary.SPLIT in config.mechanisms
     return config.value(lever, vm) is not None
 
 
@@ -584,18 +588,18 @@ def _ratios(state, c):
 def _hold_step(state, params, stats, served):
     """A period of the kept configuration, or of the holdout."""
     held = state.held + 1
-    if state.kept == BARE:
+    if state.kept == vocabulary.BARE:
         if held >= params.research_periods:
             return _begin(state, params, stats, state.kinds)
-        return dataclasses.replace(state, held=held, in_force=BARE)
-    values, blind, _cpu = guard.measure(stats, served, state.kinds)
-    if state.in_force == BARE:
+        return dataclasses.replace(state, held=held, in_force=vocabulary.BARE)
+    values, blind, _cpu = probing.measure(stats, served, state.kinds)
+    if state.in_force == vocabulary.BARE:
         # the holdout period just ran: its pair with the last kept one
         return _holdout(state, params, values)
     last = None if blind else values
     if held >= params.holdout_every - params.settle_periods - 1:
         return dataclasses.replace(state, held=held, last_kept=last,
-                                   in_force=BARE)
+                                   in_force=vocabulary.BARE)
     return dataclasses.replace(state, held=held, last_kept=last,
                                in_force=state.kept)
 
@@ -625,7 +629,7 @@ def _holdout(state, params, values):
     run = state.holdout_gain.add(gain)
     cost = math.expm1(run.mean) * (params.settle_periods + 1) / (
         params.holdout_every + params.settle_periods)
-    note = probe_stats.Verdict('holdout', not alarm, (
+    note = probing.Verdict('holdout', not alarm, (
         'one period in %d bare: %d holdouts, the kept configuration gains '
         '%.3f over them, so the holdout costs %.2f%% of what is served; %s'
         % (params.holdout_every, run.n, math.exp(run.mean), 100.0 * cost,

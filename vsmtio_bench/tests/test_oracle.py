@@ -8,7 +8,7 @@ import testtools
 import yaml
 
 from vsmtio_agent import model
-from vsmtio_agent.policy import guard
+from vsmtio_agent.policy import vocabulary
 from vsmtio_bench import oracle as bench_oracle
 from vsmtio_bench import space
 from vsmtio_sim import runner
@@ -44,7 +44,7 @@ class TestSpace(testtools.TestCase):
         self.assertTrue(all(1 < b / a <= 2 for a, b in zip(t, t[1:])))
 
     def test_split_grades_are_the_products(self):
-        self.assertEqual({0.0} | set(guard.SHARES.values()),
+        self.assertEqual({0.0} | set(vocabulary.SHARES.values()),
                          set(space.SPLITS))
 
     def test_groups_move_together_weight_with_timeout(self):

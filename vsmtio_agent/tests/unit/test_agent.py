@@ -22,7 +22,7 @@ from vsmtio_agent import metrics
 from vsmtio_agent import model
 from vsmtio_agent.policy import guard
 from vsmtio_agent.policy import mist
-from vsmtio_agent.policy import probe_stats
+from vsmtio_agent.policy import probing
 from vsmtio_agent import status
 
 MS = 10 ** 6
@@ -376,14 +376,14 @@ class TestGuardInTheRecord(AgentTestCase):
         return a.tick()
 
     def judged(self):
-        kept = probe_stats.Verdict(
+        kept = probing.Verdict(
             'retention', True, 'gains 1.200, every VM at its floor',
             domain='io-vm', timeout_ns=50000,
             ratios=(('cpu-vm', 'computing', 0.99),
                     ('io-vm', 'serving', 1.45)))
-        split = probe_stats.Verdict(
+        split = probing.Verdict(
             'split', False, 'a VM loses: cpu-vm 0.900 < 0.97', loses=True)
-        alarm = probe_stats.Verdict(
+        alarm = probing.Verdict(
             'split', False, 'after-effect: dropping it did not restore the '
             'host (cpu-vm at 0.80 of the level before); held off',
             loses=True, after_effect=True)

@@ -8,6 +8,7 @@ from vsmtio_agent.policy import engine
 from vsmtio_agent.policy import guard
 from vsmtio_agent.policy import ltcr
 from vsmtio_agent.policy import rass
+from vsmtio_agent.policy import vocabulary
 from vsmtio_agent.tests.unit.policy import helpers
 
 R = helpers.ref
@@ -79,24 +80,24 @@ class TestPolicyEngine(testtools.TestCase):
         # or the next split would pin every I/O-bound vCPU as CPU-bound
         eng = engine.PolicyEngine(self.topo, params(guard=guard.Params()))
 
-        retaining = guard.Config(timeouts=(('vm', 50 * US),))
+        retaining = vocabulary.Config(timeouts=(('vm', 50 * US),))
 
         def run_with(in_force, io_rate, io_util=0.3):
             eng.guard = dataclasses.replace(
                 eng.guard, kept=retaining,
-                in_force=retaining if in_force else guard.BARE,
+                in_force=retaining if in_force else vocabulary.BARE,
                 countdown=100)
             return eng.step({
                 R(0): helpers.stats(io_rate, core_id=0,
                                     utilisation=io_util),
                 R(1): helpers.stats(0.0, core_id=0, utilisation=1.0)})
-        d = run_with({guard.RETENTION}, 0.5)
+        d = run_with({vocabulary.RETENTION}, 0.5)
         self.assertEqual(model.Role.IO, d.placements[R(0)].role)
         d = run_with((), 0.0)
         self.assertEqual(model.Role.IO, d.placements[R(0)].role)
         self.assertEqual(model.Role.CPU, d.placements[R(1)].role)
         # measured with retention, a zero rate is evidence: it reclasses
-        d = run_with({guard.RETENTION}, 0.0)
+        d = run_with({vocabulary.RETENTION}, 0.0)
         self.assertEqual(model.Role.CPU, d.placements[R(0)].role)
 
     def test_a_split_without_retention_classes_by_idle_entries(self):
@@ -105,7 +106,7 @@ class TestPolicyEngine(testtools.TestCase):
         # sibling, whatever roles were held before
         eng = engine.PolicyEngine(self.topo, params(guard=guard.Params()))
         eng.roles = {R(0): model.Role.CPU, R(1): model.Role.IO}
-        split = guard.Config(mechanisms=frozenset({guard.SPLIT}))
+        split = vocabulary.Config(mechanisms=frozenset({vocabulary.SPLIT}))
         eng.guard = dataclasses.replace(eng.guard, kept=split,
                                         in_force=split, countdown=100)
         d = eng.step({
@@ -134,7 +135,7 @@ class TestPolicyEngine(testtools.TestCase):
         # per VM: only the VMs the guard keeps retain, each at its own
         eng = engine.PolicyEngine(self.topo, params(
             guard=guard.Params(per_vm=True)))
-        kept = guard.Config(timeouts=(('a', 25 * US), ('b', 100 * US)))
+        kept = vocabulary.Config(timeouts=(('a', 25 * US), ('b', 100 * US)))
         eng.guard = dataclasses.replace(eng.guard, kept=kept, in_force=kept,
                                         countdown=100, watched=100)
         d = eng.step({model.VcpuRef('a', 0): helpers.stats(0.2, core_id=0),
@@ -145,7 +146,7 @@ class TestPolicyEngine(testtools.TestCase):
         # a host whose timeout is host-wide: one setting for every VM
         eng = engine.PolicyEngine(self.topo, params(
             guard=guard.Params(per_vm=False)))
-        kept = guard.Config(timeouts=((guard.ALL_VMS, 200 * US),))
+        kept = vocabulary.Config(timeouts=((vocabulary.ALL_VMS, 200 * US),))
         eng.guard = dataclasses.replace(eng.guard, kept=kept, in_force=kept,
                                         countdown=100, watched=100)
         d = eng.step({R(0): helpers.stats(0.2, core_id=0)})
@@ -166,7 +167,7 @@ class TestPolicyEngine(testtools.TestCase):
                 self.assertFalse(d.split)
                 self.assertFalse(d.borrow)
                 self.assertEqual(frozenset(), d.split_cores)
-                self.assertNotIn(guard.SPLIT, eng.mechanisms)
+                self.assertNotIn(vocabulary.SPLIT, eng.mechanisms)
         self.assertTrue(engine.PolicyEngine(self.topo, params()).smt)
 
     def test_no_split_share_applies_nothing(self):

@@ -13,6 +13,8 @@ import testtools
 from vsmtio_agent import model
 from vsmtio_agent.policy import guard
 from vsmtio_agent.policy import probe_stats
+from vsmtio_agent.policy import probing
+from vsmtio_agent.policy import vocabulary
 from vsmtio_agent.tests.unit.policy import helpers
 
 US = 1000
@@ -107,7 +109,7 @@ class TestPerVmFloors(testtools.TestCase):
                               {'c1': lambda t: 0.995}))
         state = run(host, 200)
         self.assertEqual(50 * US, state.kept.timeout('s1'))
-        v = state.verdict(guard.RETENTION, 's1')
+        v = state.verdict(vocabulary.RETENTION, 's1')
         self.assertTrue(v.kept)
         self.assertEqual({'c1', 's1'}, {vm for vm, _k, _r in v.ratios})
 
@@ -119,7 +121,7 @@ class TestPerVmFloors(testtools.TestCase):
                     vms=('c1', 'c2', 's1'))
         state = run(host, 400)
         self.assertIsNone(state.kept.timeout('s1'))
-        v = state.verdict(guard.RETENTION, 's1')
+        v = state.verdict(vocabulary.RETENTION, 's1')
         self.assertTrue(v.loses)
         self.assertIn('c1', v.reason)
 
@@ -128,8 +130,8 @@ class TestPerVmFloors(testtools.TestCase):
         # floor): the host serves more with every tenant at its floor, so
         # it is kept, though the mean over every VM shows no gain
         rng = random.Random(3)
-        kinds = (('c1', guard.COMPUTING), ('c2', guard.COMPUTING),
-                 ('s1', guard.SERVING))
+        kinds = (('c1', probing.COMPUTING), ('c2', probing.COMPUTING),
+                 ('s1', probing.SERVING))
         samples = []
         for _pair in range(P.pairs):
             for a in (True, False):
@@ -170,16 +172,16 @@ class TestPerVmFloors(testtools.TestCase):
         # drop and the countdown to the next block)
         state = run(host, 2 * P.max_pairs + 2 * P.pairs + P.retest_periods
                     + 1, state=state)
-        self.assertEqual(guard.BARE, state.kept)
+        self.assertEqual(vocabulary.BARE, state.kept)
 
     def test_a_vm_that_leaves_is_no_longer_marked_for_a_held_cost(self):
         host = Host(retention({'s1': lambda t: 1.3}), vms=('c1', 's1', 's2'))
         state = dataclasses.replace(guard.start(), held_cost=frozenset(
-            {(guard.RETENTION, 's1'), (guard.RETENTION, 's2')}))
+            {(vocabulary.RETENTION, 's1'), (vocabulary.RETENTION, 's2')}))
         host.vms = ('c1', 's1')
         # (the first block begins after the watch before it)
         state = run(host, 2 * P.pairs + 1, state=state)
-        self.assertEqual(frozenset({(guard.RETENTION, 's1')}),
+        self.assertEqual(frozenset({(vocabulary.RETENTION, 's1')}),
                          state.held_cost)
 
     def test_without_per_vm_timeouts_every_vm_is_tested_together(self):
@@ -187,7 +189,7 @@ class TestPerVmFloors(testtools.TestCase):
         host = Host(lambda c: {'s1': 1.3, 's2': 1.3} if c.retaining else {},
                     vms=('c1', 's1', 's2'))
         state = run(host, 200, params)
-        self.assertEqual(((guard.ALL_VMS, 50 * US),), state.kept.timeouts)
+        self.assertEqual(((vocabulary.ALL_VMS, 50 * US),), state.kept.timeouts)
 
     def test_idle_exits_that_vanish_while_serving_goes_on_are_no_loss(self):
         # on a real host, retention with MWAIT exits off removes the halt
@@ -227,9 +229,9 @@ class TestPerVmFloors(testtools.TestCase):
         for _ in range(400):
             stats, served = host.period(state.in_force)
             state = guard.step(state, P, stats, served)
-            self.assertNotIn(guard.SPLIT, state.in_force)
+            self.assertNotIn(vocabulary.SPLIT, state.in_force)
         self.assertIsNotNone(state.kept.timeout('s1'))
-        self.assertIn('CPU time', state.verdict(guard.RETENTION,
+        self.assertIn('CPU time', state.verdict(vocabulary.RETENTION,
                                                 's1').reason)
 
     def test_a_host_without_a_retention_knob_never_retains(self):
@@ -247,9 +249,9 @@ class TestPerVmFloors(testtools.TestCase):
         for _ in range(200):
             stats, served = host.period(state.in_force)
             state = guard.step(state, P, stats, served)
-            self.assertEqual(guard.BARE, state.in_force)
+            self.assertEqual(vocabulary.BARE, state.in_force)
         self.assertIn('instruction counter',
-                      state.verdict(guard.RETENTION, 's1').reason)
+                      state.verdict(vocabulary.RETENTION, 's1').reason)
 
 
 class TestTimeoutSearch(testtools.TestCase):
@@ -295,13 +297,13 @@ class TestTimeoutSearch(testtools.TestCase):
     def test_a_move_a_recheck_undid_is_not_judged_against_itself(self):
         # kept at 50 us, the verdict on record is the 100 us move the
         # recheck undid: a return to 100 us beats no change, not that
-        moved = probe_stats.Verdict(guard.RETENTION, True, 'gains',
-                                    domain='s1', timeout_ns=100 * US,
-                                    utility_logs=(0.3,) * 8)
+        moved = probing.Verdict(vocabulary.RETENTION, True, 'gains',
+                                domain='s1', timeout_ns=100 * US,
+                                utility_logs=(0.3,) * 8)
         state = dataclasses.replace(
-            guard.start(), kept=guard.BARE.with_value(
-                guard.RETENTION, 's1', 50 * US),
-            verdicts=(moved,), trial=guard.Trial(guard.RETENTION, 's1',
+            guard.start(), kept=vocabulary.BARE.with_value(
+                vocabulary.RETENTION, 's1', 50 * US),
+            verdicts=(moved,), trial=guard.Trial(vocabulary.RETENTION, 's1',
                                                  100 * US))
         self.assertIsNone(guard._reference(state))
         at_50 = dataclasses.replace(moved, timeout_ns=50 * US)
@@ -312,9 +314,9 @@ class TestTimeoutSearch(testtools.TestCase):
         from vsmtio_agent.policy import ltcr
         b = ltcr.Bounds(initial_ns=200 * US, min_ns=10 * US,
                         max_ns=1000 * US, reschedule_cost_ns=50 * US)
-        self.assertEqual(50 * US, guard.start_rung(b))
+        self.assertEqual(50 * US, vocabulary.start_rung(b))
         self.assertEqual((12500, 25 * US, 50 * US, 100 * US, 200 * US,
-                          400 * US, 800 * US), guard.ladder(b))
+                          400 * US, 800 * US), vocabulary.ladder(b))
 
 
 class TestWeightLever(testtools.TestCase):
@@ -347,7 +349,7 @@ class TestWeightLever(testtools.TestCase):
                          lambda f: 0.99 if f == 2 else 0.9)
         state = run(host, 800)
         self.assertEqual(2.0, state.kept.weight('s1'))
-        self.assertIn(guard.WEIGHT, state.kept)
+        self.assertIn(vocabulary.WEIGHT, state.kept)
 
     def test_no_gain_at_a_factor_walks_up_to_the_next(self):
         # the gain comes past a cliff: nothing at x2, 1.3 at x4
@@ -365,7 +367,7 @@ class TestWeightLever(testtools.TestCase):
         for state in steps(host, 800):
             self.assertIsNone(state.kept.weight('s1'))
             t = state.trial
-            if t is not None and t.mechanism == guard.WEIGHT and (
+            if t is not None and t.mechanism == vocabulary.WEIGHT and (
                     not tried or tried[-1] != t.factor):
                 tried.append(t.factor)
         self.assertEqual([2.0, 4.0, 2.0], tried[:3])
@@ -374,7 +376,7 @@ class TestWeightLever(testtools.TestCase):
         state = dataclasses.replace(
             guard.start(), weight_at=(('s1', 4.0), ('s9', 4.0)),
             add_at=(('s9', 25 * US, guard.DOWN),))
-        stats, _served = Host(lambda config: {}).period(guard.BARE)
+        stats, _served = Host(lambda config: {}).period(vocabulary.BARE)
         state = guard._begin(state, P, stats)
         self.assertEqual((('s1', 4.0),), state.weight_at)
         self.assertEqual((), state.add_at)
@@ -433,13 +435,13 @@ class TestJointWeight(testtools.TestCase):
         first = {}
         for state in steps(host, 900):
             v = state.finished
-            if v is not None and v.mechanism == guard.WEIGHT:
+            if v is not None and v.mechanism == vocabulary.WEIGHT:
                 first.setdefault(v.domain, v.kept)
         self.assertEqual((('s1', 2.0), ('s2', 2.0)), state.kept.weights)
-        self.assertEqual({'s1': False, 's2': False, guard.ALL_VMS: True},
+        self.assertEqual({'s1': False, 's2': False, vocabulary.ALL_VMS: True},
                          first)
         # each weight has since been retested on its own, and kept
-        self.assertTrue(state.verdict(guard.WEIGHT, 's1').kept)
+        self.assertTrue(state.verdict(vocabulary.WEIGHT, 's1').kept)
 
     def test_refused_together_where_the_computing_vm_pays(self):
         host = self.host(lambda f: {'s1': 1.15, 's2': 1.15, 'c1': 0.85},
@@ -447,28 +449,28 @@ class TestJointWeight(testtools.TestCase):
         tried = False
         for state in steps(host, 900):
             self.assertEqual((), state.kept.weights)
-            tried = tried or state.verdict(guard.WEIGHT,
-                                           guard.ALL_VMS) is not None
+            tried = tried or state.verdict(vocabulary.WEIGHT,
+                                           vocabulary.ALL_VMS) is not None
         self.assertTrue(tried)
 
     def test_never_for_one_light_vm(self):
         host = TestWeightLever.host(lambda f: 1.0, lambda f: 1.0)
         for state in steps(host, 600):
             t = state.trial
-            self.assertFalse(t is not None and t.domain == guard.ALL_VMS
-                             and t.mechanism == guard.WEIGHT)
+            self.assertFalse(t is not None and t.domain == vocabulary.ALL_VMS
+                             and t.mechanism == vocabulary.WEIGHT)
 
     def test_a_failed_recheck_undoes_the_joint_weights_only(self):
         before = (('s3', 2.0),)
         state = dataclasses.replace(
-            guard.start(), last_added=((guard.WEIGHT, guard.ALL_VMS),
-                                       guard.Config(weights=before)),
-            kept=guard.Config(weights=(('s1', 2.0), ('s2', 2.0),
-                                       ('s3', 2.0))))
-        no = probe_stats.Verdict(guard.BASELINE, False, 'floor')
+            guard.start(), last_added=((vocabulary.WEIGHT, vocabulary.ALL_VMS),
+                                       vocabulary.Config(weights=before)),
+            kept=vocabulary.Config(weights=(('s1', 2.0), ('s2', 2.0),
+                                            ('s3', 2.0))))
+        no = probing.Verdict(guard.BASELINE, False, 'floor')
         kept, backoff = guard._baseline_settled(state, P, no)
         self.assertEqual(before, kept.weights)
-        self.assertIn((guard.WEIGHT, guard.ALL_VMS),
+        self.assertIn((vocabulary.WEIGHT, vocabulary.ALL_VMS),
                       [k for k, _p, _w in backoff])
 
 
@@ -507,7 +509,7 @@ class TestKeptRetestedDropped(testtools.TestCase):
         waits = []
         for state in steps(host, 3000):
             for key, periods, _w in state.backoff:
-                if key[0] == guard.RETENTION and (
+                if key[0] == vocabulary.RETENTION and (
                         not waits or waits[-1] != periods):
                     waits.append(periods)
         self.assertEqual([20, 40, 80], waits[:3])
@@ -594,7 +596,7 @@ class TestKeptRetestedDropped(testtools.TestCase):
         for ratio in c1:
             samples += [(True, {'c1': ratio, 's1': 1.3}, False),
                         (False, {'c1': 1.0, 's1': 1.0}, False)]
-        kinds = (('c1', guard.COMPUTING), ('s1', guard.SERVING))
+        kinds = (('c1', probing.COMPUTING), ('s1', probing.SERVING))
         added = probe_stats.judge(samples, kinds, P, adding=True)
         self.assertFalse(added.kept)
         self.assertTrue(added.loses)
@@ -630,76 +632,76 @@ class TestKeptRetestedDropped(testtools.TestCase):
     def test_no_split_without_smt_siblings(self):
         params = guard.Params(**{**P.__dict__, 'smt': False})
         host = Host(lambda c: {'s1': 1.3 if c.retaining else 1.0,
-                               'c1': 1.05 if guard.SPLIT in c else 1.0})
+                               'c1': 1.05 if vocabulary.SPLIT in c else 1.0})
         state = guard.start()
         for _ in range(600):
             stats, served = host.period(state.in_force)
             state = guard.step(state, params, stats, served)
-            self.assertNotIn(guard.SPLIT, state.in_force)
+            self.assertNotIn(vocabulary.SPLIT, state.in_force)
         self.assertTrue(state.kept.retaining)
 
     def test_the_split_is_judged_against_bare(self):
         host = Host(lambda c: {'s1': (1.3 if c.retaining else 1.0)
-                               * (1.2 if guard.SPLIT in c else 1.0)})
+                               * (1.2 if vocabulary.SPLIT in c else 1.0)})
         state = run(host, 400)
-        self.assertIn(guard.SPLIT, state.kept)
-        self.assertIn(guard.BORROW, state.kept)
-        self.assertEqual(guard.BARE, guard.Config().without('s1'))
+        self.assertIn(vocabulary.SPLIT, state.kept)
+        self.assertIn(vocabulary.BORROW, state.kept)
+        self.assertEqual(vocabulary.BARE, vocabulary.Config().without('s1'))
 
     def test_the_split_is_tried_where_no_retention_pays(self):
         # a host whose retention costs the computing VM too much still
         # has the split, which RASS then classes by idle entries
         host = Host(lambda c: {'c1': 0.85 if c.retaining else 1.0,
-                               's1': 1.2 if guard.SPLIT in c else 1.0})
+                               's1': 1.2 if vocabulary.SPLIT in c else 1.0})
         state = run(host, 400)
         self.assertFalse(state.kept.retaining)
-        self.assertIn(guard.SPLIT, state.kept)
+        self.assertIn(vocabulary.SPLIT, state.kept)
         self.assertTrue(guard.climbed(state, P))
 
     def test_the_split_widens_past_a_share_too_small_to_show(self):
         # the gain grows with the share: an eighth's is in the noise,
         # so the search goes wider, each level against the bare host
         def effect(c):
-            share = guard.split_share(c.mechanisms)
+            share = vocabulary.split_share(c.mechanisms)
             return {'c1': 0.9 if share >= 1.0 else 1.0,
                     's1': 1.0 + 0.12 * share}
         tried = []
         for state in steps(Host(effect), 1500):
             v = state.finished
-            if v is not None and v.mechanism in guard.SHARES:
+            if v is not None and v.mechanism in vocabulary.SHARES:
                 tried.append((v.mechanism, v.kept, v.loses))
-        self.assertEqual((guard.SPLIT, False, False), tried[0])
+        self.assertEqual((vocabulary.SPLIT, False, False), tried[0])
         # kept at half the cores with the levels it needs, never all:
         # the whole split loses
-        self.assertEqual(0.5, guard.split_share(state.kept.mechanisms))
-        self.assertLessEqual({guard.SPLIT, guard.SPLIT_QUARTER},
+        self.assertEqual(0.5, vocabulary.split_share(state.kept.mechanisms))
+        self.assertLessEqual({vocabulary.SPLIT, vocabulary.SPLIT_QUARTER},
                              state.kept.mechanisms)
-        self.assertIn((guard.SPLIT_ALL, False, True), tried)
-        self.assertNotIn((guard.SPLIT_ALL, True, False), tried)
+        self.assertIn((vocabulary.SPLIT_ALL, False, True), tried)
+        self.assertNotIn((vocabulary.SPLIT_ALL, True, False), tried)
 
     def test_a_split_that_loses_is_not_widened(self):
-        host = Host(lambda c: {'c1': 0.9 if guard.SPLIT in c else 1.0,
-                               's1': 1.2 if guard.SPLIT in c else 1.0})
+        host = Host(lambda c: {'c1': 0.9 if vocabulary.SPLIT in c else 1.0,
+                               's1': 1.2 if vocabulary.SPLIT in c else 1.0})
         tried = {state.trial.mechanism for state in steps(host, 1000)
                  if state.trial is not None}
-        self.assertIn(guard.SPLIT, tried)
-        self.assertEqual(set(), tried & set(guard.WIDER))
+        self.assertIn(vocabulary.SPLIT, tried)
+        self.assertEqual(set(), tried & set(vocabulary.WIDER))
 
     def test_no_split_where_no_vm_serves(self):
         host = Host(lambda c: {}, vms=('c1', 'c2'))
         tried = {state.trial.mechanism for state in steps(host, 400)
                  if state.trial is not None}
-        self.assertEqual(set(), tried & set(guard.HOST_WIDE))
+        self.assertEqual(set(), tried & set(vocabulary.HOST_WIDE))
         # and one kept goes once its serving VM does
-        host = Host(lambda c: {'s1': 1.2 if guard.SPLIT in c else 1.0})
+        host = Host(lambda c: {'s1': 1.2 if vocabulary.SPLIT in c else 1.0})
         state = run(host, 400)
-        self.assertIn(guard.SPLIT, state.kept)
+        self.assertIn(vocabulary.SPLIT, state.kept)
         host.vms = ('c1',)
         # (at the latest after the block under way, the watch after a
         # drop and the countdown to the next block)
         state = run(host, 2 * P.max_pairs + 2 * P.pairs + P.retest_periods
                     + 1, state=state)
-        self.assertEqual(guard.BARE, state.kept)
+        self.assertEqual(vocabulary.BARE, state.kept)
 
     def test_bad_params_are_refused(self):
         self.assertRaises(ValueError, guard.Params, pairs=3)
@@ -728,7 +730,7 @@ def _spread_at(mean, sd, n, seed):
             for x in got]
 
 
-KINDS = (('c1', guard.COMPUTING), ('s1', guard.SERVING))
+KINDS = (('c1', probing.COMPUTING), ('s1', probing.SERVING))
 NO_SMT = dataclasses.replace(P, smt=False)
 
 
@@ -787,9 +789,9 @@ class TestKeepLevel(testtools.TestCase):
         # no cost beside it, s1 gaining a tenth: how often one block
         # keeps the addition
         rng = random.Random(11)
-        kinds = tuple(('c%d' % i, guard.COMPUTING)
+        kinds = tuple(('c%d' % i, probing.COMPUTING)
                       for i in range(1, others + 2)) + (
-            ('s1', guard.SERVING),)
+            ('s1', probing.SERVING),)
         kept = 0
         for _ in range(runs):
             samples = []
@@ -864,7 +866,8 @@ class TestPooledEvidence(testtools.TestCase):
                                                   past=fine))
 
     def test_a_block_that_departs_from_its_pool_is_judged_on_its_own(self):
-        arms = (guard.BARE.with_timeout('s1', P.start_ns), guard.BARE)
+        bare = vocabulary.BARE
+        arms = (bare.with_timeout('s1', P.start_ns), bare)
         before = _pairs(_spread_at(0.96, 0.005, 32, 1))
         state = dataclasses.replace(
             guard.start(), kinds=KINDS, period=100, pooled=((
@@ -897,7 +900,8 @@ class TestPooledEvidence(testtools.TestCase):
         self.assertGreaterEqual(len(at_start), 3)
         self.assertEqual(sorted(at_start), at_start)
         self.assertLessEqual(at_start[-1], P.pool_pairs + P.max_pairs)
-        arms = (guard.BARE.with_timeout('s1', P.start_ns), guard.BARE)
+        bare = vocabulary.BARE
+        arms = (bare.with_timeout('s1', P.start_ns), bare)
         prior, looks = guard._pooled(state, NO_SMT, arms)
         self.assertEqual(min(len(at_start), P.pool_pairs // P.pairs), looks)
         self.assertEqual(at_start[-1], len(prior['s1']))
@@ -990,12 +994,12 @@ class TestAfterEffects(testtools.TestCase):
             if state.finished is not None and state.finished.after_effect:
                 alarms.append(state.finished)
         self.assertTrue(alarms)
-        self.assertEqual((guard.RETENTION, 's1'), alarms[0].key)
+        self.assertEqual((vocabulary.RETENTION, 's1'), alarms[0].key)
         self.assertIn('c1', alarms[0].reason)
         # held off for the longest back-off
         waits = {k: p for k, p, _w in state.backoff}
         self.assertEqual(P.retest_periods * P.max_backoff,
-                         waits[(guard.RETENTION, 's1')])
+                         waits[(vocabulary.RETENTION, 's1')])
 
     def test_a_workload_that_changes_after_the_probe_raises_no_alarm(self):
         # c1 computes at 0.7 from the first hold after a verdict: its
@@ -1125,7 +1129,7 @@ class TestLongRun(testtools.TestCase):
     def _assert_held_off(self, verdicts, at):
         """Retention is kept again no sooner than the longest back-off."""
         nxt = [t for t, w in verdicts if t > at and w.kept
-               and w.key == (guard.RETENTION, 's1')]
+               and w.key == (vocabulary.RETENTION, 's1')]
         if nxt:
             self.assertGreaterEqual(
                 nxt[0] - at, NO_SMT.retest_periods * NO_SMT.max_backoff)
@@ -1292,25 +1296,25 @@ class TestUntried(testtools.TestCase):
     """Why the guard never tries a mechanism: what no verdict says."""
 
     def test_a_host_with_every_lever_tries_everything(self):
-        state = guard.State(kinds=(('web', guard.SERVING),
-                                   ('batch', guard.COMPUTING)))
+        state = guard.State(kinds=(('web', probing.SERVING),
+                                   ('batch', probing.COMPUTING)))
         self.assertEqual({}, guard.untried(state, guard.Params()))
 
     def test_each_missing_lever_has_its_reason(self):
         params = guard.Params(retention=False, weight_factors=(), smt=False)
         why = guard.untried(guard.start(), params)
-        self.assertEqual({guard.RETENTION, guard.WEIGHT, guard.SPLIT,
-                          guard.BORROW}, set(why))
-        self.assertIn('no retention timeout', why[guard.RETENTION])
-        self.assertIn('no VM CPU weights', why[guard.WEIGHT])
-        self.assertIn('SMT siblings', why[guard.SPLIT])
+        self.assertEqual({vocabulary.RETENTION, vocabulary.WEIGHT,
+                          vocabulary.SPLIT, vocabulary.BORROW}, set(why))
+        self.assertIn('no retention timeout', why[vocabulary.RETENTION])
+        self.assertIn('no VM CPU weights', why[vocabulary.WEIGHT])
+        self.assertIn('SMT siblings', why[vocabulary.SPLIT])
 
     def test_no_instruction_counter_never_tries_the_split(self):
         why = guard.untried(guard.State(by_run_time=True), guard.Params())
-        self.assertEqual({guard.SPLIT, guard.BORROW}, set(why))
-        self.assertIn('no instruction counter', why[guard.SPLIT])
+        self.assertEqual({vocabulary.SPLIT, vocabulary.BORROW}, set(why))
+        self.assertIn('no instruction counter', why[vocabulary.SPLIT])
 
     def test_no_serving_vm_has_no_class_to_split_off(self):
-        state = guard.State(kinds=(('batch', guard.COMPUTING),))
+        state = guard.State(kinds=(('batch', probing.COMPUTING),))
         why = guard.untried(state, guard.Params())
-        self.assertIn('no VM serves I/O', why[guard.SPLIT])
+        self.assertIn('no VM serves I/O', why[vocabulary.SPLIT])

@@ -12,14 +12,16 @@ from vsmtio_agent import model
 from vsmtio_agent.policy import bounds
 from vsmtio_agent.policy import engine
 from vsmtio_agent.policy import guard
+from vsmtio_agent.policy import probing
 from vsmtio_agent.policy import search
+from vsmtio_agent.policy import vocabulary
 from vsmtio_agent.tests.unit.policy import helpers
 
 US = 1000
 RUNGS = (25 * US, 50 * US, 100 * US, 200 * US, 400 * US)
 P = search.Params(pairs=8, max_pairs=32, rungs=RUNGS, start_ns=50 * US,
                   settle_periods=1, holdout_every=20, max_candidates=12)
-KINDS = (('c1', search.COMPUTING), ('s1', search.SERVING))
+KINDS = (('c1', probing.COMPUTING), ('s1', probing.SERVING))
 
 
 def ref(vm, i=0):
@@ -153,27 +155,27 @@ class TestElimination(testtools.TestCase):
         self.assertIs(best, search._best(after.candidates, P))
 
 
-BARE_PLUS = guard.Config(weights=(('s1', 2.0),))
+BARE_PLUS = vocabulary.Config(weights=(('s1', 2.0),))
 
 
 class TestCandidates(testtools.TestCase):
 
     def _levers(self, params, stats_kw=None):
         host = Host(lambda c: {})
-        stats, _served = host.period(guard.BARE)
-        kinds = guard.vm_kinds(stats, params)
+        stats, _served = host.period(vocabulary.BARE)
+        kinds = probing.vm_kinds(stats, params)
         state = search._begin(search.start(), params, stats, kinds)
         return {c.move[0] for c in state.candidates}, state
 
     def test_grow_only_from_what_the_host_offers(self):
         levers, _s = self._levers(P)
-        self.assertEqual({guard.RETENTION, guard.WEIGHT, guard.SPLIT},
-                         levers)
+        self.assertEqual({vocabulary.RETENTION, vocabulary.WEIGHT,
+                          vocabulary.SPLIT}, levers)
         levers, _s = self._levers(dataclasses.replace(
             P, smt=False, retention=False))
-        self.assertEqual({guard.WEIGHT}, levers)
+        self.assertEqual({vocabulary.WEIGHT}, levers)
         levers, _s = self._levers(dataclasses.replace(P, weights=()))
-        self.assertEqual({guard.RETENTION, guard.SPLIT}, levers)
+        self.assertEqual({vocabulary.RETENTION, vocabulary.SPLIT}, levers)
 
     def test_what_is_not_offered_is_untried_with_its_reason(self):
         _l, state = self._levers(P)
@@ -181,16 +183,17 @@ class TestCandidates(testtools.TestCase):
         params = dataclasses.replace(P, smt=False, weights=())
         _l, state = self._levers(params)
         why = search.untried(state, params)
-        self.assertEqual({guard.WEIGHT, guard.SPLIT, guard.BORROW},
-                         set(why))
-        self.assertIn('SMT', why[guard.SPLIT])
-        self.assertIn('no VM CPU weights', why[guard.WEIGHT])
+        self.assertEqual(
+            {vocabulary.WEIGHT, vocabulary.SPLIT, vocabulary.BORROW},
+            set(why))
+        self.assertIn('SMT', why[vocabulary.SPLIT])
+        self.assertIn('no VM CPU weights', why[vocabulary.WEIGHT])
 
     def test_a_host_wide_timeout_is_one_key(self):
         _l, state = self._levers(dataclasses.replace(P, per_vm=False))
         timeouts = [c.config.timeouts for c in state.candidates
-                    if c.move[0] == guard.RETENTION]
-        self.assertEqual([((guard.ALL_VMS, 50 * US),)], timeouts)
+                    if c.move[0] == vocabulary.RETENTION]
+        self.assertEqual([((vocabulary.ALL_VMS, 50 * US),)], timeouts)
 
     def test_the_weight_grid_steps_by_a_quarter(self):
         self.assertEqual(1.25, P.weights[0])
@@ -201,18 +204,18 @@ class TestCandidates(testtools.TestCase):
         stats = {ref('s1'): helpers.stats(halt_rate=500.0),
                  ref('s2'): helpers.stats(halt_rate=600.0),
                  ref('s3'): helpers.stats(halt_rate=5000.0)}
-        kinds = guard.vm_kinds(stats, P)
+        kinds = probing.vm_kinds(stats, P)
         self.assertEqual((('s1', 's2'), ('s3',)),
                          search.groups(stats, kinds))
 
     def test_no_step_past_a_cliff(self):
-        lost = search.Candidate(guard.BARE, 1, (guard.WEIGHT, ('s1',)), 2.0,
+        move = (vocabulary.WEIGHT, ('s1',))
+        lost = search.Candidate(vocabulary.BARE, 1, move, 2.0,
                                 status=search.OUT, lost=True)
         state = search.State(candidates=(lost,))
-        nxt = search._open(state, P, [(
-            guard.Config(weights=(('s1', 2.25),)), (guard.WEIGHT, ('s1',)),
-            2.25), (guard.Config(weights=(('s1', 1.75),)),
-                    (guard.WEIGHT, ('s1',)), 1.75)])
+        nxt = search._open(state, P, [
+            (vocabulary.Config(weights=(('s1', 2.25),)), move, 2.25),
+            (vocabulary.Config(weights=(('s1', 1.75),)), move, 1.75)])
         self.assertEqual([1.75], [c.value for c in nxt.candidates[1:]])
 
 
@@ -230,22 +233,22 @@ class TestSearch(testtools.TestCase):
         w = state.kept.weight('s1')
         self.assertIsNotNone(w)
         self.assertTrue(1.5 <= w <= 2.0, w)
-        v = [x for x in state.verdicts if x.mechanism == guard.WEIGHT][0]
+        v = [x for x in state.verdicts if x.mechanism == vocabulary.WEIGHT][0]
         self.assertTrue(v.kept)
         # no candidate two steps past the cliff was ever opened
         self.assertFalse([c for c in state.candidates if c.value
                           and c.value > 2.5])
 
     def test_keeps_nothing_where_every_candidate_costs(self):
-        host = Host(lambda c: {} if c == guard.BARE
+        host = Host(lambda c: {} if c == vocabulary.BARE
                     else {'c1': 0.8, 's1': 1.3})
         state = run(host, 2000)
         self.assertTrue(search.climbed(state, P))
-        self.assertEqual(guard.BARE, state.kept)
+        self.assertEqual(vocabulary.BARE, state.kept)
         self.assertFalse(any(v.kept for v in state.verdicts
                              if v.mechanism != 'holdout'))
         self.assertIn('c1', [v for v in state.verdicts
-                             if v.mechanism == guard.RETENTION][0].reason)
+                             if v.mechanism == vocabulary.RETENTION][0].reason)
 
     def test_a_vm_arriving_restarts_the_search(self):
         host = Host(weighted(lambda f: 1.2, lambda f: 1.0))
@@ -277,7 +280,7 @@ class TestAA(testtools.TestCase):
                 if state.searches:
                     break
             self.assertTrue(state.searches, seed)
-            kept += state.kept != guard.BARE
+            kept += state.kept != vocabulary.BARE
         self.assertLessEqual(kept / 200.0, params.alpha)
 
 
@@ -285,12 +288,13 @@ class TestHoldout(testtools.TestCase):
 
     def _kept(self, seed=1):
         gain = {'on': 1.2}
-        host = Host(lambda c: {'s1': gain['on']} if c != guard.BARE else {},
-                    noise=0.02, seed=seed)
+        host = Host(
+            lambda c: {'s1': gain['on']} if c != vocabulary.BARE else {},
+            noise=0.02, seed=seed)
         params = dataclasses.replace(P, max_candidates=3, rungs=(),
                                      retention=False, smt=False)
         state = run(host, 1500, params)
-        self.assertNotEqual(guard.BARE, state.kept)
+        self.assertNotEqual(vocabulary.BARE, state.kept)
         return host, params, state, gain
 
     def test_a_step_change_is_found_within_a_few_holdouts(self):

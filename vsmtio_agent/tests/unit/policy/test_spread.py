@@ -12,6 +12,7 @@ from vsmtio_agent.policy import engine
 from vsmtio_agent.policy import guard
 from vsmtio_agent.policy import spread
 from vsmtio_agent.policy import trust
+from vsmtio_agent.policy import vocabulary
 from vsmtio_agent.tests.unit.policy import helpers
 
 R = helpers.ref
@@ -33,14 +34,14 @@ def light(core_id, retention=0.0):
                          utilisation=0.05 + retention, halt_rate=500.0)
 
 
-def hold_split(eng, levels=guard.HOST_WIDE, retaining=True):
+def hold_split(eng, levels=vocabulary.HOST_WIDE, retaining=True):
     """``eng``'s guard keeping the split at ``levels`` for the periods run.
 
     A guard that probes first would try the split only now and then: the
     tests put what it keeps in force directly, as ``test_engine`` does.
     """
-    kept = guard.Config(
-        timeouts=((guard.ALL_VMS, 50 * US),) if retaining else (),
+    kept = vocabulary.Config(
+        timeouts=((vocabulary.ALL_VMS, 50 * US),) if retaining else (),
         mechanisms=frozenset(levels))
     eng.guard = dataclasses.replace(eng.guard, kept=kept, in_force=kept,
                                     countdown=10 ** 6, watched=10 ** 6)
@@ -95,7 +96,7 @@ class TestNeverStack(testtools.TestCase):
             self.assertEqual({0, 1}, set(cores_of(d, self.light)))
 
     def test_guard_on_whatever_it_keeps(self):
-        for levels in ((), (guard.SPLIT,), guard.HOST_WIDE):
+        for levels in ((), (vocabulary.SPLIT,), vocabulary.HOST_WIDE):
             eng = engine.PolicyEngine(self.topo,
                                       params(guard=guard.Params()))
             hold_split(eng, levels, retaining=False)
@@ -240,8 +241,8 @@ def hosts(draw):
     rule = draw(st.sampled_from(trust.RULES))
     core_scheduling = draw(st.sampled_from((None, False, True)))
     with_guard = draw(st.booleans())
-    levels = draw(st.sampled_from(((), guard.HOST_WIDE[:2],
-                                   guard.HOST_WIDE[:3], guard.HOST_WIDE)))
+    wide = vocabulary.HOST_WIDE
+    levels = draw(st.sampled_from(((), wide[:2], wide[:3], wide)))
     p = params(
         guard=guard.Params() if with_guard else None,
         trust_domain=rule,
