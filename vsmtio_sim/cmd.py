@@ -2,11 +2,13 @@
 
     vsmtio-sim list
     vsmtio-sim run --scenario NAME|FILE --kernel K [--seed N]
-                   [--duration S] [--profile FILE] [--json]
+                   [--duration S] [--scheduler S] [--profile FILE] [--json]
     vsmtio-sim compare --scenario NAME|FILE [--seed N] [--duration S]
-                       [--profile FILE] [--json] [--processes N]
+                       [--scheduler S] [--profile FILE] [--json]
+                       [--processes N]
     vsmtio-sim compare --scenario NAME|FILE --steady [--seed N | --seeds LIST]
-                       [--profile FILE] [--json] [--processes N]
+                       [--scheduler S] [--profile FILE] [--json]
+                       [--processes N]
 
 ``compare`` runs every kernel model and normalises to ``vanilla``; with
 ``--steady`` it also runs vanilla's A/A run and judges each honest VM
@@ -21,11 +23,16 @@ error line and exit status 2, never a traceback.
 (:mod:`vsmtio_sim.host_profile`): its costs and scheduler replace the
 scenario's, and the output says whose they are.
 
-The options ``--scenario``, ``--kernel``, ``--seed``, ``--duration`` and
-``--profile`` are the ``[vsmtio_sim]`` options of ``vsmtio_sim/conf.py``,
-parsed with their own types and bounds and handed to the run's
-oslo.config object (:func:`vsmtio_sim.runner.make_conf`); a kernel name
-is checked by the kernel models themselves. Only what has no
+``--scheduler`` plays the scenario under another of the model's host
+schedulers (``cfs``, the paper's; ``eevdf``, today's hosts'); the tables
+say which ran.
+
+The options ``--scenario``, ``--kernel``, ``--seed``, ``--duration``,
+``--scheduler`` and ``--profile`` are the ``[vsmtio_sim]`` options of
+``vsmtio_sim/conf.py``, parsed with their own types and bounds and
+handed to the run's oslo.config object
+(:func:`vsmtio_sim.runner.make_conf`); a kernel name is checked by the
+kernel models themselves. Only what has no
 configuration option (``--steady``, ``--seeds``, ``--json``,
 ``--processes``) is declared here.
 """
@@ -103,6 +110,7 @@ def build_parser():
                           help='run the agent until its state settles, '
                                'then measure every kernel over one cycle '
                                'of the guard\'s probing')
+        cmd.add_argument(c, _OPTS['scheduler'])
         cmd.add_argument(c, _OPTS['profile'], metavar='FILE')
         c.add_argument('--json', action='store_true',
                        help='print JSON instead of tables')
@@ -110,8 +118,23 @@ def build_parser():
 
 
 def _overrides(args):
-    """The run's configuration beyond its own arguments: the profile."""
-    return {runner.PROFILE: args.profile} if args.profile else None
+    """The run's configuration beyond its own arguments.
+
+    The host profile and the scheduler, as ``[vsmtio_sim]`` overrides.
+    """
+    out = {}
+    if args.profile:
+        out[runner.PROFILE] = args.profile
+    if args.scheduler:
+        out[('vsmtio_sim', 'scheduler')] = args.scheduler
+    return out or None
+
+
+def _scheduler_line(args):
+    """Which host scheduler the model ran: the figures differ by it."""
+    policy = (args.scheduler or runner.load(
+        args.scenario, _overrides(args)).scheduler['policy'])
+    return 'host scheduler: %s' % policy
 
 
 def _list():
@@ -151,6 +174,8 @@ def _main(argv):
                                 args.duration, progress=sys.stderr,
                                 overrides=_overrides(args),
                                 steady=args.steady)
+            if not args.json:
+                print(_scheduler_line(args))
             print(json.dumps(result, indent=2, sort_keys=True)
                   if args.json else report.run_table(result))
             return 0
@@ -166,6 +191,7 @@ def _main(argv):
                               'normalised': report.normalise(results)},
                              indent=2, sort_keys=True))
         else:
+            print(_scheduler_line(args))
             print(report.compare_table(results))
             _speed(results)
         return 0
@@ -207,6 +233,7 @@ def _steady(args):
                           'seeds': runs, 'over_seeds': agg},
                          indent=2, sort_keys=True))
         return 0
+    print(_scheduler_line(args))
     print(report.compare_table(results))
     print(tenants.table(results, aa=aa))
     print(seeds_mod.report(agg))

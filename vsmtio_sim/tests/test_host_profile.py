@@ -217,3 +217,29 @@ class TestApply(_Files):
         self.assertIn('inputs from host profile', out.getvalue())
         self.assertIn('measured on compute-7 at 2026-12-05T17:45:00Z',
                       out.getvalue())
+
+    def test_the_command_says_which_scheduler_ran(self):
+        # the scenario's, the profile's over it, --scheduler over both
+        for extra, want in (([], 'cfs'),
+                            (['--profile', self.profile()], 'eevdf'),
+                            (['--profile', self.profile(), '--scheduler',
+                              'cfs'], 'cfs'),
+                            (['--scheduler', 'eevdf'], 'eevdf')):
+            out = io.StringIO()
+            self.useFixture(fixtures.MonkeyPatch('sys.stdout', out))
+            self.useFixture(fixtures.MonkeyPatch('sys.stderr', io.StringIO()))
+            rc = sim_cmd.main(['run', '--scenario', self.scenario(),
+                               '--kernel', 'vanilla', '--duration', '0.3']
+                              + extra)
+            self.assertEqual(0, rc)
+            self.assertIn('host scheduler: %s\n' % want, out.getvalue())
+
+    def test_an_unknown_scheduler_is_one_line(self):
+        err = io.StringIO()
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', err))
+        rc = sim_cmd.main(['run', '--scenario', self.scenario(), '--kernel',
+                           'vanilla', '--scheduler', 'bfs'])
+        self.assertEqual(2, rc)
+        lines = err.getvalue().splitlines()
+        self.assertEqual(1, len(lines), lines)
+        self.assertIn('--scheduler', lines[0])
