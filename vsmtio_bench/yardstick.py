@@ -197,11 +197,28 @@ def _below(value, floor):
 
 
 def summary_lines(rows):
+    """The headline and no-harm lines, per scheduler where there are two.
+
+    The schedulers are different hosts: a share pooled over both would
+    let one's gain hide the other's loss.
+    """
+    schedulers = sorted({k[0] for k in rows})
+    out = []
+    for scheduler in schedulers:
+        mine = {k: r for k, r in rows.items() if k[0] == scheduler}
+        for line in _summary(mine):
+            out.append('Under %s: %s' % (scheduler, line)
+                       if len(schedulers) > 1
+                       else line[0].upper() + line[1:])
+    return out
+
+
+def _summary(rows):
     out = []
     for field, what in (('oracle', 'oracle'),
                         ('margin', 'margin oracle')):
         m, lo, hi, chosen = headline(rows, field)
-        out.append('Share of the %s\'s I/O gain, gain-weighted over the %d '
+        out.append('share of the %s\'s I/O gain, gain-weighted over the %d '
                    'scenarios where it gains %d%% or more: %s'
                    % (what, len(chosen), round(100 * (GAIN_MIN - 1)),
                       '-' if m is None else intervals.text(
@@ -209,7 +226,7 @@ def summary_lines(rows):
                                      for x in (lo, hi)), fmt='%.0f%%')))
     below = sum(len(r['below']) for r in rows.values())
     runs = sum(len(r['product']) for r in rows.values())
-    out.append('Honest VMs below a floor net of noise: %d in %d runs'
+    out.append('honest VMs below a floor net of noise: %d in %d runs'
                % (below, runs))
     return out
 
@@ -221,13 +238,15 @@ def compare(rows, other):
         d = intervals.paired(rows[k]['product'], other[k]['product'])
         lines.append('%s/%s: product I/O gain this - other %s over %d '
                      'seeds' % (k[1], k[0], intervals.text(*d[:3]), d[3]))
-    mine, chosen = seed_shares(rows)
-    theirs, _c = seed_shares(other, chosen=chosen)
-    d = intervals.paired(mine, theirs)
-    if d[3]:
-        lines.append('headline share of the oracle\'s gain, this - other, '
-                     'over the same %d scenarios: %s over %d seeds' % (
-                         len(chosen), intervals.text(
+    for scheduler in sorted({k[0] for k in rows}):
+        here = {k: r for k, r in rows.items() if k[0] == scheduler}
+        mine, chosen = seed_shares(here)
+        theirs, _c = seed_shares(other, chosen=chosen)
+        d = intervals.paired(mine, theirs)
+        if d[3]:
+            lines.append('%s: headline share of the oracle\'s gain, this - '
+                         'other, over the same %d scenarios: %s over %d '
+                         'seeds' % (scheduler, len(chosen), intervals.text(
                              *(None if x is None else 100 * x
                                for x in d[:3]), fmt='%.0f%%'), d[3]))
     return lines

@@ -79,6 +79,29 @@ class TestHeadline(testtools.TestCase):
         # product - oracle: -0.1 and -0.2
         self.assertTrue(by['big']['product - oracle'].startswith('-0.150'))
 
+    def test_each_scheduler_has_its_own_headline(self):
+        # one scheduler's gain must not hide the other's harm
+        runs = [run('big', s, 1.30) for s in (1, 2)] + [
+            run('big', s, 1.0, [('web', 0.9, 1.0, 0.9, 0.95)]
+                if s == 1 else (), scheduler='eevdf') for s in (1, 2)]
+        oracles = {'cfs': {'big': oracle({1: 1.3, 2: 1.3})},
+                   'eevdf': {'big': oracle({1: 1.0, 2: 1.0})}}
+        lines = yardstick.summary_lines(yardstick.by_scenario(runs, oracles))
+        self.assertEqual(6, len(lines))
+        self.assertTrue(lines[0].startswith(
+            'Under cfs: share of the oracle\'s I/O gain, gain-weighted '
+            'over the 1 scenarios'))
+        self.assertIn('100%', lines[0])
+        self.assertEqual('Under cfs: honest VMs below a floor net of '
+                         'noise: 0 in 2 runs', lines[2])
+        self.assertTrue(lines[3].endswith('over the 0 scenarios where it '
+                                          'gains 5% or more: -'))
+        self.assertEqual('Under eevdf: honest VMs below a floor net of '
+                         'noise: 1 in 2 runs', lines[5])
+        one = yardstick.summary_lines(yardstick.by_scenario(runs[:2],
+                                                            oracles))
+        self.assertTrue(one[0].startswith('Share of the oracle'))
+
     def test_two_runs_compared_by_seed(self):
         mine = yardstick.by_scenario([run('a', 1, 1.1), run('a', 2, 1.2)],
                                      {})
@@ -96,6 +119,7 @@ class TestHeadline(testtools.TestCase):
             'small': oracle({1: 1.10, 2: 1.00})}})
         last = yardstick.compare(mine, other)[-1]
         # shares per seed 1.0, 0.5 against 0.25/0.3, 0.1/0.4
+        self.assertIn('cfs: headline share', last)
         self.assertIn('over the same 2 scenarios: 21% [-32%, 74%] over 2 '
                       'seeds', last)
 
