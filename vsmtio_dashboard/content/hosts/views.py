@@ -15,8 +15,10 @@ def _answers(request, queries):
             for name, q in queries.items()}
 
 
-def _hosts(request):
-    return overview.hosts(_answers(request, overview.HOST_QUERIES))
+def _hosts(request, names=None):
+    return overview.name_reasons(
+        overview.hosts(_answers(request, overview.HOST_QUERIES)),
+        names or {})
 
 
 class IndexView(tables.DataTableView):
@@ -25,7 +27,7 @@ class IndexView(tables.DataTableView):
 
     def get_data(self):
         try:
-            return _hosts(self.request)
+            return _hosts(self.request, _server_names(self.request))
         except prometheus.MetricsUnavailable as exc:
             exceptions.handle(self.request,
                               _('Unable to read the agents\' metrics: %s')
@@ -48,14 +50,20 @@ def _server_names(request):
 class DetailView(tables.DataTableView):
     table_class = host_tables.InstancesTable
     template_name = 'vsmtio_dashboard/hosts/detail.html'
-    page_title = _('vSMT-IO host {{ host.name }}')
+    page_title = _('vSMT-IO host {{ host.label }}')
+
+    def _names(self):
+        """nova's server names, asked once per page."""
+        if not hasattr(self, '_names_by_domain'):
+            self._names_by_domain = _server_names(self.request)
+        return self._names_by_domain
 
     def _host(self):
         if not hasattr(self, '_host_row'):
             self._host_row = None
             instance = self.kwargs['instance']
             try:
-                for host in _hosts(self.request):
+                for host in _hosts(self.request, self._names()):
                     if host.instance == instance:
                         self._host_row = host
             except prometheus.MetricsUnavailable as exc:
@@ -76,7 +84,7 @@ class DetailView(tables.DataTableView):
                               _('Unable to read the agents\' metrics: %s')
                               % exc)
             return []
-        return overview.instances(answers, _server_names(self.request))
+        return overview.instances(answers, self._names())
 
     def _charts(self):
         out = []
@@ -89,8 +97,9 @@ class DetailView(tables.DataTableView):
                 out.append({'chart': chart, 'svg': '', 'error': str(exc)})
                 continue
             out.append({'chart': chart,
-                        'svg': charts.svg(overview.lines(chart, series),
-                                          chart.unit)})
+                        'svg': charts.svg(overview.lines(chart, series,
+                                                         self._names()),
+                                          chart.unit, chart.zero)})
         return out
 
     def get_context_data(self, **kwargs):
@@ -101,6 +110,7 @@ class DetailView(tables.DataTableView):
             (column.verbose_name, column.get_raw_data(host))
             for column in host_tables.HostsTable(self.request).columns.values()
             if column.name not in ('name',)]
+        context['simulated'] = host.simulated
         context['charts'] = self._charts()
         context['window'] = overview.WINDOW
         return context
