@@ -5,12 +5,18 @@ copied into Horizon's ``openstack_dashboard/local/enabled`` (here, the
 cloud's Python environment), before Horizon collects its static files.
 
 ``check`` boots one I/O and one CPU flavored server, opens the panel in
-headless Chromium, reads what the hosts table and the host page show, and
-compares it with what the agent's own ``/metrics`` exported while
+headless Chromium, reads what the hosts table and the host pages show, and
+compares it with what the agents' own ``/metrics`` exported while
 Prometheus could have scraped it: the panel goes agent -> Prometheus ->
 Aetos -> Horizon, so its figure must be one the agent exported in the last
-scrape intervals before the page was read. It saves a screenshot of each
-page (``VSMTIO_SCREENSHOTS``, default outside the repository).
+scrape intervals before the page was read. Two agents: the compute host's
+(libvirt, TCG guests: the guard has nothing to judge) and the one on the
+embedded simulated SMT host (``simulated_host``), where the guard keeps
+and drops mechanisms for reasons, VMs serve I/O and computing VMs stand
+against their floor; the check asserts those rows and charts have the
+agent's data and that the host is marked simulated wherever it is named.
+It saves a screenshot of the table and of each host's page
+(``VSMTIO_SCREENSHOTS``, default outside the repository).
 """
 
 import contextlib
@@ -26,6 +32,7 @@ import layout
 import observability
 import procs
 import resources
+import simulated_host
 
 SCREENSHOTS = os.environ.get('VSMTIO_SCREENSHOTS',
                              '/var/tmp/vsmtio-screenshots')
@@ -44,10 +51,13 @@ def install():
 class AgentExport:
     """The agent's ``/metrics``, read every quarter second in a thread.
 
-    The agent's period here is 1 s, so no value it exports is missed.
+    Four reads a period of a second and more: no value the agent
+    exports for a period is missed. ``port`` names the agent's endpoint
+    in ``layout.PORTS``.
     """
 
-    def __init__(self):
+    def __init__(self, port='agent-metrics'):
+        self.port = port
         self.samples = []   # (monotonic time, {(name, labels): value})
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -62,7 +72,7 @@ class AgentExport:
 
     def _run(self):
         from prometheus_client import parser
-        url = layout.url('agent-metrics', '/metrics')
+        url = layout.url(self.port, '/metrics')
         while not self._stop.is_set():
             with urllib.request.urlopen(url, timeout=5) as resp:
                 text = resp.read().decode()
@@ -104,6 +114,19 @@ class AgentExport:
             for domain, (io, cpu) in count.items():
                 out.setdefault(domain, set()).add(
                     'io' if io * 2 >= io + cpu else 'cpu')
+        return out
+
+    def labels(self, name, since, **labels):
+        """The label sets of the series ``name`` exported (non-zero)."""
+        out = []
+        for when, values in self.samples:
+            if when < since:
+                continue
+            for (n, lbls), value in values.items():
+                lbls = dict(lbls)
+                if n == name and value and all(
+                        lbls.get(k) == v for k, v in labels.items()):
+                    out.append(lbls)
         return out
 
 
@@ -213,42 +236,58 @@ def booted(conn):
 
 
 def check(servers):
-    """Assert the panel against the agent's export; save screenshots.
+    """Assert the panel against both agents' export; save screenshots.
 
     ``servers`` are :func:`booted`'s, running.
     """
     import browser
     target = '%s:%d' % (layout.HOST, layout.PORTS['agent-metrics'])
-    domains = {s.id: s.name for s in servers}
+    sim_target = simulated_host.target()
     # the host page's charts (15 s steps) have a point counting them
     mix = '(sum(vsmtio_host_vcpus{instance="%s"}))[1m:15s]' % target
     procs.wait_for('the mix chart counting both servers', lambda: float(
         observability.query(mix)[0]['values'][-1][1]) >= len(servers),
         timeout=60)
+    simulated_host.wait_charted()
     os.makedirs(SCREENSHOTS, exist_ok=True)
-    with AgentExport() as agent:
+    with AgentExport() as agent, \
+            AgentExport('agent-metrics-sim') as sim_agent:
         since = time.monotonic()
         # Prometheus shows what it scraped up to two intervals ago
         time.sleep(2 * observability.SCRAPE_INTERVAL + 1)
         with browser.signed_in() as driver:
             browser.open_page(driver, INDEX, 'table#vsmtio_hosts')
             hosts = _table(driver, 'vsmtio_hosts')
-            hosts_png = browser.full_page_png(
-                driver, os.path.join(SCREENSHOTS, 'vsmtio-hosts.png'))
+            pngs = [browser.full_page_png(
+                driver, os.path.join(SCREENSHOTS, 'vsmtio-hosts.png'))]
             browser.open_page(driver, INDEX + target + '/',
                               'table#vsmtio_instances')
             vms = _table(driver, 'vsmtio_instances')
-            host_png = browser.full_page_png(
-                driver, os.path.join(SCREENSHOTS, 'vsmtio-host.png'))
-    row = hosts.get(target)
-    if row is None:
-        raise AssertionError('the hosts table has no row for %s: %r'
-                             % (target, hosts))
-    print('[cloud] panel row: %s' % row)
+            real_page = simulated_host.page(driver)
+            pngs.append(browser.full_page_png(
+                driver, os.path.join(SCREENSHOTS, 'vsmtio-host.png')))
+            browser.open_page(driver, INDEX + sim_target + '/',
+                              'table#vsmtio_instances')
+            sim_vms = _table(driver, 'vsmtio_instances')
+            sim_page = simulated_host.page(driver)
+            pngs.append(browser.full_page_png(
+                driver, os.path.join(SCREENSHOTS,
+                                     'vsmtio-host-simulated.png')))
+    _check_real_host(agent, since, hosts.get(target), hosts, vms, servers)
+    assert not real_page['simulated'], real_page
+    assert 'simulated' not in hosts[target]['Host'], hosts[target]
+    simulated_host.check(sim_agent, since, hosts.get(sim_target), sim_vms,
+                         sim_page, _common_row_checks)
+    print('[cloud] panel matches both agents\' export; screenshots: %s'
+          % ', '.join(pngs))
+
+
+def _common_row_checks(agent, since, row):
+    """What every host's row shows: mode, vCPUs, timeout, health."""
     mode = [dict(k[1])['mode'] for _t, v in agent.samples
             for k, val in v.items()
             if k[0] == 'vsmtio_host_mode' and val]
-    assert row['Mode'] in mode, (row['Mode'], set(mode))
+    assert row['Mode'].split()[0] in mode, (row['Mode'], set(mode))
     for klass, header in (('io', 'I/O vCPUs'), ('cpu', 'CPU vCPUs')):
         _close(agent.values('vsmtio_host_vcpus', since,
                             **{'class': klass}),
@@ -258,15 +297,22 @@ def check(servers):
     _counted(agent.values('vsmtio_periods_total', since), periods,
              'Last period')
     assert row['Agent'].startswith('running'), row['Agent']
+
+
+def _check_real_host(agent, since, row, hosts, vms, servers):
+    """The compute host's row and its servers, by name and class."""
+    if row is None:
+        raise AssertionError('the hosts table has no row for the compute '
+                             'host: %r' % hosts)
+    print('[cloud] panel row: %s' % row)
+    _common_row_checks(agent, since, row)
     classes = agent.classes(since)
-    for domain, name in domains.items():
-        vm = vms.get(domain)
+    for server in servers:
+        vm = vms.get(server.id)
         if vm is None:
             raise AssertionError('the host page has no row for %s: %r'
-                                 % (name, vms))
-        print('[cloud] panel instance %s: %s' % (name, vm))
-        assert vm['Instance'] == name, vm
-        assert vm['Measured class'] in classes[domain], (
-            name, vm['Measured class'], classes[domain])
-    print('[cloud] panel matches the agent\'s export; screenshots: %s, '
-          '%s' % (hosts_png, host_png))
+                                 % (server.name, vms))
+        print('[cloud] panel instance %s: %s' % (server.name, vm))
+        assert vm['Instance'] == server.name, vm
+        assert vm['Measured class'] in classes[server.id], (
+            server.name, vm['Measured class'], classes[server.id])
