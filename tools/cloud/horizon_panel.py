@@ -24,10 +24,9 @@ import glob
 import os
 import re
 import shutil
-import threading
 import time
-import urllib.request
 
+import exported
 import layout
 import observability
 import procs
@@ -48,88 +47,6 @@ def install():
         shutil.copy(path, target)
 
 
-class AgentExport:
-    """The agent's ``/metrics``, read every quarter second in a thread.
-
-    Four reads a period of a second and more: no value the agent
-    exports for a period is missed. ``port`` names the agent's endpoint
-    in ``layout.PORTS``.
-    """
-
-    def __init__(self, port='agent-metrics'):
-        self.port = port
-        self.samples = []   # (monotonic time, {(name, labels): value})
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self):
-        from prometheus_client import parser
-        url = layout.url(self.port, '/metrics')
-        while not self._stop.is_set():
-            with urllib.request.urlopen(url, timeout=5) as resp:
-                text = resp.read().decode()
-            values = {}
-            for family in parser.text_string_to_metric_families(text):
-                for s in family.samples:
-                    values[(s.name, tuple(sorted(s.labels.items())))] = \
-                        s.value
-            self.samples.append((time.monotonic(), values))
-            self._stop.wait(0.25)
-
-    def values(self, name, since, **labels):
-        """Every value the agent exported for a series since ``since``."""
-        out = set()
-        for when, values in self.samples:
-            if when < since:
-                continue
-            for (n, lbls), value in values.items():
-                lbls = dict(lbls)
-                if n == name and all(lbls.get(k) == v
-                                     for k, v in labels.items()):
-                    out.add(value)
-        return out
-
-    def classes(self, since):
-        """Each domain's measured classes (the agent's tie rule)."""
-        out = {}
-        for when, values in self.samples:
-            if when < since:
-                continue
-            count = {}
-            for (n, lbls), value in values.items():
-                lbls = dict(lbls)
-                if n == 'vsmtio_vcpu_class' and value:
-                    io, cpu = count.get(lbls['domain'], (0, 0))
-                    count[lbls['domain']] = (
-                        io + (lbls['class'] == 'io'),
-                        cpu + (lbls['class'] == 'cpu'))
-            for domain, (io, cpu) in count.items():
-                out.setdefault(domain, set()).add(
-                    'io' if io * 2 >= io + cpu else 'cpu')
-        return out
-
-    def labels(self, name, since, **labels):
-        """The label sets of the series ``name`` exported (non-zero)."""
-        out = []
-        for when, values in self.samples:
-            if when < since:
-                continue
-            for (n, lbls), value in values.items():
-                lbls = dict(lbls)
-                if n == name and value and all(
-                        lbls.get(k) == v for k, v in labels.items()):
-                    out.append(lbls)
-        return out
-
-
 def _retention_timeout(agent, since, cell):
     """The timeout cell: the exported timeout, or the host's refusal.
 
@@ -145,8 +62,8 @@ def _retention_timeout(agent, since, cell):
         assert cell.startswith('refused by the host') and any(
             r and r in cell for r in refused), (cell, refused)
         return
-    _close(agent.values('vsmtio_retention_timeout_seconds', since),
-           _seconds(cell), 'Retention timeout', rel=0.005)
+    exported.within(agent.values('vsmtio_retention_timeout_seconds', since),
+                    _seconds(cell), 'Retention timeout', rel=0.005)
 
 
 def _seconds(text):
@@ -189,30 +106,6 @@ def _boot(conn):
     return [conn.compute.wait_for_server(s, wait=600) for s in servers]
 
 
-def _close(expected, shown, what, rel=0.0):
-    """Fail unless ``shown`` is one of ``expected``, within ``rel``.
-
-    The panel rounds durations to three significant digits.
-    """
-    if not any(abs(shown - v) <= rel * abs(v) for v in expected):
-        raise AssertionError('%s: the panel shows %r, the agent exported %r'
-                             % (what, shown, sorted(expected)))
-
-
-def _counted(expected, shown, what):
-    """Fail unless the counter ``shown`` lies in the sampled range.
-
-    A counter steps between two samples of the agent's export (the agent
-    counts every period, the sampler sees every few), so Prometheus's
-    scrape may hold a value no sample caught; a counter outside the range
-    the export went through was not read from this agent in this window.
-    """
-    if not expected or not min(expected) <= shown <= max(expected):
-        raise AssertionError('%s: the panel shows %r, the agent went from '
-                             '%r to %r' % (what, shown, min(expected or [0]),
-                                           max(expected or [0])))
-
-
 @contextlib.contextmanager
 def booted(conn):
     """Two servers (flavors vsmtio.io and vsmtio.cpu) for the observe step.
@@ -250,8 +143,8 @@ def check(servers):
         timeout=60)
     simulated_host.wait_charted()
     os.makedirs(SCREENSHOTS, exist_ok=True)
-    with AgentExport() as agent, \
-            AgentExport('agent-metrics-sim') as sim_agent:
+    with exported.AgentExport() as agent, \
+            exported.AgentExport('agent-metrics-sim') as sim_agent:
         since = time.monotonic()
         # Prometheus shows what it scraped up to two intervals ago
         time.sleep(2 * observability.SCRAPE_INTERVAL + 1)
@@ -289,13 +182,13 @@ def _common_row_checks(agent, since, row):
             if k[0] == 'vsmtio_host_mode' and val]
     assert row['Mode'].split()[0] in mode, (row['Mode'], set(mode))
     for klass, header in (('io', 'I/O vCPUs'), ('cpu', 'CPU vCPUs')):
-        _close(agent.values('vsmtio_host_vcpus', since,
-                            **{'class': klass}),
-               float(row[header]), header)
+        exported.within(agent.values('vsmtio_host_vcpus', since,
+                                     **{'class': klass}),
+                        float(row[header]), header)
     _retention_timeout(agent, since, row['Retention timeout'])
     periods = int(re.match(r'period (\d+)', row['Last period']).group(1))
-    _counted(agent.values('vsmtio_periods_total', since), periods,
-             'Last period')
+    exported.within(agent.values('vsmtio_periods_total', since), periods,
+                    'Last period')
     assert row['Agent'].startswith('running'), row['Agent']
 
 

@@ -18,6 +18,7 @@ the figures its agent exported.
 
 import re
 
+import exported
 import layout
 import observability
 import procs
@@ -157,17 +158,17 @@ def _check_instances(agent, since, vms, reasons):
                               domain=domain)
         if served and max(served) > 0:
             assert vm['Served I/O'].endswith('requests/s'), vm
-            _close_any(served, _shown_number(vm['Served I/O']),
-                       'served I/O of %s' % domain, rel=0.01)
+            exported.within(served, _shown_number(vm['Served I/O']),
+                            'served I/O of %s' % domain, rel=0.01)
         ratios = agent.values('vsmtio_guard_vm_ratio', since, vm=domain,
                               kind='computing')
         cell = vm['As a computing VM (with / without)']
         if ratios:
             computing += 1
-            _close_any(ratios, _shown_number(cell),
-                       'ratio of %s' % domain, rel=0.001)
+            exported.within(ratios, _shown_number(cell),
+                            'ratio of %s' % domain, rel=0.001)
             floor = float(re.search(r'floor ([0-9.]+)', cell).group(1))
-            _close_any(floors, floor, 'floor of %s' % domain, rel=0.01)
+            exported.within(floors, floor, 'floor of %s' % domain, rel=0.01)
     if not computing:
         raise AssertionError('no computing VM against its floor on the '
                              'simulated host\'s page')
@@ -200,9 +201,3 @@ def _check_status():
     first = out.strip().splitlines()[0]
     assert first.startswith('mode simulated'), first
     print('[cloud] vsmtio-agent status (simulated host): %s' % first)
-
-
-def _close_any(expected, shown, what, rel):
-    if not any(abs(shown - v) <= rel * abs(v) + 1e-9 for v in expected):
-        raise AssertionError('%s: the panel shows %r, the agent exported %r'
-                             % (what, shown, sorted(expected)))
