@@ -238,6 +238,7 @@ class Instance:
     served: float = None
     ratios: dict = dataclasses.field(default_factory=dict)  # mech -> ratio
     floor: float = None
+    live: bool = False   # a server nova has a page for
 
     @property
     def id(self):
@@ -395,14 +396,19 @@ def name_reasons(host_rows, names):
     return host_rows
 
 
-def instances(answers, names=None):
-    """A host page's instances from the answers to its instance queries."""
+def instances(answers, names=None, live=None):
+    """A host page's instances from the answers to its instance queries.
+
+    ``names`` names domains (deleted servers' too); ``live`` holds the
+    domains nova has a page for (default: every named one).
+    """
     rows = {}
     names = names or {}
+    live = set(names) if live is None else set(live)
 
     def row(domain):
-        return rows.setdefault(domain, Instance(domain,
-                                                name=names.get(domain)))
+        return rows.setdefault(domain, Instance(
+            domain, name=names.get(domain), live=domain in live))
 
     for s in answers.get('vcpu_class') or ():
         if s.value:
@@ -474,4 +480,8 @@ def lines(chart, series, names=None):
         points = [(t, v * chart.scale) for t, v in s.points if v is not None]
         if points:
             out.append((_legend(chart, s.labels, names or {}), points))
+    if chart.reference is not None and all(
+            legend == str(chart.reference) for legend, _p in out):
+        # a floor with no VM to hold to it says nothing: not reported
+        return []
     return sorted(out)

@@ -223,6 +223,15 @@ class UnitsTest(unittest.TestCase):
         self.assertEqual(['sim-vm', 'web'], legends)
         self.assertEqual('requests/s', str(self.chart('served').unit))
 
+    def test_a_floor_alone_is_not_reported(self):
+        floors = self.chart('floors')
+        alone = [prometheus.Series({'vm': overview.FLOOR}, [(1.0, 0.97)])]
+        self.assertEqual([], overview.lines(floors, alone))
+        with_vm = alone + [prometheus.Series({'vm': 'matmul'},
+                                             [(1.0, 0.96)])]
+        self.assertEqual(['floor', 'matmul'], [
+            legend for legend, _p in overview.lines(floors, with_vm)])
+
     def test_large_numbers_are_whole(self):
         out = charts.svg([('web', [(0.0, 11780.0), (60.0, 11780.0)])],
                          'requests/s')

@@ -103,9 +103,14 @@ class AdminViewsTest(_AdminViews):
 
     def test_host_page(self):
         server_list = self.server_list
-        server = self.servers.first()
-        server.id = answers.VM1
-        server_list.return_value = ([server], False)
+        server, gone = self.servers.list()[:2]
+        server.id, gone.id = answers.VM1, answers.VM2
+
+        def servers(request, search_opts):
+            # VM2 was deleted: nova lists it only when asked for those
+            return ([gone] if search_opts.get('deleted') else [server],
+                    False)
+        server_list.side_effect = servers
         res = self.client.get(_detail(answers.HOST))
         self.assertEqual(200, res.status_code)
         self.assertTemplateUsed(res, 'vsmtio_dashboard/hosts/detail.html')
@@ -120,6 +125,9 @@ class AdminViewsTest(_AdminViews):
         # the computing VM against its floor, the VM tried for by name
         self.assertIn('0.955 under retention for %s (floor 0.97, below)'
                       % server.name, html)
+        # a deleted server by its name, said to be deleted
+        self.assertIn('%s (deleted)' % gone.name,
+                      by_slug['floors']['svg'])
         # nova's page for the server nova knows, none for the other
         self.assertIn(reverse('horizon:admin:instances:detail',
                               args=[answers.VM1]), html)
@@ -128,8 +136,11 @@ class AdminViewsTest(_AdminViews):
         self.assertNotIn('vsmtio-simulated', html)
         summary = dict(res.context['summary'])
         self.assertEqual('stock', summary['Mode'])
-        server_list.assert_called_once_with(
-            mock.ANY, search_opts={'all_tenants': True})
+        self.assertEqual(
+            [mock.call(mock.ANY, search_opts={'all_tenants': True}),
+             mock.call(mock.ANY, search_opts={'all_tenants': True,
+                                              'deleted': True})],
+            server_list.call_args_list)
 
     def test_metrics_unavailable_is_said(self):
         def fail(request, promql):

@@ -109,7 +109,7 @@ def _instance_link(inst):
     The simulated host's VMs are the model's, and a server deleted since
     has no page.
     """
-    if inst.name is None:
+    if not inst.live:
         return None
     return reverse('horizon:admin:instances:detail', args=[inst.domain])
 

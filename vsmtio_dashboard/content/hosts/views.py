@@ -35,15 +35,24 @@ class IndexView(tables.DataTableView):
             return []
 
 
-def _server_names(request):
-    """Instance names by UUID (domains are nova's instance UUIDs)."""
+def _server_names(request, deleted=False):
+    """Instance names by UUID (domains are nova's instance UUIDs).
+
+    With ``deleted``, the servers deleted and not yet archived, each
+    named as such: a host page's charts cover 30 minutes, in which
+    servers come and go.
+    """
+    opts = {'all_tenants': True}
+    if deleted:
+        opts['deleted'] = True
     try:
-        servers, _more = api.nova.server_list(
-            request, search_opts={'all_tenants': True})
+        servers, _more = api.nova.server_list(request, search_opts=opts)
     except Exception:
         exceptions.handle(request, _('Unable to list instance names.'),
                           ignore=True)
         return {}
+    if deleted:
+        return {s.id: _('%s (deleted)') % s.name for s in servers}
     return {s.id: s.name for s in servers}
 
 
@@ -53,9 +62,11 @@ class DetailView(tables.DataTableView):
     page_title = _('vSMT-IO host {{ host.label }}')
 
     def _names(self):
-        """nova's server names, asked once per page."""
+        """nova's server names, deleted ones too, asked once per page."""
         if not hasattr(self, '_names_by_domain'):
-            self._names_by_domain = _server_names(self.request)
+            self._live = _server_names(self.request)
+            self._names_by_domain = dict(
+                _server_names(self.request, deleted=True), **self._live)
         return self._names_by_domain
 
     def _host(self):
@@ -84,7 +95,8 @@ class DetailView(tables.DataTableView):
                               _('Unable to read the agents\' metrics: %s')
                               % exc)
             return []
-        return overview.instances(answers, self._names())
+        names = self._names()
+        return overview.instances(answers, names, live=self._live)
 
     def _charts(self):
         out = []
