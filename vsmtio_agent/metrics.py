@@ -74,8 +74,16 @@ def host_name(opts):
 class AgentCollector:
     """Per-vCPU class and rates, host mix, timeout, apply counts."""
 
-    def __init__(self, fqdn=None):
+    def __init__(self, fqdn=None, floors=None):
+        """``floors`` is ``{kind: ratio}`` the guard holds each VM to.
+
+        ``computing`` and ``serving`` (``guard_cpu_min``,
+        ``guard_io_min``): exported beside each VM's ratio so a reader
+        sees how far above or below its floor a VM stands without
+        knowing the agent's configuration. None: not exported.
+        """
         self.fqdn = fqdn or socket.gethostname()
+        self.floors = dict(floors or {})
         self._lock = threading.Lock()
         self._period = None
         self._mode = None
@@ -209,6 +217,7 @@ class AgentCollector:
         if period.verdicts is not None:
             yield from _guard_families(g, period,
                                        'retention' in refusals)
+            yield from _floor_families(g, period, self.floors)
         if period.mist is not None:
             yield from _mist_families(g, period.mist)
 
@@ -273,6 +282,35 @@ def _guard_families(g, period, timeout_refused=False):
             if rate is not None:
                 served.add_metric([domain], rate)
         yield served
+
+
+def _floor_families(g, period, floors):
+    """Each VM's ratio in the guard's last verdicts, and the floors.
+
+    What the guard's reasons say in words (``matmul 0.967 < 0.97``), as
+    numbers a chart can follow over time: a computing VM's ratio is the
+    instructions it retired with the mechanism over without, which the
+    guard holds to ``guard_cpu_min``.
+    """
+    ratio = g('vsmtio_guard_vm_ratio',
+              'Each VM\'s throughput with the mechanism over without it in '
+              'the guard\'s last verdict on it (a ratio, no unit); domain '
+              'is the VM of a per-VM mechanism, vm the VM measured, kind '
+              'computing or serving.',
+              labels=['mechanism', 'domain', 'vm', 'kind'])
+    for v in period.verdicts:
+        if v.after_effect:
+            continue
+        for vm, kind, value in v.ratios:
+            ratio.add_metric([v.mechanism, v.domain or '', vm, kind], value)
+    yield ratio
+    if floors:
+        floor = g('vsmtio_guard_floor',
+                  'The ratio the guard holds each VM of the kind to '
+                  '(guard_cpu_min, guard_io_min).', labels=['kind'])
+        for kind, value in sorted(floors.items()):
+            floor.add_metric([kind], value)
+        yield floor
 
 
 def _mist_families(g, verdicts):

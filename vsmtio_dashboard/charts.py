@@ -24,18 +24,34 @@ def _clock(t):
 
 
 def _number(v):
-    return ('%.3g' % v) if v else '0'
+    """Three digits, but whole numbers from 1000 up (no ``1.18e+04``)."""
+    if not v:
+        return '0'
+    return '{:,.0f}'.format(v) if abs(v) >= 1000 else '%.3g' % v
 
 
-def svg(lines, unit):
-    """One chart of ``[(legend, [(unix time, value)])]``; ``''`` if empty."""
+def _range(values, zero):
+    """The value axis: from zero, or around the values (ratios near 1)."""
+    if zero:
+        return min(min(values), 0), max(max(values), 0) or 1.0
+    low, high = min(values), max(values)
+    pad = (high - low) * 0.1 or abs(high) * 0.01 or 1.0
+    return low - pad, high + pad
+
+
+def svg(lines, unit, zero=True):
+    """One chart of ``[(legend, [(unix time, value)])]``; ``''`` if empty.
+
+    ``zero``: the value axis starts at zero (counts, rates); otherwise it
+    spans the values, so that a ratio of 0.967 is seen apart from its
+    floor of 0.97.
+    """
     points = [p for _legend, pts in lines for p in pts]
     if not points:
         return ''
     t0 = min(t for t, _v in points)
     t1 = max(t for t, _v in points)
-    top = max(max(v for _t, v in points), 0) or 1.0
-    bottom = min(min(v for _t, v in points), 0)
+    bottom, top = _range([v for _t, v in points], zero)
     span_t = (t1 - t0) or 1.0
     plot_w = WIDTH - LEFT - RIGHT
     plot_h = HEIGHT - TOP - BOTTOM

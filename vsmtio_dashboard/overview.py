@@ -13,11 +13,16 @@ Metrics an agent does not export (an older agent, the guard off, no
 reserved VM) are ``None`` and shown as not reported, never as zero.
 A mechanism the host refused (``vsmtio_host_refused``) is shown as
 refused with the host's reason, and a timeout it refused never as a
-value in force.
+value in force. A host whose agent runs in the ``simulated`` mode (the
+embedded simulated SMT host) is marked as such wherever it is named, so
+a model's figures are never read as a machine's. VMs are named by nova's
+server names where nova has them (a domain is nova's instance UUID),
+in rows, chart legends and the guard's reasons alike.
 """
 
 import collections
 import dataclasses
+import re
 
 from django.utils.translation import gettext_lazy as _
 
@@ -52,7 +57,17 @@ INSTANCE_QUERIES = {
     'protected': 'vsmtio_mist_protected{%(sel)s}',
     'i_cpu': 'vsmtio_mist_vm_i_cpu{%(sel)s}',
     'served': 'vsmtio_vm_served_rate{%(sel)s}',
+    'ratio': 'vsmtio_guard_vm_ratio{%(sel)s,kind="computing"}',
+    'floor': 'vsmtio_guard_floor{%(sel)s,kind="computing"}',
 }
+
+#: The domain of a per-VM mechanism tried on every VM at once
+#: (``vsmtio_agent.policy.guard.ALL_VMS``): no VM of its own.
+ALL_VMS = '*'
+
+#: The host mode of the embedded simulated SMT host
+#: (``vsmtio_agent.drivers.base.HostMode``).
+SIMULATED = 'simulated'
 
 #: The window and resolution of a host page's charts (a subquery: Aetos
 #: has no range endpoint).
@@ -61,26 +76,57 @@ WINDOW, STEP = '30m', '15s'
 
 @dataclasses.dataclass(frozen=True)
 class Chart:
+    """One chart of a host page.
+
+    ``legend`` names the labels that name each line, the first one a VM
+    where ``named`` (its server name is shown); a line whose first one
+    is :data:`FLOOR` is the chart's ``reference``. Values are multiplied by
+    ``scale`` into ``unit``: a timeout exported in seconds is read in
+    microseconds.
+    """
     slug: str
     title: str
     unit: str
     query: str    # ``%(sel)s`` selects the host
-    legend: str   # the label that names each line
+    legend: tuple
+    scale: float = 1.0
+    named: bool = False
+    reference: str = None
+    zero: bool = True   # the value axis from zero (see charts.svg)
 
+
+#: A mechanism with verdicts but no kept gauge (an after-effect alarm).
+NOT_JUDGED = _('not judged')
+
+#: The floor line's label value on the floors chart (``reference``).
+FLOOR = 'floor'
 
 CHARTS = (
-    Chart('mix', _('vCPUs by measured class'), 'vCPUs',
-          'sum by (class) (vsmtio_host_vcpus{%(sel)s})', 'class'),
-    Chart('timeout', _('Host retention timeout'), 's',
-          'vsmtio_retention_timeout_seconds{%(sel)s}', 'fqdn'),
-    Chart('vm_timeout', _('Retention timeout per VM'), 's',
-          'vsmtio_vm_retention_timeout_seconds{%(sel)s}', 'domain'),
-    Chart('kept', _('VMs keeping each mechanism (guard)'), 'VMs',
-          'sum by (mechanism) (vsmtio_guard_kept{%(sel)s})', 'mechanism'),
-    Chart('i_cpu', _("Reserved VMs' I_cpu (MIST)"), 'ratio',
-          'vsmtio_mist_vm_i_cpu{%(sel)s}', 'domain'),
-    Chart('served', _('Served I/O per VM'), 'ops/s',
-          'vsmtio_vm_served_rate{%(sel)s}', 'domain'),
+    Chart('mix', _('vCPUs by measured class'), _('vCPUs'),
+          'sum by (class) (vsmtio_host_vcpus{%(sel)s})', ('class',)),
+    Chart('timeout', _('Host retention timeout'), _('µs'),
+          'vsmtio_retention_timeout_seconds{%(sel)s}', ('fqdn',),
+          scale=1e6),
+    Chart('vm_timeout', _('Retention timeout per VM'), _('µs'),
+          'vsmtio_vm_retention_timeout_seconds{%(sel)s}', ('domain',),
+          scale=1e6, named=True),
+    Chart('kept', _('VMs keeping each mechanism (guard)'), _('VMs'),
+          'sum by (mechanism) (vsmtio_guard_kept{%(sel)s})',
+          ('mechanism',)),
+    Chart('floors', _('Computing VMs against their floor (guard)'),
+          _('lowest throughput ratio, with a mechanism / without'),
+          # each computing VM's lowest ratio in the guard's last verdicts
+          # (the mechanism it is nearest to losing under), and the floor
+          # it is held to as a line of its own
+          'min by (vm) (vsmtio_guard_vm_ratio{%(sel)s,kind="computing"}) '
+          'or label_replace(max(vsmtio_guard_floor{%(sel)s,'
+          'kind="computing"}), "vm", "' + FLOOR + '", "", "")',
+          ('vm',), named=True, reference=_('floor'), zero=False),
+    Chart('i_cpu', _("Reserved VMs' I_cpu (MIST)"),
+          _('involuntary per voluntary switch'),
+          'vsmtio_mist_vm_i_cpu{%(sel)s}', ('domain',), named=True),
+    Chart('served', _('Served I/O per VM'), _('requests/s'),
+          'vsmtio_vm_served_rate{%(sel)s}', ('domain',), named=True),
 )
 
 
@@ -102,15 +148,31 @@ def instance_queries(instance):
 
 @dataclasses.dataclass
 class Mechanism:
-    """What the guard decided for one mechanism over a host's VMs."""
+    """What the guard decided for one mechanism over a host's VMs.
+
+    ``host`` is the verdict on a host-wide mechanism (the split, which
+    has no VM of its own: empty ``domain``), ``together`` the one on a
+    per-VM mechanism tried for every VM at once (a VM weight tried
+    host-wide); None where there is none. Neither is one more VM.
+    """
     kept: int = 0
     judged: int = 0
     reasons: collections.Counter = dataclasses.field(
         default_factory=collections.Counter)
+    host: bool = None
+    together: bool = None
 
     def __str__(self):
-        text = _('%(kept)d of %(judged)d VMs') % {'kept': self.kept,
-                                                  'judged': self.judged}
+        parts = []
+        if self.host is not None:
+            parts.append(_('kept') if self.host else _('not kept'))
+        if self.judged:
+            parts.append(_('%(kept)d of %(judged)d VMs') % {
+                'kept': self.kept, 'judged': self.judged})
+        if self.together is not None:
+            parts.append(_('kept for every VM at once') if self.together
+                         else _('not kept for every VM at once'))
+        text = ', '.join(str(p) for p in parts) or str(NOT_JUDGED)
         if self.reasons:
             text += ' (%s)' % ', '.join(
                 '%s: %d' % (r, n) for r, n in sorted(self.reasons.items()))
@@ -140,6 +202,18 @@ class Host:
         return self.instance
 
     @property
+    def simulated(self):
+        """Whether the agent drives the embedded simulated SMT host."""
+        return self.mode == SIMULATED
+
+    @property
+    def label(self):
+        """The host's name, marked where it is the simulated host."""
+        if self.simulated:
+            return _('%(name)s (simulated SMT host)') % {'name': self.name}
+        return self.name
+
+    @property
     def health(self):
         """``down``, ``stalled`` (scraped, no period in 5 min), ``running``."""
         if self.up is None:
@@ -162,10 +236,26 @@ class Instance:
     protected: bool = None
     i_cpu: float = None
     served: float = None
+    ratios: dict = dataclasses.field(default_factory=dict)  # mech -> ratio
+    floor: float = None
+    live: bool = False   # a server nova has a page for
 
     @property
     def id(self):
         return self.domain
+
+    @property
+    def worst(self):
+        """``(mechanism, ratio)`` of its lowest ratio as a computing VM.
+
+        The guard holds a computing VM to its floor under every
+        mechanism; the one it fares worst under is the one nearest to
+        dropping. None where the guard measured it as computing in no
+        verdict.
+        """
+        if not self.ratios:
+            return None
+        return min(self.ratios.items(), key=lambda item: (item[1], item[0]))
 
     @property
     def measured_class(self):
@@ -193,6 +283,12 @@ def _mechanisms(kept, verdicts):
     mechs = {}
     for s in kept:
         m = mechs.setdefault(s.labels.get('mechanism', '?'), Mechanism())
+        if s.labels.get('domain') == ALL_VMS:
+            m.together = bool(s.value)
+            continue
+        if not s.labels.get('domain'):
+            m.host = bool(s.value)
+            continue
         m.judged += 1
         m.kept += 1 if s.value else 0
     for s in verdicts:
@@ -271,14 +367,48 @@ def hosts(answers):
     return sorted(rows.values(), key=lambda r: (r.name, r.instance))
 
 
-def instances(answers, names=None):
-    """A host page's instances from the answers to its instance queries."""
+def named(text, names):
+    """``text`` with every domain of ``names`` replaced by its name.
+
+    The guard's reasons name VMs by domain (``a VM loses: <uuid> 0.95 <
+    0.97``), nova's instance UUIDs on a libvirt host: an operator knows
+    them by name. Whole words only, so a domain that is part of another
+    is left alone.
+    """
+    if not text or not names:
+        return text
+    pattern = re.compile(r'(?<![\w-])(%s)(?![\w-])' % '|'.join(
+        re.escape(d) for d in sorted(names, key=len, reverse=True)))
+    return pattern.sub(lambda m: names[m.group(1)], text)
+
+
+def name_reasons(host_rows, names):
+    """The hosts' guard and host reasons with VMs named (in place)."""
+    for host in host_rows:
+        for mech in host.mechanisms.values():
+            renamed = collections.Counter()
+            for reason, n in mech.reasons.items():
+                renamed[named(reason, names)] += n
+            mech.reasons = renamed
+        for attr in ('refused', 'untried'):
+            setattr(host, attr, {m: named(why, names)
+                                 for m, why in getattr(host, attr).items()})
+    return host_rows
+
+
+def instances(answers, names=None, live=None):
+    """A host page's instances from the answers to its instance queries.
+
+    ``names`` names domains (deleted servers' too); ``live`` holds the
+    domains nova has a page for (default: every named one).
+    """
     rows = {}
     names = names or {}
+    live = set(names) if live is None else set(live)
 
     def row(domain):
-        return rows.setdefault(domain, Instance(domain,
-                                                name=names.get(domain)))
+        return rows.setdefault(domain, Instance(
+            domain, name=names.get(domain), live=domain in live))
 
     for s in answers.get('vcpu_class') or ():
         if s.value:
@@ -293,22 +423,65 @@ def instances(answers, names=None):
     for s in answers.get('verdict') or ():
         if s.value:
             row(s.labels.get('domain')).reasons[
-                s.labels.get('mechanism')] = s.labels.get('reason')
+                s.labels.get('mechanism')] = named(s.labels.get('reason'),
+                                                   names)
     for s in answers.get('protected') or ():
         row(s.labels.get('domain')).protected = bool(s.value)
     for s in answers.get('i_cpu') or ():
         row(s.labels.get('domain')).i_cpu = s.value
     for s in answers.get('served') or ():
         row(s.labels.get('domain')).served = s.value
+    _ratios(row, rows, answers, names)
     rows.pop(None, None)
+    # a trial on every VM at once is the host's (its summary says it)
+    rows.pop(ALL_VMS, None)
     return sorted(rows.values(), key=lambda r: (r.name or '', r.domain))
 
 
-def lines(chart, series):
-    """``[(legend, [(t, v)])]`` of one chart's answer, missing points out."""
+def _ratios(row, rows, answers, names):
+    """Each computing VM's ratio per mechanism, and the floor held to."""
+    for s in answers.get('ratio') or ():
+        kind = s.labels.get('kind')
+        if s.value is None or kind not in (None, 'computing'):
+            continue
+        mechanism = s.labels.get('mechanism')
+        domain = s.labels.get('domain')
+        if domain:
+            # a per-VM mechanism: the VM it was tried for
+            mechanism = _('%(mech)s for %(vm)s') % {
+                'mech': mechanism, 'vm': _('every VM') if domain == ALL_VMS
+                else names.get(domain, domain)}
+        row(s.labels.get('vm')).ratios[mechanism] = s.value
+    floors = [s.value for s in answers.get('floor') or ()
+              if s.value is not None]
+    if floors:
+        for r in rows.values():
+            r.floor = floors[0]
+
+
+def _legend(chart, labels, names):
+    """A line's name: its labels' values, VMs by their server names."""
+    values = [labels.get(k) for k in chart.legend]
+    if chart.reference is not None and values[0] == FLOOR:
+        return str(chart.reference)
+    if chart.named:
+        values[0] = names.get(values[0], values[0])
+    return ' '.join(v for v in values if v) or str(chart.title)
+
+
+def lines(chart, series, names=None):
+    """``[(legend, [(t, v)])]`` of one chart's answer, missing points out.
+
+    Values in the chart's unit (``scale``); VMs by name where ``names``
+    (``{domain: server name}``) has them.
+    """
     out = []
     for s in series:
-        points = [(t, v) for t, v in s.points if v is not None]
+        points = [(t, v * chart.scale) for t, v in s.points if v is not None]
         if points:
-            out.append((s.labels.get(chart.legend) or chart.title, points))
+            out.append((_legend(chart, s.labels, names or {}), points))
+    if chart.reference is not None and all(
+            legend == str(chart.reference) for legend, _p in out):
+        # a floor with no VM to hold to it says nothing: not reported
+        return []
     return sorted(out)

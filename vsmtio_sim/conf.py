@@ -44,6 +44,15 @@ sim_opts = types.finite([
                     'scenario says (unset: the scenario\'s '
                     '``scheduler.policy``). One shipped scenario can so be '
                     'measured under each scheduler the model has.'),
+    cfg.BoolOpt('real_time',
+                default=False,
+                help='Run the simulated host no faster than the wall '
+                     'clock: each period waits out what is left of it once '
+                     'simulated, as a real host\'s agent sleeps. For an '
+                     'agent daemon whose metrics are scraped on the wall '
+                     'clock beside real hosts (and which should not take a '
+                     'whole core); ``vsmtio-sim`` and the benches run as '
+                     'fast as they can.'),
     cfg.StrOpt('profile',
                help='A host profile (JSON) that ``vsmtio-bench calibrate`` '
                     'measured on a host: its ``costs`` and ``scheduler`` '

@@ -9,6 +9,8 @@ or RASS knobs and ``apply`` changes nothing, as on a stock host.
 """
 
 import dataclasses
+import threading
+import time
 
 from vsmtio_agent.drivers import base
 from vsmtio_agent import model
@@ -37,6 +39,9 @@ class SimulatedHostDriver(base.HostDriver):
                     sc.scheduler, policy=opts.scheduler))
             simulation = engine.Simulation(sc, opts.kernel, opts.seed)
         self.simulation = simulation
+        self._real_time = opts.real_time
+        self._deadline = None
+        self._wake = threading.Event()
         # The host's own timeout (the scenario's, as a kernel's default);
         # the agent's first decision puts LTCR's initial value in force.
         self._initial_timeout = simulation.timeout_ns
@@ -67,6 +72,22 @@ class SimulatedHostDriver(base.HostDriver):
     def advance(self, seconds):
         sim = self.simulation
         sim.advance_to(sim.now + seconds * NS)
+        if self._real_time:
+            self._wait_out(seconds)
+
+    def _wait_out(self, seconds):
+        """Sleep until the wall clock has caught up with the simulation.
+
+        A host that simulates slower than the clock (a loaded machine)
+        does not wait and does not catch up later in a burst: its
+        simulated time falls behind, as its figures then say.
+        """
+        now = time.monotonic()
+        self._deadline = max(now, (self._deadline or now) + seconds)
+        self._wake.wait(self._deadline - now)
+
+    def interrupt(self):
+        self._wake.set()
 
     def sample(self):
         sim = self.simulation

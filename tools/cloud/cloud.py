@@ -35,6 +35,7 @@ import observability
 import procs
 import resources
 import services
+import simulated_host
 import watcher
 
 
@@ -98,6 +99,9 @@ def observe(args):
     """
     status = 0
     try:
+        if not args.no_horizon:
+            timed('vsmtio-agent on the simulated host',
+                  simulated_host.start)
         # both read the per-instance series of servers that still run
         with horizon_panel.booted(resources.connect()) as servers:
             checks = [('grafana dashboard queries', grafana_check.check)]

@@ -267,6 +267,44 @@ def agent(nova_user_password=layout.PASSWORD):
     })
 
 
+#: The simulated host's scenario: the simulator's default, a serving VM
+#: (sockperf) beside a computing one (matmul) on 24 cores, where the
+#: guard keeps retention for the serving VM within seconds and drops the
+#: split for what it costs the computing one: a host page with decisions
+#: both ways within the few minutes of the ``observe`` step. (The README's
+#: demo pair settles over minutes of simulated time.)
+SIM_SCENARIO = 'sockperf_matmul'
+
+
+def sim_agent():
+    """A second agent, on the embedded simulated SMT host.
+
+    The real agent and the real policy on a model of a host where the
+    product acts (SMT siblings, the patched kernel's per-VM timeouts, an
+    instruction counter), which this machine's TCG guests cannot give:
+    the panel then shows decisions and their reasons. It names its
+    metrics ``SIM_HOSTNAME`` and exports ``vsmtio_host_mode{mode=
+    "simulated"}``, so it is never taken for a compute host, and it
+    publishes nothing to nova (its VMs are the model's). The model runs
+    at the wall clock's pace (``real_time``), not on a whole core.
+    """
+    return write_ini(layout.path('etc', 'vsmtio', 'vsmtio-agent-sim.conf'), {
+        'DEFAULT': dict(common('vsmtio-agent-sim')),
+        'vsmtio_agent': {
+            'host_driver': 'simulated',
+            'checkpoint_path': layout.path('data', 'vsmtio',
+                                           'agent-sim-checkpoint.json'),
+            'status_path': layout.path('run',
+                                       'vsmtio-agent-sim-status.json'),
+            'metrics_bind_host': layout.HOST,
+            'metrics_port': layout.PORTS['agent-metrics-sim'],
+            'metrics_host': layout.SIM_HOSTNAME,
+        },
+        'vsmtio_publish': {'enabled': 'false'},
+        'vsmtio_sim': {'scenario': SIM_SCENARIO, 'real_time': 'true'},
+    })
+
+
 def libvirt():
     """libvirtd's own configuration directory.
 

@@ -5,12 +5,18 @@ copied into Horizon's ``openstack_dashboard/local/enabled`` (here, the
 cloud's Python environment), before Horizon collects its static files.
 
 ``check`` boots one I/O and one CPU flavored server, opens the panel in
-headless Chromium, reads what the hosts table and the host page show, and
-compares it with what the agent's own ``/metrics`` exported while
+headless Chromium, reads what the hosts table and the host pages show, and
+compares it with what the agents' own ``/metrics`` exported while
 Prometheus could have scraped it: the panel goes agent -> Prometheus ->
 Aetos -> Horizon, so its figure must be one the agent exported in the last
-scrape intervals before the page was read. It saves a screenshot of each
-page (``VSMTIO_SCREENSHOTS``, default outside the repository).
+scrape intervals before the page was read. Two agents: the compute host's
+(libvirt, TCG guests: the guard has nothing to judge) and the one on the
+embedded simulated SMT host (``simulated_host``), where the guard keeps
+and drops mechanisms for reasons, VMs serve I/O and computing VMs stand
+against their floor; the check asserts those rows and charts have the
+agent's data and that the host is marked simulated wherever it is named.
+It saves a screenshot of the table and of each host's page
+(``VSMTIO_SCREENSHOTS``, default outside the repository).
 """
 
 import contextlib
@@ -18,14 +24,14 @@ import glob
 import os
 import re
 import shutil
-import threading
 import time
-import urllib.request
 
+import exported
 import layout
 import observability
 import procs
 import resources
+import simulated_host
 
 SCREENSHOTS = os.environ.get('VSMTIO_SCREENSHOTS',
                              '/var/tmp/vsmtio-screenshots')
@@ -39,72 +45,6 @@ def install():
     for path in glob.glob(os.path.join(os.path.dirname(ours.__file__),
                                        '_*.py')):
         shutil.copy(path, target)
-
-
-class AgentExport:
-    """The agent's ``/metrics``, read every quarter second in a thread.
-
-    The agent's period here is 1 s, so no value it exports is missed.
-    """
-
-    def __init__(self):
-        self.samples = []   # (monotonic time, {(name, labels): value})
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self):
-        from prometheus_client import parser
-        url = layout.url('agent-metrics', '/metrics')
-        while not self._stop.is_set():
-            with urllib.request.urlopen(url, timeout=5) as resp:
-                text = resp.read().decode()
-            values = {}
-            for family in parser.text_string_to_metric_families(text):
-                for s in family.samples:
-                    values[(s.name, tuple(sorted(s.labels.items())))] = \
-                        s.value
-            self.samples.append((time.monotonic(), values))
-            self._stop.wait(0.25)
-
-    def values(self, name, since, **labels):
-        """Every value the agent exported for a series since ``since``."""
-        out = set()
-        for when, values in self.samples:
-            if when < since:
-                continue
-            for (n, lbls), value in values.items():
-                lbls = dict(lbls)
-                if n == name and all(lbls.get(k) == v
-                                     for k, v in labels.items()):
-                    out.add(value)
-        return out
-
-    def classes(self, since):
-        """Each domain's measured classes (the agent's tie rule)."""
-        out = {}
-        for when, values in self.samples:
-            if when < since:
-                continue
-            count = {}
-            for (n, lbls), value in values.items():
-                lbls = dict(lbls)
-                if n == 'vsmtio_vcpu_class' and value:
-                    io, cpu = count.get(lbls['domain'], (0, 0))
-                    count[lbls['domain']] = (
-                        io + (lbls['class'] == 'io'),
-                        cpu + (lbls['class'] == 'cpu'))
-            for domain, (io, cpu) in count.items():
-                out.setdefault(domain, set()).add(
-                    'io' if io * 2 >= io + cpu else 'cpu')
-        return out
 
 
 def _retention_timeout(agent, since, cell):
@@ -122,8 +62,8 @@ def _retention_timeout(agent, since, cell):
         assert cell.startswith('refused by the host') and any(
             r and r in cell for r in refused), (cell, refused)
         return
-    _close(agent.values('vsmtio_retention_timeout_seconds', since),
-           _seconds(cell), 'Retention timeout', rel=0.005)
+    exported.within(agent.values('vsmtio_retention_timeout_seconds', since),
+                    _seconds(cell), 'Retention timeout', rel=0.005)
 
 
 def _seconds(text):
@@ -166,30 +106,6 @@ def _boot(conn):
     return [conn.compute.wait_for_server(s, wait=600) for s in servers]
 
 
-def _close(expected, shown, what, rel=0.0):
-    """Fail unless ``shown`` is one of ``expected``, within ``rel``.
-
-    The panel rounds durations to three significant digits.
-    """
-    if not any(abs(shown - v) <= rel * abs(v) for v in expected):
-        raise AssertionError('%s: the panel shows %r, the agent exported %r'
-                             % (what, shown, sorted(expected)))
-
-
-def _counted(expected, shown, what):
-    """Fail unless the counter ``shown`` lies in the sampled range.
-
-    A counter steps between two samples of the agent's export (the agent
-    counts every period, the sampler sees every few), so Prometheus's
-    scrape may hold a value no sample caught; a counter outside the range
-    the export went through was not read from this agent in this window.
-    """
-    if not expected or not min(expected) <= shown <= max(expected):
-        raise AssertionError('%s: the panel shows %r, the agent went from '
-                             '%r to %r' % (what, shown, min(expected or [0]),
-                                           max(expected or [0])))
-
-
 @contextlib.contextmanager
 def booted(conn):
     """Two servers (flavors vsmtio.io and vsmtio.cpu) for the observe step.
@@ -213,60 +129,83 @@ def booted(conn):
 
 
 def check(servers):
-    """Assert the panel against the agent's export; save screenshots.
+    """Assert the panel against both agents' export; save screenshots.
 
     ``servers`` are :func:`booted`'s, running.
     """
     import browser
     target = '%s:%d' % (layout.HOST, layout.PORTS['agent-metrics'])
-    domains = {s.id: s.name for s in servers}
+    sim_target = simulated_host.target()
     # the host page's charts (15 s steps) have a point counting them
     mix = '(sum(vsmtio_host_vcpus{instance="%s"}))[1m:15s]' % target
     procs.wait_for('the mix chart counting both servers', lambda: float(
         observability.query(mix)[0]['values'][-1][1]) >= len(servers),
         timeout=60)
+    simulated_host.wait_charted()
     os.makedirs(SCREENSHOTS, exist_ok=True)
-    with AgentExport() as agent:
+    with exported.AgentExport() as agent, \
+            exported.AgentExport('agent-metrics-sim') as sim_agent:
         since = time.monotonic()
         # Prometheus shows what it scraped up to two intervals ago
         time.sleep(2 * observability.SCRAPE_INTERVAL + 1)
         with browser.signed_in() as driver:
             browser.open_page(driver, INDEX, 'table#vsmtio_hosts')
             hosts = _table(driver, 'vsmtio_hosts')
-            hosts_png = browser.full_page_png(
-                driver, os.path.join(SCREENSHOTS, 'vsmtio-hosts.png'))
+            pngs = [browser.full_page_png(
+                driver, os.path.join(SCREENSHOTS, 'vsmtio-hosts.png'))]
             browser.open_page(driver, INDEX + target + '/',
                               'table#vsmtio_instances')
             vms = _table(driver, 'vsmtio_instances')
-            host_png = browser.full_page_png(
-                driver, os.path.join(SCREENSHOTS, 'vsmtio-host.png'))
-    row = hosts.get(target)
-    if row is None:
-        raise AssertionError('the hosts table has no row for %s: %r'
-                             % (target, hosts))
-    print('[cloud] panel row: %s' % row)
+            real_page = simulated_host.page(driver)
+            pngs.append(browser.full_page_png(
+                driver, os.path.join(SCREENSHOTS, 'vsmtio-host.png')))
+            browser.open_page(driver, INDEX + sim_target + '/',
+                              'table#vsmtio_instances')
+            sim_vms = _table(driver, 'vsmtio_instances')
+            sim_page = simulated_host.page(driver)
+            pngs.append(browser.full_page_png(
+                driver, os.path.join(SCREENSHOTS,
+                                     'vsmtio-host-simulated.png')))
+    _check_real_host(agent, since, hosts.get(target), hosts, vms, servers)
+    assert not real_page['simulated'], real_page
+    assert 'simulated' not in hosts[target]['Host'], hosts[target]
+    simulated_host.check(sim_agent, since, hosts.get(sim_target), sim_vms,
+                         sim_page, _common_row_checks)
+    print('[cloud] panel matches both agents\' export; screenshots: %s'
+          % ', '.join(pngs))
+
+
+def _common_row_checks(agent, since, row):
+    """What every host's row shows: mode, vCPUs, timeout, health."""
     mode = [dict(k[1])['mode'] for _t, v in agent.samples
             for k, val in v.items()
             if k[0] == 'vsmtio_host_mode' and val]
-    assert row['Mode'] in mode, (row['Mode'], set(mode))
+    assert row['Mode'].split()[0] in mode, (row['Mode'], set(mode))
     for klass, header in (('io', 'I/O vCPUs'), ('cpu', 'CPU vCPUs')):
-        _close(agent.values('vsmtio_host_vcpus', since,
-                            **{'class': klass}),
-               float(row[header]), header)
+        exported.within(agent.values('vsmtio_host_vcpus', since,
+                                     **{'class': klass}),
+                        float(row[header]), header)
     _retention_timeout(agent, since, row['Retention timeout'])
     periods = int(re.match(r'period (\d+)', row['Last period']).group(1))
-    _counted(agent.values('vsmtio_periods_total', since), periods,
-             'Last period')
+    exported.within(agent.values('vsmtio_periods_total', since), periods,
+                    'Last period')
     assert row['Agent'].startswith('running'), row['Agent']
+
+
+def _check_real_host(agent, since, row, hosts, vms, servers):
+    """The compute host's row and its servers, by name and class."""
+    if row is None:
+        raise AssertionError('the hosts table has no row for the compute '
+                             'host: %r' % hosts)
+    print('[cloud] panel row: %s' % row)
+    _common_row_checks(agent, since, row)
     classes = agent.classes(since)
-    for domain, name in domains.items():
-        vm = vms.get(domain)
+    for server in servers:
+        vm = vms.get(server.id)
         if vm is None:
             raise AssertionError('the host page has no row for %s: %r'
-                                 % (name, vms))
-        print('[cloud] panel instance %s: %s' % (name, vm))
-        assert vm['Instance'] == name, vm
-        assert vm['Measured class'] in classes[domain], (
-            name, vm['Measured class'], classes[domain])
-    print('[cloud] panel matches the agent\'s export; screenshots: %s, '
-          '%s' % (hosts_png, host_png))
+                                 % (server.name, vms))
+        print('[cloud] panel instance %s: %s' % (server.name, vm))
+        assert vm['Instance'] == server.name, vm
+        assert vm['Measured class'] in classes[server.id], (
+            server.name, vm['Measured class'], classes[server.id])

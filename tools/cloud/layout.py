@@ -16,6 +16,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
 BIN = os.path.dirname(sys.executable)
 HOST = '127.0.0.1'
 HOSTNAME = 'vsmtio-cloud'
+#: The name the agent on the embedded simulated SMT host gives its
+#: metrics: no compute host of nova's, and said to be simulated.
+SIM_HOSTNAME = 'vsmtio-cloud-simulated'
 REGION = 'RegionOne'
 #: The libvirt host's availability zone: nova-api gives it to every
 #: request that names none (the fake fleet is another zone, fleet.py).
@@ -37,6 +40,7 @@ PORTS = {
     'nova-api': 8774,
     'horizon': 8080,
     'agent-metrics': 9729,
+    'agent-metrics-sim': 9730,
     'watcher-api': 9322,
     'prometheus': 9090,
     'aetos': 9095,

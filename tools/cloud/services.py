@@ -277,6 +277,16 @@ def agent():
     procs.wait_port('vsmtio-agent', layout.PORTS['agent-metrics'], proc)
 
 
+def sim_agent():
+    """The agent on the embedded simulated SMT host (configs.sim_agent)."""
+    conf = configs.sim_agent()
+    os.makedirs(layout.path('data', 'vsmtio'), exist_ok=True)
+    proc = procs.start('vsmtio-agent-sim', [bin_('vsmtio-agent'),
+                                            '--config-file', conf])
+    procs.wait_port('vsmtio-agent-sim', layout.PORTS['agent-metrics-sim'],
+                    proc)
+
+
 HORIZON_SETTINGS = """# written by tools/cloud: Horizon of the vsmtio cloud
 DEBUG = False
 ALLOWED_HOSTS = ['127.0.0.1', 'localhost']

@@ -157,7 +157,9 @@ class AgentService(_service_base().ServiceBase):
         for item in host.missing:
             LOG.info('host lacks: %s', item)
         self.agent = agent_mod.Agent(self.conf, self.driver)
-        self.collector = metrics.AgentCollector(metrics.host_name(opts))
+        self.collector = metrics.AgentCollector(
+            metrics.host_name(opts), floors={'computing': opts.guard_cpu_min,
+                                             'serving': opts.guard_io_min})
         if opts.metrics_port:
             self._serve_metrics(metrics, opts)
         self.publisher = publish.from_conf(self.conf)

@@ -132,5 +132,182 @@ class ChartTest(unittest.TestCase):
         self.assertIn('io: 3', out)
         self.assertNotIn('<cpu>', out)
 
+    def test_a_ratio_axis_spans_its_values(self):
+        lines = [('floor', [(0.0, 0.97), (60.0, 0.97)]),
+                 ('matmul', [(0.0, 0.967), (60.0, 0.975)])]
+        from_zero = charts.svg(lines, 'ratio')
+        self.assertIn('>0</text>', from_zero)
+        spanned = charts.svg(lines, 'ratio', zero=False)
+        self.assertNotIn('>0</text>', spanned)
+        # the floor's line and the VM's are apart by more than a pixel
+        self.assertIn('points="48.0,', spanned)
+        ys = [float(p.split(',')[1]) for line in spanned.split('points="')[1:]
+              for p in line.split('"')[0].split()]
+        self.assertGreater(max(ys) - min(ys), 50)
+
     def test_empty_chart_is_empty(self):
         self.assertEqual('', charts.svg([], 's'))
+
+
+class NamesTest(unittest.TestCase):
+    def test_reasons_name_vms(self):
+        names = {answers.VM1: 'web', answers.VM2: 'batch'}
+        self.assertEqual(
+            'a VM loses: batch 0.950 < 0.97, web 1.020',
+            overview.named('a VM loses: %s 0.950 < 0.97, %s 1.020'
+                           % (answers.VM2, answers.VM1), names))
+        # whole domains only: one that merely contains a known one stays
+        self.assertEqual('x-%s' % answers.VM1,
+                         overview.named('x-%s' % answers.VM1, names))
+        self.assertEqual('no names', overview.named('no names', {}))
+        self.assertIsNone(overview.named(None, names))
+
+    def test_hosts_reasons_name_vms(self):
+        rows = overview.hosts({'verdict': [prometheus.Sample(
+            {'instance': 'h:1', 'mechanism': 'split', 'domain': '',
+             'reason': 'a VM loses: %s 0.9 < 0.97' % answers.VM2}, 1.0)]})
+        overview.name_reasons(rows, {answers.VM2: 'batch'})
+        self.assertEqual({'a VM loses: batch 0.9 < 0.97': 1},
+                         dict(rows[0].mechanisms['split'].reasons))
+
+    def test_instance_reasons_and_ratios_name_vms(self):
+        rows = {i.domain: i for i in overview.instances(
+            _answer(answers.load(),
+                    overview.instance_queries(answers.HOST)),
+            names={answers.VM1: 'web'})}
+        vm2 = rows[answers.VM2]
+        # its lowest ratio, under retention tried for VM1 (named)
+        self.assertEqual(('retention for web', 0.955), vm2.worst)
+        self.assertEqual(0.97, vm2.floor)
+        self.assertIsNone(rows[answers.VM1].worst)
+
+
+class EveryVmAtOnceTest(unittest.TestCase):
+    """A per-VM mechanism tried on every VM at once is not one more VM."""
+
+    def test_host_counts_vms_and_says_it_apart(self):
+        labels = {'instance': 'h:1', 'mechanism': 'weight'}
+        rows = overview.hosts({'kept': [
+            prometheus.Sample(dict(labels, domain='a'), 1.0),
+            prometheus.Sample(dict(labels, domain=overview.ALL_VMS), 0.0)]})
+        weight = rows[0].mechanisms['weight']
+        self.assertEqual((1, 1, False),
+                         (weight.kept, weight.judged, weight.together))
+        self.assertEqual('1 of 1 VMs, not kept for every VM at once',
+                         str(weight))
+
+    def test_no_instance_row(self):
+        rows = overview.instances({'kept': [prometheus.Sample(
+            {'domain': overview.ALL_VMS, 'mechanism': 'weight'}, 0.0)]})
+        self.assertEqual([], rows)
+
+
+class UnitsTest(unittest.TestCase):
+    def chart(self, slug):
+        return [c for c in overview.CHARTS if c.slug == slug][0]
+
+    def test_timeouts_in_microseconds(self):
+        series = [prometheus.Series({'fqdn': 'h'}, [(1.0, 0.0002)])]
+        [(legend, points)] = overview.lines(self.chart('timeout'), series)
+        self.assertEqual('h', legend)
+        self.assertAlmostEqual(200.0, points[0][1])
+        self.assertEqual('µs', str(self.chart('timeout').unit))
+        self.assertEqual('µs', str(self.chart('vm_timeout').unit))
+
+    def test_served_per_vm_by_name(self):
+        series = [prometheus.Series({'domain': answers.VM1}, [(1.0, 5.0)]),
+                  prometheus.Series({'domain': 'sim-vm'}, [(1.0, 7.0)])]
+        legends = [legend for legend, _p in overview.lines(
+            self.chart('served'), series, {answers.VM1: 'web'})]
+        # a domain nova does not know (the simulated host's) stays
+        self.assertEqual(['sim-vm', 'web'], legends)
+        self.assertEqual('requests/s', str(self.chart('served').unit))
+
+    def test_a_floor_alone_is_not_reported(self):
+        floors = self.chart('floors')
+        alone = [prometheus.Series({'vm': overview.FLOOR}, [(1.0, 0.97)])]
+        self.assertEqual([], overview.lines(floors, alone))
+        with_vm = alone + [prometheus.Series({'vm': 'matmul'},
+                                             [(1.0, 0.96)])]
+        self.assertEqual(['floor', 'matmul'], [
+            legend for legend, _p in overview.lines(floors, with_vm)])
+
+    def test_large_numbers_are_whole(self):
+        out = charts.svg([('web', [(0.0, 11780.0), (60.0, 11780.0)])],
+                         'requests/s')
+        self.assertIn('web: 11,780', out)
+        self.assertNotIn('e+04', out)
+
+
+class SimulatedHostTest(unittest.TestCase):
+    """Real answers about an agent on the embedded simulated SMT host."""
+
+    def setUp(self):
+        self.payloads = answers.load(answers.SIMULATED_PATH)
+        [self.host] = overview.hosts(_answer(self.payloads,
+                                             overview.HOST_QUERIES))
+        self.vms = {i.domain: i for i in overview.instances(
+            _answer(self.payloads,
+                    overview.instance_queries(answers.SIM_HOST)))}
+
+    def raw(self, query):
+        return self.payloads[query]['data']['result']
+
+    def test_marked_simulated(self):
+        self.assertEqual(answers.SIM_HOST, self.host.instance)
+        self.assertTrue(self.host.simulated)
+        self.assertEqual('%s (simulated SMT host)' % self.host.name,
+                         str(self.host.label))
+        self.assertFalse(overview.Host('h', name='h', mode='stock').simulated)
+        self.assertEqual('h', overview.Host('h', name='h').label)
+
+    def test_kept_and_dropped_with_reasons(self):
+        # (Prometheus drops an empty label: a host-wide one has none)
+        kept = {(r['metric']['mechanism'], r['metric'].get('domain', '')):
+                float(r['value'][1])
+                for r in self.raw('vsmtio_guard_kept')}
+        self.assertIn(1.0, kept.values())     # the guard acts here
+        self.assertIn(0.0, kept.values())
+        for (mechanism, domain), value in kept.items():
+            if domain:
+                self.assertEqual(bool(value),
+                                 self.vms[domain].kept[mechanism])
+        for mechanism, mech in self.host.mechanisms.items():
+            self.assertEqual(
+                sum(v for (m, _d), v in kept.items() if m == mechanism),
+                mech.kept)
+        reasons = {r['metric']['reason']
+                   for r in self.raw('vsmtio_guard_verdict')}
+        self.assertEqual(reasons, {reason for m in
+                                   self.host.mechanisms.values()
+                                   for reason in m.reasons})
+
+    def test_served_io_and_floors(self):
+        sel = {'sel': overview.selector(answers.SIM_HOST)}
+        served = {r['metric']['domain']: float(r['value'][1]) for r in
+                  self.raw(overview.INSTANCE_QUERIES['served'] % sel)}
+        self.assertTrue(any(served.values()))
+        self.assertEqual(served, {d: vm.served for d, vm in self.vms.items()
+                                  if vm.served is not None})
+        ratios = self.raw(overview.INSTANCE_QUERIES['ratio'] % sel)
+        computing = {r['metric']['vm'] for r in ratios}
+        self.assertTrue(computing)
+        for domain in computing:
+            mechanism, ratio = self.vms[domain].worst
+            self.assertEqual(min(float(r['value'][1]) for r in ratios
+                                 if r['metric']['vm'] == domain), ratio)
+            self.assertEqual(0.97, self.vms[domain].floor)
+
+    def test_charts_have_lines(self):
+        legends = {}
+        for chart in overview.CHARTS:
+            series = prometheus.parse(self.payloads[overview.chart_query(
+                chart, answers.SIM_HOST)])
+            legends[chart.slug] = [legend for legend, points in
+                                   overview.lines(chart, series)
+                                   if len(points) >= 2]
+        for slug in ('mix', 'timeout', 'kept', 'floors', 'served'):
+            self.assertTrue(legends[slug], slug)
+        self.assertIn('floor', legends['floors'])
+        self.assertIn('matmul', legends['floors'])
+        self.assertEqual(['matmul', 'sockperf'], sorted(legends['served']))

@@ -66,14 +66,24 @@ class _WithAetos(_PanelChecks):
         self.service_catalog.append(AETOS)
 
 
-class AdminViewsTest(_WithAetos, helpers.BaseAdminViewTests):
+class _AdminViews(_WithAetos, helpers.BaseAdminViewTests):
+    """An admin's pages on the recorded answers of ``ANSWERS``."""
+    ANSWERS = answers.PATH
+
     def setUp(self):
         super().setUp()
-        self.recorded = answers.Recorded()
+        self.recorded = answers.Recorded(self.ANSWERS)
         patcher = mock.patch.object(prometheus, 'query', self.recorded)
         patcher.start()
         self.addCleanup(patcher.stop)
+        # nova's names (the guard's reasons name VMs by them)
+        patcher = mock.patch('openstack_dashboard.api.nova.server_list',
+                             return_value=([], False))
+        self.server_list = patcher.start()
+        self.addCleanup(patcher.stop)
 
+
+class AdminViewsTest(_AdminViews):
     def test_hosts_table(self):
         res = self.client.get(INDEX)
         self.assertEqual(200, res.status_code)
@@ -91,11 +101,16 @@ class AdminViewsTest(_WithAetos, helpers.BaseAdminViewTests):
         self.assertIn('not reported', html)   # the down host's mode
         self.assertIn(_detail(answers.HOST), html)
 
-    @mock.patch('openstack_dashboard.api.nova.server_list')
-    def test_host_page(self, server_list):
-        server = self.servers.first()
-        server.id = answers.VM1
-        server_list.return_value = ([server], False)
+    def test_host_page(self):
+        server_list = self.server_list
+        server, gone = self.servers.list()[:2]
+        server.id, gone.id = answers.VM1, answers.VM2
+
+        def servers(request, search_opts):
+            # VM2 was deleted: nova lists it only when asked for those
+            return ([gone] if search_opts.get('deleted') else [server],
+                    False)
+        server_list.side_effect = servers
         res = self.client.get(_detail(answers.HOST))
         self.assertEqual(200, res.status_code)
         self.assertTemplateUsed(res, 'vsmtio_dashboard/hosts/detail.html')
@@ -106,11 +121,26 @@ class AdminViewsTest(_WithAetos, helpers.BaseAdminViewTests):
         html = res.content.decode()
         self.assertIn(server.name, html)
         self.assertIn('retention dropped (tenant below floor)', html)
-        self.assertIn('1.5e+03/s', html)
+        self.assertIn('1,500 requests/s', html)
+        # the computing VM against its floor, the VM tried for by name
+        self.assertIn('0.955 under retention for %s (floor 0.97, below)'
+                      % server.name, html)
+        # a deleted server by its name, said to be deleted
+        self.assertIn('%s (deleted)' % gone.name,
+                      by_slug['floors']['svg'])
+        # nova's page for the server nova knows, none for the other
+        self.assertIn(reverse('horizon:admin:instances:detail',
+                              args=[answers.VM1]), html)
+        self.assertNotIn(reverse('horizon:admin:instances:detail',
+                                 args=[answers.VM2]), html)
+        self.assertNotIn('vsmtio-simulated', html)
         summary = dict(res.context['summary'])
         self.assertEqual('stock', summary['Mode'])
-        server_list.assert_called_once_with(
-            mock.ANY, search_opts={'all_tenants': True})
+        self.assertEqual(
+            [mock.call(mock.ANY, search_opts={'all_tenants': True}),
+             mock.call(mock.ANY, search_opts={'all_tenants': True,
+                                              'deleted': True})],
+            server_list.call_args_list)
 
     def test_metrics_unavailable_is_said(self):
         def fail(request, promql):
@@ -123,6 +153,39 @@ class AdminViewsTest(_WithAetos, helpers.BaseAdminViewTests):
 
     def test_in_navigation(self):
         self.assertShown(self.nav())
+
+
+class SimulatedHostViewsTest(_AdminViews):
+    """The pages on real answers about the simulated host's agent."""
+    ANSWERS = answers.SIMULATED_PATH
+
+    def test_hosts_table(self):
+        res = self.client.get(INDEX)
+        self.assertEqual(200, res.status_code)
+        [row] = res.context['table'].data
+        self.assertTrue(row.simulated)
+        html = res.content.decode()
+        self.assertIn('%s (simulated SMT host)' % row.name, html)
+        self.assertIn('simulated (a model of an SMT host, not a machine)',
+                      html)
+        self.assertIn('retention: 1 of 1 VMs', html)
+
+    def test_host_page(self):
+        res = self.client.get(_detail(answers.SIM_HOST))
+        self.assertEqual(200, res.status_code)
+        html = res.content.decode()
+        self.assertIn('vsmtio-simulated', html)     # the banner
+        self.assertIn('(simulated SMT host)', html)  # the title
+        self.assertIn('requests/s', html)
+        self.assertIn('(floor 0.97', html)
+        # the model's VMs are nova's servers nowhere: no link to nova
+        for vm in res.context['table'].data:
+            self.assertNotIn(reverse('horizon:admin:instances:detail',
+                                     args=[vm.domain]), html)
+        by_slug = {c['chart'].slug: c for c in res.context['charts']}
+        for slug in ('mix', 'timeout', 'kept', 'floors', 'served'):
+            self.assertIn('<polyline', by_slug[slug]['svg'], slug)
+        self.assertIn('floor: 0.97', by_slug['floors']['svg'])
 
 
 class WithoutAetosTest(_PanelChecks, helpers.BaseAdminViewTests):

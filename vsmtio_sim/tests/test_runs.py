@@ -4,6 +4,8 @@ and the paper's directions on a reduced host (§6)."""
 import json
 import os
 import tempfile
+import threading
+import time
 import unittest
 
 import fixtures
@@ -140,6 +142,33 @@ class TestAgentOnSimulatedHost(testtools.TestCase):
         result = driver.apply(model.Decision(timeout_ns=1, placements={}))
         self.assertIsInstance(result, base.ApplyResult)
         self.assertEqual(0, result.applied)
+
+
+class TestRealTime(testtools.TestCase):
+    """``[vsmtio_sim] real_time``: a daemon's host keeps the clock's pace."""
+
+    def driver(self):
+        path = self.useFixture(_ScenarioFile(
+            reduced('redis_pagerank', cores=1))).path
+        return sim_driver.SimulatedHostDriver(runner.make_conf(
+            path, 'vsmtio', overrides={('vsmtio_sim', 'real_time'): True}))
+
+    def test_simulated_time_does_not_outrun_the_clock(self):
+        driver = self.driver()
+        start = time.monotonic()
+        for _ in range(3):
+            driver.advance(0.1)
+        self.assertGreaterEqual(time.monotonic() - start, 0.3)
+        self.assertAlmostEqual(0.3e9, driver.simulation.now, delta=1e6)
+
+    def test_interrupt_ends_the_wait(self):
+        driver = self.driver()
+        threading.Timer(0.1, driver.interrupt).start()
+        start = time.monotonic()
+        # five simulated seconds take about one of the clock's here: the
+        # wait that would follow is cut short
+        driver.advance(5.0)
+        self.assertLess(time.monotonic() - start, 4.5)
 
 
 class TestCli(testtools.TestCase):

@@ -432,6 +432,28 @@ class TestGuardInTheRecord(AgentTestCase):
         served = families['vsmtio_vm_served_rate'].samples
         self.assertEqual([1234.0], [s.value for s in served])
 
+    def test_metrics_each_vm_against_its_floor(self):
+        collector = metrics.AgentCollector(
+            floors={'computing': 0.97, 'serving': 1.0})
+        collector.observe(self.judged(), 'scripted')
+        families = {m.name: m for m in collector.collect()}
+        ratios = {(s.labels['mechanism'], s.labels['domain'],
+                   s.labels['vm'], s.labels['kind']): s.value
+                  for s in families['vsmtio_guard_vm_ratio'].samples}
+        # the retention verdict's ratios; the split's verdict measured
+        # none and its after-effect alarm is no verdict on the VMs
+        self.assertEqual({('retention', 'io-vm', 'cpu-vm', 'computing'): 0.99,
+                          ('retention', 'io-vm', 'io-vm', 'serving'): 1.45},
+                         ratios)
+        floors = {s.labels['kind']: s.value
+                  for s in families['vsmtio_guard_floor'].samples}
+        self.assertEqual({'computing': 0.97, 'serving': 1.0}, floors)
+        # without floors given, none is exported (nor made up)
+        collector = metrics.AgentCollector()
+        collector.observe(self.judged(), 'scripted')
+        self.assertNotIn('vsmtio_guard_floor',
+                         {m.name for m in collector.collect()})
+
     def test_the_first_period_retains_nothing_under_the_guard(self):
         host = ScriptedHost([snapshot(0, 0), snapshot(100, 60)])
         a = agent.Agent(conf.CONF, host)

@@ -78,11 +78,16 @@ def _detail_link(host):
                    kwargs={'instance': host.instance})
 
 
+def _mode(host):
+    if host.simulated:
+        return _('simulated (a model of an SMT host, not a machine)')
+    return _or_missing(host.mode)
+
+
 class HostsTable(tables.DataTable):
-    name = tables.Column('name', verbose_name=_('Host'), link=_detail_link)
+    name = tables.Column('label', verbose_name=_('Host'), link=_detail_link)
     target = tables.Column('instance', verbose_name=_('Scrape target'))
-    mode = tables.Column(lambda h: _or_missing(h.mode),
-                         verbose_name=_('Mode'))
+    mode = tables.Column(_mode, verbose_name=_('Mode'))
     io = tables.Column(_vcpus('io'), verbose_name=_('I/O vCPUs'))
     cpu = tables.Column(_vcpus('cpu'), verbose_name=_('CPU vCPUs'))
     timeout = tables.Column(_timeouts,
@@ -99,6 +104,13 @@ class HostsTable(tables.DataTable):
 
 
 def _instance_link(inst):
+    """nova's page of the server; none for a VM nova does not know.
+
+    The simulated host's VMs are the model's, and a server deleted since
+    has no page.
+    """
+    if not inst.live:
+        return None
     return reverse('horizon:admin:instances:detail', args=[inst.domain])
 
 
@@ -137,6 +149,29 @@ def _number(attr, fmt):
     return get
 
 
+def _rate(value):
+    """Requests per second: whole ones from 100 up, else 3 digits."""
+    if value is None:
+        return NOT_REPORTED
+    text = ('{:,.0f}' if abs(value) >= 100 else '{:.3g}').format(value)
+    return _('%s requests/s') % text
+
+
+def _floor(inst):
+    """The computing VM's lowest ratio, under which mechanism, its floor."""
+    worst = inst.worst
+    if worst is None:
+        return NOT_REPORTED
+    mechanism, ratio = worst
+    text = _('%(ratio).3f under %(mech)s') % {'ratio': ratio,
+                                              'mech': mechanism}
+    if inst.floor is not None:
+        text = _('%(text)s (floor %(floor).2f%(below)s)') % {
+            'text': text, 'floor': inst.floor,
+            'below': _(', below') if ratio < inst.floor else ''}
+    return text
+
+
 class InstancesTable(tables.DataTable):
     name = tables.Column(lambda i: i.name or i.domain,
                          verbose_name=_('Instance'), link=_instance_link)
@@ -146,8 +181,12 @@ class InstancesTable(tables.DataTable):
                             verbose_name=_('Retention timeout'))
     kept = tables.Column(_kept, verbose_name=_('Guard (why)'))
     mist = tables.Column(_protected, verbose_name=_('MIST'))
-    i_cpu = tables.Column(_number('i_cpu', '%.3g'), verbose_name=_('I_cpu'))
-    served = tables.Column(_number('served', '%.3g/s'),
+    floor = tables.Column(_floor, verbose_name=_('As a computing VM '
+                                                 '(with / without)'))
+    i_cpu = tables.Column(_number('i_cpu', '%.3g'),
+                          verbose_name=_('I_cpu (involuntary per voluntary '
+                                         'switch)'))
+    served = tables.Column(lambda i: _rate(i.served),
                            verbose_name=_('Served I/O'))
 
     class Meta:
