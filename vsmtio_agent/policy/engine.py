@@ -72,7 +72,7 @@ class Params:
             min_ns=opts.min_timeout_us * US,
             max_ns=opts.max_timeout_us * US,
             reschedule_cost_ns=opts.reschedule_cost_us * US)
-        procedure = getattr(opts, 'guard_procedure', 'rules')
+        procedure = opts.guard_procedure
         return cls(
             bounds=bounds, procedure=procedure,
             adjuster_std_threshold=opts.adjuster_std_threshold,

@@ -347,8 +347,13 @@ class TestSeam(testtools.TestCase):
         return engine.PolicyEngine(model.Topology.uniform(2),
                                    engine.Params.from_conf(conf, True, True))
 
-    def test_rules_by_default(self):
+    def test_search_by_default(self):
         eng = self._engine()
+        self.assertIs(search, eng.procedure)
+        self.assertIsInstance(eng.params.guard, search.Params)
+
+    def test_the_rules_on_request(self):
+        eng = self._engine('rules')
         self.assertIs(guard, eng.procedure)
         self.assertIsInstance(eng.params.guard, guard.Params)
 
