@@ -20,6 +20,11 @@ def io_wl(burst_us=20, wait_us=300, dist='const', working_set_kib=0):
             'device': {'dist': dist, 'mean_us': wait_us}}
 
 
+#: A scenario's ``scheduler:`` for the paper's CFS, where a test checks
+#: CFS's own behaviour, whichever scheduler is shipped.
+CFS = {'policy': 'cfs'}
+
+
 def tiny(vms, cores=1, workloads=None, duration=1.0, warmup=0.2, **extra):
     """A validated one- or few-core scenario with explicit placement.
 
