@@ -202,15 +202,19 @@ def summary_lines(rows):
     The schedulers are different hosts: a share pooled over both would
     let one's gain hide the other's loss.
     """
-    schedulers = sorted({k[0] for k in rows})
+    parts = by_scheduler(rows)
     out = []
-    for scheduler in schedulers:
-        mine = {k: r for k, r in rows.items() if k[0] == scheduler}
+    for scheduler, mine in parts:
         for line in _summary(mine):
-            out.append('Under %s: %s' % (scheduler, line)
-                       if len(schedulers) > 1
+            out.append('Under %s: %s' % (scheduler, line) if len(parts) > 1
                        else line[0].upper() + line[1:])
     return out
+
+
+def by_scheduler(rows):
+    """``[(scheduler, rows)]``: ``by_scenario``'s rows split by scheduler."""
+    return [(s, {k: r for k, r in rows.items() if k[0] == s})
+            for s in sorted({k[0] for k in rows})]
 
 
 def _summary(rows):
@@ -238,8 +242,7 @@ def compare(rows, other):
         d = intervals.paired(rows[k]['product'], other[k]['product'])
         lines.append('%s/%s: product I/O gain this - other %s over %d '
                      'seeds' % (k[1], k[0], intervals.text(*d[:3]), d[3]))
-    for scheduler in sorted({k[0] for k in rows}):
-        here = {k: r for k, r in rows.items() if k[0] == scheduler}
+    for scheduler, here in by_scheduler(rows):
         mine, chosen = seed_shares(here)
         theirs, _c = seed_shares(other, chosen=chosen)
         d = intervals.paired(mine, theirs)
