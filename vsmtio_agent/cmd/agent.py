@@ -602,7 +602,12 @@ def unknown_options(conf):
     for path, sections in _config_files(conf):
         for section, keys in sections.items():
             group = section.lower()
-            if not group.startswith('vsmtio') or known.get(group, ()) is None:
+            if not group.startswith('vsmtio'):
+                continue
+            if known.get(group, ()) is None:
+                lines.append('[%s] in %s: its auth type loads no '
+                             'keystoneauth1 plugin, so the names it sets '
+                             'cannot be checked' % (section, path))
                 continue
             if group not in known:
                 lines.append('[%s] in %s is no group of the agent: its '
