@@ -272,6 +272,19 @@ class TestSearchLogic(testtools.TestCase):
         self.assertEqual({'web': 100}, r['margin']['config']['retain'])
         self.assertAlmostEqual(1.1, r['margin']['io_gain'])
 
+    def test_all_off_is_the_margin_oracle_where_noise_hides_every_loss(self):
+        # a detectable loss above the computing floor's 3%: no change can
+        # be shown safe, and all off, which changes nothing, is what stays
+        self.useFixture(fixtures.MockPatchObject(
+            bench_oracle, 'detectable', lambda *a, **k: 0.05))
+
+        def gains(cfg, seed):
+            return 1.0 + cfg['retain'].get('web', 0) / 1000.0, 1.0
+        r = self.oracle(gains)
+        self.assertEqual(space.all_off('vsmtio'), r['margin']['config'])
+        self.assertAlmostEqual(1.0, r['margin']['io_gain'])
+        self.assertNotEqual(space.all_off('vsmtio'), r['config'])
+
 
 class TestDetectable(testtools.TestCase):
 
