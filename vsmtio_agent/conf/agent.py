@@ -255,9 +255,11 @@ guard_opts = [
                       'gain shown) among the rungs a search may keep.'),
     cfg.IntOpt('guard_retest_periods',
                default=150, min=10, max=100000,
-               help='Periods between two probes: each kept mechanism is '
+               help='Periods between two probes of the rules procedure '
+                    '(``guard_procedure = rules``): each kept mechanism is '
                     'retested in turn, and a dropped one is retried after '
-                    'this many periods, doubling up to four times that.'),
+                    'this many periods, doubling up to four times that. '
+                    'The search probes again only when the host changes.'),
     cfg.ListOpt('guard_weight_factors',
                 item_type=types.FiniteFloat(min=1.01, max=100.0),
                 default=['2', '4'],

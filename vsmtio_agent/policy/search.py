@@ -16,8 +16,12 @@ chance of keeping anything that misses a floor or the gain is at most
 upper bound is below its floor or its gain's upper bound below the best
 safe candidate's lower bound; the best safe one is kept. One bare
 holdout period in ``holdout_every`` feeds a CUSUM per VM, whose alarm,
-or a tenant's change, starts the search again. Pure: samples in, state
-out (``in_force``, ``kept``, ``phase``, ``verdicts``, ``finished``).
+or a tenant's change, starts the search again. Where nothing is kept,
+the period at the holdout's place feeds each VM's level to the same
+detector instead: repeating a search on a host that has not changed
+would cost its tenants the same probes for the same answer. Pure:
+samples in, state out (``in_force``, ``kept``, ``phase``, ``verdicts``,
+``finished``).
 
 It stands alone: what it shares with the rules is their vocabulary
 (:mod:`vsmtio_agent.policy.vocabulary`: the mechanisms, a
@@ -65,7 +69,6 @@ class Params:
     holdout_every: int = 40
     cusum_drift: float = 0.5
     cusum_threshold: float = 10.0
-    research_periods: int = 600
     confirm_periods: int = 3
     per_vm: bool = True
     smt: bool = True
@@ -90,7 +93,6 @@ class Params:
                    pairs=o.guard_probe_pairs,
                    max_pairs=4 * o.guard_probe_pairs,
                    settle_periods=o.guard_settle_periods,
-                   research_periods=4 * o.guard_retest_periods,
                    **({} if weights else {'weights': ()}),
                    io_halt_rate=o.guard_io_halt_rate, per_vm=per_vm,
                    smt=smt, retention=retention, **extra)
@@ -144,6 +146,9 @@ class State:
     searches: int = 0
     held: int = 0                       # periods since the last holdout
     last_kept: Optional[dict] = None    # the last measured kept period
+    # what the detector compares a period with, per VM: the kept
+    # configuration's log-ratio over the bare host, or, with nothing
+    # kept, the VM's log level on the bare host
     reference: tuple = ()               # ((vm, bounds.Running), ...)
     detector: tuple = ()                # ((vm, bounds.Cusum), ...)
     holdout_gain: bounds.Running = bounds.Running()
@@ -529,7 +534,8 @@ def _finish(state, params, why):
     summary = probing.Verdict('search', best is not None, why or (
         'kept %s of %d candidates: %s' % (
             describe(kept), len(state.candidates),
-            best.reason if best else 'none shown safe and gaining')))
+            best.reason if best else 'none shown safe and gaining, so '
+            'none is probed again until the bare host changes')))
     return dataclasses.replace(
         state, phase=HOLD, kept=kept, in_force=kept, current=None,
         pending=None, searches=state.searches + 1, held=0,
@@ -588,11 +594,11 @@ def _ratios(state, c):
 def _hold_step(state, params, stats, served):
     """A period of the kept configuration, or of the holdout."""
     held = state.held + 1
-    if state.kept == vocabulary.BARE:
-        if held >= params.research_periods:
-            return _begin(state, params, stats, state.kinds)
-        return dataclasses.replace(state, held=held, in_force=vocabulary.BARE)
     values, blind, _cpu = probing.measure(stats, served, state.kinds)
+    if state.kept == vocabulary.BARE:
+        if held < params.holdout_every or blind:
+            return dataclasses.replace(state, held=held)
+        return _watch(dataclasses.replace(state, held=0), params, values)
     if state.in_force == vocabulary.BARE:
         # the holdout period just ran: its pair with the last kept one
         return _holdout(state, params, values)
@@ -612,20 +618,7 @@ def _holdout(state, params, values):
     if got is None:
         return state
     logs, gain = got
-    cusums = dict(state.detector)
-    reference = dict(state.reference)
-    alarm = []
-    for vm, r in state.reference:
-        # standardised as a new draw from the reference (its mean's own
-        # error included), which then takes it in: the detector starts
-        # from the search's pairs and sharpens with every holdout
-        z = (logs[vm] - r.mean) / (r.sd * math.sqrt(1.0 + 1.0 / r.n))
-        cusums[vm], hit = bounds.cusum_step(
-            cusums.get(vm, bounds.Cusum()), z, params.cusum_drift,
-            params.cusum_threshold)
-        reference[vm] = r.add(logs[vm])
-        if hit:
-            alarm.append('%s at %.3f' % (vm, math.exp(logs[vm])))
+    state, alarm = _detect(state, params, logs)
     run = state.holdout_gain.add(gain)
     cost = math.expm1(run.mean) * (params.settle_periods + 1) / (
         params.holdout_every + params.settle_periods)
@@ -633,17 +626,75 @@ def _holdout(state, params, values):
         'one period in %d bare: %d holdouts, the kept configuration gains '
         '%.3f over them, so the holdout costs %.2f%% of what is served; %s'
         % (params.holdout_every, run.n, math.exp(run.mean), 100.0 * cost,
-           'changed: %s; searching again' % ', '.join(alarm) if alarm
-           else 'no change')))
+           'changed: %s; searching again' % ', '.join(
+               '%s at %.3f' % (vm, math.exp(logs[vm])) for vm, _d in alarm)
+           if alarm else 'no change')))
     verdicts = tuple(v for v in state.verdicts if v.mechanism != 'holdout')
-    state = dataclasses.replace(
-        state, detector=tuple(sorted(cusums.items())), holdout_gain=run,
-        reference=tuple(sorted(reference.items())),
-        verdicts=verdicts + (note,))
-    if alarm:
-        # (the search starts at the next period, from the bare host)
-        state = dataclasses.replace(state, finished=note, held=-1)
-    return state
+    state = dataclasses.replace(state, holdout_gain=run,
+                                verdicts=verdicts + (note,))
+    return _again(state, note) if alarm else state
+
+
+def _watch(state, params, values):
+    """With nothing kept: one period's level of each VM, as a holdout's.
+
+    Its first ``pairs`` observations only make the reference, so the
+    detector starts from as many as a kept candidate's.
+    """
+    logs = {vm: math.log(v) for vm, v in values.items() if v and v > 0}
+    known = dict(state.reference)
+    if min((known[vm].n for vm in logs if vm in known), default=0) < (
+            params.pairs):
+        return dataclasses.replace(state, reference=_levels(
+            state.reference, logs))
+    state, alarm = _detect(state, params, logs)
+    if not alarm:
+        return state
+    return _again(state, probing.Verdict('watch', False, (
+        'nothing kept; the bare host changed: %s; searching again'
+        % ', '.join('%s at %.3f of its level' % (vm, math.exp(d))
+                    for vm, d in alarm))))
+
+
+def _detect(state, params, logs):
+    """``(state, [(vm, log distance)])``: one observation per VM taken in.
+
+    The alarms are the VMs whose CUSUM crossed, with the observation's
+    distance from their reference.
+
+    Each is standardised as a new draw from the reference (its mean's own
+    error included), which then takes it in: the detector starts from the
+    search's pairs and sharpens with every observation.
+    """
+    cusums = dict(state.detector)
+    reference = dict(state.reference)
+    alarm = []
+    for vm, r in state.reference:
+        if vm not in logs:
+            continue
+        z = (logs[vm] - r.mean) / (r.sd * math.sqrt(1.0 + 1.0 / r.n))
+        cusums[vm], hit = bounds.cusum_step(
+            cusums.get(vm, bounds.Cusum()), z, params.cusum_drift,
+            params.cusum_threshold)
+        reference[vm] = r.add(logs[vm])
+        if hit:
+            alarm.append((vm, logs[vm] - r.mean))
+    return dataclasses.replace(
+        state, detector=tuple(sorted(cusums.items())),
+        reference=tuple(sorted(reference.items()))), alarm
+
+
+def _again(state, note):
+    """The search starts at the next period, from the bare host."""
+    return dataclasses.replace(state, finished=note, held=-1)
+
+
+def _levels(levels, logs):
+    """``levels`` with each VM's log level of one period added."""
+    runs = dict(levels)
+    for vm, x in logs.items():
+        runs[vm] = runs.get(vm, bounds.Running()).add(x)
+    return tuple(sorted(runs.items()))
 
 
 def climbed(state, params):

@@ -250,6 +250,43 @@ class TestSearch(testtools.TestCase):
         self.assertIn('c1', [v for v in state.verdicts
                              if v.mechanism == vocabulary.RETENTION][0].reason)
 
+    def test_nothing_kept_probes_nothing_on_an_unchanged_host(self):
+        # the same search again would cost c1 the same probes for the
+        # same answer: with nothing kept, only a change searches again
+        host = Host(lambda c: {} if c == vocabulary.BARE
+                    else {'c1': 0.8, 's1': 1.3}, seed=3)
+        state = run(host, 2000)
+        self.assertEqual(vocabulary.BARE, state.kept)
+        searches = state.searches
+        probed = []
+        run(host, 5000, P, state,
+            every=lambda s: probed.append(s.in_force != vocabulary.BARE))
+        self.assertFalse(any(probed))
+        self.assertIn('until the bare host changes', [
+            v for v in state.verdicts if v.mechanism == 'search'][0].reason)
+        self.assertEqual(searches, state.searches)
+
+    def test_a_bare_host_that_changes_is_searched_again(self):
+        load = {'s1': 1.0}
+        host = Host(lambda c: dict(load) if c == vocabulary.BARE
+                    else {'c1': 0.8, 's1': 1.3}, seed=3)
+        state = run(host, 2000)
+        self.assertEqual(vocabulary.BARE, state.kept)
+        load['s1'] = 0.9            # s1's clients ask for less
+        seen = []
+
+        def watched(s):
+            if s.finished is not None:
+                seen.append(s.finished)
+        state = run(host, 100, P, state, every=watched)
+        self.assertEqual('watch', seen[0].mechanism)
+        # (one period's level, 0.9 with its 2% noise)
+        self.assertRegex(seen[0].reason, r's1 at 0\.(8[5-9]|9[0-5])\d of')
+        # the alarm within the CUSUM's stated delay for a step of five
+        # standard deviations (10% at 2% noise a period)
+        self.assertLess(bounds.cusum_arl1(5.0, P.cusum_drift,
+                                          P.cusum_threshold), 5)
+
     def test_a_vm_arriving_restarts_the_search(self):
         host = Host(weighted(lambda f: 1.2, lambda f: 1.0))
         params = dataclasses.replace(P, rungs=(), retention=False,
