@@ -16,7 +16,10 @@ gain-weighted over the scenarios where the oracle gains 5% or more
 the oracle's, with a 95% interval over the seeds. A scenario whose
 oracle gains less is reported apart as *no-harm only*: no probe budget
 can show a gain of 1%, and an unweighted mean would be ruled by them.
-Beside it, every honest VM of every seed that fell below its floor.
+Beside it, every honest VM of every seed that fell below its floor,
+and how many fall below when vanilla itself runs again after yet another
+history (``NULL_SHIFT_S``): the floors' own false alarms, which one A/A
+run cannot make rare, so a count of the product's is read against them.
 
 Two guards (or two settings, ``--set``) are compared by
 ``--against FILE``: the paired difference of the headline and of each
@@ -57,6 +60,8 @@ from vsmtio_sim import tenants
 GAIN_MIN = 1.05
 DOCUMENT = os.path.join(documents.BENCHMARKS, 'yardstick.rst')
 _AGENT_KEEP = ('mechanisms', 'weights', 'timeouts_us', 'settled_at_s')
+# vanilla again, later than the A/A run: a run that changes nothing
+NULL_SHIFT_S = 2 * runner.AA_SHIFT_S
 
 
 def product_run(name, seed, scheduler, overrides):
@@ -71,10 +76,15 @@ def product_run(name, seed, scheduler, overrides):
 
 
 def one(job):
-    """One scenario, scheduler and seed: the product judged per VM."""
+    """One scenario, scheduler and seed: the product judged per VM.
+
+    And vanilla run again (``NULL_SHIFT_S``), judged the same way.
+    """
     name, scheduler, seed, overrides = job
     runs = bench_oracle.cached_run(cache.Store('oracle'))
     ev = bench_oracle.Evaluator(name, scheduler, seed, None, runs)
+    null = tenants.judge(runs(name, 'vanilla', None, None, seed, scheduler,
+                              NULL_SHIFT_S), ev.base, ev.aa)
     store = cache.Store('product', cache.PRODUCT)
     key = {'scenario': name, 'seed': seed, 'scheduler': scheduler,
            'overrides': sorted('%s.%s=%s' % (g, o, v)
@@ -85,11 +95,14 @@ def one(job):
     s = tenants.summary(judged)
     return {'scenario': name, 'scheduler': scheduler, 'seed': seed,
             'io': s['io_gain'] or 1.0, 'cpu': s['cpu'], 'ok': s['ok'],
-            'below': sorted(
-                (vm, v['ratio'], v['floor'], v['min_window'],
-                 v['window_floor'])
-                for vm, v in judged.items() if v['ok'] is False),
+            'below': _below_floors(judged), 'null_below': _below_floors(null),
             'kept': prod['agent']}
+
+
+def _below_floors(judged):
+    return sorted((vm, v['ratio'], v['floor'], v['min_window'],
+                   v['window_floor'])
+                  for vm, v in judged.items() if v['ok'] is False)
 
 
 def by_scenario(runs, oracles):
@@ -99,10 +112,12 @@ def by_scenario(runs, oracles):
         k = (r['scheduler'], r['scenario'])
         o = oracles.get(r['scheduler'], {}).get(r['scenario'])
         row = rows.setdefault(k, {'product': {}, 'oracle': {}, 'margin': {},
-                                  'below': [], 'oracle_label': None,
-                                  'kept': {}})
+                                  'below': [], 'null_below': [],
+                                  'oracle_label': None, 'kept': {}})
         row['product'][r['seed']] = r['io']
-        row['below'] += [(r['seed'],) + tuple(b) for b in r['below']]
+        for field in ('below', 'null_below'):
+            row[field] += [(r['seed'],) + tuple(b)
+                           for b in r.get(field, ())]
         row['kept'][r['seed']] = r['kept']
         if o is not None:
             row['oracle_label'] = o['label']
@@ -164,15 +179,17 @@ def table_rows(rows):
             intervals.text(*intervals.interval(row['margin'].values())),
             intervals.text(*p), intervals.text(*d[:3]),
             'gain' if o[0] is not None and o[0] >= GAIN_MIN
-            else 'no-harm only',
-            '%d / %d' % (len({b[0] for b in row['below']}),
-                         len(row['product']))])
+            else 'no-harm only'] + [
+                '%d / %d' % (len({b[0] for b in row[field]}),
+                             len(row['product']))
+                for field in ('below', 'null_below')])
     return out
 
 
 HEADER = ['scenario', 'scheduler', 'oracle (best static)',
           'oracle I/O', 'margin oracle I/O', 'product I/O',
-          'product - oracle', 'counted as', 'seeds with a VM below']
+          'product - oracle', 'counted as', 'seeds with a VM below',
+          'vanilla again: seeds below']
 
 
 def below_lines(rows):
@@ -229,9 +246,10 @@ def _summary(rows):
                           100 * m, *(None if x is None else 100 * x
                                      for x in (lo, hi)), fmt='%.0f%%')))
     below = sum(len(r['below']) for r in rows.values())
+    null = sum(len(r['null_below']) for r in rows.values())
     runs = sum(len(r['product']) for r in rows.values())
-    out.append('honest VMs below a floor net of noise: %d in %d runs'
-               % (below, runs))
+    out.append('honest VMs below a floor net of noise: %d in %d runs '
+               '(vanilla run again: %d in as many)' % (below, runs, null))
     return out
 
 
@@ -280,6 +298,7 @@ def document(rows, args, wall_s):
         window=tenants.WINDOW_FLOOR, window_s=tenants.WINDOW_S,
         serving=tenants.FLOORS['serving'],
         computing=tenants.FLOORS['computing'],
+        null_shift=NULL_SHIFT_S,
         weights='%g to %g in steps of %g' % (
             space_doc['weights'][0], space_doc['weights'][-1],
             space_doc['weights'][1] - space_doc['weights'][0]),
@@ -324,7 +343,11 @@ against itself shows for that VM in the same seed (the A/A run): the
 mean floor by the A/A mean's distance from 1, the window floor to
 {margin} under the A/A run's lowest window where that is lower than
 {window}.
-A smaller difference cannot be told from noise by any test.
+A smaller difference cannot be told from noise by any test. One A/A run
+is one draw of that noise, though: vanilla run again after yet another
+history ({null_shift:g} s later) is judged the same way, and how often it
+falls below (*vanilla again*) is the floors' own false-alarm rate, which
+the product's count is read against.
 
 The oracle (``vsmtio_bench/oracle.py``) is the best static configuration
 in hindsight, searched on the first seed over {search_s} s windows by

@@ -9,10 +9,10 @@ import testtools
 from vsmtio_bench import yardstick
 
 
-def run(name, seed, io, below=(), scheduler='cfs'):
+def run(name, seed, io, below=(), scheduler='cfs', null=()):
     return {'scenario': name, 'scheduler': scheduler, 'seed': seed,
             'io': io, 'cpu': 0.99, 'ok': not below, 'below': list(below),
-            'kept': {'mechanisms': []}}
+            'null_below': list(null), 'kept': {'mechanisms': []}}
 
 
 def oracle(by_seed, margin=None, label='vsmtio: web x2'):
@@ -93,14 +93,27 @@ class TestHeadline(testtools.TestCase):
             'over the 1 scenarios'))
         self.assertIn('100%', lines[0])
         self.assertEqual('Under cfs: honest VMs below a floor net of '
-                         'noise: 0 in 2 runs', lines[2])
+                         'noise: 0 in 2 runs (vanilla run again: 0 in as '
+                         'many)', lines[2])
         self.assertTrue(lines[3].endswith('over the 0 scenarios where it '
                                           'gains 5% or more: -'))
         self.assertEqual('Under eevdf: honest VMs below a floor net of '
-                         'noise: 1 in 2 runs', lines[5])
+                         'noise: 1 in 2 runs (vanilla run again: 0 in as '
+                         'many)', lines[5])
         one = yardstick.summary_lines(yardstick.by_scenario(runs[:2],
                                                             oracles))
         self.assertTrue(one[0].startswith('Share of the oracle'))
+
+    def test_vanilla_again_is_counted_beside_the_product(self):
+        # the floors' own false alarms, per seed and in the summary
+        low = ('web', 0.99, 0.995, 0.9, 0.95)
+        runs = [run('a', 1, 1.0, [low], null=[low, low]),
+                run('a', 2, 1.0, null=[low]), run('a', 3, 1.0)]
+        by = yardstick.by_scenario(runs, {})
+        row, = yardstick.table_rows(by)
+        self.assertEqual(['1 / 3', '2 / 3'], row[-2:])
+        self.assertIn('1 in 3 runs (vanilla run again: 3 in as many)',
+                      yardstick.summary_lines(by)[2])
 
     def test_two_runs_compared_by_seed(self):
         mine = yardstick.by_scenario([run('a', 1, 1.1), run('a', 2, 1.2)],
