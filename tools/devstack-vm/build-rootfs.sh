@@ -20,7 +20,7 @@ SECURITY=$("$HERE/../apt_sources.py" bookworm-security)
 if [[ ! -f $ROOTFS/etc/debian_version ]]; then
     rm -rf "$ROOTFS"
     debootstrap --variant=minbase \
-        --include=systemd-sysv,udev,dbus,sudo,git,rsync,ca-certificates,iproute2,iputils-ping,curl,lsb-release,python3,procps,less,psmisc,kmod,netbase,gnupg \
+        --include=systemd-sysv,udev,dbus,sudo,git,rsync,ca-certificates,iproute2,iputils-ping,curl,lsb-release,python3,procps,less,psmisc,kmod,netbase,gnupg,iptables,bsdextrautils,locales \
         bookworm "$ROOTFS" "$ARCHIVE"
 fi
 

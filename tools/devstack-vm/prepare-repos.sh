@@ -42,6 +42,8 @@ function tree {
     rm -rf "${OUT:?}/$name"
     mkdir -p "$OUT/$name"
     (cd "$src" && tar -c --exclude=.git --exclude=.tox .) | tar -x -C "$OUT/$name"
+    # the shared trees are read-only; devstack writes into its own
+    chmod -R u+w "$OUT/$name"
     git_repo "$OUT/$name"
 }
 

@@ -19,6 +19,9 @@ SAMPLE=${SAMPLE:-$REPO/devstack/local.conf.sample}
 ROOTFS=$VM_DIR/rootfs
 C=$HERE/container.sh
 IMAGE=/opt/stack/images/vsmtio-guest.tar.gz
+# A Python with the project's test requirements (guest-image.py imports
+# the functional tests' guest module)
+PYTHON=${PYTHON:-python3}
 
 # This machine's pip configuration for the container's /etc/pip.conf: the
 # index and certificate settings only (pip config list: scope.key='value').
@@ -45,7 +48,7 @@ function stage {
     "$C" exec update-ca-certificates >/dev/null
     pip_conf > "$ROOTFS/etc/pip.conf"
     mkdir -p "$ROOTFS${IMAGE%/*}"
-    PYTHONPATH=$REPO python3 "$HERE/guest-image.py" \
+    PYTHONPATH=$REPO "$PYTHON" "$HERE/guest-image.py" \
         "$(ls /boot/vmlinuz-* | sort -V | tail -1)" "$ROOTFS$IMAGE"
     {
         cat "$SAMPLE"
