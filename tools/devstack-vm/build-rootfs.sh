@@ -16,6 +16,9 @@ ROOTFS=$VM_DIR/rootfs
 
 ARCHIVE=$("$HERE/../apt_sources.py" bookworm)
 SECURITY=$("$HERE/../apt_sources.py" bookworm-security)
+# devstack's libvirt on Debian 12 comes from bookworm-backports, which it
+# wants in the sources already: this machine's, else the bookworm archive's
+BACKPORTS=$("$HERE/../apt_sources.py" bookworm-backports 2>/dev/null || echo "$ARCHIVE")
 
 if [[ ! -f $ROOTFS/etc/debian_version ]]; then
     rm -rf "$ROOTFS"
@@ -27,6 +30,7 @@ fi
 cat > "$ROOTFS/etc/apt/sources.list" <<EOF
 deb $ARCHIVE bookworm main
 deb $ARCHIVE bookworm-updates main
+deb $BACKPORTS bookworm-backports main
 deb $SECURITY bookworm-security main
 EOF
 echo devstack > "$ROOTFS/etc/hostname"
