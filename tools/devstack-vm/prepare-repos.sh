@@ -69,6 +69,57 @@ for entry in $PROJECTS; do
     echo "$name $dist $version"
 done
 
+# The requirements tree's upper-constraints predate the release's last
+# service tags: nova 34.0.0 wants keystoneauth1>=5.16.0 and
+# oslo.versionedobjects>=3.12.0 over its 5.15.0 and 3.11.0. Every pin a
+# service's own requirements exclude is raised to the version tools/cloud
+# runs on this machine, and the change is its own commit.
+python3 - "$OUT/requirements/upper-constraints.txt" \
+        "$REPO/tools/cloud/constraints.txt" $(for e in $PROJECTS; do
+            echo "$OUT/${e%%:*}/requirements.txt"; done) <<'EOP'
+import re
+import sys
+
+from packaging.requirements import Requirement
+
+
+def key(name):
+    return re.sub(r'[-_.]+', '-', name).lower()
+
+
+uc_path, cloud_path, reqs = sys.argv[1], sys.argv[2], sys.argv[3:]
+cloud = {}
+for line in open(cloud_path):
+    if '==' in line:
+        name, version = line.strip().split('==', 1)
+        cloud[key(name)] = version
+lines = open(uc_path).read().splitlines()
+pins = {key(line.split('===')[0]): i for i, line in enumerate(lines)
+        if '===' in line}
+for path in reqs:
+    for line in open(path):
+        line = line.split('#')[0].strip()
+        if not line or line.startswith('-'):
+            continue
+        req = Requirement(line)
+        i = pins.get(key(req.name))
+        if i is None:
+            continue
+        pinned = lines[i].split('===')[1].split(';')[0]
+        if req.specifier.contains(pinned, prereleases=True):
+            continue
+        lines[i] = lines[i].replace('===' + pinned,
+                                    '===' + cloud[key(req.name)], 1)
+        print('upper-constraints: %s %s -> %s (%s)'
+              % (req.name, pinned, cloud[key(req.name)], path))
+open(uc_path, 'w').write('\n'.join(lines) + '\n')
+EOP
+if [[ -n "$(git -C "$OUT/requirements" status --porcelain)" ]]; then
+    git -C "$OUT/requirements" -c user.name=devstack-vm \
+        -c user.email=devstack-vm@localhost commit -q -a \
+        -m "raise the pins the services' requirements exclude"
+fi
+
 rm -rf "$OUT/vsmtio"
 git clone -q "$REPO" "$OUT/vsmtio"
 git -C "$OUT/vsmtio" log --oneline -1
