@@ -46,6 +46,19 @@ chroot "$ROOTFS" systemctl enable systemd-networkd >/dev/null 2>&1
 # slirp4netns's DNS forwarder
 rm -f "$ROOTFS/etc/resolv.conf"
 echo 'nameserver 10.0.2.3' > "$ROOTFS/etc/resolv.conf"
+# This kernel has no iSCSI initiator, so iscsid exits as soon as it forks,
+# and devstack restarts it for nova-compute (volumes: none here, no cinder):
+# the unit is a no-op.
+mkdir -p "$ROOTFS/etc/systemd/system/iscsid.service.d"
+cat > "$ROOTFS/etc/systemd/system/iscsid.service.d/devstack-vm.conf" <<'EOF'
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+PIDFile=
+ExecStartPre=
+ExecStart=
+ExecStart=/bin/true
+EOF
 # devstack's user: it refuses to run as root
 if ! chroot "$ROOTFS" id stack >/dev/null 2>&1; then
     chroot "$ROOTFS" useradd -m -d /opt/stack -s /bin/bash stack
