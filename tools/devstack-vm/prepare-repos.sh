@@ -10,6 +10,7 @@
 #   release tools/cloud runs (tools/cloud/constraints.txt), made a git
 #   repository tagged with its version: devstack's git functions want a
 #   repository and pbr reads the version from the tag;
+# - os-test-images: a stand-in (below);
 # - vsmtio: a clone of this repository's HEAD (commit first).
 set -eu -o pipefail
 
@@ -118,6 +119,24 @@ if [[ -n "$(git -C "$OUT/requirements" status --porcelain)" ]]; then
     git -C "$OUT/requirements" -c user.name=devstack-vm \
         -c user.email=devstack-vm@localhost commit -q -a \
         -m "raise the pins the services' requirements exclude"
+fi
+
+# os-test-images (tempest's configuration runs its "tox -egenerate" for
+# glance's image format tests) has no source distribution on the index: a
+# stand-in whose generate writes an empty manifest, so those tests have no
+# images to check. vsmtio's tests do not use them.
+if [[ ! -d $OUT/os-test-images/.git ]]; then
+    mkdir -p "$OUT/os-test-images"
+    cat > "$OUT/os-test-images/tox.ini" <<'EOF'
+[tox]
+skipsdist = True
+
+[testenv:generate]
+skip_install = True
+allowlist_externals = sh
+commands = sh -c 'mkdir -p images && echo "images: []" > images/manifest.yaml'
+EOF
+    git_repo "$OUT/os-test-images"
 fi
 
 rm -rf "$OUT/vsmtio"
