@@ -3,7 +3,8 @@
 # plugin, offline but for the package archives (tools/devstack-vm/README.rst).
 #
 #   run.sh stage     repositories, image, certificates, pip and local.conf
-#   run.sh stack     stack.sh as "stack", timed ($VM_DIR/stack.time)
+#   run.sh stack     stack.sh as "stack", timed ($VM_DIR/stack.time), after
+#                    unstack.sh where a stack.sh ran before
 #   run.sh tempest   vsmtio's tempest tests, timed ($VM_DIR/tempest.time)
 #
 # local.conf is $SAMPLE (devstack/local.conf.sample) unchanged, followed by
@@ -79,7 +80,12 @@ function timed {
 
 case ${1:-} in
     stage) stage ;;
-    stack) timed stack 'cd /opt/stack/devstack && ./stack.sh' ;;
+    stack)
+        # a stack.sh run over running services keeps them on dropped
+        # databases: stop them first, as devstack asks
+        "$C" exec su - stack -c \
+            'cd /opt/stack/devstack && if [ -f .stackenv ]; then ./unstack.sh; fi'
+        timed stack 'cd /opt/stack/devstack && ./stack.sh' ;;
     tempest)
         timed tempest 'cd /opt/stack/tempest &&
             .tox/tempest/bin/tempest run --regex "^vsmtio_tempest_plugin\."' ;;
