@@ -10,7 +10,9 @@
 # local.conf is $SAMPLE (devstack/local.conf.sample) unchanged, followed by
 # a second localrc section with what is this site's: the container's
 # address, no cloning, no KVM for nova's servers, OVS's userspace datapath
-# (this kernel has no openvswitch module) and the locally built image.
+# (this kernel has no openvswitch module), the locally built image and
+# tempest's constraints from the laid-out requirements (not the master ones
+# devstack fetches by default).
 set -eu -o pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -64,6 +66,7 @@ OVS_DATAPATH_TYPE=netdev
 DOWNLOAD_DEFAULT_IMAGES=False
 IMAGE_URLS=file://$IMAGE
 LOGFILE=/opt/stack/logs/stack.sh.log
+TEMPEST_VENV_UPPER_CONSTRAINTS=/opt/stack/requirements/upper-constraints.txt
 EOF
     } > "$ROOTFS/opt/stack/devstack/local.conf"
     "$C" exec chown -R stack:stack /opt/stack
