@@ -69,6 +69,22 @@ LOGFILE=/opt/stack/logs/stack.sh.log
 TEMPEST_VENV_UPPER_CONSTRAINTS=/opt/stack/requirements/upper-constraints.txt
 EOF
     } > "$ROOTFS/opt/stack/devstack/local.conf"
+    # devstack's own hook, run at the end of stack.sh: nspawn gives the
+    # container the cgroup v1 controllers read-only, and libvirt could
+    # start no domain ("Failed to create v1 controller cpu for group:
+    # Read-only file system"), so it uses none here. nova-compute and the
+    # agent stop across libvirtd's restart: nova-compute would otherwise
+    # disable its host for a while (lost connection to libvirt).
+    cat > "$ROOTFS/opt/stack/devstack/local.sh" <<'EOS'
+#!/bin/bash
+set -e
+sudo sed -i 's/^#\?cgroup_controllers = .*/cgroup_controllers = [ ]/' \
+    /etc/libvirt/qemu.conf
+sudo systemctl stop devstack@vsmtio-agent devstack@n-cpu
+sudo systemctl restart libvirtd
+sudo systemctl start devstack@n-cpu devstack@vsmtio-agent
+EOS
+    chmod +x "$ROOTFS/opt/stack/devstack/local.sh"
     "$C" exec chown -R stack:stack /opt/stack
 }
 
