@@ -669,6 +669,19 @@ class DevstackPluginTest(testtools.TestCase):
                          self.agent_conf().vsmtio_agent.metrics_bind_host)
         self.assertEqual('', self.last(calls, 'PROMETHEUS_CONFIG_FILE'))
 
+    def test_all_in_one_sample_stacks_everything_on_one_node(self):
+        """local.conf.sample: what tools/devstack-vm ran with stack.sh."""
+        aio = self.sample('local.conf.sample')
+        self.assertEqual(' vsmtio', aio.pop('PLUGINS'))
+        services = aio.pop('ENABLED_SERVICES').split(',')
+        self.assertLessEqual({'n-sch', 'n-cpu', 'q-svc', 'ovn-controller',
+                              'horizon', 'tempest'}, set(services))
+        self.stack(','.join(services), **aio)
+        # the agent runs beside nova-compute, its metrics on loopback (no
+        # Prometheus here)
+        self.assertEqual('127.0.0.1',
+                         self.agent_conf().vsmtio_agent.metrics_bind_host)
+
     def test_samples_stack_a_controller_and_a_compute(self):
         controller = self.sample('local.conf.controller.sample')
         compute = self.sample('local.conf.compute.sample')
