@@ -59,7 +59,6 @@ function pip_install_gr { _log pip_install_gr "$@"; }
 function create_service_user { _log create_service_user "$@"; }
 function get_or_create_role { _log get_or_create_role "$@"; }
 function get_or_create_user { _log get_or_create_user "$@"; }
-function generate_hex_string { echo generated-secret-of-$1; }
 function iniset { _log iniset "$@"; }
 function inidelete { _log inidelete "$@"; }
 function iniget { _log iniget "$@"; echo "${INIGET[$2 $3]:-}"; }
@@ -335,7 +334,6 @@ class DevstackPluginTest(testtools.TestCase):
     def test_tempest_plugins_list_gets_vsmtio_once(self):
         script = ('function trueorfalse { echo False; }\n'
                   'function enable_service { :; }\n'
-                  'function generate_hex_string { echo x; }\n'
                   'source "$PLUGIN/settings"\nsource "$PLUGIN/settings"\n'
                   'echo "$TEMPEST_PLUGINS"')
         for given, want in (('0', ROOT), ('/opt/x', '/opt/x ' + ROOT)):
@@ -360,7 +358,11 @@ class DevstackPluginTest(testtools.TestCase):
 
     def test_all_in_one_publishes_with_its_host_s_key(self):
         calls = self.stack()
-        secret = 'generated-secret-of-32'
+        # unset in local.conf: settings makes one (with Python: devstack's
+        # generate_hex_string needs hexdump, not yet installed then)
+        given = 'iniset %s vsmtio measured_class_secret ' % self.nova
+        secret = next(c for c in calls if c.startswith(given)).split()[-1]
+        self.assertRegex(secret, '^[0-9a-f]{64}$')
         key = workload.derive_host_key(secret, os.uname().nodename)
         # the scheduler holds the root secret; nova-compute and the agent
         # only this host's key
@@ -666,6 +668,19 @@ class DevstackPluginTest(testtools.TestCase):
         self.assertEqual(compute['HOST_IP'],
                          self.agent_conf().vsmtio_agent.metrics_bind_host)
         self.assertEqual('', self.last(calls, 'PROMETHEUS_CONFIG_FILE'))
+
+    def test_all_in_one_sample_stacks_everything_on_one_node(self):
+        """local.conf.sample: what tools/devstack-vm ran with stack.sh."""
+        aio = self.sample('local.conf.sample')
+        self.assertEqual(' vsmtio', aio.pop('PLUGINS'))
+        services = aio.pop('ENABLED_SERVICES').split(',')
+        self.assertLessEqual({'n-sch', 'n-cpu', 'q-svc', 'ovn-controller',
+                              'horizon', 'tempest'}, set(services))
+        self.stack(','.join(services), **aio)
+        # the agent runs beside nova-compute, its metrics on loopback (no
+        # Prometheus here)
+        self.assertEqual('127.0.0.1',
+                         self.agent_conf().vsmtio_agent.metrics_bind_host)
 
     def test_samples_stack_a_controller_and_a_compute(self):
         controller = self.sample('local.conf.controller.sample')
