@@ -149,7 +149,7 @@ def report(agg):
     lines.append(vm_table(agg))
     lines.append(gain_line(agg))
     lines.append('What %s\'s guard kept at the end, per seed (the '
-                 'measured window also holds its probes of what it '
-                 'dropped):' % agg['kernel'])
+                 'measured window also holds the guard\'s own probe '
+                 'periods):' % agg['kernel'])
     lines.extend('  ' + kept_line(s, a) for s, a in agg['agent'].items())
     return '\n'.join(lines)
