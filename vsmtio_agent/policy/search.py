@@ -664,7 +664,8 @@ def _detect(state, params, logs):
 
     Each is standardised as a new draw from the reference (its mean's own
     error included), which then takes it in: the detector starts from the
-    search's pairs and sharpens with every observation.
+    kept candidate's pairs (or the watch's first periods) and sharpens
+    with every observation.
     """
     cusums = dict(state.detector)
     reference = dict(state.reference)

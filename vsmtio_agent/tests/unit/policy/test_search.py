@@ -258,13 +258,15 @@ class TestSearch(testtools.TestCase):
         state = run(host, 2000)
         self.assertEqual(vocabulary.BARE, state.kept)
         searches = state.searches
-        probed = []
-        run(host, 5000, P, state,
-            every=lambda s: probed.append(s.in_force != vocabulary.BARE))
-        self.assertFalse(any(probed))
         self.assertIn('until the bare host changes', [
             v for v in state.verdicts if v.mechanism == 'search'][0].reason)
+        probed = []
+        state = run(host, 5000, P, state, every=lambda s: probed.append(
+            s.in_force != vocabulary.BARE))
+        self.assertFalse(any(probed))
         self.assertEqual(searches, state.searches)
+        # it watched all along: each VM's level from many bare periods
+        self.assertGreater(min(r.n for _vm, r in state.reference), 200)
 
     def test_a_bare_host_that_changes_is_searched_again(self):
         load = {'s1': 1.0}
