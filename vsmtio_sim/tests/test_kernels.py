@@ -45,8 +45,7 @@ class TestVanilla(testtools.TestCase):
         """Fig. 1(b): a larger wake-up granularity delays I/O vCPUs."""
         def run(gran_us):
             sc = h.tiny([('io', 'io', [0]), ('cpu', 'cpu', [0])],
-                        scheduler={'policy': 'cfs',
-                                   'wakeup_granularity_us': gran_us})
+                        scheduler=dict(h.CFS, wakeup_granularity_us=gran_us))
             return h.run(sc, 'vanilla')
         fast, slow = run(1000), run(20000)
         self.assertGreater(h.vcpu(fast, 'io').requests,
@@ -449,7 +448,7 @@ class TestVmCgroups(testtools.TestCase):
     def ready_us(self, shares, io_vcpus=1):
         sc = h.tiny([('io', 'io', [0] * io_vcpus), ('cpu', 'cpu', [0])],
                     workloads={'io': h.io_wl(dist='exponential')},
-                    scheduler={'policy': 'cfs', 'vm_cgroup_shares': shares})
+                    scheduler=dict(h.CFS, vm_cgroup_shares=shares))
         sim = h.run(sc, 'vanilla')
         io = [h.vcpu(sim, 'io', i) for i in range(io_vcpus)]
         return (sum(v.req_acc[engine.V_READY] for v in io)
