@@ -294,7 +294,8 @@ def document(rows, args, wall_s):
         command=' '.join(['vsmtio-bench yardstick'] + _selection(args.argv)),
         commit=documents.commit(), version=cache.version(cache.PRODUCT),
         seeds=', '.join(map(str, args.seeds)), gain=GAIN_MIN,
-        wall=wall_s / 60.0, margin=tenants.WINDOW_MARGIN,
+        wall=wall_s / 60.0, alpha=tenants.ALPHA,
+        batch_s=tenants.BATCH_WINDOWS * tenants.WINDOW_S,
         window=tenants.WINDOW_FLOOR, window_s=tenants.WINDOW_S,
         serving=tenants.FLOORS['serving'],
         computing=tenants.FLOORS['computing'],
@@ -338,16 +339,17 @@ Each honest VM against its floors, net of the model's noise
 requests, a computing VM {computing} of its instructions, as a mean over
 the steady window, and {window} in every {window_s} s window. Two runs of
 the same host differ even with common random numbers (their windows start
-after different histories), so each floor is lowered by what vanilla
-against itself shows for that VM in the same seed (the A/A run): the
-mean floor by the A/A mean's distance from 1, the window floor to
-{margin} under the A/A run's lowest window where that is lower than
-{window}.
-A smaller difference cannot be told from noise by any test. One A/A run
-is one draw of that noise, though: vanilla run again after yet another
-history ({null_shift:g} s later) is judged the same way, and how often it
-falls below (*vanilla again*) is the floors' own false-alarm rate, which
-the product's count is read against.
+after different histories), so each floor is lowered by the noise
+vanilla against itself shows for that VM in the same seed (the A/A run):
+the mean floor by Student's t at one-sided {alpha:g} times the standard
+error of the A/A run's mean (batch means of {batch_s:g} s; consecutive
+windows are not independent), the window floor, where lower than
+{window}, to where the lowest of the A/A run's windows would fall with
+probability {alpha:g} given one window's spread. A smaller difference
+cannot be told from noise by any test. Vanilla run again after yet
+another history ({null_shift:g} s later) is judged the same way: how
+often it falls below (*vanilla again*) is the floors' own false-alarm
+rate, which the product's count is read against.
 
 The oracle (``vsmtio_bench/oracle.py``) is the best static configuration
 in hindsight, searched on the first seed over {search_s} s windows by

@@ -16,25 +16,35 @@ but never judged: what it gains by shaping its waits is not the host's.
 The floors are net of the model's own noise (:func:`floors`). Two runs
 of the same host differ even with common random numbers: the measured
 window starts after a different history (the product's after it settles,
-vanilla's after the warm-up). The A/A run measures that difference for
-each VM (vanilla again after another history,
-:func:`~vsmtio_sim.runner.run_aa`): a VM's mean floor is lowered by how
-far its A/A mean is from 1, and its window floor is ``WINDOW_FLOOR`` or
-``WINDOW_MARGIN`` under the A/A run's lowest window, whichever is lower.
-No test can tell a difference smaller than that from the model's noise,
-so none is held against the product or a static configuration; a run
-judged without an A/A run gets the bare floors.
+vanilla's after the warm-up). The A/A run measures that noise for each VM
+(vanilla again after another history, :func:`~vsmtio_sim.runner.run_aa`),
+and a floor is set so that vanilla run yet again falls below it in at
+most ``ALPHA`` of VMs: the mean floor lies ``t`` standard errors of the
+A/A run's mean under ``FLOORS`` (batch means of ``BATCH_WINDOWS``
+windows, since consecutive windows are not independent: a request that
+straddles an edge counts in one or the other), and the window floor
+under ``WINDOW_FLOOR`` where one window's own spread makes its lowest of
+``n`` reach lower by chance. One draw of the noise is not a band: a
+floor set at the A/A run's own distance from 1 is crossed by the next
+draw about half the time. No test can tell a difference inside the band
+from the model's noise, so none is held against the product or a static
+configuration; a run judged without an A/A run gets the bare floors.
 """
 
 import math
+import statistics
 
 import prettytable
+from scipy import stats as scipy_stats
 
 WINDOW_S = 0.5
 FLOORS = {'serving': 1.0, 'computing': 0.97}
 WINDOW_FLOOR = 0.95
-# how far under the A/A run's lowest window a window must fall to count
-WINDOW_MARGIN = 0.01
+# the share of honest VMs a vanilla host run again may find below each of
+# its floors: small, since a yardstick judges hundreds of VMs in a sitting
+ALPHA = 0.001
+# 5 s batches: each batch's mean is nearly independent of the next one's
+BATCH_WINDOWS = 10
 METRIC = {'serving': 'requests_per_s', 'computing': 'instructions_per_s'}
 
 
@@ -55,20 +65,47 @@ def _windows(result, base, name, metric):
     return [w for w in out if w is not None]
 
 
-def floors(role, aa_ratio=None, aa_window=None):
+def noise(aa, base, name, metric):
+    """``name``'s noise in the A/A run ``aa`` against ``base``.
+
+    ``(se, sd, n)``: the standard error of its mean log ratio by batch
+    means (never finer than one unit of ``metric`` per batch: a count can
+    move by one at a batch's edge from the phase of the run alone), the
+    standard deviation of one window's log ratio and the number of
+    windows. None where the A/A run has too few windows to tell.
+    """
+    logs = [math.log(w) for w in _windows(aa, base, name, metric) if w > 0]
+    batches = len(logs) // BATCH_WINDOWS
+    if batches < 2:
+        return None
+    means = [statistics.fmean(logs[i * BATCH_WINDOWS:(i + 1) * BATCH_WINDOWS])
+             for i in range(batches)]
+    per_batch = (base['vms'][name][metric] * BATCH_WINDOWS
+                 * base['windows']['window_s'])
+    unit = 1.0 / per_batch if per_batch > 0 else 0.0
+    se = max(statistics.stdev(means), unit) / math.sqrt(batches)
+    return se, statistics.stdev(logs), len(logs)
+
+
+def floors(role, aa_noise=None):
     """``(mean floor, window floor)`` of a VM of ``role``, net of noise.
 
-    ``aa_ratio`` and ``aa_window`` are the VM's mean and lowest window in
-    the A/A run (None: no A/A run, the bare floors). The mean floor is
-    ``FLOORS[role]`` less ``|aa_ratio - 1|``; the window floor is
-    ``min(WINDOW_FLOOR, aa_window - WINDOW_MARGIN)``.
+    ``aa_noise`` is the VM's :func:`noise` in the A/A run (None: no A/A
+    run, the bare floors). The mean floor is ``FLOORS[role]`` lowered by
+    the one-sided ``1 - ALPHA`` quantile of Student's t on the batches'
+    degrees of freedom times the mean's standard error; the window floor
+    is ``WINDOW_FLOOR`` or, where lower, ``1`` less the normal quantile
+    that the lowest of ``n`` windows passes with ``1 - ALPHA``, times one
+    window's spread.
     """
-    mean = FLOORS[role]
-    if aa_ratio is not None:
-        mean -= abs(aa_ratio - 1.0)
-    window = WINDOW_FLOOR
-    if aa_window is not None:
-        window = min(window, aa_window - WINDOW_MARGIN)
+    mean, window = FLOORS[role], WINDOW_FLOOR
+    if aa_noise is None:
+        return mean, window
+    se, sd, n = aa_noise
+    dof = max(1, n // BATCH_WINDOWS - 1)
+    mean *= math.exp(-scipy_stats.t.ppf(1.0 - ALPHA, dof) * se)
+    window = min(window, math.exp(
+        -scipy_stats.norm.ppf(1.0 - ALPHA / n) * sd))
     return mean, window
 
 
@@ -83,7 +120,7 @@ def judge(result, base, aa=None):
     given, is the baseline run again after another history (the A/A run,
     over a window as long): each verdict then also holds ``aa_ratio`` and
     ``aa_window``, that run's mean and lowest window against ``base``,
-    and its floors are net of them.
+    and its floors are net of that run's noise (:func:`noise`).
     """
     out = {}
     for name, b in sorted(base['vms'].items()):
@@ -92,12 +129,13 @@ def judge(result, base, aa=None):
         mean = _ratio(result['vms'][name][metric], b[metric])
         windows = _windows(result, base, name, metric)
         low = min(windows, default=mean)
-        aa_ratio = aa_window = None
+        aa_ratio = aa_window = aa_noise = None
         if aa is not None:
             aa_ratio = _ratio(aa['vms'][name][metric], b[metric])
             aa_window = min(_windows(aa, base, name, metric),
                             default=aa_ratio)
-        floor, window_floor = floors(r, aa_ratio, aa_window)
+            aa_noise = noise(aa, base, name, metric)
+        floor, window_floor = floors(r, aa_noise)
         ok = None
         if not b['adversary'] and mean is not None:
             ok = mean >= floor and low >= window_floor
@@ -181,11 +219,12 @@ def header(baseline, window, aa):
                                      WINDOW_FLOOR))
     return head + (
         '\nFloors net of the model\'s noise, from the A/A run (%s again, '
-        'measured after another history): mean floor = %.2f serving / '
-        '%.2f computing less |A/A mean - 1|; window floor = min(%.2f, A/A '
-        'lowest window - %.2f). BELOW: outside a floor.'
+        'measured after another history): %.2f serving / %.2f computing, '
+        'and %.2f in every window, each lowered by the A/A run\'s spread '
+        'so far that %s run yet again falls below it in %g of VMs. '
+        'BELOW: outside a floor.'
         % (baseline, FLOORS['serving'], FLOORS['computing'], WINDOW_FLOOR,
-           WINDOW_MARGIN))
+           baseline, ALPHA))
 
 
 def table(results, baseline='vanilla', aa=None):

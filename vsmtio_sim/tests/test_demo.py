@@ -20,13 +20,16 @@ from vsmtio_sim.tests import test_tenants as tt
 def fake(kernel, web, batch, agent=None):
     """A steady result of ``kernel`` with two VMs, web and batch.
 
-    ``web`` and ``batch`` are their requests and instructions per second
-    in each of two windows; their means are the VMs'.
+    ``web`` and ``batch`` are their requests and billions of
+    instructions per second in two windows, repeated over the 40 windows
+    of the run (four batches of the A/A run's noise); their means are the
+    VMs'.
     """
+    batch = [b * 1e9 for b in batch]
     r = tt.result({'web': tt.vm('io', requests=sum(web) / 2.0),
                    'batch': tt.vm('cpu', instructions=sum(batch) / 2.0)},
                   [{'web': (w, 0), 'batch': (0, b)}
-                   for w, b in zip(web, batch)])
+                   for w, b in zip(web, batch)] * 20)
     r.update(kernel=kernel, scenario='pair', title='a pair', cores=1,
              vcpus=2, seed=1, io_throughput=sum(web) / 2.0,
              cpu_throughput=sum(batch) / 2.0, vcpu_switches_per_s=1.0,

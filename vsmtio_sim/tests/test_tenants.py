@@ -1,6 +1,10 @@
 """Each honest VM against its floors (sim/tenants.py), and the windows a
 run measures them over (simulate.run_conf)."""
 
+import math
+import random
+import statistics
+
 import fixtures
 import testtools
 import yaml
@@ -37,6 +41,30 @@ BASE = result(four(),
                 'gamer': (10, 0)}] * 2)
 
 
+def noisy(n, spread, seed):
+    """A run of one serving VM, ``web``, at 100 requests/s.
+
+    Over ``n`` windows, each off by a normal ``spread`` (relative).
+    """
+    rng = random.Random(seed)
+    rates = [100.0 * math.exp(rng.gauss(0.0, spread)) if spread else 100.0
+             for _ in range(n)]
+    return result({'web': vm('io', requests=statistics.fmean(rates))},
+                  [{'web': (r, 0)} for r in rates])
+
+
+def straddled(n, spread, rng, scale=1.0):
+    """Like :func:`noisy`, each window's error a difference of two edges'.
+
+    So the mean's error telescopes, as the model's does.
+    """
+    edges = [rng.gauss(0.0, spread / math.sqrt(2)) for _ in range(n + 1)]
+    rates = [100.0 * scale * math.exp(edges[i + 1] - edges[i])
+             for i in range(n)]
+    return result({'web': vm('io', requests=statistics.fmean(rates))},
+                  [{'web': (r, 0)} for r in rates])
+
+
 class TestJudge(testtools.TestCase):
 
     def judged(self, vms, windows):
@@ -66,7 +94,7 @@ class TestJudge(testtools.TestCase):
         self.assertIsNone(v['gamer']['ok'])
         self.assertEqual(9.0, v['gamer']['ratio'])
 
-    def test_an_aa_run_gives_each_vm_its_noise_window(self):
+    def test_an_aa_run_gives_each_vm_its_noise(self):
         aa = result(BASE['vms'], [
             {'web': (95, 0), 'db': (52, 4), 'batch': (0, 10),
              'gamer': (10, 0)},
@@ -77,42 +105,59 @@ class TestJudge(testtools.TestCase):
         self.assertEqual(0.94, v['db']['aa_window'])
         self.assertAlmostEqual(0.99, v['batch']['aa_window'])
         self.assertNotIn('aa_window', tenants.judge(BASE, BASE)['web'])
-        # db dips to 0.94 against itself: its window floor is 0.93
-        self.assertAlmostEqual(0.93, v['db']['window_floor'])
-        # web's lowest is 0.95 against itself: a window of 0.945 is noise
-        self.assertAlmostEqual(0.94, v['web']['window_floor'])
-        # batch's A/A mean is vanilla's: its mean floor stays 0.97
-        self.assertAlmostEqual(0.97, v['batch']['floor'])
-        aa['vms'] = dict(aa['vms'], batch=vm('cpu', instructions=9.95))
-        v = tenants.judge(BASE, BASE, aa=aa)
-        self.assertAlmostEqual(0.965, v['batch']['floor'])
+        # two windows make no batch: too few to tell, the bare floors
+        self.assertEqual((1.0, 0.95), (v['web']['floor'],
+                                       v['web']['window_floor']))
+        # forty windows make four batches
+        base, aa = noisy(40, 0.02, seed=1), noisy(40, 0.02, seed=2)
+        se, sd, n = tenants.noise(aa, base, 'web', 'requests_per_s')
+        self.assertEqual(40, n)
+        self.assertGreater(sd, 0.01)
+        v = tenants.judge(base, base, aa=aa)['web']
+        self.assertEqual(tenants.floors('serving', (se, sd, n)),
+                         (v['floor'], v['window_floor']))
 
-    def test_floors_are_net_of_the_aa_run(self):
+    def test_floors_are_net_of_the_aa_runs_noise(self):
         self.assertEqual((1.0, 0.95), tenants.floors('serving'))
         self.assertEqual((0.97, 0.95), tenants.floors('computing'))
-        # a difference either way lowers the mean floor by its size
-        for aa in (0.98, 1.02):
-            mean, window = tenants.floors('serving', aa, 0.99)
-            self.assertAlmostEqual(0.98, mean)
-            self.assertEqual(0.95, window)
-        # the window floor only ever goes down, to the margin under the
-        # A/A run's lowest window
-        self.assertAlmostEqual(0.92, tenants.floors('computing', 1.0,
-                                                    0.93)[1])
+        # no noise, no band
+        self.assertEqual((0.97, 0.95), tenants.floors('computing',
+                                                      (0.0, 0.0, 100)))
+        # the mean floor goes down with the mean's standard error, the
+        # window floor with one window's spread, never above the bare ones
+        lo_mean, lo_win = tenants.floors('serving', (0.001, 0.01, 100))
+        hi_mean, hi_win = tenants.floors('serving', (0.002, 0.03, 100))
+        self.assertTrue(1.0 > lo_mean > hi_mean > 0.99)
+        self.assertEqual(0.95, lo_win)
+        self.assertLess(hi_win, 0.9)
+        # t with 9 degrees of freedom at ALPHA: about 4.3 standard errors
+        self.assertAlmostEqual(math.exp(-4.297 * 0.001), lo_mean, places=5)
 
-    def test_a_window_inside_the_noise_is_not_held_against_a_vm(self):
-        dip = [{'web': (93, 0), 'db': (50, 4), 'batch': (0, 10),
-                'gamer': (10, 0)},
-               {'web': (107, 0), 'db': (50, 4), 'batch': (0, 10),
-                'gamer': (10, 0)}]
-        run = result(BASE['vms'], dip)
-        aa = result(BASE['vms'], dip)
-        self.assertFalse(tenants.judge(run, BASE)['web']['ok'])
-        v = tenants.judge(run, BASE, aa=aa)['web']
-        self.assertTrue(v['ok'])
-        # 0.01 lower than vanilla against itself is the product's
-        lower = result(BASE['vms'], [dict(dip[0], web=(91.9, 0)), dip[1]])
-        self.assertFalse(tenants.judge(lower, BASE, aa=aa)['web']['ok'])
+    def test_a_count_is_not_known_finer_than_one_unit_per_batch(self):
+        # the A/A run identical to vanilla: the band is one request per
+        # batch (10 windows of 0.5 s at 100 requests/s: 500 requests)
+        base = noisy(40, 0.0, seed=1)
+        se, sd, n = tenants.noise(base, base, 'web', 'requests_per_s')
+        self.assertAlmostEqual(1.0 / 500 / 2, se)
+        self.assertEqual(0.0, sd)
+
+    def test_vanilla_run_again_rarely_falls_below_a_floor(self):
+        # Under the null (every run a draw of the same noise: windows
+        # whose log ratio is normal, consecutive ones anti-correlated as
+        # a request straddling an edge makes them), the floors from one
+        # A/A draw are crossed by another at about ALPHA per floor; a
+        # true loss of 1% of the mean is caught nearly always.
+        rng = random.Random(7)
+        draws, false, caught = 2000, 0, 0
+        base = noisy(134, 0.0, seed=0)
+        for _ in range(draws):
+            aa = straddled(134, 0.016, rng)
+            again = straddled(134, 0.016, rng)
+            lost = straddled(134, 0.016, rng, scale=0.99)
+            false += not tenants.judge(again, base, aa=aa)['web']['ok']
+            caught += not tenants.judge(lost, base, aa=aa)['web']['ok']
+        self.assertLessEqual(false / draws, 3 * 2 * tenants.ALPHA)
+        self.assertGreater(caught / draws, 0.95)
 
     def test_summary_is_per_tenant_not_class_totals(self):
         # the gamer's x9 lifts no figure; web's loss is not hidden by db
@@ -154,40 +199,29 @@ class TestJudge(testtools.TestCase):
         self.assertIn('Bare floors (no A/A run)', text)
 
     def test_table_marks_only_outside_the_noise_aware_floors(self):
-        # vanilla against itself: web dips to 0.93 in a window, batch's
-        # mean is 0.98 of the baseline's
-        aa = result(four(batch=9.8),
-                    [{'web': (93, 0), 'db': (50, 4), 'batch': (0, 9.8),
-                      'gamer': (10, 0)},
-                     {'web': (107, 0), 'db': (50, 4), 'batch': (0, 9.8),
-                      'gamer': (10, 0)}])
-        # web's lowest window 0.925 (floor 0.92), batch 0.955 (floor
-        # 0.97 - 0.02), db 0.94 in a window (floor 0.95: no A/A dip)
-        prod = result(four(batch=9.55),
-                      [{'web': (92.5, 0), 'db': (47, 4), 'batch': (0, 9.55),
-                        'gamer': (10, 0)},
-                       {'web': (107.5, 0), 'db': (53, 4),
-                        'batch': (0, 9.55), 'gamer': (10, 0)}])
-        results = {'vanilla': BASE, 'vsmtio': prod}
+        # three draws of the same noise, and a loss of 10%
+        base, aa, again = (noisy(40, 0.02, seed) for seed in (1, 2, 3))
+        lost = noisy(40, 0.02, 3)
+        lost['vms']['web']['requests_per_s'] *= 0.9
+        for w in lost['windows']['vms']:
+            w['web']['requests_per_s'] *= 0.9
+        results = {'vanilla': base, 'vsmtio': again, 'polling': lost}
         bare = self.rows(tenants.table(results))
+        # a window of the same host dips under 0.95 by chance
         self.assertEqual('BELOW', bare[('vsmtio', 'web')])
-        self.assertEqual('BELOW', bare[('vsmtio', 'batch')])
         text = tenants.table(results, aa=aa)
         rows = self.rows(text)
         self.assertEqual('', rows[('vsmtio', 'web')])
-        self.assertEqual('', rows[('vsmtio', 'batch')])
-        self.assertEqual('BELOW', rows[('vsmtio', 'db')])
-        self.assertEqual('', rows[('vanilla', 'db')])
+        self.assertEqual('BELOW', rows[('polling', 'web')])
+        self.assertEqual('', rows[('vanilla', 'web')])
         # each row shows its floors and the A/A figures they came from
-        web = next(line for line in text.splitlines()
-                   if line.startswith('| vsmtio ') and '| web ' in line)
-        self.assertIn('1.000 / 0.920', web)
-        self.assertIn('1.000 / 0.930', web)
+        v = tenants.judge(again, base, aa=aa)['web']
+        line = next(line for line in text.splitlines()
+                    if line.startswith('| vsmtio '))
+        self.assertIn('%.3f / %.3f' % (v['floor'], v['window_floor']), line)
+        self.assertIn('%.3f / %.3f' % (v['aa_ratio'], v['aa_window']), line)
         self.assertIn("net of the model's noise", text)
-        self.assertIn('A/A lowest window - 0.01', text)
-        judged = tenants.compare(results, aa=aa)
-        self.assertFalse(judged['vsmtio']['ok'])
-        self.assertAlmostEqual(0.95, judged['vsmtio']['vms']['batch']['floor'])
+        self.assertIn('in %g of VMs' % tenants.ALPHA, text)
 
     def test_the_baseline_meets_every_floor(self):
         s = tenants.summary(tenants.judge(BASE, BASE))
