@@ -62,7 +62,7 @@ WAKEUP_US = (1000, 4000, 15000)
 # the shipped value among them; why the range).
 SWEEP = (
     ('scheduler.policy', ('cfs', 'eevdf'),
-     'Linux 5.3\'s CFS (shipped, the paper\'s host) or EEVDF, the fair '
+     'Linux 5.3\'s CFS (the paper\'s host) or EEVDF (shipped), the fair '
      'scheduler since Linux 6.6 (Debian 13, Ubuntu 24.04)'),
     ('scheduler.wakeup_granularity_us', WAKEUP_US,
      'CFS\'s wake-up preemption lag: 1 ms unscaled (tunable scaling '
@@ -774,7 +774,7 @@ adding an input is one line there):
 
 SENS_SURVIVE = """\
 Which conclusions survive every row, per scheduler the points ran under
-(EEVDF is the ``scheduler.policy`` row's other value); a direction
+(CFS is the ``scheduler.policy`` row's other value); a direction
 survives where it is its scenario's shipped one at every point:
 
 """

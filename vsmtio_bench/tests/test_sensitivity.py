@@ -334,9 +334,9 @@ class TestSweepRows(testtools.TestCase):
                 doc, 'scheduler.wakeup_granularity_us', w))
             self.assertEqual(w, sc.scheduler['wakeup_granularity_us'])
         sc = scenario.from_dict(bench.point_doc(doc, 'scheduler.policy',
-                                                'eevdf'))
-        self.assertEqual('eevdf', sc.scheduler['policy'])
-        self.assertEqual('cfs', bench._shipped_label(
+                                                'cfs'))
+        self.assertEqual('cfs', sc.scheduler['policy'])
+        self.assertEqual('eevdf', bench._shipped_label(
             doc, 'scheduler.policy', ('cfs', 'eevdf')))
 
     def test_halt_polling_and_the_product_are_both_studied(self):

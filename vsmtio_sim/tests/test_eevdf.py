@@ -34,13 +34,20 @@ def members(sim, th):
 
 class TestPolicy(testtools.TestCase):
 
-    def test_cfs_by_default_eevdf_on_request(self):
+    def test_eevdf_by_default_cfs_on_request(self):
+        # the shipped scheduler is the target hosts' (Linux 6.6 and later)
         vms = [('a', 'cpu', [0])]
-        self.assertIs(engine.Simulation,
-                      type(engine.Simulation(h.tiny(vms), 'vanilla')))
-        sim = engine.Simulation(h.tiny(vms, scheduler=EEVDF), 'vanilla')
+        sim = engine.Simulation(h.tiny(vms), 'vanilla')
         self.assertIsInstance(sim, engine.EevdfSimulation)
         self.assertIsInstance(sim, engine.Simulation)
+        self.assertEqual('eevdf', sim.scenario.scheduler['policy'])
+        self.assertIs(engine.Simulation, type(engine.Simulation(
+            h.tiny(vms, scheduler=h.CFS), 'vanilla')))
+        # a shipped scenario too, and so the agent's embedded host
+        from vsmtio_sim import driver
+        conf = runner.make_conf('sockperf_matmul', 'vanilla')
+        self.assertIs(engine.EevdfSimulation,
+                      type(driver.SimulatedHostDriver(conf).simulation))
 
     def test_the_run_option_overrides_the_scenarios_scheduler(self):
         # [vsmtio_sim] scheduler: a shipped scenario under either

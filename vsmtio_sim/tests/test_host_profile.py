@@ -220,6 +220,8 @@ class TestApply(_Files):
 
     def test_the_command_says_which_scheduler_ran(self):
         # the scenario's, the profile's over it, --scheduler over both
+        pinned = self.write('pinned.yaml', yaml.safe_dump(
+            dict(ALONE, scheduler={'policy': 'cfs'})))
         for extra, want in (([], 'cfs'),
                             (['--profile', self.profile()], 'eevdf'),
                             (['--profile', self.profile(), '--scheduler',
@@ -228,7 +230,7 @@ class TestApply(_Files):
             out = io.StringIO()
             self.useFixture(fixtures.MonkeyPatch('sys.stdout', out))
             self.useFixture(fixtures.MonkeyPatch('sys.stderr', io.StringIO()))
-            rc = sim_cmd.main(['run', '--scenario', self.scenario(),
+            rc = sim_cmd.main(['run', '--scenario', pinned,
                                '--kernel', 'vanilla', '--duration', '0.3']
                               + extra)
             self.assertEqual(0, rc)
