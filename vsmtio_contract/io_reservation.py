@@ -80,8 +80,8 @@ def _declared(extra_specs, key, problems):
     try:
         return parse_amount(value)
     except ValueError as e:
-        problems.append('%s=%r is ignored: %s (nova-api refuses it)'
-                        % (key, value, e))
+        problems.append('%s=%r is ignored: %s (nova-api refuses it from '
+                        'microversion 2.86 on)' % (key, value, e))
         return None
 
 

@@ -122,5 +122,6 @@ def read(mapping, key, subject, log, default=None, parsers=None):
     except Invalid as e:
         if WARNED.first((subject, key, value)):
             log.warning('Ignoring %s of %s: %s (nova-api refuses this '
-                        'value; it is not reinterpreted)', key, subject, e)
+                        'value from microversion 2.86 on, and stores it '
+                        'below; it is not reinterpreted)', key, subject, e)
         return default

@@ -18,21 +18,6 @@ def service_user(conn, name, project):
     return user
 
 
-def agent_user(conn, name, role):
-    """User ``name`` with no role, and ``role`` defined.
-
-    The vsmtio agent's user: no admin, no project of its own. It gets
-    ``role`` on every project of the default domain by install.rst's own
-    command (:func:`resources.identity`), and that role is what vsmtio's
-    nova policy lets call the server metadata API.
-    """
-    idn = conn.identity
-    if not idn.find_role(role):
-        idn.create_role(name=role)
-    return idn.find_user(name, domain_id='default') or idn.create_user(
-        name=name, password=layout.PASSWORD, domain_id='default')
-
-
 def service(conn, name, service_type, url):
     """Service ``name`` in the catalogue, ``url`` on every interface."""
     idn = conn.identity

@@ -3,9 +3,10 @@
 
     python tools/cloud/cloud.py up      # bring it up (prints the time)
     python tools/cloud/cloud.py test    # tempest with vsmtio's plugin
+    python tools/cloud/cloud.py walk    # the docs' commands and refusals
     python tools/cloud/cloud.py observe # Horizon panel and Grafana checks
     python tools/cloud/cloud.py down    # stop and remove everything
-    python tools/cloud/cloud.py run     # up, test, observe, down
+    python tools/cloud/cloud.py run     # up, test, walk, observe, down
 
 keystone, glance, placement, neutron (API only), nova (API, conductor,
 scheduler, compute on libvirt with ``virt_type=qemu``, and three more
@@ -36,6 +37,7 @@ import procs
 import resources
 import services
 import simulated_host
+import walk as operator_walk
 import watcher
 
 
@@ -66,6 +68,9 @@ def up(args):
     timed('neutron', services.neutron)
     resources.neutron_warmup(conn)
     nova_conf = configs.nova('libvirt.LibvirtDriver')
+    # the agent's role may call the server metadata API (nova-api reads
+    # policy.d beside its configuration)
+    resources.nova_policy()
     timed('vsmtio-nova-conf enable', resources.enable_vsmtio, nova_conf)
     timed('nova databases and cells', services.nova_databases, nova_conf)
     timed('nova controller', services.nova_controller, nova_conf)
@@ -90,6 +95,29 @@ def up(args):
 
 def test(args):
     return resources.run_tempest(args.regex, args.concurrency)
+
+
+def walk(args):
+    """The operator's walk (``walk.py``): 0, or 1 with the reason said."""
+    try:
+        operator_walk.walk(resources.connect())
+    except Exception as exc:   # any failure fails, said why
+        traceback.print_exc()
+        print('[cloud] FAILED the operator\'s walk: %s' % exc, flush=True)
+        return 1
+    return 0
+
+
+def docs_run(args):
+    """0 if the cloud ran every command of ``doc_commands.RUN``."""
+    left = [key for key in resources.docs_not_run()
+            if not (args.no_horizon and key[0] == 'dashboard.rst')]
+    total = len(resources.doc_commands.RUN)
+    print('[cloud] the docs\' commands: %d of %d run as written%s'
+          % (total - len(left), total,
+             ''.join('\n[cloud]   not run: %s' % ' '.join(key)
+                     for key in left)), flush=True)
+    return 1 if left else 0
 
 
 def observe(args):
@@ -186,7 +214,9 @@ def run(args):
         status = test(args)
         print('[cloud] tempest: %.1f s, exit %d'
               % (time.monotonic() - start, status))
+        status = timed('operator\'s walk', walk, args) or status
         status = observe(args) or status
+        status = docs_run(args) or status
     finally:
         if not args.keep_up:
             down(args)
@@ -195,8 +225,8 @@ def run(args):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('command', choices=['up', 'test', 'observe', 'down',
-                                            'run', 'agent-stop',
+    parser.add_argument('command', choices=['up', 'test', 'walk', 'observe',
+                                            'down', 'run', 'agent-stop',
                                             'agent-start', 'node-stats'])
     parser.add_argument('--regex', default='vsmtio_tempest_plugin',
                         help='tempest test regex (test, run)')
@@ -215,7 +245,8 @@ def main(argv=None):
         parser.error('the cloud runs libvirtd and installs Debian packages: '
                      'run it as root')
     try:
-        return {'up': up, 'test': test, 'observe': observe, 'down': down,
+        return {'up': up, 'test': test, 'walk': walk, 'observe': observe,
+                'down': down,
                 'run': run, 'agent-stop': agent_stop,
                 'agent-start': agent_start,
                 'node-stats': node_stats}[args.command](args) or 0

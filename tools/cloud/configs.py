@@ -160,12 +160,6 @@ def nova(compute_driver):
     paste = os.path.join(os.path.dirname(layout.BIN), 'etc', 'nova',
                          'api-paste.ini')
     shutil.copy(paste, os.path.join(etc, 'api-paste.ini'))
-    # the agent's role may call the server metadata API (nova-api reads
-    # policy.d beside its configuration)
-    os.makedirs(os.path.join(etc, 'policy.d'), exist_ok=True)
-    shutil.copy(os.path.join(layout.REPO, 'etc', 'nova', 'policy.d',
-                             'vsmtio.yaml'),
-                os.path.join(etc, 'policy.d', 'vsmtio.yaml'))
     state = layout.path('data', 'nova')
     sections = {
         'DEFAULT': dict(common('nova'),

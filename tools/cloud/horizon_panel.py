@@ -1,8 +1,9 @@
 """vsmtio's Horizon panel in the cloud's Horizon, and its browser test.
 
-``install`` enables the plugin as an operator does: its ``enabled`` files
-copied into Horizon's ``openstack_dashboard/local/enabled`` (here, the
-cloud's Python environment), before Horizon collects its static files.
+``install`` enables the plugin as an operator does, by dashboard.rst's
+command: its ``enabled`` files copied into Horizon's
+``openstack_dashboard/local/enabled`` (here, the cloud's Python
+environment), before Horizon collects its static files.
 
 ``check`` boots one I/O and one CPU flavored server, opens the panel in
 headless Chromium, reads what the hosts table and the host pages show, and
@@ -20,10 +21,8 @@ It saves a screenshot of the table and of each host's page
 """
 
 import contextlib
-import glob
 import os
 import re
-import shutil
 import time
 
 import exported
@@ -39,12 +38,11 @@ INDEX = '/admin/vsmtio_hosts/'
 
 
 def install():
+    """The panel's enabled files in Horizon's, by dashboard.rst's command."""
     import openstack_dashboard.local.enabled as local_enabled
-    import vsmtio_dashboard.enabled as ours
-    target = os.path.dirname(local_enabled.__file__)
-    for path in glob.glob(os.path.join(os.path.dirname(ours.__file__),
-                                       '_*.py')):
-        shutil.copy(path, target)
+    resources.doc_command('dashboard.rst', 'cp', **{
+        '/path/to/openstack_dashboard/local/enabled/':
+            os.path.dirname(local_enabled.__file__) + '/'})
 
 
 def _retention_timeout(agent, since, cell):

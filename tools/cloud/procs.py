@@ -34,6 +34,52 @@ def run(*cmd, env=None, quiet=False, timeout=600, **kw):
     return proc.stdout
 
 
+def run_tty(cmd, answers, env=None, cwd=None, timeout=120):
+    """Run a command on a terminal of its own, answering its prompts.
+
+    Each line of ``answers`` is typed once the command has printed a new
+    prompt (``...Password:``) since the last: what ``--password-prompt``
+    reads, which only a terminal can give. Its output, or CloudError.
+    """
+    import pty
+    import select
+    pid, fd = pty.fork()
+    if pid == 0:    # the child: its terminal is the pty
+        try:
+            if cwd:
+                os.chdir(cwd)
+            os.execvpe(cmd[0], [str(c) for c in cmd],
+                       dict(os.environ, **(env or {})))
+        finally:
+            os._exit(127)
+    out, since, pending = b'', 0, list(answers)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if not select.select([fd], [], [], 1)[0]:
+                continue
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:     # EIO: the command closed its terminal
+                chunk = b''
+            if not chunk:
+                break
+            out += chunk
+            if pending and out[since:].rstrip().endswith(b'Password:'):
+                os.write(fd, pending.pop(0).encode() + b'\n')
+                since = len(out)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        os.close(fd)
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    text = out.decode(errors='replace')
+    if status or pending:
+        raise CloudError('%s failed (%d, %d prompt(s) unanswered): %s' % (
+            ' '.join(map(str, cmd[:4])), status, len(pending), text[-2500:]))
+    return text
+
+
 def start(name, cmd, env=None, cwd=None):
     """Start a daemon in a new session; its output goes to log/NAME.log."""
     os.makedirs(layout.LOG, exist_ok=True)

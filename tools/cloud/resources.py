@@ -4,7 +4,10 @@ Identity (service users, catalogue), images and flavors are made through
 openstacksdk as an operator would; tempest's configuration names them.
 """
 
+import difflib
+import json
 import os
+import shutil
 import subprocess
 import time
 
@@ -18,8 +21,6 @@ import procs
 import watcher
 
 SERVICE_USERS = ('glance', 'nova', 'placement', 'neutron')
-#: The vsmtio agent's user and its only role (etc/nova/policy.d).
-AGENT_USER, AGENT_ROLE = 'vsmtio', 'vsmtio-agent'
 ENDPOINTS = (
     ('glance', 'image', 'glance', ''),
     ('placement', 'placement', 'placement', ''),
@@ -29,16 +30,29 @@ ENDPOINTS = (
 FLAVORS = {
     # name: (vcpus, ram MiB, extra specs)
     'vsmtio.tiny': (1, 128, {}),
-    'vsmtio.io': (1, 128, {'vsmtio:workload': 'io'}),
-    'vsmtio.cpu': (1, 128, {'vsmtio:workload': 'cpu'}),
+    # Their classes are set by scheduler.rst's own commands (DOC_FLAVORS).
+    'vsmtio.io': (1, 128, {}),
+    'vsmtio.cpu': (1, 128, {}),
     # Retention is given only to dedicated CPUs, and only where placement
     # finds the trait (this cloud runs TCG: it has none, and tempest checks
     # that such a flavor finds no host). Its extra specs are set by
-    # install.rst's own command (RETENTION_FLAVOR).
+    # install.rst's own command.
     'vsmtio.retention': (1, 128, {}),
 }
-#: The flavor install.rst's ``flavor set`` command is run on, for its name.
-RETENTION_FLAVOR = ('vsmtio.retention', 'm1.retaining')
+#: Flavors whose extra specs the docs' ``flavor set`` commands give:
+#: cloud's name: (doc, the command's leading words, its flavor's name).
+DOC_FLAVORS = {
+    'vsmtio.io': ('scheduler.rst', ('openstack', 'flavor', 'set',
+                                    '--property', 'vsmtio:workload=io'),
+                  'db.large'),
+    'vsmtio.cpu': ('scheduler.rst', ('openstack', 'flavor', 'set',
+                                     '--property', 'vsmtio:workload=cpu'),
+                   'batch.xlarge'),
+    'vsmtio.retention': ('install.rst', ('openstack', 'flavor', 'set'),
+                         'm1.retaining'),
+}
+#: What the cloud's ``doc_command`` ran: one JSON line per command.
+RAN = layout.path('run', 'doc-commands')
 CLOUD = 'vsmtio-cloud'
 
 
@@ -62,12 +76,15 @@ def identity():
             roles[name] = idn.create_role(name=name)
     for name in SERVICE_USERS:
         catalogue.service_user(conn, name, service_project)
-    catalogue.agent_user(conn, AGENT_USER, AGENT_ROLE)
     for name, stype, port_name, suffix in ENDPOINTS:
         catalogue.service(conn, name, stype, layout.url(port_name, suffix))
     write_clouds_yaml()
-    # the agent's only role, in every project of the domain (inherited):
-    # install.rst's command
+    # the agent's user, its role and that role only, in every project of
+    # the domain (inherited): install.rst's commands, the password typed
+    # at its prompt
+    doc_command('install.rst', 'openstack', 'role', 'create')
+    doc_command('install.rst', 'openstack', 'user', 'create',
+                answers=(layout.PASSWORD, layout.PASSWORD))
     doc_command('install.rst', 'openstack', 'role', 'add')
     return connect()   # a new token: its catalogue has the endpoints
 
@@ -97,34 +114,107 @@ def write_clouds_yaml():
 
 
 def enable_vsmtio(nova_conf):
-    """Add vsmtio's filter, weigher and driver with the devstack code.
+    """Add vsmtio's filter, weigher and driver with install.rst's commands.
 
-    Then write what the compute host tells placement (nova's provider
-    config), as the devstack plugin does before nova-compute starts.
+    First the controller's ``enable`` on a copy of the plain nova.conf,
+    and ``disable``, which must take back exactly what it wrote; then the
+    compute host's ``enable --retention`` and ``provider-config`` on the
+    cloud's nova.conf (one file: controller and compute host), as the
+    devstack plugin does before nova-compute starts.
     """
-    tool = os.path.join(layout.BIN, 'vsmtio-nova-conf')
-    procs.run(tool, 'enable', '--retention', nova_conf)
-    procs.run(tool, 'provider-config', nova_conf)
+    conf = '/etc/nova/nova.conf'
+    with open(nova_conf) as f:
+        plain = f.read()
+    copy = nova_conf + '.controller'
+    shutil.copy(nova_conf, copy)
+    doc_command('install.rst', 'vsmtio-nova-conf', 'enable', conf,
+                **{conf: copy})
+    with open(copy) as f:
+        if f.read() == plain:
+            raise procs.CloudError('install.rst\'s enable changed nothing')
+    doc_command('install.rst', 'vsmtio-nova-conf', 'disable', **{conf: copy})
+    with open(copy) as f:
+        after = f.read()
+    os.unlink(copy)
+    if after != plain:
+        raise procs.CloudError(
+            'install.rst\'s disable did not take back exactly what enable '
+            'wrote:\n' + ''.join(difflib.unified_diff(
+                plain.splitlines(True), after.splitlines(True))))
+    doc_command('install.rst', 'vsmtio-nova-conf', 'enable', '--retention',
+                **{conf: nova_conf})
+    doc_command('install.rst', 'vsmtio-nova-conf', 'provider-config',
+                **{conf: nova_conf})
+    # the compute host's key, printed on the controller: the one the
+    # cloud gives nova-compute and the agent
+    out = doc_command('install.rst', 'vsmtio-nova-conf', 'host-key',
+                      **{conf: nova_conf, 'HOST': layout.HOSTNAME})
+    if configs.HOST_KEY not in out.split():
+        raise procs.CloudError('install.rst\'s host-key printed %r, not the '
+                               'key the host has' % out)
 
 
-def doc_command(doc, *leading, **names):
+def nova_policy():
+    """vsmtio's nova policy, by install.rst's command, beside nova.conf."""
+    doc_command('install.rst', 'install', '-D', **{
+        '/etc/nova/': layout.path('etc', 'nova') + '/'})
+
+
+def doc_command(doc, *leading, answers=(), cwd=None, refused=False,
+                variant=False, **names):
     """Run the docs' own command, as an admin of this cloud; its output.
 
     The one command of ``doc`` starting with ``leading``
-    (:mod:`doc_commands`), with each of the docs' placeholders in
-    ``names`` (``NODE='...'``, ``{'m1.retaining': ...}``) put in, run by
-    bash in the source tree, with this cloud's credentials
-    (``clouds.yaml``) and tools first on the path.
+    (:mod:`doc_commands`; it must be in ``doc_commands.RUN``), with each of
+    the docs' placeholders in ``names`` (``NODE='...'``, ``{'m1.retaining':
+    ...}``) put in, run by bash in ``cwd`` (the source tree by default),
+    with this cloud's credentials (``clouds.yaml``) and tools first on the
+    path; ``answers`` are typed at its prompts, on a terminal. A command
+    ``refused`` must fail, and its output is returned. A ``variant``
+    (another value put in where the docs have theirs) is not the docs'
+    command, and is not recorded as run.
     """
+    key = (doc,) + leading
+    if key not in doc_commands.RUN:
+        raise procs.CloudError('%s is not in doc_commands.RUN' % (key,))
     line = doc_commands.one(doc, *leading)
     for placeholder, value in names.items():
+        if placeholder not in line:
+            raise procs.CloudError('%s: no %r in %r' % (doc, placeholder,
+                                                        line))
         line = line.replace(placeholder, value)
     env = {'PATH': layout.BIN + os.pathsep + os.environ.get('PATH', ''),
            'OS_CLOUD': CLOUD,
            'OS_CLIENT_CONFIG_FILE': layout.path('etc', 'clouds.yaml')}
-    print('[cloud] %s: %s' % (doc, line))
-    return procs.run('bash', '-c', line, env=env, cwd=layout.REPO,
-                     quiet=True)
+    cwd = cwd or layout.REPO
+    print('[cloud] %s%s: %s' % (doc, ' (refused)' if refused else '',
+                                line), flush=True)
+    if answers:
+        out = procs.run_tty(['bash', '-c', line], answers, env=env, cwd=cwd)
+    elif refused:
+        proc = subprocess.run(['bash', '-c', line], capture_output=True,
+                              text=True, env=dict(os.environ, **env),
+                              cwd=cwd, timeout=600)
+        if not proc.returncode:
+            raise procs.CloudError('%s: %r exited 0, not refused: %s'
+                                   % (doc, line, proc.stdout[-1000:]))
+        return proc.stdout + proc.stderr
+    else:
+        out = procs.run('bash', '-c', line, env=env, cwd=cwd, quiet=True)
+    if not variant:
+        with open(RAN, 'a') as f:
+            f.write(json.dumps(list(key)) + '\n')
+    return out
+
+
+def docs_not_run():
+    """The entries of ``doc_commands.RUN`` this cloud has not run."""
+    try:
+        with open(RAN) as f:
+            ran = {tuple(json.loads(line)) for line in f if line.strip()}
+    except OSError:
+        ran = set()
+    return [key for key in doc_commands.RUN if key not in ran]
 
 
 def retention_trait(conn):
@@ -170,9 +260,15 @@ def images_and_flavors(conn):
         if specs:
             conn.compute.create_flavor_extra_specs(flavor, specs)
         flavors[name] = flavor.id
-    name, doc_name = RETENTION_FLAVOR
-    doc_command('install.rst', 'openstack', 'flavor', 'set',
-                **{doc_name: name})
+    for name, (doc, leading, doc_name) in DOC_FLAVORS.items():
+        doc_command(doc, *leading, **{doc_name: name})
+        want = doc_commands.properties(doc_commands.one(doc, *leading))
+        have = conn.compute.fetch_flavor_extra_specs(
+            conn.compute.get_flavor(flavors[name])).extra_specs
+        if have != want:
+            raise procs.CloudError('%s: flavor %s has %s after %s\'s '
+                                   'command, not %s' % (doc, name, have,
+                                                        doc, want))
     with open(layout.path('etc', 'ids'), 'w') as f:
         for work, image_id in sorted(ids.items()):
             f.write('image_%s=%s\n' % (work, image_id))

@@ -11,7 +11,6 @@ import shutil
 import subprocess
 
 import configs
-import doc_commands
 import layout
 import procs
 
@@ -28,6 +27,7 @@ DEBIAN_PACKAGES = {
     '/usr/bin/virsh': 'libvirt-clients',
     '/usr/bin/qemu-system-x86_64': 'qemu-system-x86',
     '/bin/busybox': 'busybox-static',
+    '/usr/bin/curl': 'curl',        # agent.rst's command
 }
 
 
@@ -171,11 +171,10 @@ def glance():
               quiet=True)
     # the project's metadefs (what Horizon's metadata dialogs offer), by
     # install.rst's own command, in the source tree as it says
-    line = doc_commands.one('install.rst', 'glance-manage')
-    procs.run('bash', '-c', line.replace('glance-manage', '%s --config-file '
-                                         '%s' % (bin_('glance-manage'), conf),
-                                         1),
-              cwd=layout.REPO, quiet=True)
+    import resources    # which imports this module
+    resources.doc_command('install.rst', 'glance-manage', **{
+        'glance-manage': '%s --config-file %s' % (bin_('glance-manage'),
+                                                  conf)})
     wsgi('glance-api', 'glance.wsgi.api:application',
          layout.PORTS['glance'], {'OS_GLANCE_CONFIG_DIR': etc})
 

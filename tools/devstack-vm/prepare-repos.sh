@@ -75,9 +75,12 @@ done
 # oslo.versionedobjects>=3.12.0 over its 5.15.0 and 3.11.0. Every pin a
 # service's own requirements exclude is raised to the version tools/cloud
 # runs on this machine, and the change is its own commit.
+reqs=()
+for e in $PROJECTS; do
+    reqs+=("$OUT/${e%%:*}/requirements.txt")
+done
 python3 - "$OUT/requirements/upper-constraints.txt" \
-        "$REPO/tools/cloud/constraints.txt" $(for e in $PROJECTS; do
-            echo "$OUT/${e%%:*}/requirements.txt"; done) <<'EOP'
+        "$REPO/tools/cloud/constraints.txt" "${reqs[@]}" <<'EOP'
 import re
 import sys
 

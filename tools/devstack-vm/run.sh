@@ -52,7 +52,8 @@ function stage {
     pip_conf > "$ROOTFS/etc/pip.conf"
     mkdir -p "$ROOTFS${IMAGE%/*}"
     PYTHONPATH=$REPO "$PYTHON" "$HERE/guest-image.py" \
-        "$(ls /boot/vmlinuz-* | sort -V | tail -1)" "$ROOTFS$IMAGE"
+        "$(find /boot -maxdepth 1 -name 'vmlinuz-*' | sort -V | tail -1)" \
+        "$ROOTFS$IMAGE"
     {
         cat "$SAMPLE"
         cat <<EOF

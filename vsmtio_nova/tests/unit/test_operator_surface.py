@@ -157,6 +157,59 @@ class DocCommandsTest(test.NoDBTestCase):
         self.docs = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(self.docs)
 
+    def test_every_command_is_run_by_the_cloud_or_excluded(self):
+        # each operator command: run as written by the cloud, or on the
+        # short list of those it cannot run, with the reason
+        every = self.docs.every_command()
+        self.assertGreater(len(every), 40)
+        for doc, line, words in every:
+            self.assertEqual(1, len(self.docs.entries(doc, words)),
+                             '%s: %s\nis run by the cloud '
+                             '(doc_commands.RUN) or excluded '
+                             '(doc_commands.EXCLUDED, with why), once'
+                             % (doc, line))
+
+    def test_every_entry_names_a_command(self):
+        every = self.docs.every_command()
+        for key in self.docs.RUN:
+            # the cloud runs it with doc_commands.one: exactly one command
+            self.assertEqual(1, sum(1 for doc, _line, words in every
+                                    if doc == key[0]
+                                    and self.docs.matches(words, key[1:])),
+                             key)
+        for key, why in self.docs.EXCLUDED.items():
+            self.assertTrue(why)
+            self.assertTrue(any(doc == key[0]
+                                and self.docs.matches(words, key[1:])
+                                for doc, _line, words in every), key)
+        self.assertFalse(set(self.docs.RUN) & set(self.docs.EXCLUDED))
+
+    def test_exclusions_are_few(self):
+        self.assertLessEqual(len(self.docs.EXCLUDED),
+                             len(self.docs.RUN) // 2)
+
+    def test_commands_are_written_in_console_blocks(self):
+        # a command written in a literal block would be neither run nor
+        # excluded
+        self.assertEqual([], self.docs.outside_console())
+
+    def test_console_blocks(self):
+        text = '\n'.join([
+            'Run::', '', '    not a command', '',
+            '.. code-block:: console', '   :caption: x', '',
+            '   $ openstack --os-compute-api-version 2.86 flavor set \\',
+            '       --property a=b f', '   output', '   # vsmtio-agent \\',
+            '       check  # why', '',
+            'Text.'])
+        self.assertEqual([('::', 'not a command'), (
+            'console', '$ openstack --os-compute-api-version 2.86 flavor '
+            'set \\\n    --property a=b f\noutput\n# vsmtio-agent \\\n'
+            '    check  # why')], self.docs.blocks(text))
+        self.assertEqual(['openstack', 'flavor', 'set', '--property',
+                          'a=b', 'f'], self.docs._subcommand(
+            shlex.split('openstack --os-compute-api-version 2.86 flavor '
+                        'set --property a=b f')))
+
     def test_one_metadefs_command(self):
         found = {line for name in os.listdir(self.docs.DOC)
                  if name.endswith('.rst')
