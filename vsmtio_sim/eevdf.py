@@ -224,22 +224,43 @@ class Eevdf(cfs.Cfs):
                 return best
             self._undelay(th, best)
 
+    def _account(self, th):
+        """``update_curr``: note the running vCPU's vruntime as accounted."""
+        self._settle(th)
+        c = th.curr
+        th.acct_v = c
+        if c is not None:
+            th.acct_vr = c.vruntime
+
     def _place(self, th, v):
         """``place_entity`` of a woken ``v``; ``requeue_delayed_entity``.
 
-        A ``v`` still queued (delayed) stays where it is while its lag is
-        negative; once its lag is positive it is placed afresh at V with
-        none (``DELAY_ZERO``). Either way it gets its deadline back or a
-        new one as ``place_entity`` gives it.
+        A woken vCPU is placed after ``update_curr`` (``enqueue_entity``).
+        One still queued (delayed) is not: its lag is judged, and it is
+        placed, against V as the running vCPU was last accounted (the last
+        tick, wake-up or switch on the thread), so the CPU that vCPU has
+        used since still counts as owed to the sleeper. It stays where it
+        is while that lag is negative; once positive it is placed afresh
+        at that V with none (``DELAY_ZERO``). Either way it gets its
+        deadline back or a new one as ``place_entity`` gives it.
         """
         if v.delayed:
             th.delayed.remove(v)
             v.delayed = False
-            if self._lag(th, v) <= 0.0:
-                return                  # still owes: keeps vruntime, deadline
-            self._put(th, v, 0.0)
-        else:
-            self._put(th, v, v.vlag)
+            self._settle(th)
+            c = th.curr
+            stale = (c is not None and c is th.acct_v
+                     and c.sstate != V_SLEEP)
+            if stale:
+                vr, c.vruntime = c.vruntime, th.acct_vr
+            if self._lag(th, v) > 0.0:
+                self._put(th, v, 0.0)
+                v.deadline = v.vruntime + self._vslice(v)
+            if stale:
+                c.vruntime = vr
+            return
+        self._account(th)
+        self._put(th, v, v.vlag)
         v.deadline = v.vruntime + self._vslice(v)
 
     def _dequeued(self, th, v):
@@ -290,6 +311,7 @@ class Eevdf(cfs.Cfs):
         ``v`` preempts if the pick returns it; a used request reschedules
         anyway (``update_curr``), and that pick may choose another.
         """
+        self._account(th)
         expired = self._update_deadline(cur)
         best = self._pick_curr(th, cur)
         if best is not v and expired:
@@ -303,6 +325,7 @@ class Eevdf(cfs.Cfs):
         """``set_next_entity``: the slice is protected to its deadline."""
         v = th.curr
         v.vprot = v.deadline
+        self._account(th)
 
     def _slice_event(self, th, at):
         """No slice timer: a used slice is noticed at the tick."""
@@ -314,7 +337,7 @@ class Eevdf(cfs.Cfs):
             cur = th.curr
             if cur is None or th.state == SWITCH or th.state == WAKING:
                 continue
-            self._settle(th)
+            self._account(th)
             if not self._update_deadline(cur) or not (th.rq or th.delayed):
                 continue
             if cur.borrowed:
@@ -348,3 +371,5 @@ class Eevdf(cfs.Cfs):
             v.vruntime = vr = avgs[v.th.cpu] - (avgs[v.th.cpu] - old) * k
             v.deadline = vr + (v.deadline - old) * k
             v.vprot = vr + (v.vprot - old) * k
+        for th in self.threads:
+            self._account(th)

@@ -98,7 +98,7 @@ class Thread(object):
                  'rq', 'last', 'rate', 'aver', 'sver', 'state_ns', 'min_vr',
                  'slice_at', 'slice_ev', 'wake_pending', 'resuming',
                  'picked_at', 'cached', 'socket', 'idle_at', 'cstate',
-                 'idle_hist', 'delayed')
+                 'idle_hist', 'delayed', 'acct_v', 'acct_vr')
 
     def __init__(self, cpu, core_id, is_io):
         self.cpu = cpu
@@ -124,3 +124,7 @@ class Thread(object):
         self.cstate = 0             # the C-state it entered (cpuidle)
         self.idle_hist = []         # its last idle periods (ns), newest last
         self.delayed = []           # EEVDF: sleepers still queued on it
+        # EEVDF: the running vCPU and its vruntime as the scheduler last
+        # accounted them (update_curr)
+        self.acct_v = None
+        self.acct_vr = 0.0
