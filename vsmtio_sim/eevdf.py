@@ -21,29 +21,43 @@ named by the kernel function it models:
 * ``check_preempt_wakeup_fair``: a woken vCPU preempts when that pick
   returns it;
 * ``update_entity_lag`` and ``place_entity`` (``PLACE_LAG``): a vCPU that
-  sleeps keeps its lag, clamped to ``max(2 x slice, tick)`` over its
-  weight, and is placed at ``V - lag`` on waking, inflated so that the lag
-  survives its own weight joining the average; no sleeper credit, and on
-  an empty queue it starts at V with no lag; its new deadline is one
+  sleeps eligible keeps its lag, clamped to ``max(2 x slice, tick)`` over
+  its weight, and is placed at ``V - lag`` on waking, inflated so that the
+  lag survives its own weight joining the average; no sleeper credit, and
+  on an empty queue it starts at V with no lag; its new deadline is one
   request ahead;
+* ``dequeue_entity`` with ``DELAY_DEQUEUE``: a vCPU that goes to sleep
+  while not eligible stays queued, asleep (``th.delayed``): it counts in
+  V, so what the others run spends its debt. A pick that chooses it
+  (``pick_next_entity``) takes it off instead, and the pick starts over;
+  its lag, positive by then, is dropped (``DELAY_ZERO``), and a queue left
+  with no runnable vCPU is emptied of them. Woken while still queued
+  (``requeue_delayed_entity``), it is judged without ``update_curr``:
+  against V as the running vCPU was last accounted (its switch-in, the
+  tick, a wake-up), so what that vCPU has run since is not yet counted. It
+  stays where it is while that lag is negative, and the wake-up's own
+  accounting then usually makes it eligible; once positive it is placed
+  afresh there with no lag;
 * ``reweight_entity``: a new weight (the tick's group shares, an agent's
   ``cpu.weight``) keeps each vCPU's lag in service, ``w x (V - vruntime)``,
   and its deadline's distance likewise;
 * migration keeps the lag and, with ``PLACE_REL_DEADLINE``, the distance
-  to the deadline.
+  to the deadline; a delayed sleeper leaves its queue first.
 
 Weights enter as under CFS: each vCPU stands for its VM's group entity on
 its hyperthread, weighted by the cgroup's shares split by load
-(``calc_group_shares``). Not modelled: ``DELAY_DEQUEUE`` and
-``DELAY_ZERO`` (6.12+: an ineligible sleeper stays queued until its
-negative lag is spent; the model has no queued sleepers. They are not
-what separates the model from a 6.18 kernel in ``vsmtio-bench kernel``:
-a light server's mean wake-up delay there is set by the few wake-ups
-that wait for the tick beside a spinner whose slice is protected),
-``PREEMPT_SHORT`` and custom slices (no vCPU sets ``sched_attr``'s
-runtime, so every request is the base slice), ``NEXT_BUDDY`` and
-``PICK_BUDDY`` (no yields), ``PLACE_DEADLINE_INITIAL`` (no vCPU is new
-after the start) and load balancing (as under CFS).
+(``calc_group_shares``). Not modelled: the group's own run queue where
+several vCPUs of one VM share a hyperthread (the kernel queues one group
+entity there, with the VM's whole share on that CPU whenever any of them
+is runnable, and picks among them inside it; the model queues each with
+its split of the share, so the VM's weight there rises and falls with
+how many are runnable; nor the buddy ``dequeue_entities`` sets for the
+group of a sleeper whose group stays runnable); ``PREEMPT_SHORT`` and
+custom slices (no vCPU sets ``sched_attr``'s runtime, so every request
+is the base slice); ``NEXT_BUDDY`` and ``PICK_BUDDY`` (no yields);
+``PLACE_DEADLINE_INITIAL`` (no vCPU is new after the start); a delayed
+sleeper's weight in the queue's load (``single_task_running``, the group
+shares); load balancing (as under CFS).
 
 A mixin of :class:`~vsmtio_sim.engine.Simulation`, chosen per scenario
 (``scheduler.policy``): :class:`~vsmtio_sim.engine.EevdfSimulation`
