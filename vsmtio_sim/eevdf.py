@@ -49,10 +49,10 @@ its hyperthread, weighted by the cgroup's shares split by load
 (``calc_group_shares``). Not modelled: the group's own run queue where
 several vCPUs of one VM share a hyperthread (the kernel queues one group
 entity there, with the VM's whole share on that CPU whenever any of them
-is runnable, and picks among them inside it; the model queues each with
-its split of the share, so the VM's weight there rises and falls with
-how many are runnable; nor the buddy ``dequeue_entities`` sets for the
-group of a sleeper whose group stays runnable); ``PREEMPT_SHORT`` and
+is runnable, with one lag, and picks among them inside it; the model
+queues each on its own, with its split of the share and its own lag; nor
+the buddy ``dequeue_entities`` sets for the group of a sleeper whose
+group stays runnable); ``PREEMPT_SHORT`` and
 custom slices (no vCPU sets ``sched_attr``'s runtime, so every request
 is the base slice); ``NEXT_BUDDY`` and ``PICK_BUDDY`` (no yields);
 ``PLACE_DEADLINE_INITIAL`` (no vCPU is new after the start); a delayed
