@@ -35,7 +35,7 @@ class Vcpu(object):
         'peers', 'draw_irq', 'draw_handler', 'irq_to', 'irqs', 'saved',
         'in_handler', 'handled', 'rate_by', 'corun_rate', 'load',
         'busy_mark', 'cold', 'origin', 'halts', 'deadline', 'vlag',
-        'vprot')
+        'vprot', 'delayed')
 
     def __init__(self, ref, vm, wl, wl_idx, ghz, stream):
         self.ref = ref
@@ -77,8 +77,11 @@ class Vcpu(object):
         self.origin = None          # the thread the host placed it on
         self.halts = 0              # idle entries (HLT or MWAIT)
         # EEVDF (sim.eevdf): virtual deadline, lag kept while asleep, and
-        # the vruntime its slice is protected up to (RUN_TO_PARITY)
+        # the vruntime its slice is protected up to (RUN_TO_PARITY); asleep
+        # but still queued on its thread until its lag is spent
+        # (DELAY_DEQUEUE)
         self.deadline = self.vlag = self.vprot = 0.0
+        self.delayed = False
         if wl.does_io:
             self.draw_burst = workloads.sampler(wl.burst, stream('burst'))
             self.draw_device = workloads.sampler(wl.device,
@@ -95,7 +98,7 @@ class Thread(object):
                  'rq', 'last', 'rate', 'aver', 'sver', 'state_ns', 'min_vr',
                  'slice_at', 'slice_ev', 'wake_pending', 'resuming',
                  'picked_at', 'cached', 'socket', 'idle_at', 'cstate',
-                 'idle_hist')
+                 'idle_hist', 'delayed', 'acct_v', 'acct_vr')
 
     def __init__(self, cpu, core_id, is_io):
         self.cpu = cpu
@@ -120,3 +123,8 @@ class Thread(object):
         self.idle_at = 0.0          # when it last went idle
         self.cstate = 0             # the C-state it entered (cpuidle)
         self.idle_hist = []         # its last idle periods (ns), newest last
+        self.delayed = []           # EEVDF: sleepers still queued on it
+        # EEVDF: the running vCPU and its vruntime as the scheduler last
+        # accounted them (update_curr)
+        self.acct_v = None
+        self.acct_vr = 0.0
