@@ -98,11 +98,10 @@ def settled(history, window, tolerance=0.25):
     ``window``s and the median timeout of the later window is within
     ``1 + tolerance`` of the earlier one's: LTCR may still step by 10% and
     back, as Algorithm 1 always does (a random walk where no step pays),
-    but no longer drifts. The run also waits for the guard's first climb
-    (:func:`~vsmtio_agent.policy.guard.climbed`) and for its retries of
-    what it dropped to come at the longest back-off
-    (:func:`~vsmtio_agent.policy.guard.retries_periodic`): before that,
-    a window would count them at the shorter intervals of the start.
+    but no longer drifts. The run also waits for the guard's first search
+    to end (:attr:`~vsmtio_agent.policy.engine.PolicyEngine.guard_settled`):
+    before that, the same kept mechanisms over two windows may be the bare
+    host a search has not yet left.
     """
     if len(history) < 2 * window:
         return False
@@ -224,12 +223,8 @@ def run_conf(conf, progress=None, steady=False, settle_window_s=5.0,
             start_ns = state['start_ns']
             if start_ns is None:
                 now_s = sim.now / 1e9
-                g = ag.engine.guard
-                done = settled(history, window) and (
-                    g is None or (ag.engine.procedure.climbed(
-                        g, ag.engine.params.guard)
-                        and ag.engine.procedure.retries_periodic(
-                            g, ag.engine.params.guard)))
+                done = (settled(history, window)
+                        and ag.engine.guard_settled)
                 if done or now_s >= max_settle_s:
                     state['settled_at'] = now_s if done else None
                     start_s = sim.scenario.align(now_s, measure_s)[0]

@@ -1,14 +1,10 @@
-"""What a probe of either guard procedure reads and what it reports.
+"""What a guard's probe reads and what it reports.
 
-Both procedures (the rules, :mod:`vsmtio_agent.policy.guard`, and the
-search, :mod:`vsmtio_agent.policy.search`) alternate a candidate (A) and
-its reference (B) in the same ABBA order, class each VM the same way
-(:func:`vm_kinds`), read a period's per-VM throughput the same way
-(:func:`measure`), tell the same light serving VMs (:func:`light`) and
-report the same :class:`Verdict` to the engine, status, metrics and
-logs. That common ground lives here, apart from either procedure and
-from the rules' statistics (:mod:`vsmtio_agent.policy.probe_stats`), so
-that each procedure stands alone. Pure: samples in, values out.
+The ABBA order a candidate (A) and the bare host (B) alternate in, each
+VM's class (:func:`vm_kinds`), a period's per-VM throughput
+(:func:`measure`), the light serving VMs (:func:`light`) and the
+:class:`Verdict` the engine, status, metrics and logs read. Pure:
+samples in, values out.
 """
 
 import dataclasses
@@ -28,13 +24,10 @@ class Verdict:
     ``domain`` is the VM a per-VM mechanism (retention) was tested for,
     None for a host-wide one; ``timeout_ns`` the retention timeout the
     block tested. ``ratios`` holds ``(vm, kind, ratio)`` for every VM
-    judged; ``utility`` is the gain, the serving VMs' geometric mean
-    (:func:`vsmtio_agent.policy.probe_stats.utility_logs`), and
-    ``utility_logs`` its log per pair (a longer timeout or a wider split
-    must beat them).
-    ``after_effect`` marks the report of a drop the host did not recover
-    from (the rules' after-effect check); ``factor`` is the weight
-    factor a weight trial tested.
+    judged; ``utility`` is the gain, the serving VMs' geometric mean.
+    ``factor`` is the weight a verdict keeps. ``loses``,
+    ``utility_logs`` and ``after_effect`` stay in the record that status,
+    metrics and reports read; the search leaves them unset.
     """
 
     mechanism: str

@@ -1,7 +1,6 @@
 """The search guard: one procedure that finds what to keep on a host.
 
-An alternative to :mod:`vsmtio_agent.policy.guard` (``guard_procedure =
-search``; doc/source/policy.rst) with the same promise: a configuration
+The guard's procedure (doc/source/policy.rst): a configuration
 stays only where every VM keeps its floor against the bare host and the
 serving VMs gain. Candidates (whole configurations: a timeout and a
 weight per group of serving VMs, a split grade) grow from the levers the
@@ -23,11 +22,9 @@ would cost its tenants the same probes for the same answer. Pure:
 samples in, state out (``in_force``, ``kept``, ``phase``, ``verdicts``,
 ``finished``).
 
-It stands alone: what it shares with the rules is their vocabulary
-(:mod:`vsmtio_agent.policy.vocabulary`: the mechanisms, a
-configuration, the timeout ladder) and how a probe reads a period and
-reports (:mod:`vsmtio_agent.policy.probing`), never the rules
-themselves, so either procedure can go without the other.
+What it chooses among is :mod:`vsmtio_agent.policy.vocabulary` (the
+mechanisms, a configuration, the timeout ladder); how a probe reads a
+period and reports is :mod:`vsmtio_agent.policy.probing`.
 """
 
 import dataclasses
@@ -698,11 +695,6 @@ def _levels(levels, logs):
     return tuple(sorted(runs.items()))
 
 
-def climbed(state, params):
+def climbed(state):
     """Whether a search has ended and what it keeps is in force."""
     return state.searches > 0 and state.phase == HOLD
-
-
-def retries_periodic(state, params):
-    """Always: the search has no back-off; its schedule is the holdout's."""
-    return True

@@ -1,14 +1,10 @@
-"""What either guard procedure chooses among: mechanisms and configurations.
+"""What the guard chooses among: mechanisms and configurations.
 
-The rules (:mod:`vsmtio_agent.policy.guard`) and the search
-(:mod:`vsmtio_agent.policy.search`) are two ways to decide what a host
-keeps, selected by ``guard_procedure``; what they decide among is one
-vocabulary, and the engine, status, simulator and benches read their
-decisions in it. It lives here, apart from either procedure, so that
-each can be read, replaced or deleted without the other: the mechanisms
-by name, which need which, the split's grades and the share of cores
-each covers, a configuration (:class:`Config`, the bare host
-:data:`BARE`) and the ladder of retention timeouts a host offers.
+The engine, status, simulator and benches read the guard's decisions
+(:mod:`vsmtio_agent.policy.search`) in this vocabulary: the mechanisms by
+name, which need which, the split's grades and the share of cores each
+covers, a configuration (:class:`Config`, the bare host :data:`BARE`)
+and the ladder of retention timeouts a host offers.
 """
 
 import dataclasses

@@ -20,9 +20,9 @@ from vsmtio_agent import conf
 from vsmtio_agent.drivers import base
 from vsmtio_agent import metrics
 from vsmtio_agent import model
-from vsmtio_agent.policy import guard
 from vsmtio_agent.policy import mist
 from vsmtio_agent.policy import probing
+from vsmtio_agent.policy import search
 from vsmtio_agent import status
 
 MS = 10 ** 6
@@ -528,10 +528,10 @@ class TestRefusedByTheHost(AgentTestCase):
         # split is never tried; the status says so where it says "none"
         host = RefusingHost([snapshot(0, 0), snapshot(100, 60)])
         period = self.period(host)
-        params = guard.Params(retention=False, weight_factors=())
+        params = search.Params(retention=False, weights=())
         period = dataclasses.replace(
-            period, untried=guard.untried(
-                guard.State(by_run_time=True), params))
+            period, untried=search.untried(
+                search.State(by_run_time=True), params))
         text = status.format_table(self.doc(host, period))
         self.assertIn('mechanisms kept: none\n', text)
         self.assertIn('  retention: refused by the host (%s)\n'

@@ -4,6 +4,7 @@ import dataclasses
 import math
 import random
 
+import fixtures
 from oslo_config import cfg
 import testtools
 
@@ -11,7 +12,6 @@ from vsmtio_agent import conf as conf_mod
 from vsmtio_agent import model
 from vsmtio_agent.policy import bounds
 from vsmtio_agent.policy import engine
-from vsmtio_agent.policy import guard
 from vsmtio_agent.policy import probing
 from vsmtio_agent.policy import search
 from vsmtio_agent.policy import vocabulary
@@ -243,7 +243,7 @@ class TestSearch(testtools.TestCase):
         host = Host(lambda c: {} if c == vocabulary.BARE
                     else {'c1': 0.8, 's1': 1.3})
         state = run(host, 2000)
-        self.assertTrue(search.climbed(state, P))
+        self.assertTrue(search.climbed(state))
         self.assertEqual(vocabulary.BARE, state.kept)
         self.assertFalse(any(v.kept for v in state.verdicts
                              if v.mechanism != 'holdout'))
@@ -375,30 +375,29 @@ class TestHoldout(testtools.TestCase):
 
 
 class TestSeam(testtools.TestCase):
-    """The engine runs the procedure ``guard_procedure`` names."""
+    """The engine runs the search; a configuration asking for rules fails."""
 
-    def _engine(self, procedure=None):
+    def _conf(self, text=''):
+        path = self.useFixture(fixtures.TempDir()).join('agent.conf')
+        with open(path, 'w') as f:
+            f.write('[vsmtio_agent]\n' + text)
         conf = cfg.ConfigOpts()
         conf_mod.register_opts(conf)
-        conf([], project='vsmtio', default_config_files=[])
-        if procedure is not None:
-            conf.set_override('guard_procedure', procedure, 'vsmtio_agent')
-        return engine.PolicyEngine(model.Topology.uniform(2),
-                                   engine.Params.from_conf(conf, True, True))
+        conf([], project='vsmtio', default_config_files=[path])
+        return conf
 
-    def test_search_by_default(self):
-        eng = self._engine()
-        self.assertIs(search, eng.procedure)
-        self.assertIsInstance(eng.params.guard, search.Params)
-
-    def test_the_rules_on_request(self):
-        eng = self._engine('rules')
-        self.assertIs(guard, eng.procedure)
-        self.assertIsInstance(eng.params.guard, guard.Params)
+    def test_the_rules_are_refused_by_name(self):
+        conf = self._conf('guard_procedure = rules\n')
+        self.assertRaises(cfg.ConfigFileValueError,
+                          lambda: conf.vsmtio_agent.guard_procedure)
+        self.assertEqual('search', self._conf(
+            'guard_procedure = search\n').vsmtio_agent.guard_procedure)
 
     def test_search_runs_through_the_engine(self):
-        eng = self._engine('search')
-        self.assertIs(search, eng.procedure)
+        eng = engine.PolicyEngine(model.Topology.uniform(2),
+                                  engine.Params.from_conf(self._conf(),
+                                                          True, True))
+        self.assertIsInstance(eng.params.guard, search.Params)
         host = Host(lambda c: {})
         for _ in range(5):
             stats, served = host.period(eng.guard.in_force)
