@@ -131,7 +131,7 @@ class PolicyEngine(object):
         self.topology = topology
         self.params = params
         self.ltcr = ltcr.start(params.bounds)
-        self.guard = search_mod.start() if params.guard else None
+        self.guard = search_mod.State() if params.guard else None
         self.assignment = {}
         self.roles = {}
         self.split_cores = ()       # the cores split for the next period
@@ -175,7 +175,8 @@ class PolicyEngine(object):
     @property
     def guard_settled(self):
         """Whether the guard has ended a search (or there is no guard)."""
-        return self.guard is None or search_mod.climbed(self.guard)
+        return self.guard is None or (self.guard.searches > 0
+                                      and self.guard.phase == search_mod.HOLD)
 
     @property
     def untried(self):
@@ -282,7 +283,8 @@ class PolicyEngine(object):
         retained = vocabulary.RETENTION in self.mechanisms
         self._guard_step(stats, served)
         active = self.mechanisms
-        share = (self.guard.split_share if self.guard is not None
+        share = (vocabulary.split_share(self.guard.in_force.mechanisms)
+                 if self.guard is not None
                  else self.params.split_share)
         assignment, swaps = self._assign(stats, share, active, retained,
                                          trust)

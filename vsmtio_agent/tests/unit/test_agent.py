@@ -21,7 +21,6 @@ from vsmtio_agent.drivers import base
 from vsmtio_agent import metrics
 from vsmtio_agent import model
 from vsmtio_agent.policy import mist
-from vsmtio_agent.policy import probing
 from vsmtio_agent.policy import search
 from vsmtio_agent import status
 
@@ -376,14 +375,14 @@ class TestGuardInTheRecord(AgentTestCase):
         return a.tick()
 
     def judged(self):
-        kept = probing.Verdict(
+        kept = search.Verdict(
             'retention', True, 'gains 1.200, every VM at its floor',
             domain='io-vm', timeout_ns=50000,
             ratios=(('cpu-vm', 'computing', 0.99),
                     ('io-vm', 'serving', 1.45)))
-        split = probing.Verdict(
+        split = search.Verdict(
             'split', False, 'a VM loses: cpu-vm 0.900 < 0.97', loses=True)
-        alarm = probing.Verdict(
+        alarm = search.Verdict(
             'split', False, 'after-effect: dropping it did not restore the '
             'host (cpu-vm at 0.80 of the level before); held off',
             loses=True, after_effect=True)

@@ -12,7 +12,6 @@ from vsmtio_agent import conf as conf_mod
 from vsmtio_agent import model
 from vsmtio_agent.policy import bounds
 from vsmtio_agent.policy import engine
-from vsmtio_agent.policy import probing
 from vsmtio_agent.policy import search
 from vsmtio_agent.policy import vocabulary
 from vsmtio_agent.tests.unit.policy import helpers
@@ -21,7 +20,7 @@ US = 1000
 RUNGS = (25 * US, 50 * US, 100 * US, 200 * US, 400 * US)
 P = search.Params(pairs=8, max_pairs=32, rungs=RUNGS, start_ns=50 * US,
                   settle_periods=1, holdout_every=20, max_candidates=12)
-KINDS = (('c1', probing.COMPUTING), ('s1', probing.SERVING))
+KINDS = (('c1', search.COMPUTING), ('s1', search.SERVING))
 
 
 def ref(vm, i=0):
@@ -61,8 +60,21 @@ class Host(object):
         return stats, served
 
 
+def arl(shift, drift, threshold):
+    """Siegmund's mean observations to a one-sided CUSUM alarm.
+
+    On a step of ``shift`` standard deviations; at 0, to a false alarm
+    (halved for two sides, a close lower bound for them).
+    """
+    d = shift - drift
+    b = threshold + 1.166
+    if abs(d) < 1e-9:
+        return b * b
+    return (math.exp(-2 * d * b) + 2 * d * b - 1) / (2 * d * d)
+
+
 def run(host, periods, params=P, state=None, every=None):
-    state = state or search.start()
+    state = state or search.State()
     for _ in range(periods):
         stats, served = host.period(state.in_force)
         state = search.step(state, params, stats, served)
@@ -77,7 +89,7 @@ def weighted(gain, cost, cliff=None):
     s1 serves ``gain(f)`` at factor f; c1 computes ``cost(f)``.
     """
     def effect(config):
-        f = config.weight('s1') or 1.0
+        f = config.value(vocabulary.WEIGHT, 's1') or 1.0
         return {'s1': gain(f), 'c1': cost(f)}
     return effect
 
@@ -163,8 +175,8 @@ class TestCandidates(testtools.TestCase):
     def _levers(self, params, stats_kw=None):
         host = Host(lambda c: {})
         stats, _served = host.period(vocabulary.BARE)
-        kinds = probing.vm_kinds(stats, params)
-        state = search._begin(search.start(), params, stats, kinds)
+        kinds = search.vm_kinds(stats, params)
+        state = search._begin(search.State(), params, stats, kinds)
         return {c.move[0] for c in state.candidates}, state
 
     def test_grow_only_from_what_the_host_offers(self):
@@ -204,7 +216,7 @@ class TestCandidates(testtools.TestCase):
         stats = {ref('s1'): helpers.stats(halt_rate=500.0),
                  ref('s2'): helpers.stats(halt_rate=600.0),
                  ref('s3'): helpers.stats(halt_rate=5000.0)}
-        kinds = probing.vm_kinds(stats, P)
+        kinds = search.vm_kinds(stats, P)
         self.assertEqual((('s1', 's2'), ('s3',)),
                          search.groups(stats, kinds))
 
@@ -230,7 +242,7 @@ class TestSearch(testtools.TestCase):
                                      smt=False)
         state = run(host, 3000, params)
         self.assertEqual(search.HOLD, state.phase)
-        w = state.kept.weight('s1')
+        w = state.kept.value(vocabulary.WEIGHT, 's1')
         self.assertIsNotNone(w)
         self.assertTrue(1.5 <= w <= 2.0, w)
         v = [x for x in state.verdicts if x.mechanism == vocabulary.WEIGHT][0]
@@ -243,7 +255,7 @@ class TestSearch(testtools.TestCase):
         host = Host(lambda c: {} if c == vocabulary.BARE
                     else {'c1': 0.8, 's1': 1.3})
         state = run(host, 2000)
-        self.assertTrue(search.climbed(state))
+        self.assertEqual((1, search.HOLD), (state.searches, state.phase))
         self.assertEqual(vocabulary.BARE, state.kept)
         self.assertFalse(any(v.kept for v in state.verdicts
                              if v.mechanism != 'holdout'))
@@ -286,8 +298,7 @@ class TestSearch(testtools.TestCase):
         self.assertRegex(seen[0].reason, r's1 at 0\.(8[5-9]|9[0-5])\d of')
         # the alarm within the CUSUM's stated delay for a step of five
         # standard deviations (10% at 2% noise a period)
-        self.assertLess(bounds.cusum_arl1(5.0, P.cusum_drift,
-                                          P.cusum_threshold), 5)
+        self.assertLess(arl(5.0, P.cusum_drift, P.cusum_threshold), 5)
 
     def test_a_vm_arriving_restarts_the_search(self):
         host = Host(weighted(lambda f: 1.2, lambda f: 1.0))
@@ -312,7 +323,7 @@ class TestAA(testtools.TestCase):
         kept = 0
         for seed in range(200):
             host = Host(lambda c: {}, noise=0.03, seed=seed)
-            state = search.start()
+            state = search.State()
             for _ in range(4000):
                 stats, served = host.period(state.in_force)
                 state = search.step(state, params, stats, served)
@@ -350,14 +361,14 @@ class TestHoldout(testtools.TestCase):
         # a step of about six pair sds (1.2 to 1.0 at 2% noise a period):
         # CUSUM's ARL1 is two holdouts; stated: within five
         self.assertLessEqual(found[0] - n0, 5)
-        self.assertLessEqual(bounds.cusum_arl1(6.0, P.cusum_drift,
-                                               P.cusum_threshold), 3.0)
+        self.assertLessEqual(arl(6.0, P.cusum_drift, P.cusum_threshold),
+                             3.0)
 
     def test_no_alarm_on_stationary_noise(self):
         # the detector's stated false-alarm rate: an ARL0 of thousands of
         # holdouts per VM; 150 holdouts on each of 5 hosts raise none
-        self.assertGreater(bounds.cusum_arl0(P.cusum_drift,
-                                             P.cusum_threshold), 4000)
+        self.assertGreater(arl(0.0, P.cusum_drift, P.cusum_threshold) / 2,
+                           4000)
         for seed in (1, 2, 3, 4, 5):
             host, params, state, _gain = self._kept(seed)
             searches = state.searches
