@@ -5,6 +5,9 @@ import math
 import random
 
 import fixtures
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
 from oslo_config import cfg
 import testtools
 
@@ -332,6 +335,104 @@ class TestAA(testtools.TestCase):
             self.assertTrue(state.searches, seed)
             kept += state.kept != vocabulary.BARE
         self.assertLessEqual(kept / 200.0, params.alpha)
+
+
+class TestNull(testtools.TestCase):
+    """A/A streams, no true effect: a keep is a false keep."""
+
+    def _false_keeps(self, runs, index, prior=False, noise=0.03, seed=11):
+        # one candidate at its opening ``index``, fed pure noise pair by
+        # pair as a visit would, up to its whole budget; a prior variance,
+        # as the search pools it, from a sibling candidate's pairs
+        rng = random.Random(seed)
+        kept = 0
+        for _ in range(runs):
+            sibling = bounds.Running()
+            for _pair in range(P.max_pairs):
+                sibling = sibling.add(rng.gauss(0.0, noise))
+            pooled = sibling.m2 / (sibling.n - 1)
+            c = search.Candidate(BARE_PLUS, index)
+            for _pair in range(P.max_pairs):
+                logs = {vm: rng.gauss(0.0, noise) for vm, _k in KINDS}
+                c = search.add_pair(c, KINDS, P, logs, logs['s1'], prior=(
+                    {vm: pooled for vm in (None, 'c1', 's1')}
+                    if prior else None))
+                if c.safe or c.status == search.OUT:
+                    break
+            kept += c.safe
+        return kept
+
+    def test_a_candidate_is_kept_at_most_at_its_level(self):
+        # the first candidate's level is alpha / 2: over 4000 seeded A/A
+        # streams, read after every pair, the keeps stay below it (the
+        # plug-in variance and the pooled prior alike)
+        level = bounds.spent(1, P.alpha)
+        for prior in (False, True):
+            self.assertLessEqual(self._false_keeps(2000, 1, prior) / 2000.0,
+                                 level, prior)
+
+    def test_later_candidates_are_held_to_less(self):
+        self.assertLessEqual(self._false_keeps(1000, 4, seed=12) / 1000.0,
+                             bounds.spent(4, P.alpha))
+
+
+class TestProperties(testtools.TestCase):
+    """What holds for every draw, not only for the chosen ones."""
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.floats(0.5, 0.9), st.floats(0.0, 0.02),
+           st.integers(0, 2 ** 32 - 1), st.integers(1, 24))
+    def test_a_vm_well_below_its_floor_is_eliminated_never_kept(
+            self, ratio, noise, seed, index):
+        rng = random.Random(seed)
+        c = search.Candidate(BARE_PLUS, index)
+        for _ in range(P.max_pairs):
+            logs = {'c1': math.log(ratio) + rng.gauss(0, noise),
+                    's1': math.log(1.3) + rng.gauss(0, noise)}
+            c = search.add_pair(c, KINDS, P, logs, logs['s1'])
+            self.assertFalse(c.safe)
+            if c.status == search.OUT:
+                break
+        self.assertEqual((search.OUT, True), (c.status, c.lost))
+        self.assertIn('c1 at most', c.reason)
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.floats(-1.0, 1.0), min_size=2, max_size=64),
+           st.sampled_from([0.001, 0.01, 0.1]),
+           st.one_of(st.none(), st.floats(1e-6, 1.0)))
+    def test_the_interval_holds_the_mean_and_narrows_with_confidence(
+            self, xs, alpha, prior):
+        run = bounds.Running()
+        for x in xs:
+            run = run.add(x)
+        lo, hi = bounds.interval(run, alpha, prior)
+        self.assertTrue(lo < run.mean < hi)
+        self.assertAlmostEqual(run.mean, (lo + hi) / 2.0)
+        wider = bounds.interval(run, alpha / 10.0, prior)
+        self.assertTrue(wider[0] < lo and hi < wider[1])
+
+    @settings(max_examples=100, deadline=None)
+    @given(st.sampled_from([0.01, 0.1, 0.4]), st.integers(1, 5000))
+    def test_levels_never_spend_more_than_alpha(self, alpha, n):
+        self.assertLessEqual(
+            math.fsum(bounds.spent(i, alpha) for i in range(1, n + 1)),
+            alpha)
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.floats(-0.5, 0.5), max_size=200),
+           st.floats(0.0, 20.0))
+    def test_the_detector_is_still_within_its_drift_and_alarms_past_it(
+            self, zs, step):
+        cusum = bounds.Cusum()
+        for z in zs:
+            cusum, alarm = cusum.step(z, P.cusum_drift, P.cusum_threshold)
+            self.assertFalse(alarm)
+        self.assertEqual(bounds.Cusum(), cusum)
+        # a step of the threshold beyond the drift, either way, at once
+        shift = P.cusum_threshold + P.cusum_drift + step
+        for z in (shift, -shift):
+            self.assertTrue(cusum.step(z, P.cusum_drift,
+                                       P.cusum_threshold)[1])
 
 
 class TestHoldout(testtools.TestCase):
