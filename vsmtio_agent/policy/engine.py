@@ -61,6 +61,9 @@ class Params:
         ``retention``: it has a retention timeout at all.
         """
         opts = conf.vsmtio_agent
+        # reading the deprecated option, whose one choice is 'search',
+        # refuses at start a configuration that still asks for the rules
+        opts.guard_procedure
         bounds = ltcr.Bounds(
             initial_ns=opts.initial_timeout_us * US,
             min_ns=opts.min_timeout_us * US,

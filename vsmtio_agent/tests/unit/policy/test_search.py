@@ -499,9 +499,10 @@ class TestSeam(testtools.TestCase):
         return conf
 
     def test_the_rules_are_refused_by_name(self):
+        # at start: the agent's engine reads the option
         conf = self._conf('guard_procedure = rules\n')
         self.assertRaises(cfg.ConfigFileValueError,
-                          lambda: conf.vsmtio_agent.guard_procedure)
+                          engine.Params.from_conf, conf, True, True)
         self.assertEqual('search', self._conf(
             'guard_procedure = search\n').vsmtio_agent.guard_procedure)
 
