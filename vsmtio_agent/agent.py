@@ -153,7 +153,7 @@ class Agent(object):
             result=result, timeout_ns=self.engine.timeout_ns,
             mechanisms=frozenset(self.engine.mechanisms),
             kept=frozenset(self.engine.kept),
-            verdicts=(tuple(guard.verdicts) + tuple(guard.alarms)
+            verdicts=(tuple(guard.verdicts)
                       if guard is not None else None),
             retaining=(types.MappingProxyType(dict(guard.kept.timeouts))
                        if guard is not None

@@ -17,7 +17,6 @@ import statistics
 
 import yaml
 
-from vsmtio_agent.policy import guard
 from vsmtio_agent.policy import vocabulary
 from vsmtio_bench import documents
 from vsmtio_bench import figures
@@ -184,24 +183,17 @@ def summary(results):
 
 
 def verdict_rows(results):
-    params = guard.Params.from_conf(runner.make_conf(
-        next(iter(results)), 'vsmtio', 1, 0.0, None))
     rows = []
     for name, res in sorted(results.items()):
         a = res['vsmtio'].get('agent') or {}
         for v in a.get('verdicts') or ():
-            cost = stats.retry_cost(v, params)
             what = v['mechanism'] + (' for %s' % v['domain']
                                      if v.get('domain') else '')
-            rows.append([name, what,
-                         'ALARM' if v.get('after_effect') else
-                         'kept' if v['kept'] else 'dropped',
+            rows.append([name, what, 'kept' if v['kept'] else 'dropped',
                          figure(v['cpu_ratio'], '%.3f'),
-                         figure(v['io_ratio'], '%.3f'),
-                         '%.3f / %.3f' % cost if cost else '-',
-                         v['reason']])
+                         figure(v['io_ratio'], '%.3f'), v['reason']])
         if not a.get('verdicts'):
-            rows.append([name, '-', '-', '-', '-', '-', 'no verdict yet'])
+            rows.append([name, '-', '-', '-', '-', 'no verdict yet'])
     return rows
 
 
@@ -304,7 +296,7 @@ def document(results, grid, names, main_wall, total_wall, cpu_s, args):
             tenant_rows(name, results[name])) + '\n')
     out.append(VERDICTS_HEAD)
     out.append(rst_table(['scenario', 'mechanism', 'verdict', 'CPU',
-                          'I/O', 'retry cost %', 'reason'],
+                          'I/O', 'reason'],
                          verdict_rows(results)) + '\n')
     trajectory = figures.TRAJECTORY
     if trajectory in results:
@@ -485,14 +477,12 @@ retention, RASS and the adjuster always on) and ``vsmtio`` (the product:
 its guard keeps each mechanism, per VM where it can, only where probes
 show every honest VM at its floor and a gain, and searches each VM's
 timeout; RASS under the fairness invariant) until its
-state stops travelling (``simulate.settled``: the guard has judged every
-mechanism it may try once, its retries of what it dropped come at the
-longest back-off, the same mechanisms kept and the median timeout moving
-less than 25% over two 5 s windows; at most 300 simulated seconds), and
-then every kernel, the baselines too, is measured over the same window:
-one cycle of the guard's retests (16.6 simulated seconds), so the
-product's figures include what retesting what it keeps costs (what
-retrying what it dropped costs is in the verdicts' table). Every window
+state stops travelling (``runner.settled``: the guard's first search has
+ended, the same mechanisms kept and the median timeout moving less than
+25% over two 5 s windows; at most 300 simulated seconds), and then every
+kernel, the baselines too, is measured over the same window, as long as
+one whole search by the guard (``runner.steady_window``), so the
+product's figures include what its holdout costs. Every window
 starts by reseeding each vCPU's random streams (common random numbers,
 ``Simulation.reseed``), so the kernels are compared over the same
 requests; an A/A run (vanilla against vanilla started {aa:g} s later)
@@ -546,16 +536,13 @@ VERDICTS_HEAD = """\
 What the guard kept, and why
 ============================
 
-The product's last verdict on each mechanism it tested, per scenario: the
-ratios are with the mechanism over without it, from the last probe (ABBA
-periods, one-sided t-tests on each VM's floor and on the geometric mean
-gain; where a comparison ran before, its earlier blocks' pairs are pooled
-with this one's and the keep is tested at Pocock's level for the looks a
-pool may span; ``doc/source/policy.rst``). A dropped
-mechanism is retried once every longest back-off: ``retry cost`` is what
-that costs the CPU / I/O class over the cycle, in percent of its
-throughput (the probe's A periods at the ratios it measured; the windows
-above start as the back-off reaches its longest, so they hold none).
+The product's last verdict on each lever it could try, per scenario and
+VM, with the search's and the holdout's own: the ratios are the
+candidate's over the bare host, from the pairs of the candidate that
+speaks for the verdict (ABBA periods, anytime-valid bounds on each VM's
+floor and on the geometric mean gain; ``doc/source/policy.rst``). What
+the holdout costs is in its own verdict's reason; the measured windows
+hold it.
 
 """
 

@@ -64,7 +64,6 @@ import time
 
 import prettytable
 
-from vsmtio_agent.policy import guard as guard_mod
 from vsmtio_bench import cache
 from vsmtio_bench import documents
 from vsmtio_bench import space
@@ -84,6 +83,10 @@ QUICK_SEEDS = (1, 2)
 DEFAULT_JSON = documents.ORACLE_JSON
 # one-sided 5% test with 80% power: z(0.95) + z(0.80)
 Z_DETECT = 1.6449 + 0.8416
+# the pairs an online probe may pool, in ``guard_probe_pairs``: more than
+# the search gives any one candidate (four times), so the margin oracle
+# is held to what a guard with a larger budget could prove
+PROBE_PAIRS = 9
 # the trimmed result a judgement reads (the cache stores only this)
 _KEEP = ('measured_s', 'io_throughput', 'cpu_throughput', 'windows')
 _VM_KEEP = ('kind', 'adversary', 'workload', 'requests_per_s',
@@ -132,13 +135,13 @@ def _scenario_text(name):
 
 
 def detectable(aa, base, vm):
-    """The least loss of ``vm``'s mean the guard's probes can show.
+    """The least loss of ``vm``'s mean an online guard's probes can show.
 
-    A probe compares periods with and without a change, pooling up to
-    ``pool_pairs`` pairs (``guard.Params``); a period's ratio varies by
-    the A/A run's per-window spread times the square root of the periods
-    in a window. At a one-sided 5% level with 80% power the least
-    detectable shift is ``Z_DETECT * sd_period * sqrt(2 / pairs)``.
+    A probe compares periods with and without a change, over up to
+    :data:`PROBE_PAIRS` times ``guard_probe_pairs`` pairs; a period's
+    ratio varies by the A/A run's per-window spread times the square root
+    of the periods in a window. At a one-sided 5% level with 80% power the
+    least detectable shift is ``Z_DETECT * sd_period * sqrt(2 / pairs)``.
     """
     metric = tenants.METRIC[tenants.role(base['vms'][vm])]
     wins = [a[vm][metric] / b[vm][metric] for a, b in zip(
@@ -155,9 +158,8 @@ def detectable(aa, base, vm):
 @functools.lru_cache(maxsize=1)
 def _probe_budget():
     """(agent period s, pairs a probe pools) at the default options."""
-    conf = runner.make_conf(scenario_mod.shipped()[0], 'vsmtio')
-    return (conf.vsmtio_agent.period,
-            guard_mod.Params.from_conf(conf).pool_pairs)
+    o = runner.make_conf(scenario_mod.shipped()[0], 'vsmtio').vsmtio_agent
+    return o.period, PROBE_PAIRS * o.guard_probe_pairs
 
 
 class Evaluator(object):

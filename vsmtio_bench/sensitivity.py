@@ -673,7 +673,8 @@ def _window(duration):
     return ('a fixed %g s run (warm-up as the scenario says): a transient, '
             'for trying the code only' % duration if duration else
             'at steady state like the main study (the agent settles, then '
-            'one cycle of the guard\'s retests is measured)')
+            'a window as long as one whole search by the guard is '
+            'measured)')
 
 
 def _inputs_table(sens):

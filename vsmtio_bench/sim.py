@@ -5,7 +5,8 @@ Runs every kernel model on every shipped scenario with
 ``vsmtio_sim.runner.run(..., steady=True)``: the real agent drives the
 two vSMT-IO kernels (``vsmtio-paper``, the paper taken literally;
 ``vsmtio``, the product) until its state settles, then every kernel is
-measured over the same window (one cycle of the guard's probing). Writes
+measured over the same window (as long as one whole search by the
+guard, ``runner.steady_window``). Writes
 ``doc/source/benchmarks/simulator.rst`` and two pictures beside it:
 
 - ``simulator.png``: I/O against CPU throughput (normalised to vanilla)

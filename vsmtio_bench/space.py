@@ -1,12 +1,12 @@
 """The oracle's search space: every static setting of a host's levers.
 
 The oracle must be an upper bound on what the product can reach, so its
-space is a superset of the product's (``vsmtio_agent.policy.guard``):
+space is a superset of the product's (``vsmtio_agent.policy.search``):
 
 - ``weights``: a factor on each honest serving VM's cgroup CPU weight, 1
   to 4 in steps of 0.25, refined in steps of 0.05 near the best found
-  (:func:`refine`; the product walks the same lever in coarser steps,
-  ``[vsmtio_agent] guard_weight_factors``);
+  (:func:`refine`; the product walks the same grid, 1.25 to 4,
+  ``search.Params.weights``);
 - ``retain``: each VM's retention timeout, off or 25 us to 1 ms, each step
   at most a doubling (the product's LTCR moves within that range);
 - ``split``: the share of the cores RASS splits into I/O and CPU siblings

@@ -7,8 +7,7 @@ correction keeps the chance of any false alarm over all those tests at
 once at its level. An A/A run (vanilla against vanilla after a different
 past) measures the run-to-run difference two kernels show with nothing
 between them: the largest over every scenario is the noise band a
-difference must clear to be one. Also what retrying a dropped mechanism
-costs, amortised over the guard's cycle.
+difference must clear to be one.
 
 Numbers only: :mod:`vsmtio_bench.document` words and tabulates them.
 """
@@ -123,25 +122,6 @@ def holm(pvalues, alpha=0.05):
             break
         out[k] = True
     return {k: out.get(k, False) for k in pvalues}
-
-
-def retry_cost(v, params):
-    """What retrying dropped verdict ``v`` costs each class, long-run.
-
-    At steady state a dropped mechanism is retried once every longest
-    back-off (``retest_periods * max_backoff`` periods) plus the probe;
-    the probe's A periods run with it, each at the ratio its last probe
-    measured. The share of throughput that costs a class over the cycle,
-    as a percentage (0 where the mechanism does not cost that class).
-    The measured windows start as the back-off reaches its longest, so
-    they hold no such retry: this is its cost, amortised.
-    """
-    if v['kept']:
-        return None
-    a = len(v.get('utility_logs') or ())
-    cycle = params.retest_periods * params.max_backoff + 2 * a
-    return tuple(100.0 * a * max(0.0, 1.0 - r) / cycle if r else 0.0
-                 for r in (v['cpu_ratio'], v['io_ratio']))
 
 
 def mean(values):

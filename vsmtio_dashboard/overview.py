@@ -62,7 +62,7 @@ INSTANCE_QUERIES = {
 }
 
 #: The domain of a per-VM mechanism tried on every VM at once
-#: (``vsmtio_agent.policy.guard.ALL_VMS``): no VM of its own.
+#: (``vsmtio_agent.policy.vocabulary.ALL_VMS``): no VM of its own.
 ALL_VMS = '*'
 
 #: The host mode of the embedded simulated SMT host

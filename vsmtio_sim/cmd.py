@@ -108,8 +108,8 @@ def build_parser():
                          default=_OPTS['duration'].default)
         when.add_argument('--steady', action='store_true',
                           help='run the agent until its state settles, '
-                               'then measure every kernel over one cycle '
-                               'of the guard\'s probing')
+                               'then measure every kernel over a window '
+                               'as long as one whole search by the guard')
         cmd.add_argument(c, _OPTS['scheduler'])
         cmd.add_argument(c, _OPTS['profile'], metavar='FILE')
         c.add_argument('--json', action='store_true',

@@ -9,7 +9,7 @@ its floor as a mean over the window (``FLOORS``: a serving VM keeps at
 least vanilla's service, a computing VM 0.97 of its instructions), and
 ``WINDOW_FLOOR`` in every window of about ``WINDOW_S``: half a second is
 five agent periods, short enough that a loss lasting a few periods (a
-probe's after-effect) shows, long enough to hold tens of requests of the
+probe's arms) shows, long enough to hold tens of requests of the
 slowest shipped loop. A VM the scenario marks as an adversary is reported
 but never judged: what it gains by shaping its waits is not the host's.
 

@@ -127,7 +127,7 @@ def check(agent, since, row, vms, page_seen, common):
     if not kept:
         raise AssertionError('the guard on the simulated host kept nothing '
                              'while the page was read: no decision to show')
-    # (a retest may drop it between the export and the scrape shown); a
+    # (a new search may drop it between the export and the scrape shown); a
     # per-VM mechanism is counted over VMs, a host-wide one said kept
     assert any('%s kept' % lbls['mechanism'] in
                vms.get(lbls['domain'], {}).get('Guard (why)', '')

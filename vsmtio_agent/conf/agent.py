@@ -181,63 +181,54 @@ guard_opts = [
     cfg.BoolOpt('guard',
                 default=True,
                 help='Keep each mechanism (context retention for each '
-                     'VM, at the timeout the guard searches for it; the '
-                     'RASS sibling split; borrowing) only where probe '
-                     'periods show that every VM keeps its floor '
-                     '(guard_cpu_min for a VM that computes, guard_io_min '
-                     'for one that serves) and the serving VMs gain. Off '
-                     'applies every mechanism always, with one timeout '
-                     'tuned by LTCR\'s Algorithm 1, as the paper does.'),
+                     'VM, at the timeout the guard searches for it; a '
+                     'light serving VM\'s CPU weight; the RASS sibling '
+                     'split; borrowing) only where probe periods show '
+                     'that every VM keeps its floor (guard_cpu_min for a '
+                     'VM that computes, guard_io_min for one that serves) '
+                     'and the serving VMs gain. Off applies every '
+                     'mechanism always, with one timeout tuned by LTCR\'s '
+                     'Algorithm 1, as the paper does.'),
     cfg.StrOpt('guard_procedure',
                default='search', choices=(
-                   ('rules', 'each mechanism probed on its own, kept, '
-                    'retested and dropped by the guard\'s rules'),
                    ('search', 'one search over whole configurations '
-                    '(per-VM weights and timeouts together, split '
-                    'grades) against the bare host, anytime-valid per-VM '
-                    'bounds, and one standing holdout')),
-               help='How the guard decides what to keep. ``rules`` '
-                    'probes each mechanism against what is kept and '
-                    'keeps, retests and drops it by the rules of '
-                    'doc/source/policy.rst. ``search`` probes candidate '
-                    'configurations against the bare host, eliminates '
-                    'each once a VM\'s anytime-valid bound falls below '
-                    'its floor or its gain cannot beat the best safe '
-                    'one, keeps the best safe candidate, and watches it '
-                    'with one bare holdout period in 40, searching again '
-                    'when the host changes. On the simulated host the '
-                    'search keeps every honest VM\'s floors where the '
-                    'rules do not, under both host schedulers, and the '
-                    'rules find more of the gain only under CFS, where '
-                    'a serving VM\'s weight joined to retention buys it '
-                    '(doc/source/benchmarks/guard.rst): so ``search`` is '
-                    'the default. The floors, pairs, settling periods '
-                    'and confidence options apply to both.'),
+                    'against the bare host, anytime-valid per-VM bounds '
+                    'and one standing holdout'),),
+               deprecated_for_removal=True,
+               deprecated_reason='The guard has one procedure, the '
+                                 'search; ``rules`` is gone, so the '
+                                 'option has nothing left to choose.',
+               help='How the guard decides what to keep: only '
+                    '``search`` remains (doc/source/policy.rst). A '
+                    'configuration that still says ``rules`` is refused '
+                    'at start.'),
     cfg.FloatOpt('guard_cpu_min',
                  default=0.97, min=0.5, max=1.5,
-                 help='The floor of each VM that computes: a mechanism is '
-                      'kept only if the instructions its vCPUs retire per '
-                      'second with it are at least this share of those '
-                      'without it (its mean, and not shown below).'),
+                 help='The floor of each VM that computes: a '
+                      'configuration is kept only if the instructions its '
+                      'vCPUs retire per second with it are shown to be at '
+                      'least this share of those on the bare host (the '
+                      'lower confidence bound at the floor).'),
     cfg.FloatOpt('guard_io_min',
                  default=1.0, min=0.5, max=1.5,
-                 help='The floor of each VM that serves: a mechanism is '
-                      'kept only if what the VM serves per second with it '
-                      '(its block requests and network packets) is not '
-                      'shown below this share of what it serves without '
-                      'it.'),
+                 help='The floor of each VM that serves: a '
+                      'configuration is kept only if what the VM serves '
+                      'per second with it (its block requests and network '
+                      'packets) is shown to be at least this share of '
+                      'what it serves on the bare host.'),
     cfg.IntOpt('guard_probe_pairs',
                default=8, min=2, max=64,
-               help='Periods with and without a mechanism compared in one '
-                    'probe (even: they run in ABBA order). More pairs '
-                    'detect smaller effects and cost more periods run '
-                    'without the mechanism. A probe whose result for a '
-                    'computing VM is undecided runs on, up to three times '
-                    'as long.'),
+               help='Pairs of periods with and without a candidate '
+                    'configuration compared before it may be kept (they '
+                    'run in ABBA order). A candidate still undecided is '
+                    'visited again, each visit doubling its pairs, up to '
+                    'four times this. More pairs detect smaller effects '
+                    'and cost more periods run on the bare host.'),
     cfg.IntOpt('guard_settle_periods',
                default=1, min=0, max=8,
                help='Periods a probe runs, unmeasured, after each switch '
-                    'between its configurations: a change of placement '
+                    'between its configurations (and before a holdout '
+                    'period): a change of placement '
                     'or of a VM\'s weight takes effect as the host\'s '
                     'load averages follow it (CFS\'s group shares, a '
                     '32 ms half-life), so the first period after it shows '
@@ -246,34 +237,13 @@ guard_opts = [
                     'lengthens a probe by one period per pair.'),
     cfg.FloatOpt('guard_confidence',
                  default=0.9, min=0.6, max=0.999,
-                 help='Confidence of the one-sided t-tests that decide '
-                      'whether a VM lost and the serving VMs gained in a '
-                      'probe. '
-                      'The tests of a loss share it among the VMs the '
-                      'probe judges (any one VM shown to lose drops a '
-                      'mechanism); those of a keep (every floor and the '
-                      'gain shown) among the rungs a search may keep.'),
-    cfg.IntOpt('guard_retest_periods',
-               default=150, min=10, max=100000,
-               help='Periods between two probes of the rules procedure '
-                    '(``guard_procedure = rules``): each kept mechanism is '
-                    'retested in turn, and a dropped one is retried after '
-                    'this many periods, doubling up to four times that. '
-                    'The search probes again only when the host changes.'),
-    cfg.ListOpt('guard_weight_factors',
-                item_type=types.FiniteFloat(min=1.01, max=100.0),
-                default=['2', '4'],
-                help='Factors the guard tries on a light serving VM\'s '
-                     'cgroup CPU weight (cpu.weight, what the flavor\'s '
-                     '``quota:cpu_shares`` sets), a stock host\'s lever: '
-                     'its wake-ups then take precedence over computing '
-                     'vCPUs. Kept per VM, like retention, only where every '
-                     'VM keeps its floor and the serving VMs gain; a VM is '
-                     'light '
-                     'while its vCPUs run at most half the period, so the '
-                     'weight buys precedence, not CPU time. Only on a host '
-                     'driver that sets VM weights (its ``vm_weights`` '
-                     'capability). Empty turns the lever off.'),
+                 help='Confidence of the anytime-valid bounds that '
+                      'decide whether a VM keeps its floor and the serving '
+                      'VMs gain under a candidate configuration: over a '
+                      'whole search, the chance of keeping a configuration '
+                      'that misses a floor or the gain is at most one '
+                      'minus this, however often the bounds are read and '
+                      'however many candidates are opened.'),
     cfg.FloatOpt('guard_io_halt_rate',
                  default=20.0, min=0.0, max=1000000.0,
                  help='Idle entries (or context retentions) per second, '

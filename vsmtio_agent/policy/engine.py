@@ -5,9 +5,10 @@ enough (:mod:`~vsmtio_agent.policy.spread`, as RASS's pairing wants); the
 Workload Adjuster may swap vCPUs between cores (§4.4);
 RASS classifies every core's vCPUs and plans their hyperthreads (§4.3);
 LTCR judges the period it just saw and picks the next retention timeout
-(§4.2). The guard (:mod:`vsmtio_agent.policy.guard`) decides which of the
-mechanisms (retention per VM and its timeout, the sibling split,
-borrowing) are in force, and searches each VM's timeout itself; without
+(§4.2). The guard (:mod:`vsmtio_agent.policy.search`) decides which of the
+mechanisms (retention per VM and its timeout, a VM's CPU weight, the
+sibling split, borrowing) are in force, and searches each VM's timeout
+itself; without
 it (the paper-literal configuration) every mechanism is always on and
 LTCR's Algorithm 1 tunes one host-wide timeout. A mechanism whose
 precondition the host lacks is never in force, guard or not: the split
@@ -22,7 +23,6 @@ import operator
 
 from vsmtio_agent import model
 from vsmtio_agent.policy import adjuster
-from vsmtio_agent.policy import guard as guard_mod
 from vsmtio_agent.policy import ltcr
 from vsmtio_agent.policy import mist as mist_mod
 from vsmtio_agent.policy import rass
@@ -32,10 +32,6 @@ from vsmtio_agent.policy import trust as trust_mod
 from vsmtio_agent.policy import vocabulary
 
 US = 1000
-# the guard's procedures by the ``guard_procedure`` option: each module
-# has Params.from_conf, start, step, climbed, retries_periodic and PROBE,
-# and its state in_force, kept, phase, verdicts, alarms and finished
-PROCEDURES = {'rules': guard_mod, 'search': search_mod}
 _retention_rate = operator.attrgetter('retention_rate')
 
 
@@ -47,7 +43,7 @@ class Params:
     adjuster_max_swaps: int = 1
     io_min_retention_rate: float = 0.005
     ltcr_measure: str = ltcr.THROUGHPUT
-    guard: guard_mod.Params = None
+    guard: search_mod.Params = None
     fair_share: bool = True
     # the share of the host's cores the split covers when it is in force
     # (without the guard; the guard chooses its own, vocabulary.SHARES)
@@ -55,8 +51,6 @@ class Params:
     mist: mist_mod.Params = None
     # whose vCPUs may share a core (trust.RULES); the paper's is any
     trust_domain: str = trust_mod.ANY
-    # which guard procedure ``guard`` is the Params of (PROCEDURES)
-    procedure: str = 'rules'
 
     @classmethod
     def from_conf(cls, conf, per_vm=False, weights=False, retention=True):
@@ -67,20 +61,22 @@ class Params:
         ``retention``: it has a retention timeout at all.
         """
         opts = conf.vsmtio_agent
+        # reading the deprecated option, whose one choice is 'search',
+        # refuses at start a configuration that still asks for the rules
+        opts.guard_procedure
         bounds = ltcr.Bounds(
             initial_ns=opts.initial_timeout_us * US,
             min_ns=opts.min_timeout_us * US,
             max_ns=opts.max_timeout_us * US,
             reschedule_cost_ns=opts.reschedule_cost_us * US)
-        procedure = opts.guard_procedure
         return cls(
-            bounds=bounds, procedure=procedure,
+            bounds=bounds,
             adjuster_std_threshold=opts.adjuster_std_threshold,
             adjuster_min_mean_gap=opts.adjuster_min_mean_gap,
             adjuster_max_swaps=opts.adjuster_max_swaps,
             io_min_retention_rate=opts.io_min_retention_rate,
             ltcr_measure=opts.ltcr_measure,
-            guard=(PROCEDURES[procedure].Params.from_conf(
+            guard=(search_mod.Params.from_conf(
                 conf, bounds, per_vm, weights=weights, retention=retention)
                 if opts.guard else None),
             fair_share=opts.fair_share,
@@ -138,9 +134,7 @@ class PolicyEngine(object):
         self.topology = topology
         self.params = params
         self.ltcr = ltcr.start(params.bounds)
-        # the one seam between the engine and the guard's procedure
-        self.procedure = PROCEDURES[params.procedure]
-        self.guard = self.procedure.start() if params.guard else None
+        self.guard = search_mod.State() if params.guard else None
         self.assignment = {}
         self.roles = {}
         self.split_cores = ()       # the cores split for the next period
@@ -182,14 +176,20 @@ class PolicyEngine(object):
         return frozenset(self.guard.kept.names())
 
     @property
+    def guard_settled(self):
+        """Whether the guard has ended a search (or there is no guard)."""
+        return self.guard is None or (self.guard.searches > 0
+                                      and self.guard.phase == search_mod.HOLD)
+
+    @property
     def untried(self):
         """``{mechanism: why}`` of those not tried on this host now.
 
-        With the guard its reasons (:func:`guard.untried`); without it
+        With the guard its reasons (:func:`search.untried`); without it
         the paper's mechanisms the host cannot have.
         """
         if self.guard is not None:
-            return self.procedure.untried(self.guard, self.params.guard)
+            return search_mod.untried(self.guard, self.params.guard)
         out = {vocabulary.WEIGHT: 'only the guard tries VM weights'}
         if not self.smt:
             out[vocabulary.SPLIT] = 'no core has SMT siblings to split'
@@ -286,7 +286,8 @@ class PolicyEngine(object):
         retained = vocabulary.RETENTION in self.mechanisms
         self._guard_step(stats, served)
         active = self.mechanisms
-        share = (self.guard.split_share if self.guard is not None
+        share = (vocabulary.split_share(self.guard.in_force.mechanisms)
+                 if self.guard is not None
                  else self.params.split_share)
         assignment, swaps = self._assign(stats, share, active, retained,
                                          trust)
@@ -307,13 +308,13 @@ class PolicyEngine(object):
                               split_cores=frozenset(self.split_cores),
                               protect=self._mist_step(vms),
                               trial=(self.guard is not None and
-                                     self.guard.phase == self.procedure.PROBE))
+                                     self.guard.phase == search_mod.PROBE))
 
     def _guard_step(self, stats, served):
         """The guard's step (it chooses every timeout itself)."""
         if self.guard is not None:
-            self.guard = self.procedure.step(self.guard, self.params.guard,
-                                             stats, served)
+            self.guard = search_mod.step(self.guard, self.params.guard,
+                                         stats, served)
 
     def _assign(self, stats, share, active, retained, trust):
         """Each vCPU's core for the next period, and the adjuster's swaps.

@@ -39,7 +39,7 @@ With the guard on, the product does not run Algorithm 1: one period
 against one cannot tell a step's gain from noise (a period's class
 throughput varies by more than one step moves it), so the guard searches
 each VM's timeout itself on a ladder of doubling rungs, each judged by a
-probe block (:mod:`vsmtio_agent.policy.guard`). Algorithm 1 is the
+candidate's probe (:mod:`vsmtio_agent.policy.search`). Algorithm 1 is the
 paper-literal configuration's, and the bench's point of comparison.
 """
 

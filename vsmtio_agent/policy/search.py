@@ -1,33 +1,9 @@
-"""The search guard: one procedure that finds what to keep on a host.
+"""The guard: one search for what to keep on a host (doc/source/policy.rst).
 
-An alternative to :mod:`vsmtio_agent.policy.guard` (``guard_procedure =
-search``; doc/source/policy.rst) with the same promise: a configuration
-stays only where every VM keeps its floor against the bare host and the
-serving VMs gain. Candidates (whole configurations: a timeout and a
-weight per group of serving VMs, a split grade) grow from the levers the
-host offers, each survivor opening its one-step neighbours, so joint
-configurations are built from parts that held up, and no lever steps
-past a value where a candidate it moved lost a floor. Each is probed
-against the bare host in ABBA blocks; each VM's per-pair log-ratio has
-an anytime-valid bound (:mod:`vsmtio_agent.policy.bounds`) read after
-every pair, candidate ``i`` at level ``alpha / (i * (i + 1))``, so the
-chance of keeping anything that misses a floor or the gain is at most
-``alpha`` however often the search looks. A candidate goes once a VM's
-upper bound is below its floor or its gain's upper bound below the best
-safe candidate's lower bound; the best safe one is kept. One bare
-holdout period in ``holdout_every`` feeds a CUSUM per VM, whose alarm,
-or a tenant's change, starts the search again. Where nothing is kept,
-the period at the holdout's place feeds each VM's level to the same
-detector instead: repeating a search on a host that has not changed
-would cost its tenants the same probes for the same answer. Pure:
-samples in, state out (``in_force``, ``kept``, ``phase``, ``verdicts``,
-``finished``).
-
-It stands alone: what it shares with the rules is their vocabulary
-(:mod:`vsmtio_agent.policy.vocabulary`: the mechanisms, a
-configuration, the timeout ladder) and how a probe reads a period and
-reports (:mod:`vsmtio_agent.policy.probing`), never the rules
-themselves, so either procedure can go without the other.
+A configuration stays only where every VM keeps its floor against the
+bare host and the serving VMs gain. Candidates grow from parts that held
+up, judged after every pair by anytime-valid bounds (``bounds``); a
+bare holdout then watches what is kept, and a change searches again.
 """
 
 import dataclasses
@@ -35,24 +11,24 @@ import math
 from typing import Optional
 
 from vsmtio_agent.policy import bounds
-from vsmtio_agent.policy import probing
 from vsmtio_agent.policy import vocabulary
 
 # the phases the engine reads (``phase == PROBE``: a probe is running)
 HOLD = 'hold'
 PROBE = 'probe'
-GRADES = (vocabulary.SPLIT,) + vocabulary.WIDER
+SERVING = 'serving'
+COMPUTING = 'computing'
+ABBA = (True, False, False, True)       # A = with the candidate
+GRADES = vocabulary.GRADES
 ACTIVE, SAFE, OUT, DONE = 'active', 'safe', 'eliminated', 'retired'
 _STARVED = math.log(1e3)
-MIN_LOSS_PAIRS = 4
-# a survivor grows neighbours while among this many leaders by gain
-LEADERS = 4
+MIN_LOSS_PAIRS = 4      # a loss is read from an ABBA quadruple on
+LEADERS = 4             # a survivor grows while among these by gain
 
 
 @dataclasses.dataclass(frozen=True)
 class Params:
     """The floors, the search's budget and the holdout's schedule."""
-
     cpu_min: float = 0.97
     io_min: float = 1.0
     alpha: float = 0.1
@@ -81,31 +57,49 @@ class Params:
             raise ValueError('bad search parameters: %r' % (self,))
 
     @classmethod
-    def from_conf(cls, conf, bounds=None, per_vm=True, smt=True,
-                  weights=True, retention=True):
+    def from_conf(cls, conf, bounds, per_vm=True, smt=True, weights=True,
+                  retention=True):
         o = conf.vsmtio_agent
-        extra = {}
-        if bounds is not None:
-            extra = dict(rungs=vocabulary.ladder(bounds),
-                         start_ns=vocabulary.start_rung(bounds))
         return cls(cpu_min=o.guard_cpu_min, io_min=o.guard_io_min,
-                   alpha=1.0 - o.guard_confidence,
-                   pairs=o.guard_probe_pairs,
+                   alpha=1.0 - o.guard_confidence, pairs=o.guard_probe_pairs,
                    max_pairs=4 * o.guard_probe_pairs,
                    settle_periods=o.guard_settle_periods,
-                   **({} if weights else {'weights': ()}),
+                   rungs=vocabulary.ladder(bounds),
+                   start_ns=vocabulary.start_rung(bounds),
                    io_halt_rate=o.guard_io_halt_rate, per_vm=per_vm,
-                   smt=smt, retention=retention, **extra)
+                   smt=smt, retention=retention,
+                   **({} if weights else {'weights': ()}))
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What the guard decided of one lever for one VM (None: host-wide)."""
+    mechanism: str
+    kept: bool
+    reason: str
+    domain: Optional[str] = None
+    timeout_ns: Optional[int] = None
+    ratios: tuple = ()                  # ((vm, kind, ratio), ...)
+    # loses, utility_logs, after_effect: read by status; the search: unset
+    loses: bool = False
+    utility: Optional[float] = None
+    utility_logs: tuple = ()
+    after_effect: bool = False
+    factor: Optional[float] = None
+
+    def _class_ratio(self, kind):
+        """The geometric-mean ratio of the VMs of ``kind`` (None: none)."""
+        logs = [math.log(r) for _vm, k, r in self.ratios
+                if k == kind and r > 0]
+        return math.exp(sum(logs) / len(logs)) if logs else None
+
+    cpu_ratio = property(lambda self: self._class_ratio(COMPUTING))
+    io_ratio = property(lambda self: self._class_ratio(SERVING))
 
 
 @dataclasses.dataclass(frozen=True)
 class Candidate:
-    """A configuration under test and what its pairs showed so far.
-
-    ``index`` is its order of opening (its level); ``move`` the lever and
-    VMs that differ from the candidate it grew from, ``value`` theirs.
-    """
-
+    """A configuration under test (``move``: the lever it changed, how)."""
     config: vocabulary.Config
     index: int
     move: tuple = ()
@@ -120,6 +114,9 @@ class Candidate:
     def level(self, params):
         return bounds.spent(self.index, params.alpha)
 
+    def gain_bounds(self, params, prior):
+        return bounds.interval(self.gain, self.level(params), prior)
+
     @property
     def n(self):
         return self.gain.n
@@ -130,7 +127,7 @@ class State:
     phase: str = HOLD
     kept: vocabulary.Config = vocabulary.BARE
     in_force: vocabulary.Config = vocabulary.BARE
-    kinds: tuple = ()
+    kinds: tuple = ()                   # ((vm, SERVING or COMPUTING), ...)
     light: frozenset = frozenset()
     groups: tuple = ()
     by_run_time: bool = False
@@ -141,27 +138,16 @@ class State:
     pending: Optional[dict] = None      # the first period of a pair
     settling: int = 0
     verdicts: tuple = ()
-    alarms: tuple = ()
-    finished: Optional[probing.Verdict] = None
+    finished: Optional[Verdict] = None
     searches: int = 0
-    held: int = 0                       # periods since the last holdout
+    held: int = -1                      # since the last holdout (-1: search)
     last_kept: Optional[dict] = None    # the last measured kept period
-    # what the detector compares a period with, per VM: the kept
-    # configuration's log-ratio over the bare host, or, with nothing
-    # kept, the VM's log level on the bare host
-    reference: tuple = ()               # ((vm, bounds.Running), ...)
+    # ((vm, bounds.Running), ...) a holdout is compared with: the kept
+    # configuration's log-ratio, or with nothing kept the VM's log level
+    reference: tuple = ()
     detector: tuple = ()                # ((vm, bounds.Cusum), ...)
     holdout_gain: bounds.Running = bounds.Running()
     changed: int = 0                    # periods a tenant change was seen
-
-    @property
-    def split_share(self):
-        return vocabulary.split_share(self.in_force.mechanisms)
-
-
-def start():
-    """Nothing kept; the search starts at the first period."""
-    return State(held=-1)
 
 
 def step(state, params, stats, served=None):
@@ -170,9 +156,8 @@ def step(state, params, stats, served=None):
     state = dataclasses.replace(state, finished=None)
     if state.settling:
         return dataclasses.replace(state, settling=state.settling - 1)
-    kinds = probing.vm_kinds(stats, params)
-    # a tenant changed (a VM came, left or changed class): seen in
-    # ``confirm_periods`` periods in a row, for classes may flicker
+    kinds = vm_kinds(stats, params)
+    # a VM came, left or changed class in enough periods in a row
     state = dataclasses.replace(state, changed=0 if kinds == state.kinds
                                 else state.changed + 1)
     if state.changed >= params.confirm_periods or state.held < 0:
@@ -186,25 +171,63 @@ def step(state, params, stats, served=None):
     return nxt
 
 
-# -- what the host offers ------------------------------------------------
+def _per_vm(stats, read):
+    """``{vm: the mean of read(vCPU stats) over its vCPUs}``."""
+    got = {}
+    for ref, st in stats.items():
+        got.setdefault(ref.domain, []).append(read(st))
+    return {vm: sum(xs) / len(xs) for vm, xs in got.items()}
+
+
+def _idle_rate(st):
+    # a retention replaces the halt exit it saves
+    return max(st.halt_rate or 0.0, st.retention_frequency or 0.0)
+
+
+def vm_kinds(stats, params):
+    """``((vm, kind), ...)``: a VM serves if its vCPUs idle often enough."""
+    return tuple((vm, SERVING if rate >= params.io_halt_rate else COMPUTING)
+                 for vm, rate in sorted(_per_vm(stats, _idle_rate).items()))
+
+
+def measure(stats, served, kinds):
+    """One period's ``({vm: throughput}, blind, by_run_time)``.
+
+    What a VM serves (else its idle entries), or the instructions it
+    retires (else its CPU time, ``by_run_time``, which bounds what it
+    computes but shows no sibling's cost; else ``blind``).
+    """
+    per_vm = {}
+    for ref, st in stats.items():
+        per_vm.setdefault(ref.domain, []).append(st)
+    totals = {}
+    blind = by_run_time = False
+    for vm, kind in kinds:
+        found = per_vm.get(vm)
+        if not found:
+            continue
+        if kind == SERVING and served and served.get(vm) is not None:
+            totals[vm] = served[vm]
+            continue
+        for name in (('halt_rate',) if kind == SERVING
+                     else ('instruction_rate', 'compute_share')):
+            rates = [getattr(st, name) for st in found]
+            totals[vm] = None if None in rates else sum(rates)
+            if totals[vm] is not None:
+                by_run_time |= name == 'compute_share'
+                break
+        blind |= totals[vm] is None and kind == COMPUTING
+    return totals, blind, by_run_time
+
 
 def groups(stats, kinds):
-    """The serving VMs grouped by workload, as far as the host shows it.
-
-    VMs whose vCPUs idle at rates within a factor of two of their
-    neighbour's in rate order are taken as one workload: a real host knows
-    VMs by UUID only, and its VMs of one workload wait alike.
-    """
-    serving = {vm for vm, kind in kinds if kind == probing.SERVING}
-    idle = {}
-    for ref, st in stats.items():
-        if ref.domain in serving:
-            rate = max(st.halt_rate or 0.0, st.retention_frequency or 0.0)
-            idle.setdefault(ref.domain, []).append(rate)
-    order = sorted(idle, key=lambda vm: (sum(idle[vm]) / len(idle[vm]), vm))
+    """The serving VMs grouped by workload, which a host knows by idling."""
+    serving = {vm for vm, kind in kinds if kind == SERVING}
+    idle = {vm: rate for vm, rate in _per_vm(stats, _idle_rate).items()
+            if vm in serving}
     out, last = [], None
-    for vm in order:
-        rate = max(sum(idle[vm]) / len(idle[vm]), 1e-9)
+    for vm in sorted(idle, key=lambda vm: (idle[vm], vm)):
+        rate = max(idle[vm], 1e-9)
         if last is None or rate > 2.0 * last:
             out.append([])
         out[-1].append(vm)
@@ -212,154 +235,108 @@ def groups(stats, kinds):
     return tuple(tuple(sorted(g)) for g in out)
 
 
-def _offers(state, params):
-    """The levers this host and these VMs offer: ``{lever: values}``."""
-    out = {}
-    if params.retention and params.rungs:
-        out[vocabulary.RETENTION] = params.rungs
-    if params.weights and state.light:
-        out[vocabulary.WEIGHT] = params.weights
-    if params.smt and not state.by_run_time:
-        out[vocabulary.SPLIT] = GRADES
-    return out
+def _offers(state, params, why=False):
+    """``{lever: its values}`` here (``why``: ``{lever: why not here}``)."""
+    got = {
+        vocabulary.RETENTION: params.rungs if params.retention
+        and params.rungs else 'the host has no retention timeout to turn',
+        vocabulary.WEIGHT: params.weights if params.weights and state.light
+        else 'the host sets no VM CPU weights' if not params.weights
+        else 'no VM is light enough (light_utilisation) to weigh more',
+        vocabulary.SPLIT: GRADES if params.smt and not state.by_run_time
+        else 'no core has SMT siblings to split' if not params.smt else
+        'computing VMs are judged by CPU time here (no instruction '
+        'counter), which does not show what a sibling costs them'}
+    return {lever: x for lever, x in got.items() if isinstance(x, str) == why}
 
 
 def untried(state, params):
-    """``{lever: why}`` of the levers this host and these VMs do not offer.
-
-    The reasons :func:`_offers` leaves a lever out, so ``status`` says why
-    rather than ``mechanisms kept: none`` with nothing said.
-    """
-    offered = _offers(state, params)
-    out = {}
-    if vocabulary.RETENTION not in offered:
-        out[vocabulary.RETENTION] = 'the host has no retention timeout to turn'
-    if vocabulary.WEIGHT not in offered:
-        out[vocabulary.WEIGHT] = (
-            'the host sets no VM CPU weights' if not params.weights
-            else 'no VM is light enough (light_utilisation) to weigh more')
-    if vocabulary.SPLIT not in offered:
-        out[vocabulary.SPLIT] = (
-            'no core has SMT siblings to split' if not params.smt else
-            'computing VMs are judged by CPU time here (no instruction '
-            'counter), which does not show what a sibling costs them')
+    """``{lever: why}`` of the levers the host does not offer."""
+    out = _offers(state, params, why=True)
+    if vocabulary.SPLIT in out:
         out[vocabulary.BORROW] = 'borrowing comes with the split'
     return out
 
 
 def _units(state, params, lever):
-    """The VM tuples a ``lever`` moves together: groups, then single VMs."""
+    """The VM tuples a ``lever`` moves together: its groups."""
     if lever == vocabulary.SPLIT:
         return [()]
     if lever == vocabulary.RETENTION and not params.per_vm:
         return [(vocabulary.ALL_VMS,)]
-    units = []
-    for g in state.groups:
-        vms = g if lever == vocabulary.RETENTION else tuple(
-            vm for vm in g if vm in state.light)
-        if vms:
-            units.append(vms)
-    return units
+    units = [g if lever == vocabulary.RETENTION else tuple(
+        vm for vm in g if vm in state.light) for g in state.groups]
+    return [vms for vms in units if vms]
 
 
-def _value(config, lever, vms):
-    """``lever``'s value for every VM of ``vms`` (None: unset or mixed)."""
-    if lever == vocabulary.SPLIT:
-        return vocabulary.top_split(config.mechanisms)
+def _steps(lever, values, config, vms, start_ns):
+    """The values one step up from the VMs' own, and a timeout's down."""
     got = {config.value(lever, vm) for vm in vms}
-    return got.pop() if len(got) == 1 else None
-
-
-def _set(config, lever, vms, value):
-    """``config`` with ``lever`` at ``value`` for ``vms`` (split: borrow)."""
-    if lever == vocabulary.SPLIT:
-        levels = GRADES[:GRADES.index(value) + 1]
-        return dataclasses.replace(config, mechanisms=frozenset(
-            config.mechanisms | set(levels) | {vocabulary.BORROW}))
-    for vm in vms:
-        config = config.with_value(lever, vm, value)
-    return config
-
-
-def _next(values, now):
-    """The value one step up from ``now`` (the first from unset), or None."""
+    now = (vocabulary.top_split(config.mechanisms) if lever == vocabulary.SPLIT
+           else got.pop() if len(got) == 1 else None)
     if now is None:
-        return values[0]
-    i = values.index(now) + 1 if now in values else len(values)
-    return values[i] if i < len(values) else None
+        return [start_ns if lever == vocabulary.RETENTION else values[0]]
+    if now not in values:
+        return []
+    i = values.index(now)
+    return [*values[i + 1:i + 2],
+            *(values[i - 1:i] if lever == vocabulary.RETENTION else ())]
 
 
 def _moves(state, params, config, single=False):
-    """``(config, move, value)``: one lever of one unit one step on.
-
-    A step is up (a longer timeout, a larger weight, a wider split) from
-    where the unit is; a timeout also steps down. ``single`` moves each VM
-    of a multi-VM group alone (the refinement of a leader).
-    """
+    """``(config, move, value)``: one lever of one unit (``single``: VM)."""
     out = []
     for lever, values in _offers(state, params).items():
         units = _units(state, params, lever)
-        if single:
-            units = [(vm,) for u in units if len(u) > 1 for vm in u]
-        for vms in units:
-            now = _value(config, lever, vms)
-            steps = [_next(values, now)]
-            if lever == vocabulary.RETENTION and now is None:
-                steps = [params.start_ns]
-            elif lever == vocabulary.RETENTION and now in values:
-                i = values.index(now)
-                steps.append(values[i - 1] if i else None)
-            for v in steps:
-                if v is not None:
-                    out.append((_set(config, lever, vms, v), (lever, vms), v))
+        for vms in ([(vm,) for u in units if len(u) > 1 for vm in u]
+                    if single else units):
+            for v in _steps(lever, values, config, vms, params.start_ns):
+                if lever == vocabulary.SPLIT:   # each grade, and borrowing
+                    new = dataclasses.replace(config, mechanisms=frozenset(
+                        config.mechanisms | set(GRADES[:GRADES.index(v) + 1])
+                        | {vocabulary.BORROW}))
+                else:
+                    new = config
+                    for vm in vms:
+                        new = new.with_value(lever, vm, v)
+                out.append((new, (lever, vms), v))
     return out
 
 
-def _beyond_cliff(candidates, move, value):
-    """Whether ``value`` of ``move`` passes one a candidate failed a floor at.
-
-    Only a loss (an upper bound below a floor) marks a cliff; every lever
-    costs the neighbours more as it grows (a longer retention holds a
-    hyperthread longer, a larger weight takes more of the period).
-    """
-    def rank(v):
-        return GRADES.index(v) if move[0] == vocabulary.SPLIT else v
-    for c in candidates:
-        if c.lost and c.move == move and rank(value) > rank(c.value):
-            return True
-    return False
-
-
 def _open(state, params, proposals):
-    """``state`` with the proposals not yet opened added, up to the cap."""
+    """``state`` with new proposals, none past a value that lost a floor."""
     cands = list(state.candidates)
     seen = {c.config for c in cands}
     for config, move, value in proposals:
+        # every lever costs the neighbours more as it grows
+        rank = GRADES.index if move[0] == vocabulary.SPLIT else float
         if len(cands) >= params.max_candidates:
             break
-        if config in seen or config == vocabulary.BARE or _beyond_cliff(
-                cands, move, value):
+        if config in seen or config == vocabulary.BARE or any(
+                c.lost and c.move == move and rank(value) > rank(c.value)
+                for c in cands):
             continue
         seen.add(config)
         cands.append(Candidate(config, len(cands) + 1, move, value))
     return dataclasses.replace(state, candidates=tuple(cands))
 
 
-# -- the search ----------------------------------------------------------
-
 def _begin(state, params, stats, kinds):
     """Start a search from the bare host (the tenants are these now)."""
-    _values, blind, by_run_time = probing.measure(stats, None, kinds)
-    state = dataclasses.replace(
-        state, kinds=kinds, light=probing.light(stats, params),
+    _values, blind, by_run_time = measure(stats, None, kinds)
+    # a raised weight buys a light VM wake-ups, not CPU time
+    load = _per_vm(stats, lambda st: 1.0 if st.utilisation is None
+                   else st.utilisation)
+    state = dataclasses.replace(state, kinds=kinds, light=frozenset(
+        vm for vm, u in load.items() if u <= params.light_utilisation),
         groups=groups(stats, kinds), by_run_time=by_run_time,
         candidates=(), changed=0, held=0, pending=None, position=0,
         last_kept=None, detector=(), holdout_gain=bounds.Running())
     if blind or not state.groups:
-        why = ('a computing VM cannot be measured (no instruction counter '
-               'nor CPU time): nothing is probed' if blind else
-               'no VM serves: the mechanisms are for I/O')
-        return _finish(state, params, why)
+        return _finish(state, params, (
+            'a computing VM cannot be measured (no instruction counter '
+            'nor CPU time): nothing is probed' if blind else
+            'no VM serves: the mechanisms are for I/O'))
     state = _open(state, params, _moves(state, params, vocabulary.BARE))
     if not state.candidates:
         return _finish(state, params, 'the host offers no lever')
@@ -373,22 +350,16 @@ def _visit(state, params):
     if not active or (len(active) == 1 and active[0] is best):
         return _finish(state, params, None)
     c = min(active, key=lambda x: (x.n, x.index))
-    target = min(params.max_pairs, max(params.pairs, 2 * c.n))
-    i = state.candidates.index(c)
-    return dataclasses.replace(state, phase=PROBE, current=i, target=target,
-                               position=0, pending=None, in_force=c.config)
-
-
-def _floor(params, kind):
-    return math.log(params.cpu_min if kind == probing.COMPUTING
-                    else params.io_min)
+    return dataclasses.replace(
+        state, phase=PROBE, current=state.candidates.index(c),
+        target=min(params.max_pairs, max(params.pairs, 2 * c.n)),
+        position=0, pending=None, in_force=c.config)
 
 
 def pair_logs(kinds, a, b):
-    """``({vm: log of a over b}, gain log)`` of one pair, or None.
+    """``({vm: log of a over b}, gain log)``, None if a VM is unmeasured.
 
-    None where a VM went unmeasured in either period: the pair then says
-    nothing of it, and a candidate's VMs are judged on the same pairs.
+    (So each candidate's VMs are judged on the same pairs.)
     """
     logs = {}
     for vm, _kind in kinds:
@@ -399,48 +370,38 @@ def pair_logs(kinds, a, b):
         logs[vm] = (math.log(va / vb) if va > 0 and vb > 0 else 0.0
                     if va <= 0 and vb <= 0 else math.copysign(
                         _STARVED, va - vb))
-    serving = [logs[vm] for vm, kind in kinds if kind == probing.SERVING]
+    serving = [logs[vm] for vm, kind in kinds if kind == SERVING]
     if not serving:
         return None
     return logs, math.fsum(serving) / len(serving)
 
 
+def _fed(runs, logs):
+    """``runs`` (``((vm, Running), ...)``) with ``{vm: x}`` taken in."""
+    runs = dict(runs)
+    for vm, x in logs.items():
+        runs[vm] = runs.get(vm, bounds.Running()).add(x)
+    return tuple(sorted(runs.items()))
+
+
 def add_pair(c, kinds, params, logs, gain, prior=None):
-    """``c`` with one pair added, eliminated if a VM is below its floor."""
-    runs = dict(c.logs)
-    runs = {vm: runs.get(vm, bounds.Running()).add(logs[vm])
-            for vm, _kind in kinds}
-    c = dataclasses.replace(c, logs=tuple(sorted(runs.items())),
+    """``c`` with one pair added: out, safe or still active."""
+    c = dataclasses.replace(c, logs=_fed(c.logs, logs),
                             gain=c.gain.add(gain))
-    return judge(c, kinds, params, prior or {})
-
-
-def priors(candidates):
-    """``{vm: variance}`` pooled over the candidates (``None``: the gain)."""
-    runs = {}
-    for c in candidates:
-        runs.setdefault(None, []).append(c.gain)
-        for vm, r in c.logs:
-            runs.setdefault(vm, []).append(r)
-    return {vm: bounds.pooled_variance(rs) for vm, rs in runs.items()}
-
-
-def judge(c, kinds, params, prior):
-    """``c``'s status after its latest pair: out, safe or still active.
-
-    A loss is read from ``MIN_LOSS_PAIRS`` pairs on (an ABBA quadruple).
-    """
+    prior = prior or {}
     alpha = c.level(params)
     low = True
     runs = dict(c.logs)
     for vm, kind in kinds:
+        floor = math.log(params.cpu_min if kind == COMPUTING
+                         else params.io_min)
         lo, hi = bounds.interval(runs[vm], alpha, prior.get(vm))
-        if hi < _floor(params, kind) and c.n >= MIN_LOSS_PAIRS:
+        if hi < floor and c.n >= MIN_LOSS_PAIRS:
             return dataclasses.replace(c, status=OUT, lost=True, reason=(
                 '%s at most %.3f, below its floor %.2f, after %d pairs'
-                % (vm, math.exp(hi), math.exp(_floor(params, kind)), c.n)))
-        low = low and lo >= _floor(params, kind)
-    lo, _hi = bounds.interval(c.gain, alpha, prior.get(None))
+                % (vm, math.exp(hi), math.exp(floor), c.n)))
+        low = low and lo >= floor
+    lo, _hi = c.gain_bounds(params, prior.get(None))
     safe = low and lo > 0.0 and c.n >= params.pairs
     status = c.status if c.status == DONE else (SAFE if safe else ACTIVE)
     return dataclasses.replace(c, status=status, safe=safe, reason=(
@@ -449,40 +410,55 @@ def judge(c, kinds, params, prior):
         'not yet shown to clear every floor and gain after %d pairs' % c.n))
 
 
+def priors(candidates):
+    """``{vm: variance}`` pooled over the candidates (``None``: the gain).
+
+    Where the candidates' pairs leave fewer than two degrees of freedom,
+    a VM has none.
+    """
+    runs = {}
+    for c in candidates:
+        for vm, r in ((None, c.gain),) + c.logs:
+            if r.n > 1:
+                runs.setdefault(vm, []).append(r)
+    df = {vm: sum(r.n - 1 for r in rs) for vm, rs in runs.items()}
+    return {vm: math.fsum(r.m2 for r in rs) / df[vm]
+            for vm, rs in runs.items() if df[vm] >= 2}
+
+
 def _best(candidates, params):
     """The safe candidate with the highest lower bound on its gain."""
     safe = [c for c in candidates if c.safe and c.status != OUT]
     prior = priors(candidates).get(None)
-    return max(safe, key=lambda c: (bounds.interval(
-        c.gain, c.level(params), prior)[0], -c.index), default=None)
+    return max(safe, key=lambda c: (c.gain_bounds(params, prior)[0],
+                                    -c.index), default=None)
 
 
 def _search_step(state, params, stats, served):
     """Account one measured period of the visit under way."""
-    values, blind, _cpu = probing.measure(stats, served, state.kinds)
+    values, blind, _cpu = measure(stats, served, state.kinds)
     if blind:
         return _begin(state, params, stats, state.kinds)
-    c = state.candidates[state.current]
+    i = state.current
+    c = state.candidates[i]
     pos = state.position + 1
+    arm = c.config if ABBA[pos % 4] else vocabulary.BARE
     if state.pending is None:
-        return dataclasses.replace(
-            state, position=pos, pending=(state.in_force == c.config,
-                                          values),
-            in_force=c.config if probing.ABBA[pos % 4] else vocabulary.BARE)
+        return dataclasses.replace(state, position=pos, in_force=arm,
+                                   pending=(state.in_force == c.config,
+                                            values))
     first_with, first = state.pending
-    a, b = (first, values) if first_with else (values, first)
-    got = pair_logs(state.kinds, a, b)
+    got = pair_logs(state.kinds, *((first, values) if first_with
+                                   else (values, first)))
     if got is not None:
         c = add_pair(c, state.kinds, params, *got,
                      prior=priors(state.candidates))
-    cands = list(state.candidates)
-    cands[state.current] = c
-    state = dataclasses.replace(state, candidates=tuple(cands),
-                                position=pos, pending=None)
+    state = dataclasses.replace(state, position=pos, pending=None,
+                                candidates=state.candidates[:i] + (c,)
+                                + state.candidates[i + 1:])
     if c.status == OUT or c.n >= state.target or pos >= 4 * state.target:
         return _visit(_after_visit(state, params), params)
-    return dataclasses.replace(
-        state, in_force=c.config if probing.ABBA[pos % 4] else vocabulary.BARE)
+    return dataclasses.replace(state, in_force=arm)
 
 
 def _after_visit(state, params):
@@ -495,9 +471,9 @@ def _after_visit(state, params):
     best = _best(cands, params)
     prior = priors(cands).get(None)
     if best is not None:
-        floor = bounds.interval(best.gain, best.level(params), prior)[0]
+        floor = best.gain_bounds(params, prior)[0]
         for i, x in enumerate(cands):
-            hi = bounds.interval(x.gain, x.level(params), prior)[1]
+            hi = x.gain_bounds(params, prior)[1]
             if x is not best and x.status != OUT and hi < floor:
                 cands[i] = dataclasses.replace(x, status=OUT, reason=(
                     'gains at most %.3f, below the %.3f %s is shown to '
@@ -518,39 +494,29 @@ def describe(config):
     """A configuration in a few words (for reasons and logs)."""
     parts = ['%s %gus' % (vm, ns / 1000) for vm, ns in config.timeouts]
     parts += ['%s x%g' % (vm, f) for vm, f in config.weights]
-    top = vocabulary.top_split(config.mechanisms)
-    if top is not None:
-        parts.append(top)
-    return ', '.join(parts) or 'the bare host'
+    parts.append(vocabulary.top_split(config.mechanisms))
+    return ', '.join(p for p in parts if p) or 'the bare host'
 
-
-# -- the end of a search, and the holdout ---------------------------------
 
 def _finish(state, params, why):
     """Keep the best safe candidate (or nothing); say why for each lever."""
     best = _best(state.candidates, params)
     kept = best.config if best is not None else vocabulary.BARE
-    reference = best.logs if best is not None else ()
-    summary = probing.Verdict('search', best is not None, why or (
+    summary = Verdict('search', best is not None, why or (
         'kept %s of %d candidates: %s' % (
             describe(kept), len(state.candidates),
             best.reason if best else 'none shown safe and gaining, so '
             'none is probed again until the bare host changes')))
     return dataclasses.replace(
         state, phase=HOLD, kept=kept, in_force=kept, current=None,
-        pending=None, searches=state.searches + 1, held=0,
-        reference=reference, detector=(), verdicts=verdicts(
-            state, params, kept, best, why) + (summary,),
-        alarms=(), finished=summary, last_kept=None,
-        holdout_gain=bounds.Running())
+        pending=None, searches=state.searches + 1, held=0, finished=summary,
+        reference=best.logs if best is not None else (), detector=(),
+        verdicts=verdicts(state, params, kept, best, why) + (summary,),
+        last_kept=None, holdout_gain=bounds.Running())
 
 
 def verdicts(state, params, kept, best, why=None):
-    """One verdict per lever and VM the search could have kept.
-
-    Kept where ``kept`` has it; otherwise why the candidates with it
-    went (the one with most pairs speaks for them), or ``why`` none ran.
-    """
+    """One verdict per lever and VM: kept, or why its candidates went."""
     return tuple(_verdict(state, kept, best, lever, vm, why)
                  for lever in _offers(state, params)
                  for vms in _units(state, params, lever)
@@ -558,151 +524,113 @@ def verdicts(state, params, kept, best, why=None):
 
 
 def _verdict(state, kept, best, lever, vm, why):
-    has = [c for c in state.candidates if _has(c.config, lever, vm)]
-    now = _has(kept, lever, vm)
-    speaker = best if now else max(has, key=lambda c: c.n, default=None)
+    def has(config):
+        if lever == vocabulary.SPLIT:
+            return vocabulary.SPLIT in config.mechanisms
+        return config.value(lever, vm) is not None
+    with_it = [c for c in state.candidates if has(c.config)]
+    now = has(kept)
+    # the one with most pairs speaks for the candidates that went
+    speaker = best if now else max(with_it, key=lambda c: c.n, default=None)
     if speaker is None:
         reason = why or 'not tried'
     elif now:
         reason = 'kept in %s: %s' % (describe(kept), speaker.reason)
     else:
         reason = 'not kept (%d candidates with it; %s: %s)' % (
-            len(has), describe(speaker.config), speaker.reason
+            len(with_it), describe(speaker.config), speaker.reason
             + (', but gains less than what is kept' if speaker.safe
                else ''))
-    return probing.Verdict(
+    kind = dict(state.kinds)
+    return Verdict(
         lever, now, reason, domain=vm,
-        timeout_ns=kept.timeout(vm) if lever == vocabulary.RETENTION else None,
-        factor=kept.weight(vm) if lever == vocabulary.WEIGHT else None,
-        ratios=_ratios(state, speaker),
+        timeout_ns=kept.value(lever, vm) if lever == vocabulary.RETENTION
+        else None,
+        factor=kept.value(lever, vm) if lever == vocabulary.WEIGHT else None,
+        ratios=tuple((x, kind.get(x), math.exp(r.mean))
+                     for x, r in (speaker.logs if speaker else ())),
         utility=(math.exp(speaker.gain.mean)
                  if speaker is not None and speaker.n else None))
-
-
-def _has(config, lever, vm):
-    if lever == vocabulary.SPLIT:
-        return vocabulary.SPLIT in config.mechanisms
-    return config.value(lever, vm) is not None
-
-
-def _ratios(state, c):
-    kind = dict(state.kinds)
-    return tuple((vm, kind.get(vm), math.exp(r.mean))
-                 for vm, r in (c.logs if c else ()))
 
 
 def _hold_step(state, params, stats, served):
     """A period of the kept configuration, or of the holdout."""
     held = state.held + 1
-    values, blind, _cpu = probing.measure(stats, served, state.kinds)
-    if state.kept == vocabulary.BARE:
-        if held < params.holdout_every or blind:
-            return dataclasses.replace(state, held=held)
-        return _watch(dataclasses.replace(state, held=0), params, values)
-    if state.in_force == vocabulary.BARE:
-        # the holdout period just ran: its pair with the last kept one
-        return _holdout(state, params, values)
-    last = None if blind else values
-    if held >= params.holdout_every - params.settle_periods - 1:
-        return dataclasses.replace(state, held=held, last_kept=last,
-                                   in_force=vocabulary.BARE)
-    return dataclasses.replace(state, held=held, last_kept=last,
-                               in_force=state.kept)
+    values, blind, _cpu = measure(stats, served, state.kinds)
+    if state.kept == vocabulary.BARE and (held < params.holdout_every
+                                          or blind):
+        return dataclasses.replace(state, held=held)
+    if vocabulary.BARE in (state.kept, state.in_force):
+        return _observe(state, params, values)
+    holdout = held >= params.holdout_every - params.settle_periods - 1
+    return dataclasses.replace(
+        state, held=held, last_kept=None if blind else values,
+        in_force=vocabulary.BARE if holdout else state.kept)
 
 
-def _holdout(state, params, values):
-    """Feed the detector one holdout pair; restart the search on alarm."""
+def _observe(state, params, values):
+    """Feed the detector one holdout; search again on an alarm.
+
+    A holdout is each VM's ratio of the bare period to the last kept one
+    or, with nothing kept, its level, whose first ``pairs`` only make the
+    reference (as many as a kept candidate's).
+    """
     state = dataclasses.replace(state, held=0, in_force=state.kept)
-    got = (pair_logs(state.kinds, state.last_kept, values)
-           if state.last_kept is not None else None)
-    if got is None:
-        return state
-    logs, gain = got
+    if state.kept == vocabulary.BARE:
+        logs = {vm: math.log(v) for vm, v in values.items() if v and v > 0}
+        known = dict(state.reference)
+        if min((known[vm].n for vm in logs if vm in known), default=0) < (
+                params.pairs):
+            return dataclasses.replace(state, reference=_fed(
+                state.reference, logs))
+    else:
+        got = (pair_logs(state.kinds, state.last_kept, values)
+               if state.last_kept is not None else None)
+        if got is None:
+            return state
+        logs, gain = got
     state, alarm = _detect(state, params, logs)
-    run = state.holdout_gain.add(gain)
+    if state.kept == vocabulary.BARE:
+        note = Verdict('watch', False, (
+            'nothing kept; the bare host changed: %s; searching again'
+            % ', '.join('%s at %.3f of its level' % (vm, math.exp(d))
+                        for vm, d in alarm)))
+    else:
+        run = state.holdout_gain.add(gain)
+        note = _holdout_verdict(params, run, logs, alarm)
+        state = dataclasses.replace(state, holdout_gain=run, verdicts=tuple(
+            v for v in state.verdicts if v.mechanism != 'holdout') + (note,))
+    return dataclasses.replace(state, finished=note, held=-1) if alarm \
+        else state
+
+
+def _holdout_verdict(params, run, logs, alarm):
     cost = math.expm1(run.mean) * (params.settle_periods + 1) / (
         params.holdout_every + params.settle_periods)
-    note = probing.Verdict('holdout', not alarm, (
+    return Verdict('holdout', not alarm, (
         'one period in %d bare: %d holdouts, the kept configuration gains '
         '%.3f over them, so the holdout costs %.2f%% of what is served; %s'
         % (params.holdout_every, run.n, math.exp(run.mean), 100.0 * cost,
            'changed: %s; searching again' % ', '.join(
                '%s at %.3f' % (vm, math.exp(logs[vm])) for vm, _d in alarm)
            if alarm else 'no change')))
-    verdicts = tuple(v for v in state.verdicts if v.mechanism != 'holdout')
-    state = dataclasses.replace(state, holdout_gain=run,
-                                verdicts=verdicts + (note,))
-    return _again(state, note) if alarm else state
-
-
-def _watch(state, params, values):
-    """With nothing kept: one period's level of each VM, as a holdout's.
-
-    Its first ``pairs`` observations only make the reference, so the
-    detector starts from as many as a kept candidate's.
-    """
-    logs = {vm: math.log(v) for vm, v in values.items() if v and v > 0}
-    known = dict(state.reference)
-    if min((known[vm].n for vm in logs if vm in known), default=0) < (
-            params.pairs):
-        return dataclasses.replace(state, reference=_levels(
-            state.reference, logs))
-    state, alarm = _detect(state, params, logs)
-    if not alarm:
-        return state
-    return _again(state, probing.Verdict('watch', False, (
-        'nothing kept; the bare host changed: %s; searching again'
-        % ', '.join('%s at %.3f of its level' % (vm, math.exp(d))
-                    for vm, d in alarm))))
 
 
 def _detect(state, params, logs):
-    """``(state, [(vm, log distance)])``: one observation per VM taken in.
+    """``(state, [(vm, log distance)])`` with one observation per VM in.
 
-    The alarms are the VMs whose CUSUM crossed, with the observation's
-    distance from their reference.
-
-    Each is standardised as a new draw from the reference (its mean's own
-    error included), which then takes it in: the detector starts from the
-    kept candidate's pairs (or the watch's first periods) and sharpens
-    with every observation.
+    Each is a new draw from its reference, whose mean's error counts,
+    which then takes it in.
     """
-    cusums = dict(state.detector)
-    reference = dict(state.reference)
-    alarm = []
+    cusums, reference, alarm = dict(state.detector), dict(state.reference), []
     for vm, r in state.reference:
-        if vm not in logs:
-            continue
-        z = (logs[vm] - r.mean) / (r.sd * math.sqrt(1.0 + 1.0 / r.n))
-        cusums[vm], hit = bounds.cusum_step(
-            cusums.get(vm, bounds.Cusum()), z, params.cusum_drift,
-            params.cusum_threshold)
-        reference[vm] = r.add(logs[vm])
-        if hit:
-            alarm.append((vm, logs[vm] - r.mean))
+        if vm in logs:
+            z = (logs[vm] - r.mean) / (math.sqrt(r.variance)
+                                       * math.sqrt(1.0 + 1.0 / r.n))
+            cusums[vm], hit = cusums.get(vm, bounds.Cusum()).step(
+                z, params.cusum_drift, params.cusum_threshold)
+            reference[vm] = r.add(logs[vm])
+            alarm += [(vm, logs[vm] - r.mean)] if hit else []
     return dataclasses.replace(
         state, detector=tuple(sorted(cusums.items())),
         reference=tuple(sorted(reference.items()))), alarm
-
-
-def _again(state, note):
-    """The search starts at the next period, from the bare host."""
-    return dataclasses.replace(state, finished=note, held=-1)
-
-
-def _levels(levels, logs):
-    """``levels`` with each VM's log level of one period added."""
-    runs = dict(levels)
-    for vm, x in logs.items():
-        runs[vm] = runs.get(vm, bounds.Running()).add(x)
-    return tuple(sorted(runs.items()))
-
-
-def climbed(state, params):
-    """Whether a search has ended and what it keeps is in force."""
-    return state.searches > 0 and state.phase == HOLD
-
-
-def retries_periodic(state, params):
-    """Always: the search has no back-off; its schedule is the holdout's."""
-    return True

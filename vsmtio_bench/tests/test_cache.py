@@ -55,7 +55,7 @@ class TestVersion(testtools.TestCase):
         files = {str(p.relative_to(cache.ROOT))
                  for p in cache._files(cache.PRODUCT)}
         self.assertIn('vsmtio_sim/engine.py', files)
-        self.assertIn('vsmtio_agent/policy/guard.py', files)
+        self.assertIn('vsmtio_agent/policy/search.py', files)
         self.assertIn('vsmtio_sim/scenarios/fig5_hbase_pagerank.yaml', files)
         for skipped in ('vsmtio_sim/tenants.py', 'vsmtio_sim/cmd.py'):
             self.assertNotIn(skipped, files)

@@ -8,10 +8,10 @@ import testtools
 import yaml
 
 from vsmtio_agent import model
+from vsmtio_agent.policy import search
 from vsmtio_agent.policy import vocabulary
 from vsmtio_bench import oracle as bench_oracle
 from vsmtio_bench import space
-from vsmtio_sim import runner
 from vsmtio_sim.tests import helpers as h
 
 
@@ -34,8 +34,7 @@ class TestSpace(testtools.TestCase):
         self.assertEqual(4.0, space.WEIGHTS[-1])
         self.assertEqual({0.25}, {round(b - a, 9) for a, b in zip(
             space.WEIGHTS, space.WEIGHTS[1:])})
-        conf = runner.make_conf('io_only', 'vsmtio')
-        for f in conf.vsmtio_agent.guard_weight_factors:
+        for f in search.Params().weights:
             self.assertIn(f, space.WEIGHTS)
 
     def test_timeouts_double_at_most_from_25_us_to_1_ms(self):

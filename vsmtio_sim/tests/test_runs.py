@@ -1,6 +1,7 @@
 """Whole runs: determinism, the real agent on the simulated host, the CLI,
 and the paper's directions on a reduced host (§6)."""
 
+import ast
 import json
 import os
 import tempfile
@@ -242,6 +243,24 @@ class TestCli(testtools.TestCase):
             self.assertIn(kernel, out)
         self.assertIn('1.000', out)
         self.assertIn('vsmtio: the real agent ran', out)
+
+
+class TestSteadyWindow(testtools.TestCase):
+    """The window the benches' cached runs are measured over."""
+
+    def test_673_periods_at_the_defaults(self):
+        conf = runner.make_conf('sockperf_matmul', 'vsmtio')
+        self.assertEqual(67.3, runner.steady_window(conf))
+        self.assertEqual(673, round(runner.steady_window(conf)
+                                    / conf.vsmtio_agent.period))
+
+    def test_no_policy_code_sets_it(self):
+        with open(runner.__file__) as f:
+            tree = ast.parse(f.read())
+        imported = [n.module for n in ast.walk(tree)
+                    if isinstance(n, ast.ImportFrom)]
+        self.assertFalse([m for m in imported
+                          if m.startswith('vsmtio_agent.policy')])
 
 
 class TestSteadyState(testtools.TestCase):

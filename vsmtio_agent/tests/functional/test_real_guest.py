@@ -163,7 +163,7 @@ class TestAgentInProcess(RealGuestTestCase):
         # retention): no pin, no share, no knob moves
         conf = host_fixtures.make_conf(
             self, libvirt_uri=guest_mod.URI, period=0.2,
-            guard_probe_pairs=2, guard_retest_periods=10)
+            guard_probe_pairs=2)
         driver = libvirt_driver.LibvirtHostDriver(conf)
         agent = agent_mod.Agent(conf, driver)
         knob = kernel_knobs.Knob('/sys', kernel_knobs.HALT_POLL_NS)

@@ -20,9 +20,8 @@ from vsmtio_agent import conf
 from vsmtio_agent.drivers import base
 from vsmtio_agent import metrics
 from vsmtio_agent import model
-from vsmtio_agent.policy import guard
 from vsmtio_agent.policy import mist
-from vsmtio_agent.policy import probing
+from vsmtio_agent.policy import search
 from vsmtio_agent import status
 
 MS = 10 ** 6
@@ -376,14 +375,14 @@ class TestGuardInTheRecord(AgentTestCase):
         return a.tick()
 
     def judged(self):
-        kept = probing.Verdict(
+        kept = search.Verdict(
             'retention', True, 'gains 1.200, every VM at its floor',
             domain='io-vm', timeout_ns=50000,
             ratios=(('cpu-vm', 'computing', 0.99),
                     ('io-vm', 'serving', 1.45)))
-        split = probing.Verdict(
+        split = search.Verdict(
             'split', False, 'a VM loses: cpu-vm 0.900 < 0.97', loses=True)
-        alarm = probing.Verdict(
+        alarm = search.Verdict(
             'split', False, 'after-effect: dropping it did not restore the '
             'host (cpu-vm at 0.80 of the level before); held off',
             loses=True, after_effect=True)
@@ -528,10 +527,10 @@ class TestRefusedByTheHost(AgentTestCase):
         # split is never tried; the status says so where it says "none"
         host = RefusingHost([snapshot(0, 0), snapshot(100, 60)])
         period = self.period(host)
-        params = guard.Params(retention=False, weight_factors=())
+        params = search.Params(retention=False, weights=())
         period = dataclasses.replace(
-            period, untried=guard.untried(
-                guard.State(by_run_time=True), params))
+            period, untried=search.untried(
+                search.State(by_run_time=True), params))
         text = status.format_table(self.doc(host, period))
         self.assertIn('mechanisms kept: none\n', text)
         self.assertIn('  retention: refused by the host (%s)\n'

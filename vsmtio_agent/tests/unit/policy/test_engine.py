@@ -5,9 +5,9 @@ import testtools
 
 from vsmtio_agent import model
 from vsmtio_agent.policy import engine
-from vsmtio_agent.policy import guard
 from vsmtio_agent.policy import ltcr
 from vsmtio_agent.policy import rass
+from vsmtio_agent.policy import search
 from vsmtio_agent.policy import vocabulary
 from vsmtio_agent.tests.unit.policy import helpers
 
@@ -78,7 +78,7 @@ class TestPolicyEngine(testtools.TestCase):
         # a probe's B arm runs the bare host: every retention rate is zero,
         # which says nothing of a class; RASS keeps the roles it planned,
         # or the next split would pin every I/O-bound vCPU as CPU-bound
-        eng = engine.PolicyEngine(self.topo, params(guard=guard.Params()))
+        eng = engine.PolicyEngine(self.topo, params(guard=search.Params()))
 
         retaining = vocabulary.Config(timeouts=(('vm', 50 * US),))
 
@@ -86,7 +86,7 @@ class TestPolicyEngine(testtools.TestCase):
             eng.guard = dataclasses.replace(
                 eng.guard, kept=retaining,
                 in_force=retaining if in_force else vocabulary.BARE,
-                countdown=100)
+                held=0, changed=0)
             return eng.step({
                 R(0): helpers.stats(io_rate, core_id=0,
                                     utilisation=io_util),
@@ -104,11 +104,11 @@ class TestPolicyEngine(testtools.TestCase):
         # the guard keeps the split on a host where no retention pays:
         # the vCPU that idles hundreds of times a second gets the I/O
         # sibling, whatever roles were held before
-        eng = engine.PolicyEngine(self.topo, params(guard=guard.Params()))
+        eng = engine.PolicyEngine(self.topo, params(guard=search.Params()))
         eng.roles = {R(0): model.Role.CPU, R(1): model.Role.IO}
         split = vocabulary.Config(mechanisms=frozenset({vocabulary.SPLIT}))
         eng.guard = dataclasses.replace(eng.guard, kept=split,
-                                        in_force=split, countdown=100)
+                                        in_force=split, held=0, changed=0)
         d = eng.step({
             R(0): helpers.stats(0.0, core_id=0, utilisation=0.3,
                                 halt_rate=800.0),
@@ -122,9 +122,9 @@ class TestPolicyEngine(testtools.TestCase):
         # one core of two siblings: three busy vCPUs have no other core
         # to be spread to, so each is over its share of this one
         eng = engine.PolicyEngine(model.Topology.uniform(1),
-                                  params(guard=guard.Params()))
+                                  params(guard=search.Params()))
         eng.roles = {R(0): model.Role.IO, R(1): model.Role.CPU}
-        eng.guard = dataclasses.replace(eng.guard, countdown=100)
+        eng.guard = dataclasses.replace(eng.guard, held=0, changed=0)
         # computing beyond its share of the core (one of two threads)
         d = eng.step({R(0): helpers.stats(0.0, core_id=0, utilisation=1.0),
                       R(1): helpers.stats(0.0, core_id=0, utilisation=1.0),
@@ -134,10 +134,10 @@ class TestPolicyEngine(testtools.TestCase):
     def test_the_guard_decides_each_vms_retention(self):
         # per VM: only the VMs the guard keeps retain, each at its own
         eng = engine.PolicyEngine(self.topo, params(
-            guard=guard.Params(per_vm=True)))
+            guard=search.Params(per_vm=True)))
         kept = vocabulary.Config(timeouts=(('a', 25 * US), ('b', 100 * US)))
         eng.guard = dataclasses.replace(eng.guard, kept=kept, in_force=kept,
-                                        countdown=100, watched=100)
+                                        held=0, changed=0)
         d = eng.step({model.VcpuRef('a', 0): helpers.stats(0.2, core_id=0),
                       model.VcpuRef('c', 0): helpers.stats(0.0, core_id=1)})
         self.assertEqual({'a': 25 * US, 'b': 100 * US}, d.timeouts)
@@ -145,10 +145,10 @@ class TestPolicyEngine(testtools.TestCase):
         self.assertEqual(100 * US, d.timeout_ns)
         # a host whose timeout is host-wide: one setting for every VM
         eng = engine.PolicyEngine(self.topo, params(
-            guard=guard.Params(per_vm=False)))
+            guard=search.Params(per_vm=False)))
         kept = vocabulary.Config(timeouts=((vocabulary.ALL_VMS, 200 * US),))
         eng.guard = dataclasses.replace(eng.guard, kept=kept, in_force=kept,
-                                        countdown=100, watched=100)
+                                        held=0, changed=0)
         d = eng.step({R(0): helpers.stats(0.2, core_id=0)})
         self.assertIsNone(d.timeouts)
         self.assertEqual((200 * US, True), (d.timeout_ns, d.retention))
@@ -160,7 +160,7 @@ class TestPolicyEngine(testtools.TestCase):
         st = {R(0): helpers.stats(0.5, core_id=0, utilisation=0.3),
               R(1): helpers.stats(0.0, core_id=0, utilisation=1.0),
               R(2): helpers.stats(0.0, core_id=1, utilisation=1.0)}
-        for p in (params(), params(guard=guard.Params())):
+        for p in (params(), params(guard=search.Params())):
             eng = engine.PolicyEngine(flat, p)
             for _ in range(50):
                 d = eng.step(st)

@@ -2,17 +2,12 @@
 
 ``rass.classify`` ranks only the vCPUs that may be I/O-bound,
 ``adjuster.plan_swaps`` computes a core's exact deviation only where
-float bounds leave the answer open, and the probe tests ask scipy's
-t-test only where a bound on its t statistic leaves the verdict open
+float bounds leave the answer open
 (doc/source/benchmarks/agent_tick.rst). Each must give what the straightforward
 algorithm gives, not a close answer: the references below are the code
 as it was before the shortcuts, run on random inputs that include what
 the shortcuts leave to it (NaN and infinite rates, float weights, no
 weight at all) and thresholds on the very edge of the answer.
-
-One is held to scipy's p-value rather than its verdict: Welch's test
-that decides whether a block's pairs may join the earlier blocks' pool
-(``probe_stats._welch_p``), which only says which evidence counts.
 """
 
 import math
@@ -21,12 +16,10 @@ import statistics
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
-from scipy import stats as scipy_stats
 import testtools
 
 from vsmtio_agent import model
 from vsmtio_agent.policy import adjuster
-from vsmtio_agent.policy import probe_stats
 from vsmtio_agent.policy import rass
 from vsmtio_agent.tests.unit.policy import helpers
 
@@ -202,59 +195,3 @@ class TestPlanSwaps(testtools.TestCase):
             exact = statistics.pstdev(values)
             self.assertLessEqual(low, exact)
             self.assertLessEqual(exact, high)
-
-
-class TestProbeTest(testtools.TestCase):
-
-    @settings(max_examples=500, deadline=None)
-    @given(st.lists(st.one_of(
-        st.floats(-0.7, 0.7), st.sampled_from([0.0, 0.01, -0.03]),
-        st.floats(0.2, 0.2 + 1e-13),        # a spread near nothing
-        st.sampled_from([float('inf'), float('nan'), 1e300])),
-        min_size=1, max_size=16),
-        st.sampled_from([0.0, math.log(0.97), math.log(0.96), -0.03]),
-        st.sampled_from(['less', 'greater']), st.data())
-    def test_same_verdict_as_scipy(self, logs, bound, alternative, data):
-        p = probe_stats._p(logs, bound, alternative)
-        # alpha on scipy's own p-value, a float either side, or usual
-        alpha = data.draw(st.sampled_from([
-            p, math.nextafter(p, math.inf), math.nextafter(p, -math.inf),
-            0.05, 0.01, 0.05 / 5]))
-        self.assertEqual(p < alpha, probe_stats._p_below(
-            logs, bound, alternative, alpha))
-
-
-class TestWelch(testtools.TestCase):
-
-    # log-ratios as blocks measure them, ties included (not spreads near
-    # nothing beside the values, where scipy's own sums lose the digits
-    # and it warns that its result may be unreliable)
-    logs = st.one_of(
-        st.floats(-0.7, 0.7).filter(lambda x: x == 0.0 or abs(x) > 1e-6),
-        st.sampled_from([0.0, 0.01, -0.03]))
-
-    @settings(max_examples=500, deadline=None)
-    @given(st.lists(logs, min_size=2, max_size=96),
-           st.lists(logs, min_size=2, max_size=24))
-    def test_the_p_value_of_scipys_welch_test(self, a, b):
-        got = probe_stats._welch_p(a, b)
-        if len(set(a)) < 2 and len(set(b)) < 2:
-            # neither varies (scipy has no answer): the means decide
-            self.assertEqual(1.0 if a[0] == b[0] else 0.0, got)
-            return
-        want = float(scipy_stats.ttest_ind(a, b, equal_var=False).pvalue)
-        self.assertAlmostEqual(want, got, delta=1e-9 * want + 1e-15)
-
-    def test_spreads_that_underflow_still_have_an_answer(self):
-        # the degrees of freedom square each variance: 1e-180 squared is
-        # nothing in floats, and scipy's answer goes with it
-        c = 3.7e-90
-        # [0, 0, c] against [0, 0]: t = 1 on 2 degrees of freedom, whose
-        # two-sided p-value is 1 - 1/sqrt(3)
-        self.assertAlmostEqual(1.0 - 1.0 / math.sqrt(3.0),
-                               probe_stats._welch_p([0.0, 0.0, c],
-                                                    [0.0, 0.0]),
-                               delta=1e-12)
-        for a in ([0.0, 1e-150], [0.0, 5e-324], [1e-170, 2e-170]):
-            self.assertTrue(0.0 <= probe_stats._welch_p(a, [0.0, 0.0])
-                            <= 1.0, a)

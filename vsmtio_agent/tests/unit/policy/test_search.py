@@ -4,6 +4,10 @@ import dataclasses
 import math
 import random
 
+import fixtures
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
 from oslo_config import cfg
 import testtools
 
@@ -11,8 +15,6 @@ from vsmtio_agent import conf as conf_mod
 from vsmtio_agent import model
 from vsmtio_agent.policy import bounds
 from vsmtio_agent.policy import engine
-from vsmtio_agent.policy import guard
-from vsmtio_agent.policy import probing
 from vsmtio_agent.policy import search
 from vsmtio_agent.policy import vocabulary
 from vsmtio_agent.tests.unit.policy import helpers
@@ -21,7 +23,7 @@ US = 1000
 RUNGS = (25 * US, 50 * US, 100 * US, 200 * US, 400 * US)
 P = search.Params(pairs=8, max_pairs=32, rungs=RUNGS, start_ns=50 * US,
                   settle_periods=1, holdout_every=20, max_candidates=12)
-KINDS = (('c1', probing.COMPUTING), ('s1', probing.SERVING))
+KINDS = (('c1', search.COMPUTING), ('s1', search.SERVING))
 
 
 def ref(vm, i=0):
@@ -61,8 +63,21 @@ class Host(object):
         return stats, served
 
 
+def arl(shift, drift, threshold):
+    """Siegmund's mean observations to a one-sided CUSUM alarm.
+
+    On a step of ``shift`` standard deviations; at 0, to a false alarm
+    (halved for two sides, a close lower bound for them).
+    """
+    d = shift - drift
+    b = threshold + 1.166
+    if abs(d) < 1e-9:
+        return b * b
+    return (math.exp(-2 * d * b) + 2 * d * b - 1) / (2 * d * d)
+
+
 def run(host, periods, params=P, state=None, every=None):
-    state = state or search.start()
+    state = state or search.State()
     for _ in range(periods):
         stats, served = host.period(state.in_force)
         state = search.step(state, params, stats, served)
@@ -77,7 +92,7 @@ def weighted(gain, cost, cliff=None):
     s1 serves ``gain(f)`` at factor f; c1 computes ``cost(f)``.
     """
     def effect(config):
-        f = config.weight('s1') or 1.0
+        f = config.value(vocabulary.WEIGHT, 's1') or 1.0
         return {'s1': gain(f), 'c1': cost(f)}
     return effect
 
@@ -163,8 +178,8 @@ class TestCandidates(testtools.TestCase):
     def _levers(self, params, stats_kw=None):
         host = Host(lambda c: {})
         stats, _served = host.period(vocabulary.BARE)
-        kinds = probing.vm_kinds(stats, params)
-        state = search._begin(search.start(), params, stats, kinds)
+        kinds = search.vm_kinds(stats, params)
+        state = search._begin(search.State(), params, stats, kinds)
         return {c.move[0] for c in state.candidates}, state
 
     def test_grow_only_from_what_the_host_offers(self):
@@ -204,7 +219,7 @@ class TestCandidates(testtools.TestCase):
         stats = {ref('s1'): helpers.stats(halt_rate=500.0),
                  ref('s2'): helpers.stats(halt_rate=600.0),
                  ref('s3'): helpers.stats(halt_rate=5000.0)}
-        kinds = probing.vm_kinds(stats, P)
+        kinds = search.vm_kinds(stats, P)
         self.assertEqual((('s1', 's2'), ('s3',)),
                          search.groups(stats, kinds))
 
@@ -230,7 +245,7 @@ class TestSearch(testtools.TestCase):
                                      smt=False)
         state = run(host, 3000, params)
         self.assertEqual(search.HOLD, state.phase)
-        w = state.kept.weight('s1')
+        w = state.kept.value(vocabulary.WEIGHT, 's1')
         self.assertIsNotNone(w)
         self.assertTrue(1.5 <= w <= 2.0, w)
         v = [x for x in state.verdicts if x.mechanism == vocabulary.WEIGHT][0]
@@ -243,7 +258,7 @@ class TestSearch(testtools.TestCase):
         host = Host(lambda c: {} if c == vocabulary.BARE
                     else {'c1': 0.8, 's1': 1.3})
         state = run(host, 2000)
-        self.assertTrue(search.climbed(state, P))
+        self.assertEqual((1, search.HOLD), (state.searches, state.phase))
         self.assertEqual(vocabulary.BARE, state.kept)
         self.assertFalse(any(v.kept for v in state.verdicts
                              if v.mechanism != 'holdout'))
@@ -286,8 +301,7 @@ class TestSearch(testtools.TestCase):
         self.assertRegex(seen[0].reason, r's1 at 0\.(8[5-9]|9[0-5])\d of')
         # the alarm within the CUSUM's stated delay for a step of five
         # standard deviations (10% at 2% noise a period)
-        self.assertLess(bounds.cusum_arl1(5.0, P.cusum_drift,
-                                          P.cusum_threshold), 5)
+        self.assertLess(arl(5.0, P.cusum_drift, P.cusum_threshold), 5)
 
     def test_a_vm_arriving_restarts_the_search(self):
         host = Host(weighted(lambda f: 1.2, lambda f: 1.0))
@@ -312,7 +326,7 @@ class TestAA(testtools.TestCase):
         kept = 0
         for seed in range(200):
             host = Host(lambda c: {}, noise=0.03, seed=seed)
-            state = search.start()
+            state = search.State()
             for _ in range(4000):
                 stats, served = host.period(state.in_force)
                 state = search.step(state, params, stats, served)
@@ -321,6 +335,104 @@ class TestAA(testtools.TestCase):
             self.assertTrue(state.searches, seed)
             kept += state.kept != vocabulary.BARE
         self.assertLessEqual(kept / 200.0, params.alpha)
+
+
+class TestNull(testtools.TestCase):
+    """A/A streams, no true effect: a keep is a false keep."""
+
+    def _false_keeps(self, runs, index, prior=False, noise=0.03, seed=11):
+        # one candidate at its opening ``index``, fed pure noise pair by
+        # pair as a visit would, up to its whole budget; a prior variance,
+        # as the search pools it, from a sibling candidate's pairs
+        rng = random.Random(seed)
+        kept = 0
+        for _ in range(runs):
+            sibling = bounds.Running()
+            for _pair in range(P.max_pairs):
+                sibling = sibling.add(rng.gauss(0.0, noise))
+            pooled = sibling.m2 / (sibling.n - 1)
+            c = search.Candidate(BARE_PLUS, index)
+            for _pair in range(P.max_pairs):
+                logs = {vm: rng.gauss(0.0, noise) for vm, _k in KINDS}
+                c = search.add_pair(c, KINDS, P, logs, logs['s1'], prior=(
+                    {vm: pooled for vm in (None, 'c1', 's1')}
+                    if prior else None))
+                if c.safe or c.status == search.OUT:
+                    break
+            kept += c.safe
+        return kept
+
+    def test_a_candidate_is_kept_at_most_at_its_level(self):
+        # the first candidate's level is alpha / 2: over 4000 seeded A/A
+        # streams, read after every pair, the keeps stay below it (the
+        # plug-in variance and the pooled prior alike)
+        level = bounds.spent(1, P.alpha)
+        for prior in (False, True):
+            self.assertLessEqual(self._false_keeps(2000, 1, prior) / 2000.0,
+                                 level, prior)
+
+    def test_later_candidates_are_held_to_less(self):
+        self.assertLessEqual(self._false_keeps(1000, 4, seed=12) / 1000.0,
+                             bounds.spent(4, P.alpha))
+
+
+class TestProperties(testtools.TestCase):
+    """What holds for every draw, not only for the chosen ones."""
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.floats(0.5, 0.9), st.floats(0.0, 0.02),
+           st.integers(0, 2 ** 32 - 1), st.integers(1, 24))
+    def test_a_vm_well_below_its_floor_is_eliminated_never_kept(
+            self, ratio, noise, seed, index):
+        rng = random.Random(seed)
+        c = search.Candidate(BARE_PLUS, index)
+        for _ in range(P.max_pairs):
+            logs = {'c1': math.log(ratio) + rng.gauss(0, noise),
+                    's1': math.log(1.3) + rng.gauss(0, noise)}
+            c = search.add_pair(c, KINDS, P, logs, logs['s1'])
+            self.assertFalse(c.safe)
+            if c.status == search.OUT:
+                break
+        self.assertEqual((search.OUT, True), (c.status, c.lost))
+        self.assertIn('c1 at most', c.reason)
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.floats(-1.0, 1.0), min_size=2, max_size=64),
+           st.sampled_from([0.001, 0.01, 0.1]),
+           st.one_of(st.none(), st.floats(1e-6, 1.0)))
+    def test_the_interval_holds_the_mean_and_narrows_with_confidence(
+            self, xs, alpha, prior):
+        run = bounds.Running()
+        for x in xs:
+            run = run.add(x)
+        lo, hi = bounds.interval(run, alpha, prior)
+        self.assertTrue(lo < run.mean < hi)
+        self.assertAlmostEqual(run.mean, (lo + hi) / 2.0)
+        wider = bounds.interval(run, alpha / 10.0, prior)
+        self.assertTrue(wider[0] < lo and hi < wider[1])
+
+    @settings(max_examples=100, deadline=None)
+    @given(st.sampled_from([0.01, 0.1, 0.4]), st.integers(1, 5000))
+    def test_levels_never_spend_more_than_alpha(self, alpha, n):
+        self.assertLessEqual(
+            math.fsum(bounds.spent(i, alpha) for i in range(1, n + 1)),
+            alpha)
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.floats(-0.5, 0.5), max_size=200),
+           st.floats(0.0, 20.0))
+    def test_the_detector_is_still_within_its_drift_and_alarms_past_it(
+            self, zs, step):
+        cusum = bounds.Cusum()
+        for z in zs:
+            cusum, alarm = cusum.step(z, P.cusum_drift, P.cusum_threshold)
+            self.assertFalse(alarm)
+        self.assertEqual(bounds.Cusum(), cusum)
+        # a step of the threshold beyond the drift, either way, at once
+        shift = P.cusum_threshold + P.cusum_drift + step
+        for z in (shift, -shift):
+            self.assertTrue(cusum.step(z, P.cusum_drift,
+                                       P.cusum_threshold)[1])
 
 
 class TestHoldout(testtools.TestCase):
@@ -350,14 +462,14 @@ class TestHoldout(testtools.TestCase):
         # a step of about six pair sds (1.2 to 1.0 at 2% noise a period):
         # CUSUM's ARL1 is two holdouts; stated: within five
         self.assertLessEqual(found[0] - n0, 5)
-        self.assertLessEqual(bounds.cusum_arl1(6.0, P.cusum_drift,
-                                               P.cusum_threshold), 3.0)
+        self.assertLessEqual(arl(6.0, P.cusum_drift, P.cusum_threshold),
+                             3.0)
 
     def test_no_alarm_on_stationary_noise(self):
         # the detector's stated false-alarm rate: an ARL0 of thousands of
         # holdouts per VM; 150 holdouts on each of 5 hosts raise none
-        self.assertGreater(bounds.cusum_arl0(P.cusum_drift,
-                                             P.cusum_threshold), 4000)
+        self.assertGreater(arl(0.0, P.cusum_drift, P.cusum_threshold) / 2,
+                           4000)
         for seed in (1, 2, 3, 4, 5):
             host, params, state, _gain = self._kept(seed)
             searches = state.searches
@@ -375,30 +487,30 @@ class TestHoldout(testtools.TestCase):
 
 
 class TestSeam(testtools.TestCase):
-    """The engine runs the procedure ``guard_procedure`` names."""
+    """The engine runs the search; a configuration asking for rules fails."""
 
-    def _engine(self, procedure=None):
+    def _conf(self, text=''):
+        path = self.useFixture(fixtures.TempDir()).join('agent.conf')
+        with open(path, 'w') as f:
+            f.write('[vsmtio_agent]\n' + text)
         conf = cfg.ConfigOpts()
         conf_mod.register_opts(conf)
-        conf([], project='vsmtio', default_config_files=[])
-        if procedure is not None:
-            conf.set_override('guard_procedure', procedure, 'vsmtio_agent')
-        return engine.PolicyEngine(model.Topology.uniform(2),
-                                   engine.Params.from_conf(conf, True, True))
+        conf([], project='vsmtio', default_config_files=[path])
+        return conf
 
-    def test_search_by_default(self):
-        eng = self._engine()
-        self.assertIs(search, eng.procedure)
-        self.assertIsInstance(eng.params.guard, search.Params)
-
-    def test_the_rules_on_request(self):
-        eng = self._engine('rules')
-        self.assertIs(guard, eng.procedure)
-        self.assertIsInstance(eng.params.guard, guard.Params)
+    def test_the_rules_are_refused_by_name(self):
+        # at start: the agent's engine reads the option
+        conf = self._conf('guard_procedure = rules\n')
+        self.assertRaises(cfg.ConfigFileValueError,
+                          engine.Params.from_conf, conf, True, True)
+        self.assertEqual('search', self._conf(
+            'guard_procedure = search\n').vsmtio_agent.guard_procedure)
 
     def test_search_runs_through_the_engine(self):
-        eng = self._engine('search')
-        self.assertIs(search, eng.procedure)
+        eng = engine.PolicyEngine(model.Topology.uniform(2),
+                                  engine.Params.from_conf(self._conf(),
+                                                          True, True))
+        self.assertIsInstance(eng.params.guard, search.Params)
         host = Host(lambda c: {})
         for _ in range(5):
             stats, served = host.period(eng.guard.in_force)

@@ -9,7 +9,7 @@ import testtools
 
 from vsmtio_agent import model
 from vsmtio_agent.policy import engine
-from vsmtio_agent.policy import guard
+from vsmtio_agent.policy import search
 from vsmtio_agent.policy import spread
 from vsmtio_agent.policy import trust
 from vsmtio_agent.policy import vocabulary
@@ -38,13 +38,16 @@ def hold_split(eng, levels=vocabulary.HOST_WIDE, retaining=True):
     """``eng``'s guard keeping the split at ``levels`` for the periods run.
 
     A guard that probes first would try the split only now and then: the
-    tests put what it keeps in force directly, as ``test_engine`` does.
+    tests put what it keeps in force directly, as ``test_engine`` does,
+    with no holdout and no tenant's change to end it.
     """
     kept = vocabulary.Config(
         timeouts=((vocabulary.ALL_VMS, 50 * US),) if retaining else (),
         mechanisms=frozenset(levels))
+    eng.params = dataclasses.replace(eng.params, guard=dataclasses.replace(
+        eng.params.guard, holdout_every=10 ** 6, confirm_periods=10 ** 6))
     eng.guard = dataclasses.replace(eng.guard, kept=kept, in_force=kept,
-                                    countdown=10 ** 6, watched=10 ** 6)
+                                    held=0)
 
 
 def cores_of(decision, refs):
@@ -98,7 +101,7 @@ class TestNeverStack(testtools.TestCase):
     def test_guard_on_whatever_it_keeps(self):
         for levels in ((), (vocabulary.SPLIT,), vocabulary.HOST_WIDE):
             eng = engine.PolicyEngine(self.topo,
-                                      params(guard=guard.Params()))
+                                      params(guard=search.Params()))
             hold_split(eng, levels, retaining=False)
             for _ in range(20):
                 d = eng.step(self.stats(retention=0.0))
@@ -244,7 +247,7 @@ def hosts(draw):
     wide = vocabulary.HOST_WIDE
     levels = draw(st.sampled_from(((), wide[:2], wide[:3], wide)))
     p = params(
-        guard=guard.Params() if with_guard else None,
+        guard=search.Params() if with_guard else None,
         trust_domain=rule,
         split_share=draw(st.sampled_from((1.0, 0.5, 0.25))),
         adjuster_min_mean_gap=draw(st.sampled_from((0.0, 0.1))),

@@ -8,7 +8,7 @@ import testtools
 from vsmtio_agent import model
 from vsmtio_agent.policy import adjuster
 from vsmtio_agent.policy import engine
-from vsmtio_agent.policy import guard
+from vsmtio_agent.policy import search
 from vsmtio_agent.policy import trust
 from vsmtio_agent.tests.unit.policy import helpers
 
@@ -225,7 +225,7 @@ class TestEngineNeverPairsDomains(testtools.TestCase):
     @settings(max_examples=50, deadline=None)
     @given(hosts(), st.sampled_from(trust.RULES))
     def test_nor_with_the_guard(self, host, rule):
-        self.check(rule, *host, guard=guard.Params(pairs=2))
+        self.check(rule, *host, guard=search.Params(pairs=2))
 
     def test_any_keeps_the_papers_pairing(self):
         # two tenants on core 0 of a host with a free core: paired
