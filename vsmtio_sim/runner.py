@@ -123,15 +123,11 @@ def steady_window(conf):
 
     :data:`SEARCH_VISITS` visits of ``guard_probe_pairs`` pairs, each pair
     two measured periods and the settling periods after its switch, and
-    the first switch's settling: 673 periods (67.3 s) at the defaults.
-    That is about one whole search of the guard's default candidates on
-    ``sockperf_matmul`` (seed 1: 196 pairs in 614 periods under CFS, 268
-    in 841 under EEVDF); on ``fig5_dbt1_multipleclassify`` one takes
-    longer (335 pairs in 1047 periods, 768 in 2377), so a search the
-    holdout starts again there runs past the window's end. At steady
-    state the search is over and the window holds 16 of the holdout's
-    cycles (41 periods, two of them bare at the defaults), so the
-    product's figure includes what the holdout costs.
+    the first switch's settling: about one whole search of the guard's
+    default candidates on a small host, so that at steady state, when the
+    search is over, the window holds many of the holdout's cycles and the
+    product's figure includes what the holdout costs (a search the holdout
+    starts again on a large host may run past the window's end).
     The benches' cached runs are measured over this window, so its
     length changes only with the options it reads, never with the
     agent's code.

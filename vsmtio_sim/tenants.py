@@ -93,10 +93,11 @@ def floors(role, aa_noise=None):
     ``aa_noise`` is the VM's :func:`noise` in the A/A run (None: no A/A
     run, the bare floors). The mean floor is ``FLOORS[role]`` lowered by
     the one-sided ``1 - ALPHA`` quantile of Student's t on the batches'
-    degrees of freedom times the mean's standard error; the window floor
-    is ``WINDOW_FLOOR`` or, where lower, ``1`` less the normal quantile
-    that the lowest of ``n`` windows passes with ``1 - ALPHA``, times one
-    window's spread.
+    degrees of freedom times the mean's standard error (as a factor,
+    ``exp(-t se)``, since the noise is of log ratios); the window floor
+    is ``WINDOW_FLOOR`` or, where lower, ``exp(-z sd)``, ``z`` the normal
+    quantile that the lowest of ``n`` windows passes with ``1 - ALPHA``
+    and ``sd`` one window's spread.
     """
     mean, window = FLOORS[role], WINDOW_FLOOR
     if aa_noise is None:
