@@ -363,6 +363,11 @@ class PolicyEngine(object):
             # a swap may have opened a core a busy vCPU can now go to
             assignment = spread.spread(assignment, busy, self._core_order,
                                        trust, rates, self.assignment)
+            # and may move a swapped vCPU on: report only the swaps that
+            # stand, which the trust check above judged where they land
+            swaps = tuple(sw for sw in swaps
+                          if assignment[sw.a] == sw.core_b
+                          and assignment[sw.b] == sw.core_a)
         return assignment, swaps
 
     def _incumbents(self, trust):
