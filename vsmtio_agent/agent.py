@@ -37,8 +37,8 @@ class Period:
     timeout, no stats yet) and counts periods from 1. ``result`` is None
     when nothing was applied (a dry run). ``timeout_ns``, ``mechanisms``
     (in force this period), ``kept`` (what the guard keeps) and
-    ``verdicts`` (the guard's last verdict per mechanism and VM, then its
-    standing after-effect alarms; None with the guard off), ``retaining``
+    ``verdicts`` (the guard's last verdict per mechanism and VM, None
+    with the guard off), ``retaining``
     (``{domain: timeout ns}`` the guard keeps, None where the host's
     timeout is host-wide or the guard is off), ``served`` (each domain's
     requests and packets per second, None where the host counts none),
@@ -207,9 +207,8 @@ class Agent(object):
     def _log_verdict(self):
         """Log the guard's verdict of a block that just ended.
 
-        At INFO when it changed what is kept, at WARNING for an
-        after-effect (dropping a mechanism did not restore the host), at
-        DEBUG otherwise: a block ends every few seconds.
+        At INFO when it changed what is kept, at DEBUG otherwise: a
+        search ends a visit every few seconds.
         """
         guard = self.engine.guard
         v = guard.finished if guard is not None else None
@@ -219,9 +218,7 @@ class Agent(object):
                               ' for %s' % v.domain)
         if v.timeout_ns is not None:
             what += ' at %d us' % (v.timeout_ns // 1000)
-        if v.after_effect:
-            LOG.warning('guard: %s: %s', what, v.reason)
-        elif self.period.kept != self._kept_before:
+        if self.period.kept != self._kept_before:
             LOG.info('guard: %s %s (%s); kept now: %s', what,
                      'kept' if v.kept else 'dropped', v.reason,
                      ', '.join(sorted(self.period.kept)) or 'nothing')

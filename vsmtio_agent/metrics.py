@@ -253,20 +253,13 @@ def _guard_families(g, period, timeout_refused=False):
                 'The guard\'s last verdict on the mechanism (always 1): '
                 'kept or not, and why.',
                 labels=['mechanism', 'domain', 'kept', 'reason'])
-    alarm = g('vsmtio_guard_after_effect',
-              'Dropping the mechanism did not restore the host (1): it is '
-              'held off.', labels=['mechanism', 'domain'])
     for v in period.verdicts:
         domain = v.domain or ''
-        if v.after_effect:
-            alarm.add_metric([v.mechanism, domain], 1)
-            continue
         kept.add_metric([v.mechanism, domain], 1 if v.kept else 0)
         verdict.add_metric([v.mechanism, domain, str(v.kept).lower(),
                             v.reason], 1)
     yield kept
     yield verdict
-    yield alarm
     if period.retaining is not None and not timeout_refused:
         timeout = g('vsmtio_vm_retention_timeout_seconds',
                     'The retention timeout the guard keeps for the VM.',
@@ -299,8 +292,6 @@ def _floor_families(g, period, floors):
               'computing or serving.',
               labels=['mechanism', 'domain', 'vm', 'kind'])
     for v in period.verdicts:
-        if v.after_effect:
-            continue
         for vm, kind, value in v.ratios:
             ratio.add_metric([v.mechanism, v.domain or '', vm, kind], value)
     yield ratio

@@ -68,8 +68,7 @@ _GUARD_VERDICT = {
                    'reason': {'type': 'string'},
                    'domain': {'type': ['string', 'null']},
                    'timeout_ns': {'type': ['integer', 'null']},
-                   'factor': {'type': ['number', 'null']},
-                   'after_effect': {'type': 'boolean'}}}
+                   'factor': {'type': ['number', 'null']}}}
 _MIST_VERDICT = {
     'type': 'object', 'required': ['protect', 'reason'],
     'properties': {'protect': {'type': 'boolean'}, 'i_cpu': _NUMBER,
@@ -355,8 +354,7 @@ def mechanism_line(doc, mechanism):
 
 def _judged_line(doc, mechanism, kept, untried):
     """With the guard on: its verdicts, why it is not tried, or neither."""
-    judged = [v for v in doc['verdicts'] if v['mechanism'] == mechanism
-              and not v.get('after_effect')]
+    judged = [v for v in doc['verdicts'] if v['mechanism'] == mechanism]
     if judged and any(v.get('domain') for v in judged):
         return _per_vm(judged)
     if judged:
@@ -490,7 +488,6 @@ def _guard_lines(doc):
             ' at %s' % _us(v['timeout_ns'])
             if v.get('timeout_ns') else
             ' x%g' % v['factor'] if v.get('factor') else '',
-            'ALARM' if v.get('after_effect') else
             'kept' if v['kept'] else 'dropped',
             text(v['reason'], limit=1000)))
     return lines

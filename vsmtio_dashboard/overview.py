@@ -95,7 +95,7 @@ class Chart:
     zero: bool = True   # the value axis from zero (see charts.svg)
 
 
-#: A mechanism with verdicts but no kept gauge (an after-effect alarm).
+#: A mechanism with verdicts but no kept gauge.
 NOT_JUDGED = _('not judged')
 
 #: The floor line's label value on the floors chart (``reference``).

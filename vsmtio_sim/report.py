@@ -270,7 +270,6 @@ def agent_lines(kernel, a):
         lines.append('  guard: %s%s %s (%s)' % (
             v['mechanism'],
             ' for %s' % v['domain'] if v.get('domain') else '',
-            'ALARM' if v.get('after_effect') else
             'kept' if v['kept'] else 'dropped', v['reason']))
     return lines
 

@@ -80,11 +80,7 @@ class Verdict:
     domain: Optional[str] = None
     timeout_ns: Optional[int] = None
     ratios: tuple = ()                  # ((vm, kind, ratio), ...)
-    # loses, utility_logs, after_effect: read by status; the search: unset
-    loses: bool = False
     utility: Optional[float] = None
-    utility_logs: tuple = ()
-    after_effect: bool = False
     factor: Optional[float] = None
 
     def _class_ratio(self, kind):

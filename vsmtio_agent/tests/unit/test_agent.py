@@ -381,13 +381,9 @@ class TestGuardInTheRecord(AgentTestCase):
             ratios=(('cpu-vm', 'computing', 0.99),
                     ('io-vm', 'serving', 1.45)))
         split = search.Verdict(
-            'split', False, 'a VM loses: cpu-vm 0.900 < 0.97', loses=True)
-        alarm = search.Verdict(
-            'split', False, 'after-effect: dropping it did not restore the '
-            'host (cpu-vm at 0.80 of the level before); held off',
-            loses=True, after_effect=True)
+            'split', False, 'a VM loses: cpu-vm 0.900 < 0.97')
         return dataclasses.replace(
-            self.period(), verdicts=(kept, split, alarm),
+            self.period(), verdicts=(kept, split),
             retaining={'io-vm': 50000}, served={'io-vm': 1234.0})
 
     def test_status_says_per_vm_what_is_kept_and_why(self):
@@ -409,7 +405,6 @@ class TestGuardInTheRecord(AgentTestCase):
         self.assertIn('    served 1234.0 requests and packets per second',
                       text)
         self.assertIn('guard: split dropped (a VM loses: cpu-vm', text)
-        self.assertIn('guard: split ALARM (after-effect', text)
 
     def test_metrics_per_vm(self):
         collector = metrics.AgentCollector()
@@ -422,9 +417,7 @@ class TestGuardInTheRecord(AgentTestCase):
         reasons = {s.labels['reason']
                    for s in families['vsmtio_guard_verdict'].samples}
         self.assertIn('a VM loses: cpu-vm 0.900 < 0.97', reasons)
-        alarm = families['vsmtio_guard_after_effect'].samples
-        self.assertEqual([('split', 1)],
-                         [(s.labels['mechanism'], s.value) for s in alarm])
+        self.assertNotIn('vsmtio_guard_after_effect', families)
         timeout = families['vsmtio_vm_retention_timeout_seconds'].samples
         self.assertEqual([('io-vm', 50e-6)],
                          [(s.labels['domain'], s.value) for s in timeout])
@@ -439,8 +432,7 @@ class TestGuardInTheRecord(AgentTestCase):
         ratios = {(s.labels['mechanism'], s.labels['domain'],
                    s.labels['vm'], s.labels['kind']): s.value
                   for s in families['vsmtio_guard_vm_ratio'].samples}
-        # the retention verdict's ratios; the split's verdict measured
-        # none and its after-effect alarm is no verdict on the VMs
+        # the retention verdict's ratios; the split's verdict measured none
         self.assertEqual({('retention', 'io-vm', 'cpu-vm', 'computing'): 0.99,
                           ('retention', 'io-vm', 'io-vm', 'serving'): 1.45},
                          ratios)
