@@ -476,6 +476,12 @@ def _after_visit(state, params):
                     'gain' % (math.exp(hi), math.exp(floor),
                               describe(best.config))))
     state = dataclasses.replace(state, candidates=tuple(cands))
+    if c.lost and c.move[0] == vocabulary.RETENTION:
+        # a shorter timeout costs the neighbours less: it may keep floors
+        state = _open(state, params, [
+            m for m in _moves(state, params, c.config)
+            + _moves(state, params, c.config, True)
+            if m[1] == c.move and m[2] < c.value])
     leaders = sorted((x for x in cands if x.status != OUT),
                      key=lambda x: (-x.gain.mean, x.index))[:LEADERS]
     if not any(x is c for x in leaders):

@@ -254,6 +254,22 @@ class TestSearch(testtools.TestCase):
         self.assertFalse([c for c in state.candidates if c.value
                           and c.value > 2.5])
 
+    def test_a_timeout_that_costs_a_floor_is_tried_shorter(self):
+        # s1 gains from any retention; c1 pays 1% at 25 us, 4% at 50 us
+        # (the start, below c1's floor), 16% at 100 us
+        def effect(config):
+            ns = config.value(vocabulary.RETENTION, 's1')
+            if ns is None:
+                return {}
+            return {'s1': 1.3, 'c1': 1.0 - 0.01 * (ns / (25 * US)) ** 2}
+        params = dataclasses.replace(P, weights=(), smt=False)
+        state = run(Host(effect, noise=0.01), 3000, params)
+        self.assertEqual(search.HOLD, state.phase)
+        self.assertEqual(25 * US,
+                         state.kept.value(vocabulary.RETENTION, 's1'))
+        lost = [c for c in state.candidates if c.lost]
+        self.assertEqual([50 * US], [c.value for c in lost])
+
     def test_keeps_nothing_where_every_candidate_costs(self):
         host = Host(lambda c: {} if c == vocabulary.BARE
                     else {'c1': 0.8, 's1': 1.3})
