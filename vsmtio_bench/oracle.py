@@ -142,6 +142,10 @@ def detectable(aa, base, vm):
     ratio varies by the A/A run's per-window spread times the square root
     of the periods in a window. At a one-sided 5% level with 80% power the
     least detectable shift is ``Z_DETECT * sd_period * sqrt(2 / pairs)``.
+    (A pair is two adjacent periods, so its spread is the short-scale
+    one of windows, not the long-run one of batch means the floors take:
+    windows anti-correlate, which narrows a long mean but widens a
+    difference of neighbours.)
     """
     metric = tenants.METRIC[tenants.role(base['vms'][vm])]
     wins = [a[vm][metric] / b[vm][metric] for a, b in zip(

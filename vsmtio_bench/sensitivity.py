@@ -164,12 +164,12 @@ def _honest(verdicts, role=None):
 def _band(verdict):
     """How far from 1 a VM's ratio must be to be no tie.
 
-    The bench's noise band, or where vanilla against itself (the A/A
-    run) is already further from 1, that distance: no smaller difference
-    can be told from the model's noise.
+    The bench's noise band, or where the A/A run shows the VM's mean
+    moving further from noise alone, that band (the floors' own,
+    :func:`vsmtio_sim.tenants.band`): no smaller difference can be told
+    from the model's noise.
     """
-    aa = verdict.get('aa_ratio')
-    return max(stats.NOISE, abs(aa - 1.0) if aa is not None else 0.0)
+    return max(stats.NOISE, verdict.get('band') or 0.0)
 
 
 def _direction(verdicts):

@@ -102,12 +102,25 @@ def floors(role, aa_noise=None):
     mean, window = FLOORS[role], WINDOW_FLOOR
     if aa_noise is None:
         return mean, window
-    se, sd, n = aa_noise
-    dof = max(1, n // BATCH_WINDOWS - 1)
-    mean *= math.exp(-scipy_stats.t.ppf(1.0 - ALPHA, dof) * se)
+    _se, sd, n = aa_noise
+    mean *= math.exp(-band(aa_noise))
     window = min(window, math.exp(
         -scipy_stats.norm.ppf(1.0 - ALPHA / n) * sd))
     return mean, window
+
+
+def band(aa_noise):
+    """How far (as a log ratio) noise alone moves a VM's mean.
+
+    The one-sided ``1 - ALPHA`` quantile of Student's t on the batches'
+    degrees of freedom times the mean's standard error; 0 without an A/A
+    run's :func:`noise`.
+    """
+    if aa_noise is None:
+        return 0.0
+    se, _sd, n = aa_noise
+    dof = max(1, n // BATCH_WINDOWS - 1)
+    return scipy_stats.t.ppf(1.0 - ALPHA, dof) * se
 
 
 def judge(result, base, aa=None):
@@ -121,7 +134,8 @@ def judge(result, base, aa=None):
     given, is the baseline run again after another history (the A/A run,
     over a window as long): each verdict then also holds ``aa_ratio`` and
     ``aa_window``, that run's mean and lowest window against ``base``,
-    and its floors are net of that run's noise (:func:`noise`).
+    and ``band``, how far noise alone moves the mean (a fraction,
+    :func:`band`), and its floors are net of that noise (:func:`noise`).
     """
     out = {}
     for name, b in sorted(base['vms'].items()):
@@ -147,7 +161,8 @@ def judge(result, base, aa=None):
                      'floor': floor, 'window_floor': window_floor,
                      'ok': ok}
         if aa is not None:
-            out[name].update(aa_ratio=aa_ratio, aa_window=aa_window)
+            out[name].update(aa_ratio=aa_ratio, aa_window=aa_window,
+                             band=math.expm1(band(aa_noise)))
     return out
 
 

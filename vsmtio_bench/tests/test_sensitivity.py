@@ -94,10 +94,15 @@ class TestJudge(testtools.TestCase):
         self.assertFalse(bench.judge(point({'kv': 0.985}))['no_regression'])
         paper = {'kv': 1.015, 'web': 1.015}
         self.assertEqual('+', bench.judge(point({}, paper))['paper_io'])
-        self.assertEqual('~', bench.judge(point({}, paper, aa={
-            'kv': 1.02}))['paper_io'])
-        # a 1.5% gain inside a 2% A/A distance is no gain
-        self.assertFalse(bench.judge(point({'kv': 1.015}, aa={
+        swung = point({}, paper)
+        swung.update(vanilla=vanilla, aa=swinging({'kv': 1.0}, 0.02))
+        self.assertEqual('~', bench.judge(swung)['paper_io'])
+        # a 1.5% gain inside that noise is no gain
+        swung = point({'kv': 1.015})
+        swung.update(vanilla=vanilla, aa=swinging({'kv': 1.0}, 0.02))
+        self.assertFalse(bench.judge(swung)['gains'])
+        # one A/A draw 2% from 1 with no spread is no noise band
+        self.assertTrue(bench.judge(point({'kv': 1.015}, aa={
             'kv': 1.02}))['gains'])
 
     def test_the_adversary_is_not_judged(self):
