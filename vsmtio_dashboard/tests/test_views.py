@@ -234,6 +234,8 @@ class MixFilterViewsTest(_AdminViews):
 
     def test_without_the_setting_the_defaults_are_said(self):
         res = self.client.get(INDEX)
+        self.assertContains(res, '<p class="vsmtio-mix-help">nova lets a '
+                                 'host filter only pass or fail a host')
         self.assertContains(
             res, 'Horizon has no VSMTIO_NOVA_OPTIONS setting: the table '
                  "judges with nova's defaults (min_io_fraction 0.1, "
