@@ -7,9 +7,10 @@ pairs hyperthreads: one 8-vCPU I/O guest balances eight 1-vCPU CPU guests.
 trusted measurement exists (:func:`counted_class`), else not.
 
 nova-compute counts its mix with it, the scheduler's filter and weigher
-judge hosts with it and the Watcher strategy plans repairs with it: one
-arithmetic and one rule for measured classes (:func:`counted_class`), so
-the three never disagree on what a host's mix is.
+judge hosts with it, the Watcher strategy plans repairs with it and the
+Horizon panel explains the filter's verdicts with it: one arithmetic, one
+band (:func:`band`) and one rule for measured classes
+(:func:`counted_class`), so they never disagree on what a host's mix is.
 """
 
 import typing
@@ -233,6 +234,73 @@ def weigh(mix, cls, vcpus, target):
     after_imb = imbalance(after, target)
     return (before_imb * before_imb / (mix.classified + PRIOR_VCPUS)
             - after_imb * after_imb / (after.classified + PRIOR_VCPUS))
+
+
+def free_vcpus(vcpus_total, allocation_ratio, vcpus_used, vcpus):
+    """vCPUs a host still has room for after placing ``vcpus``.
+
+    ``vcpus_total``, ``allocation_ratio`` (``None``: 1.0) and
+    ``vcpus_used`` are its compute node's: the room :func:`violates` is
+    given, so the filter and whoever explains it count the same room.
+    """
+    return ((vcpus_total or 0) * (allocation_ratio or 1.0)
+            - (vcpus_used or 0) - vcpus)
+
+
+#: Host aggregate metadata keys that override the band's options.
+AGG_MIN = 'vsmtio:min_io_fraction'
+AGG_MAX = 'vsmtio:max_io_fraction'
+
+
+def aggregate_fraction(values, default, based_on):
+    """``(fraction, ok)``: what a host's aggregates set for one key.
+
+    ``values`` are the key's values in the metadata of the host's
+    aggregates (strings; none: ``default``); of several, ``based_on``
+    (``min`` or ``max``) of them. A value that is not a number in [0, 1]
+    gives ``(default, False)``.
+    """
+    if not values:
+        return default, True
+    try:
+        value = based_on(float(v) for v in values)
+    except (TypeError, ValueError):
+        return default, False
+    if not 0.0 <= value <= 1.0:   # also refuses nan
+        return default, False
+    return value, True
+
+
+class Band(typing.NamedTuple):
+    """A host's I/O share band, and what of its aggregates' was not used.
+
+    ``ignored`` names each aggregate key whose values are not a fraction
+    in [0, 1] (its option is used); ``crossed`` is the aggregates' band
+    ``(low, high)`` where low exceeds high (then both options are used).
+    """
+
+    low: float
+    high: float
+    ignored: typing.Tuple[str, ...] = ()
+    crossed: typing.Optional[typing.Tuple[float, float]] = None
+
+
+def band(low_values, high_values, low, high):
+    """The band a host is held to: a :class:`Band`.
+
+    ``low_values`` and ``high_values`` are the values its aggregates'
+    metadata give :data:`AGG_MIN` and :data:`AGG_MAX` (empty where none
+    does); ``low`` and ``high`` the options. Conflicting aggregates give
+    the strictest band (the largest minimum, the smallest maximum); a
+    band with low above high falls back to the options.
+    """
+    new_low, low_ok = aggregate_fraction(low_values, low, max)
+    new_high, high_ok = aggregate_fraction(high_values, high, min)
+    ignored = tuple(key for key, ok in ((AGG_MIN, low_ok),
+                                        (AGG_MAX, high_ok)) if not ok)
+    if new_low > new_high:
+        return Band(low, high, ignored, (new_low, new_high))
+    return Band(new_low, new_high, ignored)
 
 
 def violates(mix, cls, vcpus, low, high, min_classified, free=0):

@@ -100,7 +100,8 @@ def test(args):
 def walk(args):
     """The operator's walk (``walk.py``): 0, or 1 with the reason said."""
     try:
-        operator_walk.walk(resources.connect())
+        operator_walk.walk(resources.connect(),
+                           horizon=not args.no_horizon)
     except Exception as exc:   # any failure fails, said why
         traceback.print_exc()
         print('[cloud] FAILED the operator\'s walk: %s' % exc, flush=True)
@@ -188,22 +189,7 @@ def node_stats(args):
     The JSON of ``compute_nodes.stats`` in the cell database, which holds
     the node's counted mix: what an operator reads to see a host's mix.
     """
-    import pymysql
-
-    conn = pymysql.connect(host=layout.HOST, port=layout.PORTS['mysql'],
-                           user='vsmtio', password=layout.PASSWORD,
-                           database='nova')
-    try:
-        with conn.cursor() as cur:
-            cur.execute('SELECT stats FROM compute_nodes WHERE host = %s '
-                        'AND deleted = 0', (args.host,))
-            rows = cur.fetchall()
-    finally:
-        conn.close()
-    if len(rows) != 1:
-        raise procs.CloudError('%d compute nodes of host %s'
-                               % (len(rows), args.host))
-    print(rows[0][0])
+    print(resources.node_stats(args.host))
 
 
 def run(args):

@@ -19,6 +19,12 @@ import layout
 HOST_KEY = workload.derive_host_key(layout.MEASURED_CLASS_SECRET,
                                     layout.HOSTNAME)
 
+#: nova.conf's ``[vsmtio] filter_min_classified_vcpus`` here: a host is
+#: judged from its first classified vCPU, so that tempest's aggregate
+#: override test and the walk's refused boot see the filter act. tempest
+#: and the Horizon panel (``VSMTIO_NOVA_OPTIONS``) are told the same.
+FILTER_MIN_CLASSIFIED_VCPUS = 1
+
 
 def write_ini(path, sections):
     parser = configparser.RawConfigParser()
@@ -209,9 +215,8 @@ def nova(compute_driver):
         # the other
         'vsmtio': {'measured_class_secret': layout.MEASURED_CLASS_SECRET,
                    'measured_class_host_keys': HOST_KEY,
-                   # judge a host from its first classified vCPU, so that
-                   # tempest's aggregate override test sees the filter act
-                   'filter_min_classified_vcpus': 1},
+                   'filter_min_classified_vcpus':
+                       FILTER_MIN_CLASSIFIED_VCPUS},
         'compute': {'max_concurrent_builds': 2,
                     # the cloud's own, not the machine's /etc/nova
                     'provider_config_location': layout.path(

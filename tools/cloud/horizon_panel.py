@@ -16,11 +16,16 @@ embedded simulated SMT host (``simulated_host``), where the guard keeps
 and drops mechanisms for reasons, VMs serve I/O and computing VMs stand
 against their floor; the check asserts those rows and charts have the
 agent's data and that the host is marked simulated wherever it is named.
-It saves a screenshot of the table and of each host's page
-(``VSMTIO_SCREENSHOTS``, default outside the repository).
+The page's second table, nova's mix filter by compute host, must count the
+compute host's vCPUs as nova-compute's saved stats do and refuse neither
+class's smallest server there (the walk's refused boot checks the table
+where the filter refuses: ``walk.mix_refusal``). It saves a screenshot of
+the page and of each host's page (``VSMTIO_SCREENSHOTS``, default outside
+the repository).
 """
 
 import contextlib
+import json
 import os
 import re
 import time
@@ -93,6 +98,56 @@ def _table(driver, table_id):
     return driver.execute_script(TABLE_JS, table_id)
 
 
+#: The mix filter's table's column of one more server of each class.
+MIX_VERDICT = {'io': 'One more I/O server', 'cpu': 'One more CPU server'}
+
+
+def mix_row(rows, host):
+    """The mix filter's table's row of nova's ``host`` (``rows``: ``_table``).
+
+    A row is named by its host, followed by its node where nova names the
+    node otherwise.
+    """
+    for row in rows.values():
+        if row['Compute host'].split(' (node ')[0] == host:
+            return row
+    raise AssertionError('the mix filter\'s table has no row for %s: %r'
+                         % (host, rows))
+
+
+def mix_table(png=None):
+    """The mix filter's table as the admin sees it now; saved to ``png``."""
+    import browser
+    with browser.signed_in() as driver:
+        browser.open_page(driver, INDEX, 'table#vsmtio_mix')
+        rows = _table(driver, 'vsmtio_mix')
+        if png:
+            os.makedirs(SCREENSHOTS, exist_ok=True)
+            browser.full_page_png(driver, os.path.join(SCREENSHOTS, png))
+    return rows
+
+
+def _check_mix(rows):
+    """The compute host's mix as the filter counts it; nothing refused.
+
+    The filter reads the mix nova-compute saved in the node's stats
+    (``vsmtio_nova.compute.stats``): the panel, which counts the declared
+    classes of the servers nova lists, must count the same, and with the
+    observed servers on a host within its band neither class's smallest
+    server is refused there.
+    """
+    row = mix_row(rows, layout.HOSTNAME)
+    print('[cloud] panel mix filter row: %s' % row)
+    stats = json.loads(resources.node_stats(layout.HOSTNAME))
+    counted = 'io:cpu %s:%s vCPUs' % (stats.get('vsmtio_io_vcpus'),
+                                      stats.get('vsmtio_cpu_vcpus'))
+    assert row['vCPUs the filter counts'].startswith(counted + ','), (
+        row, counted)
+    assert row['I/O share band'] == '[0.100, 0.900] from the options', row
+    for column in MIX_VERDICT.values():
+        assert row[column].startswith('passes'), (column, row)
+
+
 def _boot(conn):
     known = resources.ids()
     servers = []
@@ -149,6 +204,7 @@ def check(servers):
         with browser.signed_in() as driver:
             browser.open_page(driver, INDEX, 'table#vsmtio_hosts')
             hosts = _table(driver, 'vsmtio_hosts')
+            mix = _table(driver, 'vsmtio_mix')
             pngs = [browser.full_page_png(
                 driver, os.path.join(SCREENSHOTS, 'vsmtio-hosts.png'))]
             browser.open_page(driver, INDEX + target + '/',
@@ -165,6 +221,7 @@ def check(servers):
                 driver, os.path.join(SCREENSHOTS,
                                      'vsmtio-host-simulated.png')))
     _check_real_host(agent, since, hosts.get(target), hosts, vms, servers)
+    _check_mix(mix)
     assert not real_page['simulated'], real_page
     assert 'simulated' not in hosts[target]['Host'], hosts[target]
     simulated_host.check(sim_agent, since, hosts.get(sim_target), sim_vms,

@@ -340,7 +340,8 @@ def tempest_conf(conn):
                                                      '{host}',
                    'agent_checkpoint_path': layout.path(
                        'data', 'vsmtio', 'agent-checkpoint.json'),
-                   'filter_min_classified_vcpus': 1,
+                   'filter_min_classified_vcpus':
+                       configs.FILTER_MIN_CLASSIFIED_VCPUS,
                    'image_io': known['image_io'],
                    'image_cpu': known['image_cpu'],
                    'publish_timeout': 180,
@@ -351,6 +352,30 @@ def tempest_conf(conn):
                    'watcher_audit_timeout': 20 * watcher.MODEL_PERIOD},
     })
     return workspace
+
+
+def node_stats(host):
+    """The JSON of ``compute_nodes.stats`` of ``host`` in the cell database.
+
+    nova-compute's counted mix (``vsmtio_nova.compute.stats``): what the
+    scheduler's mix filter reads of the host.
+    """
+    import pymysql
+
+    conn = pymysql.connect(host=layout.HOST, port=layout.PORTS['mysql'],
+                           user='vsmtio', password=layout.PASSWORD,
+                           database='nova')
+    try:
+        with conn.cursor() as cur:
+            cur.execute('SELECT stats FROM compute_nodes WHERE host = %s '
+                        'AND deleted = 0', (host,))
+            rows = cur.fetchall()
+    finally:
+        conn.close()
+    if len(rows) != 1:
+        raise procs.CloudError('%d compute nodes of host %s'
+                               % (len(rows), host))
+    return rows[0][0]
 
 
 def run_tempest(regex, concurrency):

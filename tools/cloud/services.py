@@ -302,6 +302,9 @@ SESSION_ENGINE = 'django.contrib.sessions.backends.signed_cookies'
 OPENSTACK_NEUTRON_NETWORK = {'enable_router': False, 'enable_quotas': False,
                              'enable_ipv6': False, 'enable_fip_topology_check':
                              False}
+# the [vsmtio] options of the cloud's nova.conf the mix filter reads, as
+# dashboard.rst says to mirror them (the others are nova's defaults)
+VSMTIO_NOVA_OPTIONS = %(nova_options)r
 """
 
 
@@ -320,7 +323,9 @@ def horizon():
     with open(os.path.join(etc, 'local', 'local_settings.py'), 'w') as f:
         f.write(HORIZON_SETTINGS % {
             'host': layout.HOST, 'keystone': layout.url('keystone', '/v3'),
-            'static': static})
+            'static': static, 'nova_options': {
+                'filter_min_classified_vcpus':
+                    configs.FILTER_MIN_CLASSIFIED_VCPUS}})
     env = {'PYTHONPATH': etc,
            'DJANGO_SETTINGS_MODULE': 'openstack_dashboard.settings'}
     for cmd in (('collectstatic', '--noinput'), ('compress', '--force')):

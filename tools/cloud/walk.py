@@ -8,8 +8,9 @@ each refusal an operator meets, checked where the docs say to look:
 
 * a retention flavor without dedicated CPUs: the server's fault, vsmtio's
   reason first, within nova's 255 characters;
-* an aggregate that refuses I/O: nova's bare fault, and the scheduler's
-  INFO line naming the server and the host's numbers;
+* an aggregate that refuses I/O: nova's bare fault, the scheduler's INFO
+  line naming the server and the host's numbers, and the Horizon panel's
+  mix filter row of the host giving the same reason;
 * ``vsmtio:workload=banana``: stored at the client's default
   microversion (then ignored, with a warning in the scheduler's log),
   refused at 2.86 by scheduler.rst's own ``flavor set``;
@@ -31,6 +32,7 @@ import time
 import configs
 import doc_commands
 import fleet
+import horizon_panel
 import layout
 import procs
 import resources
@@ -59,8 +61,9 @@ def fail(what, why):
 
 class Walk:
 
-    def __init__(self, conn):
+    def __init__(self, conn, horizon=True):
         self.conn = conn
+        self.horizon = horizon
         self.known = resources.ids()
         self.cleanups = []
 
@@ -178,13 +181,40 @@ def mix_refusal(walk):
              % (message, shown))
     lines = [line for line in log_text('nova-scheduler').splitlines()
              if 'WorkloadMixFilter refused' in line and server.id in line]
-    if len(lines) != 1 or ' INFO ' not in lines[0] or not re.search(
-            r'%s io:cpu 0:1 vCPUs, I/O share 0\.000 -> 0\.500 outside '
-            r'\[0\.000, 0\.000\]' % re.escape(layout.HOSTNAME), lines[0]):
+    logged = lines and re.search(
+        r'%s io:cpu 0:1 vCPUs, (I/O share 0\.000 -> 0\.500 outside '
+        r'\[0\.000, 0\.000\], \S+ vCPUs free)' % re.escape(layout.HOSTNAME),
+        lines[0])
+    if len(lines) != 1 or ' INFO ' not in lines[0] or not logged:
         fail('the aggregate refusing I/O', 'nova-scheduler.log: %s'
              % (lines or 'no WorkloadMixFilter line for %s' % server.id))
     print('[cloud] refusal in the scheduler\'s log: %s'
           % lines[0].split(' INFO ')[-1])
+    if walk.horizon:
+        mix_panel(logged.group(1))
+
+
+def mix_panel(logged):
+    """The panel's mix filter row of the host: the log line's reason.
+
+    With the aggregate and the cpu server still there, the row says that
+    one more I/O server is refused from its smallest size, with the numbers
+    the scheduler logged for the refused boot, and that a CPU server
+    passes (dashboard.rst's mix filter table).
+    """
+    row = horizon_panel.mix_row(
+        horizon_panel.mix_table('vsmtio-hosts-mix-refused.png'),
+        layout.HOSTNAME)
+    want = {'vCPUs the filter counts': 'io:cpu 0:1 vCPUs, I/O share 0.000',
+            'I/O share band': '[0.000, 0.000] from aggregate walk-no-io',
+            horizon_panel.MIX_VERDICT['io']: 'refused from 1 vCPU: '
+                                             + logged}
+    if {k: row.get(k) for k in want} != want or not row.get(
+            horizon_panel.MIX_VERDICT['cpu'], '').startswith('passes'):
+        fail('the panel on the aggregate refusing I/O', 'row %r, wanted %r'
+             % (row, want))
+    print('[cloud] refusal in the panel: %s'
+          % row[horizon_panel.MIX_VERDICT['io']])
 
 
 def bad_value(walk):
@@ -371,9 +401,13 @@ def simulator():
              'show:\n%s' % ('\n'.join(got), '\n'.join(shown)))
 
 
-def walk(conn):
-    """The walk; CloudError at the first step that fails."""
-    steps = Walk(conn)
+def walk(conn, horizon=True):
+    """The walk; CloudError at the first step that fails.
+
+    ``horizon``: whether the cloud runs Horizon, whose panel is then
+    checked where the docs send an operator after a refused boot.
+    """
+    steps = Walk(conn, horizon)
     try:
         for label, step in (
                 ('docs\' aggregate and reserving flavors',

@@ -1,18 +1,23 @@
 """The panel's pages through Django's test client, as Horizon tests its
 own panels (its test data, an admin or a member user); Prometheus's
-answers are the recorded ones and nova's server list is Horizon's test
-data (neither service runs in a unit test). Horizon's test catalogue has no
-Aetos: the tests that expect the panel add it."""
+answers are the recorded ones, nova's server list is Horizon's test
+data, and the mix filter's table reads nova's and placement's records
+as :mod:`vsmtio_dashboard.api.nova` gives them (no service runs in a unit
+test). Horizon's test catalogue has no Aetos: the tests that expect the
+panel add it."""
 
 from unittest import mock
 
 from django import template
 from django.test import utils as django_utils
 from django.urls import reverse
+from django.utils.html import escape
 from openstack_auth import utils as auth_utils
 from openstack_dashboard.test import helpers
 
+from vsmtio_dashboard.api import nova
 from vsmtio_dashboard.api import prometheus
+from vsmtio_dashboard import mixfilter
 from vsmtio_dashboard.tests import answers
 
 INDEX = reverse('horizon:admin:vsmtio_hosts:index')
@@ -81,14 +86,22 @@ class _AdminViews(_WithAetos, helpers.BaseAdminViewTests):
                              return_value=([], False))
         self.server_list = patcher.start()
         self.addCleanup(patcher.stop)
+        # the mix filter's table: nova's and placement's records
+        self.nova = {}
+        for name, value in (('servers', []), ('nodes', []),
+                            ('aggregates', []),
+                            ('vcpu_allocation_ratios', {})):
+            patcher = mock.patch.object(nova, name, return_value=value)
+            self.nova[name] = patcher.start()
+            self.addCleanup(patcher.stop)
 
 
 class AdminViewsTest(_AdminViews):
     def test_hosts_table(self):
         res = self.client.get(INDEX)
         self.assertEqual(200, res.status_code)
-        self.assertTemplateUsed(res, 'horizon/common/_data_table_view.html')
-        rows = {h.instance: h for h in res.context['table'].data}
+        self.assertTemplateUsed(res, 'vsmtio_dashboard/hosts/index.html')
+        rows = {h.instance: h for h in res.context['vsmtio_hosts_table'].data}
         self.assertEqual({answers.HOST, answers.DOWN_HOST}, set(rows))
         html = res.content.decode()
         self.assertIn('compute-1', html)
@@ -148,11 +161,115 @@ class AdminViewsTest(_AdminViews):
         with mock.patch.object(prometheus, 'query', fail):
             res = self.client.get(INDEX)
         self.assertEqual(200, res.status_code)
-        self.assertEqual([], res.context['table'].data)
+        self.assertEqual([], res.context['vsmtio_hosts_table'].data)
         self.assertMessageCount(res, error=1)
 
     def test_in_navigation(self):
         self.assertShown(self.nav())
+
+
+def _cells(table):
+    """``{row id: {column name: text shown}}`` of a rendered table."""
+    return {row.datum.id: {name: str(cell.data)
+                           for name, cell in row.cells.items()}
+            for row in table.get_rows()}
+
+
+class MixFilterViewsTest(_AdminViews):
+    """The mix filter's table on nova's records (nova's API mocked)."""
+
+    def setUp(self):
+        super().setUp()
+        cpu = mixfilter.Flavor('vsmtio.cpu', 1, {'vsmtio:workload': 'cpu'})
+        io = mixfilter.Flavor('vsmtio.io', 4, {'vsmtio:workload': 'io'})
+        self.nova['nodes'].return_value = [
+            mixfilter.Node('compute-1', 'compute-1', 10, 1, 4.0),
+            mixfilter.Node('compute-2', 'compute-2', 10, 8, 4.0)]
+        self.nova['servers'].return_value = [
+            mixfilter.Server('compute-1', 'compute-1', cpu),
+            mixfilter.Server('compute-2', 'compute-2', io),
+            mixfilter.Server('compute-2', 'compute-2', io._replace(
+                name='vsmtio.cpu4', extra_specs={'vsmtio:workload': 'cpu'}))]
+        # the cloud walk's aggregate: no I/O on compute-1
+        self.nova['aggregates'].return_value = [mixfilter.Aggregate(
+            'walk-no-io', ('compute-1',), {'vsmtio:min_io_fraction': '0',
+                                           'vsmtio:max_io_fraction': '0'})]
+
+    @django_utils.override_settings(
+        VSMTIO_NOVA_OPTIONS={'filter_min_classified_vcpus': 1})
+    def test_refusal_shown_where_the_band_would_break(self):
+        res = self.client.get(INDEX)
+        self.assertEqual(200, res.status_code)
+        rows = _cells(res.context['vsmtio_mix_table'])
+        self.assertEqual({'compute-1', 'compute-2'}, set(rows))
+        refused = rows['compute-1']
+        self.assertEqual('io:cpu 0:1 vCPUs, I/O share 0.000',
+                         refused['counted'])
+        self.assertEqual('[0.000, 0.000] from aggregate walk-no-io',
+                         refused['band'])
+        self.assertEqual('refused from 1 vCPU: I/O share 0.000 -> 0.500 '
+                         'outside [0.000, 0.000], 38 vCPUs free',
+                         refused['io'])
+        self.assertEqual('passes, up to the 39 vCPUs left', refused['cpu'])
+        html = res.content.decode()
+        self.assertIn(escape(refused['io']), html)
+        self.assertIn("Judged with nova.conf's [vsmtio] options as "
+                      'VSMTIO_NOVA_OPTIONS mirrors them: min_io_fraction '
+                      '0.1, max_io_fraction 0.9, filter_min_classified_vcpus '
+                      '1.', html)
+
+    @django_utils.override_settings(
+        VSMTIO_NOVA_OPTIONS={'filter_min_classified_vcpus': 1})
+    def test_nothing_refused_where_the_band_holds(self):
+        res = self.client.get(INDEX)
+        held = _cells(res.context['vsmtio_mix_table'])['compute-2']
+        self.assertEqual('io:cpu 4:4 vCPUs, I/O share 0.500',
+                         held['counted'])
+        self.assertEqual('[0.100, 0.900] from the options', held['band'])
+        self.assertEqual('32 of 40 (10 vCPUs × allocation ratio 4)',
+                         held['free'])
+        for cls in ('io', 'cpu'):
+            self.assertEqual('passes, up to the 32 vCPUs left', held[cls])
+        self.assertNotIn('refused', ' '.join(held.values()))
+
+    def test_without_the_setting_the_defaults_are_said(self):
+        res = self.client.get(INDEX)
+        self.assertContains(res, '<p class="vsmtio-mix-help">nova lets a '
+                                 'host filter only pass or fail a host')
+        self.assertContains(
+            res, 'Horizon has no VSMTIO_NOVA_OPTIONS setting: the table '
+                 "judges with nova's defaults (min_io_fraction 0.1, "
+                 'max_io_fraction 0.9, filter_min_classified_vcpus 16).')
+        rows = _cells(res.context['vsmtio_mix_table'])
+        # one classified vCPU of the 16 nova judges from by default
+        self.assertTrue(rows['compute-1']['io'].startswith(
+            'passes: not judged, 1 of the 16'), rows['compute-1'])
+
+    @django_utils.override_settings(
+        VSMTIO_NOVA_OPTIONS={'max_io_fraction': 1.5})
+    def test_a_setting_nova_would_refuse_is_said(self):
+        res = self.client.get(INDEX)
+        self.assertContains(res, 'VSMTIO_NOVA_OPTIONS: max_io_fraction=1.5 '
+                                 'is refused')
+
+    def test_nova_unavailable_is_said_and_the_agents_stay(self):
+        self.nova['nodes'].side_effect = Exception('nova answered 503')
+        res = self.client.get(INDEX)
+        self.assertEqual(200, res.status_code)
+        self.assertEqual([], res.context['vsmtio_mix_table'].data)
+        self.assertEqual(2, len(res.context['vsmtio_hosts_table'].data))
+        self.assertMessageCount(res, error=1)
+
+    def test_placement_unavailable_assumes_ratio_one_and_says_so(self):
+        self.nova['vcpu_allocation_ratios'].side_effect = Exception('no')
+        self.nova['nodes'].side_effect = lambda request, ratios: [
+            mixfilter.Node('compute-1', 'compute-1', 10, 1,
+                           ratios.get('compute-1'))]
+        res = self.client.get(INDEX)
+        [row] = _cells(res.context['vsmtio_mix_table']).values()
+        self.assertIn('placement gave no allocation ratio: 1.0 assumed',
+                      row['free'])
+        self.assertMessageCount(res, error=0)
 
 
 class SimulatedHostViewsTest(_AdminViews):
@@ -162,7 +279,7 @@ class SimulatedHostViewsTest(_AdminViews):
     def test_hosts_table(self):
         res = self.client.get(INDEX)
         self.assertEqual(200, res.status_code)
-        [row] = res.context['table'].data
+        [row] = res.context['vsmtio_hosts_table'].data
         self.assertTrue(row.simulated)
         html = res.content.decode()
         self.assertIn('%s (simulated SMT host)' % row.name, html)

@@ -25,9 +25,9 @@ CONF = cfg.CONF
 
 def free_vcpus(host_state, vcpus):
     """vCPUs the host still has room for after placing ``vcpus``."""
-    total = (host_state.vcpus_total or 0) * (
-        host_state.cpu_allocation_ratio or 1.0)
-    return total - (host_state.vcpus_used or 0) - vcpus
+    return mix.free_vcpus(host_state.vcpus_total,
+                          host_state.cpu_allocation_ratio,
+                          host_state.vcpus_used, vcpus)
 
 
 class WorkloadMixFilter(filters.BaseHostFilter):

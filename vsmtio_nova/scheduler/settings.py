@@ -1,9 +1,11 @@
 """Per-host settings: ``[vsmtio]`` options, overridden per aggregate.
 
-Host aggregate metadata overrides an option with nova's own helpers, as
-``ram_weight_multiplier`` does. The options are read once per scheduling
-call (:func:`options`), not once per host: oslo.config lookups cost more
-than the arithmetic they feed.
+Host aggregate metadata overrides an option, read with nova's own helpers
+as ``ram_weight_multiplier`` is; which value wins is decided by the pure
+:func:`vsmtio_nova.mix.band` and :func:`~vsmtio_nova.mix.aggregate_fraction`,
+which the Horizon panel calls to explain the filter. The options are read
+once per scheduling call (:func:`options`), not once per host: oslo.config
+lookups cost more than the arithmetic they feed.
 """
 
 import math
@@ -16,13 +18,14 @@ from nova.scheduler.filters import utils as filters_utils
 from nova.scheduler import utils
 
 from vsmtio_nova import conf as vsmtio_conf  # noqa: F401 (registers [vsmtio])
+from vsmtio_nova import mix
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
 
 AGG_TARGET = 'vsmtio:target_io_fraction'
-AGG_MIN = 'vsmtio:min_io_fraction'
-AGG_MAX = 'vsmtio:max_io_fraction'
+AGG_MIN = mix.AGG_MIN
+AGG_MAX = mix.AGG_MAX
 AGG_MULTIPLIER = 'vsmtio:weight_multiplier'
 
 #: Aggregate key -> ``[vsmtio]`` option it overrides.
@@ -54,44 +57,42 @@ def options():
                    opts.max_io_fraction, opts.filter_min_classified_vcpus)
 
 
-def _fraction(host_state, key, default, based_on):
-    values = filters_utils.aggregate_values_from_key(host_state, key)
-    try:
-        value = filters_utils.validate_num_values(
-            values, default, cast_to=float, based_on=based_on)
-    except ValueError:
-        value = None
-    if value is None or not 0.0 <= value <= 1.0:
-        LOG.warning('Aggregate metadata %s=%s of host %s is not a fraction '
-                    'in [0, 1]; using [vsmtio] %s=%s', key, sorted(values),
-                    host_state.host, AGGREGATE_KEYS[key], default)
-        return default
-    return value
+def _ignored(host_state, key, values, default):
+    LOG.warning('Aggregate metadata %s=%s of host %s is not a fraction '
+                'in [0, 1]; using [vsmtio] %s=%s', key, sorted(values),
+                host_state.host, AGGREGATE_KEYS[key], default)
 
 
 def target(host_state, opts):
     """The host's target I/O share (the smallest if aggregates differ)."""
     if not host_state.aggregates:
         return opts.target
-    return _fraction(host_state, AGG_TARGET, opts.target, min)
+    values = filters_utils.aggregate_values_from_key(host_state, AGG_TARGET)
+    value, ok = mix.aggregate_fraction(values, opts.target, min)
+    if not ok:
+        _ignored(host_state, AGG_TARGET, values, opts.target)
+    return value
 
 
 def bounds(host_state, opts):
-    """``(low, high)`` I/O share bounds of the host.
+    """``(low, high)`` I/O share bounds of the host (:func:`mix.band`).
 
     Conflicting aggregates give the strictest band; a band with low > high
     falls back to the options.
     """
     if not host_state.aggregates:
         return opts.low, opts.high
-    low = _fraction(host_state, AGG_MIN, opts.low, max)
-    high = _fraction(host_state, AGG_MAX, opts.high, min)
-    if low > high:
+    values = {key: filters_utils.aggregate_values_from_key(host_state, key)
+              for key in (AGG_MIN, AGG_MAX)}
+    found = mix.band(values[AGG_MIN], values[AGG_MAX], opts.low, opts.high)
+    for key in found.ignored:
+        _ignored(host_state, key, values[key],
+                 opts.low if key == AGG_MIN else opts.high)
+    if found.crossed:
         LOG.warning('Host %s has vsmtio I/O share bounds [%s, %s] with min '
                     'above max; using [vsmtio] [%s, %s]', host_state.host,
-                    low, high, opts.low, opts.high)
-        return opts.low, opts.high
-    return low, high
+                    found.crossed[0], found.crossed[1], opts.low, opts.high)
+    return found.low, found.high
 
 
 def multiplier(host_state):

@@ -2,6 +2,9 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from horizon import tables
 
+from vsmtio_dashboard import mixfilter
+from vsmtio_nova import mix
+
 NOT_REPORTED = _('not reported')
 
 
@@ -192,3 +195,105 @@ class InstancesTable(tables.DataTable):
     class Meta:
         name = 'vsmtio_instances'
         verbose_name = _('Instances on this host')
+
+
+def _share(value):
+    return _('none') if value is None else '%.3f' % value
+
+
+def _host_name(row):
+    """nova's host, and its node where the node is named otherwise."""
+    if row.node.node and row.node.node != row.host:
+        return _('%(host)s (node %(node)s)') % {
+            'host': row.host, 'node': row.node.node}
+    return row.host
+
+
+def _counted(row):
+    """The host's mix as the filter counts it, as its log line gives it."""
+    text = _('io:cpu %(io)d:%(cpu)d vCPUs, I/O share %(share)s') % {
+        'io': row.mix.io, 'cpu': row.mix.cpu,
+        'share': _share(row.mix.share())}
+    if row.uncounted:
+        text = _('%(text)s; %(n)d vCPUs without a declared class (auto) '
+                 'not counted here') % {'text': text, 'n': row.uncounted}
+    return text
+
+
+def _band(row):
+    band = row.band
+    source = (_('aggregate %s') % ', '.join(row.band_from)
+              if row.band_from else _('the options'))
+    text = _('[%(low).3f, %(high).3f] from %(source)s') % {
+        'low': band.low, 'high': band.high, 'source': source}
+    for key in band.ignored:
+        text = _('%(text)s; %(key)s of its aggregates is not a fraction in '
+                 '[0, 1]: the option is used') % {'text': text, 'key': key}
+    if band.crossed:
+        text = _('%(text)s; its aggregates give [%(low).3f, %(high).3f], '
+                 'min above max: the options are used') % {
+            'text': text, 'low': band.crossed[0], 'high': band.crossed[1]}
+    return text
+
+
+def _free(row):
+    """The vCPUs left, of the node's vCPUs times its allocation ratio."""
+    node = row.node
+    free = mix.free_vcpus(node.vcpus, node.ratio, node.vcpus_used, 0)
+    values = {'free': free, 'capacity': free + node.vcpus_used,
+              'vcpus': node.vcpus, 'ratio': node.ratio}
+    if node.ratio is None:
+        return _('%(free)g of %(capacity)g (%(vcpus)d vCPUs; placement gave '
+                 'no allocation ratio: 1.0 assumed)') % values
+    return _('%(free)g of %(capacity)g (%(vcpus)d vCPUs × allocation '
+             'ratio %(ratio)g)') % values
+
+
+def _why(row, verdict):
+    """The filter's numbers, worded as its INFO line words them."""
+    return _('I/O share %(before)s -> %(after).3f outside [%(low).3f, '
+             '%(high).3f], %(free)g vCPUs free') % {
+        'before': _share(row.mix.share()), 'after': verdict.after,
+        'low': row.band.low, 'high': row.band.high, 'free': verdict.free}
+
+
+def _verdict(cls):
+    """One more server of class ``cls``: passes, or refused and why."""
+    def get(row):
+        verdict = row.verdicts[cls]
+        if not verdict.judged:
+            return _('passes: not judged, %(n)d of the %(min)d classified '
+                     'vCPUs the filter judges from') % {
+                'n': row.mix.classified, 'min': row.min_classified}
+        if verdict.refused_from is None:
+            if verdict.full:
+                return _('passes (no whole vCPU left: nova\'s other '
+                         'filters refuse it)')
+            return _('passes, up to the %(room)d vCPUs left') % {
+                'room': verdict.room}
+        if verdict.refused_from == 1:
+            return _('refused from 1 vCPU: %(why)s') % {
+                'why': _why(row, verdict)}
+        return _('passes up to %(ok)d vCPUs; refused from %(n)d vCPUs: '
+                 '%(why)s') % {'ok': verdict.refused_from - 1,
+                               'n': verdict.refused_from,
+                               'why': _why(row, verdict)}
+    return get
+
+
+class MixTable(tables.DataTable):
+    """nova's ``WorkloadMixFilter`` per compute host, as it judges now."""
+
+    host = tables.Column(_host_name, verbose_name=_('Compute host'))
+    counted = tables.Column(_counted,
+                            verbose_name=_('vCPUs the filter counts'))
+    band = tables.Column(_band, verbose_name=_('I/O share band'))
+    free = tables.Column(_free, verbose_name=_('vCPUs left'))
+    io = tables.Column(_verdict(mixfilter.IO),
+                       verbose_name=_('One more I/O server'))
+    cpu = tables.Column(_verdict(mixfilter.CPU),
+                        verbose_name=_('One more CPU server'))
+
+    class Meta:
+        name = 'vsmtio_mix'
+        verbose_name = _('Mix filter (WorkloadMixFilter) by compute host')

@@ -1,12 +1,20 @@
+import logging
+
+from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 from horizon import exceptions
+from horizon import messages
 from horizon import tables
 from openstack_dashboard import api
 
+from vsmtio_dashboard.api import nova
 from vsmtio_dashboard.api import prometheus
 from vsmtio_dashboard import charts
 from vsmtio_dashboard.content.hosts import tables as host_tables
+from vsmtio_dashboard import mixfilter
 from vsmtio_dashboard import overview
+
+LOG = logging.getLogger(__name__)
 
 
 def _answers(request, queries):
@@ -21,11 +29,44 @@ def _hosts(request, names=None):
         names or {})
 
 
-class IndexView(tables.DataTableView):
-    table_class = host_tables.HostsTable
+def mix_options():
+    """The mix filter's options as Horizon's settings mirror nova.conf's."""
+    return mixfilter.options(getattr(settings, mixfilter.SETTING, None))
+
+
+def _mix_hosts(request, opts):
+    """The mix table's rows; nova's failure said, and no rows.
+
+    Said as a page message, not through ``exceptions.handle``: that takes
+    every openstacksdk HTTP error (a 503 of nova's too) for the user not
+    being authorized and answers the whole page with Horizon's "not
+    authorized" one, the agents' table with it.
+    """
+    try:
+        ratios = nova.vcpu_allocation_ratios(request)
+    except Exception as exc:   # no placement in the catalogue, or no answer
+        LOG.warning('vsmtio panel: no allocation ratios from placement: %s',
+                    exc)
+        ratios = {}
+    try:
+        return mixfilter.hosts(nova.nodes(request, ratios),
+                               nova.servers(request),
+                               nova.aggregates(request), opts)
+    except Exception as exc:
+        LOG.warning('vsmtio panel: cannot read nova: %s', exc)
+        messages.error(request, _('Unable to read nova\'s compute hosts, '
+                                  'servers and aggregates: %s') % exc)
+        return []
+
+
+class IndexView(tables.MultiTableView):
+    """The agents' hosts, and what nova's mix filter would refuse where."""
+
+    table_classes = (host_tables.HostsTable, host_tables.MixTable)
+    template_name = 'vsmtio_dashboard/hosts/index.html'
     page_title = _('vSMT-IO hosts')
 
-    def get_data(self):
+    def get_vsmtio_hosts_data(self):
         try:
             return _hosts(self.request, _server_names(self.request))
         except prometheus.MetricsUnavailable as exc:
@@ -33,6 +74,20 @@ class IndexView(tables.DataTableView):
                               _('Unable to read the agents\' metrics: %s')
                               % exc)
             return []
+
+    def get_vsmtio_mix_data(self):
+        return _mix_hosts(self.request, self._mix_options())
+
+    def _mix_options(self):
+        if not hasattr(self, '_options'):
+            self._options = mix_options()
+        return self._options
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context['mix_options'] = self._mix_options()
+        context['mix_setting'] = mixfilter.SETTING
+        return context
 
 
 def _server_names(request, deleted=False):

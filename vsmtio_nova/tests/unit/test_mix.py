@@ -38,6 +38,33 @@ class MixTest(testtools.TestCase):
         self.assertEqual((AUTO, 2), mix.classify_flavor(base.flavor('gpu')))
 
 
+class BandTest(testtools.TestCase):
+    """The band a host is held to, from its aggregates and the options."""
+
+    def test_no_aggregate_value_gives_the_options(self):
+        self.assertEqual(mix.Band(0.1, 0.9), mix.band(set(), set(), 0.1, 0.9))
+
+    def test_the_strictest_of_several_aggregates(self):
+        self.assertEqual(mix.Band(0.3, 0.7),
+                         mix.band({'0.2', '0.3'}, {'0.7', ' 0.8'}, 0.1, 0.9))
+
+    def test_a_value_not_a_fraction_gives_its_option(self):
+        for bad in ('x', 'nan', '1.5', '-0.1'):
+            found = mix.band({bad}, {'0.8'}, 0.1, 0.9)
+            self.assertEqual(mix.Band(0.1, 0.8, (mix.AGG_MIN,)), found, bad)
+        self.assertEqual((0.5, False),
+                         mix.aggregate_fraction({'0.2', 'x'}, 0.5, min))
+
+    def test_a_crossed_band_gives_both_options(self):
+        self.assertEqual(mix.Band(0.1, 0.9, (), (0.9, 0.1)),
+                         mix.band({'0.9'}, {'0.1'}, 0.1, 0.9))
+
+    def test_free_vcpus(self):
+        self.assertEqual(31.0, mix.free_vcpus(8, 4.0, 0, 1))
+        self.assertEqual(-1.0, mix.free_vcpus(2, None, 2, 1))
+        self.assertEqual(-3.0, mix.free_vcpus(None, None, None, 3))
+
+
 class WeighTest(testtools.TestCase):
 
     def test_complementing_host_wins(self):
