@@ -406,6 +406,26 @@ function configure_vsmtio_dashboard {
         ln -sfn "$VSMTIO_DIR/vsmtio_dashboard/enabled/$name" \
             "$HORIZON_DIR/openstack_dashboard/local/enabled/$name"
     done
+    configure_vsmtio_dashboard_options
+}
+
+# The panel judges what the mix filter would refuse with nova.conf's
+# options, which Horizon cannot read: VSMTIO_NOVA_OPTIONS in Horizon's
+# local_settings mirrors those nova.conf sets here (nova's defaults stand
+# for the rest), written again on each stack.sh.
+function configure_vsmtio_dashboard_options {
+    local option value entries=""
+    local settings=$HORIZON_DIR/openstack_dashboard/local/local_settings.py
+    [[ -f "$settings" ]] || return 0
+    for option in min_io_fraction max_io_fraction \
+            filter_min_classified_vcpus; do
+        value=$(iniget "$NOVA_CONF" vsmtio "$option")
+        if [[ -n "$value" ]]; then
+            entries+="'$option': '$value', "
+        fi
+    done
+    sed -i '/^VSMTIO_NOVA_OPTIONS = /d' "$settings"
+    echo "VSMTIO_NOVA_OPTIONS = {${entries%, }}" >> "$settings"
 }
 
 # Only the panel's own files: whatever else is in local/enabled stays.

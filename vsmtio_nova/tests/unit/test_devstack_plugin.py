@@ -10,6 +10,7 @@ runs its command). Everything else is real: ``settings``, plugin.sh,
 writes, loaded by the agent's own options.
 """
 
+import ast
 import os
 import shutil
 import subprocess
@@ -532,6 +533,30 @@ class DevstackPluginTest(testtools.TestCase):
         # no Horizon on this node: nothing in its tree
         self.stack()
         self.assertEqual(sorted(others), listed())
+
+    def test_panel_judges_with_nova_s_mix_options(self):
+        local = os.path.join(self.env['HORIZON_DIR'], 'openstack_dashboard',
+                             'local')
+        settings = os.path.join(local, 'local_settings.py')
+        with open(settings, 'w') as f:
+            f.write("DEBUG = False\n")
+
+        def options():
+            with open(settings) as f:
+                lines = f.read().splitlines()
+            self.assertEqual('DEBUG = False', lines[0])
+            got = [ast.literal_eval(line.partition(' = ')[2])
+                   for line in lines
+                   if line.startswith('VSMTIO_NOVA_OPTIONS = ')]
+            self.assertEqual(1, len(got), lines)
+            return got[0]
+
+        services = ALL_IN_ONE + ',horizon'
+        self.stack(services)
+        self.assertEqual({}, options())     # nova's defaults stand
+        self.stack(services, INIGET_MIN_IO='0.25')  # again: one line
+        # (the panel reads each value by the option's own type)
+        self.assertEqual({'min_io_fraction': '0.25'}, options())
 
     # Prometheus (devstack-plugin-prometheus) scraping the agents.
 
