@@ -124,8 +124,8 @@ class HostsTest(unittest.TestCase):
         [row] = mixfilter.hosts([node()], [server('cpu')], [no_io()], opts)
         self.assertFalse(row.verdicts[IO].judged)
         self.assertIsNone(row.verdicts[IO].refused_from)
-        self.assertEqual('passes: not judged, 1 of the 16 classified vCPUs '
-                         'the filter judges from', cells(row)['io'])
+        self.assertEqual('passes unjudged: the host has 1 classified '
+                         'vCPUs, the filter judges from 16', cells(row)['io'])
 
     def test_auto_and_unset_flavors_are_said_not_counted(self):
         opts = mixfilter.options(None)

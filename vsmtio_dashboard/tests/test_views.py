@@ -243,7 +243,8 @@ class MixFilterViewsTest(_AdminViews):
         rows = _cells(res.context['vsmtio_mix_table'])
         # one classified vCPU of the 16 nova judges from by default
         self.assertTrue(rows['compute-1']['io'].startswith(
-            'passes: not judged, 1 of the 16'), rows['compute-1'])
+            'passes unjudged: the host has 1 classified vCPUs, the '
+            'filter judges from 16'), rows['compute-1'])
 
     @django_utils.override_settings(
         VSMTIO_NOVA_OPTIONS={'max_io_fraction': 1.5})

@@ -262,8 +262,8 @@ def _verdict(cls):
     def get(row):
         verdict = row.verdicts[cls]
         if not verdict.judged:
-            return _('passes: not judged, %(n)d of the %(min)d classified '
-                     'vCPUs the filter judges from') % {
+            return _('passes unjudged: the host has %(n)d classified '
+                     'vCPUs, the filter judges from %(min)d') % {
                 'n': row.mix.classified, 'min': row.min_classified}
         if verdict.refused_from is None:
             if verdict.full:
