@@ -35,6 +35,25 @@ def members(sim, th):
     return out
 
 
+def agent_pair(test, kernel, duration):
+    """A 4-vCPU I/O VM and a 4-vCPU CPU-bound one on two cores, run.
+
+    Through ``kernel``'s agent, if it has one, for ``duration`` s.
+    """
+    doc = {'name': 'eevdf_pair', 'host': {'cores': 2},
+           'duration_s': duration, 'warmup_s': 0.5,
+           'scheduler': {'policy': 'eevdf'},
+           'workloads': {'io': h.io_wl(wait_us=2000, dist='exponential'),
+                         'cpu': h.CPU_WL},
+           'vms': [{'name': 'io', 'workload': 'io', 'vcpus': 4},
+                   {'name': 'cpu', 'workload': 'cpu', 'vcpus': 4}]}
+    path = os.path.join(test.useFixture(fixtures.TempDir()).path,
+                        'eevdf_pair.yaml')
+    with open(path, 'w') as f:
+        yaml.safe_dump(doc, f)
+    return runner.run(path, kernel, duration=duration)
+
+
 class TestPolicy(testtools.TestCase):
 
     def test_eevdf_by_default_cfs_on_request(self):
@@ -86,18 +105,7 @@ class TestPolicy(testtools.TestCase):
             self.assertGreater(h.vcpu(sim, 'cpu').instructions, 0, kernel)
 
     def test_the_agent_drives_the_vsmtio_kernel_under_eevdf(self):
-        doc = {'name': 'eevdf_pair', 'host': {'cores': 2},
-               'duration_s': 2.0, 'warmup_s': 0.5,
-               'scheduler': {'policy': 'eevdf'},
-               'workloads': {'io': h.io_wl(wait_us=2000, dist='exponential'),
-                             'cpu': h.CPU_WL},
-               'vms': [{'name': 'io', 'workload': 'io', 'vcpus': 4},
-                       {'name': 'cpu', 'workload': 'cpu', 'vcpus': 4}]}
-        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
-                            'eevdf_pair.yaml')
-        with open(path, 'w') as f:
-            yaml.safe_dump(doc, f)
-        got = runner.run(path, 'vsmtio', duration=2.0)
+        got = agent_pair(self, 'vsmtio', 2.0)
         self.assertGreater(got['agent']['decisions'], 0)
         self.assertGreater(got['io_throughput'], 0)
         self.assertGreater(got['cpu_throughput'], 0)
@@ -516,18 +524,7 @@ class TestGroupEntity(testtools.TestCase):
             return make(self, th, y)
         self.useFixture(fixtures.MonkeyPatch(
             'vsmtio_sim.engine.EevdfSimulation._make_group', counted))
-        doc = {'name': 'eevdf_moves', 'host': {'cores': 2},
-               'duration_s': 1.5, 'warmup_s': 0.5,
-               'scheduler': {'policy': 'eevdf'},
-               'workloads': {'io': h.io_wl(wait_us=2000, dist='exponential'),
-                             'cpu': h.CPU_WL},
-               'vms': [{'name': 'io', 'workload': 'io', 'vcpus': 4},
-                       {'name': 'cpu', 'workload': 'cpu', 'vcpus': 4}]}
-        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
-                            'eevdf_moves.yaml')
-        with open(path, 'w') as f:
-            yaml.safe_dump(doc, f)
-        got = runner.run(path, 'vsmtio-paper', duration=1.5)
+        got = agent_pair(self, 'vsmtio-paper', 1.5)
         self.assertTrue(made)
         self.assertGreater(got['io_throughput'], 0)
         self.assertGreater(got['cpu_throughput'], 0)
