@@ -35,7 +35,7 @@ class Vcpu(object):
         'peers', 'draw_irq', 'draw_handler', 'irq_to', 'irqs', 'saved',
         'in_handler', 'handled', 'rate_by', 'corun_rate', 'load',
         'busy_mark', 'cold', 'origin', 'halts', 'deadline', 'vlag',
-        'vprot', 'delayed')
+        'vprot', 'delayed', 'grp')
 
     def __init__(self, ref, vm, wl, wl_idx, ghz, stream):
         self.ref = ref
@@ -82,6 +82,9 @@ class Vcpu(object):
         # (DELAY_DEQUEUE)
         self.deadline = self.vlag = self.vprot = 0.0
         self.delayed = False
+        # EEVDF: the group entity of its VM it is queued in (or last slept
+        # in); None where it stands for its VM's group itself
+        self.grp = None
         if wl.does_io:
             self.draw_burst = workloads.sampler(wl.burst, stream('burst'))
             self.draw_device = workloads.sampler(wl.device,
@@ -98,7 +101,8 @@ class Thread(object):
                  'rq', 'last', 'rate', 'aver', 'sver', 'state_ns', 'min_vr',
                  'slice_at', 'slice_ev', 'wake_pending', 'resuming',
                  'picked_at', 'cached', 'socket', 'idle_at', 'cstate',
-                 'idle_hist', 'delayed', 'acct_v', 'acct_vr')
+                 'idle_hist', 'delayed', 'acct_v', 'acct_vr', 'groups',
+                 'buddy', 'rcurr')
 
     def __init__(self, cpu, core_id, is_io):
         self.cpu = cpu
@@ -126,5 +130,38 @@ class Thread(object):
         self.delayed = []           # EEVDF: sleepers still queued on it
         # EEVDF: the running vCPU and its vruntime as the scheduler last
         # accounted them (update_curr)
+        self.acct_v = None
+        self.acct_vr = 0.0
+        # EEVDF: {vm: Group} where several vCPUs of a VM met on it; the
+        # group its queue's pick prefers (cfs_rq->next); the entity last
+        # set running on it (set_next_entity)
+        self.groups = {}
+        self.buddy = self.rcurr = None
+
+
+class Group(object):
+    """A VM's group entity on one hyperthread's EEVDF run queue.
+
+    Both an entity of the hyperthread's queue (the VM's cgroup there:
+    its vruntime, deadline, lag, weight) and the queue of the VM's vCPUs
+    on that hyperthread (its own reference vruntime, its delayed
+    sleepers, its running vCPU as last accounted). Made where a second
+    vCPU of the VM joins the hyperthread's queue, and kept, as the
+    kernel keeps a cgroup's entity on each CPU (:mod:`~vsmtio_sim.eevdf`).
+    """
+
+    __slots__ = ('vm', 'th', 'grp', 'vruntime', 'deadline', 'vlag', 'vprot',
+                 'vr_scale', 'delayed', 'min_vr', 'sleepers', 'acct_v',
+                 'acct_vr')
+
+    def __init__(self, vm, th):
+        self.vm = vm
+        self.th = th
+        self.grp = None             # an entity of the hyperthread's queue
+        self.vruntime = self.deadline = self.vlag = self.vprot = 0.0
+        self.vr_scale = 1.0
+        self.delayed = False
+        self.min_vr = 0.0
+        self.sleepers = []          # its vCPUs asleep, still queued in it
         self.acct_v = None
         self.acct_vr = 0.0

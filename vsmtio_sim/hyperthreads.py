@@ -57,6 +57,10 @@ class Hyperthreads(object):
             return
         v.run_ns += dt
         v.vruntime += dt * v.vr_scale
+        g = v.grp
+        if g is not None:
+            # EEVDF: its VM's group entity runs with it (update_curr)
+            g.vruntime += dt * g.vr_scale
         if st == COMPUTE:
             cold = v.cold
             if cold > 0.0:
