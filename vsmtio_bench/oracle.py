@@ -510,6 +510,12 @@ def _document(path):
     return doc
 
 
+def recorded(path=DEFAULT_JSON):
+    """``{scheduler: {scenario: oracle}}`` that ``path`` records for this
+    model: a search made on the same model's code, whoever made it."""
+    return _document(path)['results']
+
+
 def selection_args(p):
     """The options the oracle and the yardstick choose their runs by."""
     p.add_argument('--only', default='', help='scenario name prefix')

@@ -7,8 +7,9 @@ host, at steady state), judges each honest VM against its floors net of
 the model's noise (:func:`vsmtio_sim.tenants.floors`: the seed's vanilla
 and A/A runs over the same window), and sets the product's I/O gain beside
 the oracle's and the margin oracle's (:mod:`vsmtio_bench.oracle`, searched
-over the same seeds; its runs are cached, so a search already made
-replays in seconds).
+over the same seeds: the one ``oracle.json`` records for this model when
+it covers the seeds, else searched, its runs cached so that a search
+already made replays in seconds).
 
 **One headline.** The product's share of the oracle's I/O gain,
 gain-weighted over the scenarios where the oracle gains 5% or more
@@ -400,12 +401,21 @@ def _overrides(p, items):
 def measure(args, names, overrides):
     """``(oracles, runs)``: each scenario's oracle, then the product's runs.
 
-    The oracles first: every run they need is cached, so a search already
-    made replays in seconds.
+    The oracles first: those ``oracle.json`` records for this model, the
+    rest searched (every run they need is cached, so a search already made
+    replays in seconds).
     """
     oracles, runs = {}, []
-    jobs = [(n, s, args.seeds, bench_oracle.SEARCH_S, bench_oracle.CONFIRM)
-            for s in args.schedulers for n in names if not args.no_oracle]
+    known = {} if args.no_oracle else bench_oracle.recorded()
+    jobs = []
+    for s in args.schedulers:
+        for n in [] if args.no_oracle else names:
+            o = known.get(s, {}).get(n)
+            if o is not None and set(args.seeds) <= set(o['seed_list']):
+                oracles.setdefault(s, {})[n] = o
+            else:
+                jobs.append((n, s, args.seeds, bench_oracle.SEARCH_S,
+                             bench_oracle.CONFIRM))
     with concurrent.futures.ProcessPoolExecutor(args.processes) as pool:
         for o in pool.map(bench_oracle._job, jobs):
             oracles.setdefault(o['scheduler'], {})[o['scenario']] = o
