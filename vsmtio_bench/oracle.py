@@ -511,8 +511,10 @@ def _document(path):
 
 
 def recorded(path=DEFAULT_JSON):
-    """``{scheduler: {scenario: oracle}}`` that ``path`` records for this
-    model: a search made on the same model's code, whoever made it."""
+    """The oracles ``path`` records for this model, by scheduler and name.
+
+    A search made on the same model's code, whoever made it.
+    """
     return _document(path)['results']
 
 
