@@ -45,10 +45,9 @@ def radius(n, variance, alpha, mixture_pairs=MIXTURE_PAIRS):
     """Half the width of the two-sided sequence for a mean of ``n``."""
     if n < 2 or not math.isfinite(variance):
         return float('inf')
-    v = n * variance
-    rho = mixture_pairs * variance
-    return math.sqrt((v + rho) * (math.log((v + rho) / rho)
-                                  + 2.0 * math.log(1.0 / alpha))) / n
+    w = (n + mixture_pairs) * variance          # V + rho
+    return math.sqrt(w * (math.log(1.0 + n / mixture_pairs)
+                          + 2.0 * math.log(1.0 / alpha))) / n
 
 
 def interval(run, alpha, prior=None):
@@ -66,10 +65,7 @@ def interval(run, alpha, prior=None):
 
 
 def spent(i, alpha):
-    """The level of the ``i``-th of an open-ended set of hypotheses.
-
-    (They sum to ``alpha``, however many a search opens as it goes.)
-    """
+    """The ``i``-th hypothesis's level: all sum to ``alpha``, however many."""
     return alpha / (i * (i + 1))
 
 

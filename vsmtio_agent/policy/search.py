@@ -80,7 +80,6 @@ class Verdict:
     domain: Optional[str] = None
     timeout_ns: Optional[int] = None
     ratios: tuple = ()                  # ((vm, kind, ratio), ...)
-    utility: Optional[float] = None
     factor: Optional[float] = None
 
     def _class_ratio(self, kind):
@@ -106,12 +105,12 @@ class Candidate:
     reason: str = 'not yet probed'
     safe: bool = False                  # every floor and the gain shown
     lost: bool = False                  # a VM shown below its floor
-
-    def level(self, params):
-        return bounds.spent(self.index, params.alpha)
+    cleared: bool = False               # every floor shown, once
+    spends: int = 0                     # floors' level's index (0: own)
 
     def gain_bounds(self, params, prior):
-        return bounds.interval(self.gain, self.level(params), prior)
+        return bounds.interval(self.gain, bounds.spent(
+            self.index, params.alpha), prior)
 
     @property
     def n(self):
@@ -299,18 +298,33 @@ def _moves(state, params, config, single=False):
     return out
 
 
+def _up(move, value, than):
+    """Whether ``value`` is up ``move``'s ladder (costlier) from ``than``."""
+    rank = GRADES.index if move[0] == vocabulary.SPLIT else float
+    return rank(value) > rank(than)
+
+
+def _ladder(state, params):
+    """``{config: index}``: a step up from each candidate whose floors held."""
+    return {m[0]: b.spends or b.index for b in state.candidates if b.cleared
+            for m in _moves(state, params, b.config)
+            if m[1] == b.move and _up(b.move, m[2], b.value)}
+
+
 def _open(state, params, proposals):
-    """``state`` with new proposals, none past a value that lost a floor."""
+    """``state`` with new proposals, none past a value that lost a floor.
+
+    A step up from a candidate whose floors were shown (``_ladder``) is
+    held to its level: a fixed sequence spends no more, nor is it capped.
+    """
     cands = list(state.candidates)
     seen = {c.config for c in cands}
+    ladder = _ladder(state, params)
     for config, move, value in proposals:
-        # every lever costs the neighbours more as it grows
-        rank = GRADES.index if move[0] == vocabulary.SPLIT else float
-        if len(cands) >= params.max_candidates:
-            break
         if config in seen or config == vocabulary.BARE or any(
-                c.lost and c.move == move and rank(value) > rank(c.value)
-                for c in cands):
+                c.lost and c.move == move and _up(move, value, c.value)
+                for c in cands) or (len(cands) >= params.max_candidates
+                                    and config not in ladder):
             continue
         seen.add(config)
         cands.append(Candidate(config, len(cands) + 1, move, value))
@@ -353,10 +367,7 @@ def _visit(state, params):
 
 
 def pair_logs(kinds, a, b):
-    """``({vm: log of a over b}, gain log)``, None if a VM is unmeasured.
-
-    (So each candidate's VMs are judged on the same pairs.)
-    """
+    """``({vm: log a/b}, gain log)``, each on the same pairs (or None)."""
     logs = {}
     for vm, _kind in kinds:
         va, vb = a.get(vm), b.get(vm)
@@ -384,14 +395,12 @@ def add_pair(c, kinds, params, logs, gain, prior=None):
     """``c`` with one pair added: out, safe or still active."""
     c = dataclasses.replace(c, logs=_fed(c.logs, logs),
                             gain=c.gain.add(gain))
-    prior = prior or {}
-    alpha = c.level(params)
-    low = True
-    runs = dict(c.logs)
+    low, prior = True, prior or {}
     for vm, kind in kinds:
         floor = math.log(params.cpu_min if kind == COMPUTING
                          else params.io_min)
-        lo, hi = bounds.interval(runs[vm], alpha, prior.get(vm))
+        lo, hi = bounds.interval(dict(c.logs)[vm], bounds.spent(
+            c.spends or c.index, params.alpha), prior.get(vm))
         if hi < floor and c.n >= MIN_LOSS_PAIRS:
             return dataclasses.replace(c, status=OUT, lost=True, reason=(
                 '%s at most %.3f, below its floor %.2f, after %d pairs'
@@ -400,7 +409,8 @@ def add_pair(c, kinds, params, logs, gain, prior=None):
     lo, _hi = c.gain_bounds(params, prior.get(None))
     safe = low and lo > 0.0 and c.n >= params.pairs
     status = c.status if c.status == DONE else (SAFE if safe else ACTIVE)
-    return dataclasses.replace(c, status=status, safe=safe, reason=(
+    return dataclasses.replace(c, status=status, safe=safe, cleared=(
+        c.cleared or low and c.n >= params.pairs), reason=(
         'every VM clears its floor and the gain is at least %.3f after %d '
         'pairs' % (math.exp(lo), c.n) if safe else
         'not yet shown to clear every floor and gain after %d pairs' % c.n))
@@ -447,8 +457,9 @@ def _search_step(state, params, stats, served):
     got = pair_logs(state.kinds, *((first, values) if first_with
                                    else (values, first)))
     if got is not None:
-        c = add_pair(c, state.kinds, params, *got,
-                     prior=priors(state.candidates))
+        c = add_pair(dataclasses.replace(c, spends=_ladder(
+            state, params).get(c.config, c.spends)), state.kinds, params,
+            *got, prior=priors(state.candidates))
     state = dataclasses.replace(state, position=pos, pending=None,
                                 candidates=state.candidates[:i] + (c,)
                                 + state.candidates[i + 1:])
@@ -513,19 +524,15 @@ def _finish(state, params, why):
         state, phase=HOLD, kept=kept, in_force=kept, current=None,
         pending=None, searches=state.searches + 1, held=0, finished=summary,
         reference=best.logs if best is not None else (), detector=(),
-        verdicts=verdicts(state, params, kept, best, why) + (summary,),
+        verdicts=tuple(_verdict(state, kept, best, lever, vm, why)
+                       for lever in _offers(state, params)
+                       for vms in _units(state, params, lever)
+                       for vm in vms or (None,)) + (summary,),
         last_kept=None, holdout_gain=bounds.Running())
 
 
-def verdicts(state, params, kept, best, why=None):
-    """One verdict per lever and VM: kept, or why its candidates went."""
-    return tuple(_verdict(state, kept, best, lever, vm, why)
-                 for lever in _offers(state, params)
-                 for vms in _units(state, params, lever)
-                 for vm in vms or (None,))
-
-
 def _verdict(state, kept, best, lever, vm, why):
+    """What was decided of one lever for one VM, kept or why its went."""
     def has(config):
         if lever == vocabulary.SPLIT:
             return vocabulary.SPLIT in config.mechanisms
@@ -550,9 +557,7 @@ def _verdict(state, kept, best, lever, vm, why):
         else None,
         factor=kept.value(lever, vm) if lever == vocabulary.WEIGHT else None,
         ratios=tuple((x, kind.get(x), math.exp(r.mean))
-                     for x, r in (speaker.logs if speaker else ())),
-        utility=(math.exp(speaker.gain.mean)
-                 if speaker is not None and speaker.n else None))
+                     for x, r in (speaker.logs if speaker else ())))
 
 
 def _hold_step(state, params, stats, served):
@@ -621,8 +626,7 @@ def _holdout_verdict(params, run, logs, alarm):
 def _detect(state, params, logs):
     """``(state, [(vm, log distance)])`` with one observation per VM in.
 
-    Each is a new draw from its reference, whose mean's error counts,
-    which then takes it in.
+    Each a new draw from its reference (whose mean's error counts).
     """
     cusums, reference, alarm = dict(state.detector), dict(state.reference), []
     for vm, r in state.reference:

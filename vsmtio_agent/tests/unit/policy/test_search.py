@@ -158,6 +158,25 @@ class TestElimination(testtools.TestCase):
         c = self._fed({'c1': 0.97, 's1': 1.1}, 32)
         self.assertFalse(c.safe)
 
+    def test_a_ladder_step_holds_its_floors_to_the_first_steps_level(self):
+        # the same pairs: held to the 1st candidate's level (a step up a
+        # ladder shown so far), the 20th clears its floors sooner; its
+        # gain is held to its own index's level either way
+        rng = random.Random(5)
+        own = search.Candidate(BARE_PLUS, 20)
+        step = search.Candidate(BARE_PLUS, 20, spends=1)
+        cleared = {}
+        for pair in range(1, P.max_pairs + 1):
+            logs = {'c1': math.log(0.985) + rng.gauss(0, 0.01),
+                    's1': math.log(1.1) + rng.gauss(0, 0.01)}
+            own, step = (search.add_pair(c, KINDS, P, logs, logs['s1'])
+                         for c in (own, step))
+            for name, c in (('own', own), ('step', step)):
+                if c.cleared:
+                    cleared.setdefault(name, pair)
+        self.assertLess(cleared['step'], cleared.get('own', P.max_pairs + 1))
+        self.assertEqual(own.gain_bounds(P, None), step.gain_bounds(P, None))
+
     def test_a_gain_below_the_best_safe_one_is_eliminated(self):
         best = self._fed({'c1': 1.0, 's1': 1.2}, 16)
         worse = self._fed({'c1': 1.0, 's1': 1.02}, 16, seed=3, index=2)
@@ -233,6 +252,29 @@ class TestCandidates(testtools.TestCase):
             (vocabulary.Config(weights=(('s1', 1.75),)), move, 1.75)])
         self.assertEqual([1.75], [c.value for c in nxt.candidates[1:]])
 
+    def test_a_step_up_from_a_cleared_candidate_is_held_to_its_level(self):
+        # fixed-sequence testing: x1.75 over x1.5, whose floors were shown,
+        # is held to x1.5's level (or the level x1.5 itself was held to),
+        # and the cap on candidates does not stop it; a candidate not yet
+        # shown, or another lever's step, gets its own index's
+        move = (vocabulary.WEIGHT, ('s1',))
+        w = vocabulary.Config(weights=(('s1', 1.5),))
+        up = w.with_value(vocabulary.WEIGHT, 's1', 1.75)
+        others = tuple(search.Candidate(vocabulary.Config(
+            timeouts=(('s1', i * US),)), i) for i in (1, 2))
+        capped = dataclasses.replace(P, max_candidates=3)
+        for cleared, spends, want in ((True, 0, 3), (True, 1, 1),
+                                      (False, 0, None)):
+            parent = search.Candidate(w, 3, move, 1.5, cleared=cleared,
+                                      spends=spends)
+            state = search.State(groups=(('s1',),), light=frozenset({'s1'}),
+                                 candidates=others + (parent,))
+            ladder = search._ladder(state, P)
+            self.assertEqual({} if want is None else {up: want}, ladder)
+            nxt = search._open(state, capped, search._moves(state, capped, w))
+            self.assertEqual([up] if want else [],
+                             [c.config for c in nxt.candidates[3:]])
+
 
 class TestSearch(testtools.TestCase):
 
@@ -269,6 +311,25 @@ class TestSearch(testtools.TestCase):
                          state.kept.value(vocabulary.RETENTION, 's1'))
         lost = [c for c in state.candidates if c.lost]
         self.assertEqual([50 * US], [c.value for c in lost])
+
+    def test_a_long_ladder_reaches_its_far_safe_rung(self):
+        # s1 gains 4% a quarter; c1 pays 1% up to x3, then 15%; timeouts
+        # and the split do nothing here but fill the cap on candidates.
+        # Each step up from one whose floors were shown is held to the
+        # first's level and passes the cap, so x3 is kept, the 9th step
+        host = Host(weighted(lambda f: 1.0 + 0.16 * (f - 1.0),
+                             lambda f: 0.99 if f <= 3.0 else 0.85),
+                    noise=0.02, seed=2)
+        state = run(host, 4000)
+        self.assertEqual(search.HOLD, state.phase)
+        self.assertEqual(3.0, state.kept.value(vocabulary.WEIGHT, 's1'))
+        self.assertGreater(len(state.candidates), P.max_candidates)
+        ladder = [c for c in state.candidates if c.config.weights
+                  and not c.config.timeouts and not c.config.mechanisms]
+        self.assertEqual([1.25 + 0.25 * i for i in range(9)],
+                         [c.value for c in ladder][:9])
+        self.assertLess(min(c.spends for c in ladder if c.value > 1.5
+                            and c.value <= 3.0), ladder[2].index)
 
     def test_keeps_nothing_where_every_candidate_costs(self):
         host = Host(lambda c: {} if c == vocabulary.BARE
