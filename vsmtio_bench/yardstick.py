@@ -161,6 +161,12 @@ def seed_shares(rows, field='oracle', gain_min=GAIN_MIN, chosen=None):
     return {s: v for s, v in shares.items() if v is not None}, chosen
 
 
+def settled_at(row):
+    """When the guard settled in each seed: its search's end, in seconds."""
+    return [k.get('settled_at_s') for _s, k in sorted(row['kept'].items())
+            if k.get('settled_at_s') is not None]
+
+
 def _share(pairs):
     """The summed gains of ``(product, oracle)`` pairs over the oracle's."""
     pairs = [(p, o) for p, o in pairs if p is not None and o is not None]
@@ -178,7 +184,8 @@ def table_rows(rows):
             name, scheduler, row['oracle_label'] or 'not searched',
             intervals.text(*o),
             intervals.text(*intervals.interval(row['margin'].values())),
-            intervals.text(*p), intervals.text(*d[:3]),
+            intervals.text(*p), intervals.text(*d[:3]), intervals.text(
+                *intervals.interval(settled_at(row)), fmt='%.0f'),
             'gain' if o[0] is not None and o[0] >= GAIN_MIN
             else 'no-harm only'] + [
                 '%d / %d' % (len({b[0] for b in row[field]}),
@@ -189,7 +196,8 @@ def table_rows(rows):
 
 HEADER = ['scenario', 'scheduler', 'oracle (best static)',
           'oracle I/O', 'margin oracle I/O', 'product I/O',
-          'product - oracle', 'counted as', 'seeds with a VM below',
+          'product - oracle', 'search ends, s', 'counted as',
+          'seeds with a VM below',
           'vanilla again: seeds below']
 
 
@@ -373,7 +381,11 @@ gain-weighted over the scenarios where the oracle gains {gain:g}x or
 more (per seed, summed gains over summed gains; the interval is over
 seeds). Scenarios where it gains less are counted as *no-harm only*.
 Each interval is a 95% Student t interval over the seeds; "product -
-oracle" is the paired difference over the seeds both ran.
+oracle" is the paired difference over the seeds both ran. *Search ends*
+is when the guard's search settled, in seconds of the simulated host from
+its start: until then it alternates candidates with the bare host in ABBA
+blocks; after it, the steady window, where one period in
+``holdout_every`` (40) runs bare besides its settling period.
 
 Results
 =======

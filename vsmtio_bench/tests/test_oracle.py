@@ -408,3 +408,16 @@ class TestMain(testtools.TestCase):
                      ['--names', self.path, '--processes', '0']):
             self.assertRaises(SystemExit, bench_oracle.main, argv)
         run.assert_not_called()
+
+    def test_recorded_oracles_are_this_models_only(self):
+        # a fresh machine takes a search the document records for the
+        # same model's code; another model's record is searched again
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'oracle.json')
+        doc = bench_oracle._document(None)
+        doc['results'] = {'cfs': {'a': {'label': 'vsmtio: all off'}}}
+        bench_oracle._write(path, doc)
+        self.assertEqual(doc['results'], bench_oracle.recorded(path))
+        doc['model_version'] = 'another'
+        bench_oracle._write(path, doc)
+        self.assertEqual({}, bench_oracle.recorded(path))

@@ -1,5 +1,7 @@
 """The yardstick (``vsmtio-bench yardstick``): its headline and table."""
 
+import argparse
+import concurrent.futures
 import json
 import os
 
@@ -64,6 +66,44 @@ class TestHeadline(testtools.TestCase):
         self.assertEqual(['a (cfs) seed 1: web mean 0.9700 < 0.9900',
                           'a (cfs) seed 2: db window 0.9000 < 0.9400'],
                          yardstick.below_lines(by))
+
+    def test_when_the_search_ended_over_the_seeds_that_settled(self):
+        runs = [run('a', seed, 1.0) for seed in (1, 2, 3)]
+        for r, at in zip(runs, (100.0, 140.0, None)):
+            r['kept']['settled_at_s'] = at
+        row, = yardstick.table_rows(yardstick.by_scenario(runs, {}))
+        got = dict(zip(yardstick.HEADER, row))['search ends, s']
+        self.assertTrue(got.startswith('120 ['), got)
+        row, = yardstick.table_rows(yardstick.by_scenario(
+            [run('a', 1, 1.0)], {}))
+        self.assertEqual('-', dict(zip(yardstick.HEADER, row))[
+            'search ends, s'])
+
+    def test_an_oracle_recorded_for_the_seeds_is_not_searched_again(self):
+        known = dict(oracle({1: 1.2, 2: 1.3}), seed_list=[1, 2, 3])
+        self.useFixture(fixtures.MockPatch(
+            'vsmtio_bench.oracle.recorded',
+            return_value={'cfs': {'a': known}}))
+        job = self.useFixture(fixtures.MockPatch(
+            'vsmtio_bench.oracle._job', side_effect=lambda j: dict(
+                oracle({1: 1.1}), scenario=j[0], scheduler=j[1],
+                io_gain=1.1))).mock
+        self.useFixture(fixtures.MockPatch(
+            'concurrent.futures.ProcessPoolExecutor',
+            concurrent.futures.ThreadPoolExecutor))
+        self.useFixture(fixtures.MockPatch(
+            'vsmtio_bench.yardstick.one', side_effect=lambda j: run(
+                j[0], j[2], 1.1, scheduler=j[1])))
+        self.useFixture(fixtures.MockPatch('sys.stderr'))
+        args = argparse.Namespace(schedulers=['cfs'], seeds=[1, 2],
+                                  no_oracle=False, processes=1)
+        oracles, runs = yardstick.measure(args, ['a', 'b'], ())
+        self.assertIs(known, oracles['cfs']['a'])
+        self.assertEqual(['b'], [j[0][0][0] for j in job.call_args_list])
+        self.assertEqual(4, len(runs))
+        args.seeds = [1, 4]         # a seed it does not cover: searched
+        yardstick.measure(args, ['a'], ())
+        self.assertEqual('a', job.call_args_list[-1][0][0][0])
 
     def test_a_mean_below_by_less_than_the_digits_shown_says_so(self):
         by = yardstick.by_scenario(
