@@ -457,9 +457,9 @@ def _search_step(state, params, stats, served):
     got = pair_logs(state.kinds, *((first, values) if first_with
                                    else (values, first)))
     if got is not None:
-        c = add_pair(dataclasses.replace(c, spends=_ladder(
-            state, params).get(c.config, c.spends)), state.kinds, params,
-            *got, prior=priors(state.candidates))
+        c = add_pair(dataclasses.replace(c, spends=min(_ladder(
+            state, params).get(c.config, c.index), c.spends or c.index)),
+            state.kinds, params, *got, prior=priors(state.candidates))
     state = dataclasses.replace(state, position=pos, pending=None,
                                 candidates=state.candidates[:i] + (c,)
                                 + state.candidates[i + 1:])

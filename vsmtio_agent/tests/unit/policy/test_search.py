@@ -177,6 +177,27 @@ class TestElimination(testtools.TestCase):
         self.assertLess(cleared['step'], cleared.get('own', P.max_pairs + 1))
         self.assertEqual(own.gain_bounds(P, None), step.gain_bounds(P, None))
 
+    def test_a_candidate_is_never_held_to_a_later_ones_level(self):
+        # 50 us opened first; 25 us, opened later below it, clears its
+        # floors: 50 us, one step up from it, keeps its own first level
+        move = (vocabulary.RETENTION, ('s1',))
+        first = search.Candidate(vocabulary.Config(timeouts=(
+            ('s1', 50 * US),)), 1, move, 50 * US, logs=(
+                ('c1', bounds.Running()), ('s1', bounds.Running())))
+        below = search.Candidate(vocabulary.Config(timeouts=(
+            ('s1', 25 * US),)), 2, move, 25 * US, cleared=True)
+        state = search.State(
+            phase=search.PROBE, kinds=KINDS, groups=(('s1',),),
+            light=frozenset({'s1'}), candidates=(first, below), current=0,
+            target=8, in_force=first.config)
+        self.assertEqual(2, search._ladder(state, P)[first.config])
+        host = Host(lambda c: {})
+        for _ in range(3):
+            stats, served = host.period(state.in_force)
+            state = search._search_step(state, P, stats, served)
+        self.assertEqual(1, state.candidates[0].n)
+        self.assertEqual(1, state.candidates[0].spends)
+
     def test_a_gain_below_the_best_safe_one_is_eliminated(self):
         best = self._fed({'c1': 1.0, 's1': 1.2}, 16)
         worse = self._fed({'c1': 1.0, 's1': 1.02}, 16, seed=3, index=2)
