@@ -16,6 +16,8 @@ BENCHES = {
               'and scheduler, over several seeds',
     'yardstick': 'the product against the oracle over several seeds, each '
                  'honest VM against its floors net of noise',
+    'search': 'one search of the guard traced period by period: its '
+              'picture and what it costs the tenants',
     'objective': 'the product under other CPU floors than the default',
     'step': 'the CPU cost of one policy step, on recorded inputs',
     'tick': 'the CPU cost of one agent period with 200 vCPU threads',
