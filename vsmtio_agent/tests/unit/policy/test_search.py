@@ -435,6 +435,33 @@ class TestAA(testtools.TestCase):
         self.assertLessEqual(kept / 200.0, params.alpha)
 
 
+class TestLadderNull(testtools.TestCase):
+    """A ladder whose steps hold up until they cost just past a floor."""
+
+    def test_a_step_past_the_floor_is_kept_at_most_at_alpha(self):
+        # x1.25 to x1.75 cost c1 nothing, x2 and up 3.5% (0.965, under its
+        # 0.97 floor): each shown step passes its level up the ladder, so
+        # the steps past the floor are tried at the first one's level; over
+        # 200 seeded searches they are kept at most alpha of the time
+        params = dataclasses.replace(P, rungs=(), retention=False,
+                                     smt=False, max_pairs=16)
+        past = first = 0
+        for seed in range(200):
+            host = Host(weighted(lambda f: 1.1 if f > 1.0 else 1.0,
+                                 lambda f: 1.0 if f < 2.0 else 0.965),
+                        noise=0.02, seed=seed)
+            state = search.State()
+            while not state.searches:
+                stats, served = host.period(state.in_force)
+                state = search.step(state, params, stats, served)
+            past += (state.kept.value(vocabulary.WEIGHT, 's1') or 1) >= 2
+            first += any(c.value == 2.0 and c.spends == 1
+                         for c in state.candidates)
+        self.assertLessEqual(past / 200.0, params.alpha)
+        # (the ladder was shown up to x2 in most searches)
+        self.assertGreater(first, 100)
+
+
 class TestNull(testtools.TestCase):
     """A/A streams, no true effect: a keep is a false keep."""
 
