@@ -23,7 +23,7 @@ GRADES = vocabulary.GRADES
 ACTIVE, SAFE, OUT, DONE = 'active', 'safe', 'eliminated', 'retired'
 _STARVED = math.log(1e3)
 MIN_LOSS_PAIRS = 4      # a loss is read from an ABBA quadruple on
-LEADERS = 4             # a survivor grows while among these by gain
+LEADERS = 4             # of those that may yet be kept, these grow
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,9 +112,7 @@ class Candidate:
         return bounds.interval(self.gain, bounds.spent(
             self.index, params.alpha), prior)
 
-    @property
-    def n(self):
-        return self.gain.n
+    n = property(lambda self: self.gain.n)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -493,7 +491,8 @@ def _after_visit(state, params):
             m for m in _moves(state, params, c.config)
             + _moves(state, params, c.config, True)
             if m[1] == c.move and m[2] < c.value])
-    leaders = sorted((x for x in cands if x.status != OUT),
+    leaders = sorted((x for x in cands if x.status == ACTIVE
+                      or x.safe and x.status != OUT),
                      key=lambda x: (-x.gain.mean, x.index))[:LEADERS]
     if not any(x is c for x in leaders):
         return state
