@@ -26,3 +26,21 @@ def commit():
     except (OSError, subprocess.SubprocessError):
         return 'unknown'
     return out or 'unknown'
+
+
+def command(bench, argv, local=()):
+    """The command line a generated page names as its source.
+
+    ``vsmtio-bench bench`` with ``argv`` less the options in ``local``
+    (``--out`` and the like: where it wrote, how many workers it had),
+    which change nothing it measured.
+    """
+    out, skip = ['vsmtio-bench', bench], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in local:
+            skip = True
+        elif a.partition('=')[0] not in local:
+            out.append(a)
+    return ' '.join(out)

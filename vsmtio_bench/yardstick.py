@@ -282,25 +282,12 @@ def compare(rows, other):
     return lines
 
 
-def _selection(argv):
-    """``argv`` without where it wrote and how many workers it had."""
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a in ('--out', '--json', '--processes', '--against'):
-            skip = True
-        elif not a.startswith(('--out=', '--json=', '--processes=',
-                               '--against=')):
-            out.append(a)
-    return out
-
-
 def document(rows, args, wall_s):
     """The reStructuredText page of a run."""
     space_doc = space.SPACE
     head = DOC_HEAD.format(
-        command=' '.join(['vsmtio-bench yardstick'] + _selection(args.argv)),
+        command=documents.command('yardstick', args.argv, (
+            '--out', '--json', '--processes', '--against')),
         commit=documents.commit(), version=cache.version(cache.PRODUCT),
         seeds=', '.join(map(str, args.seeds)), gain=GAIN_MIN,
         wall=wall_s / 60.0, alpha=tenants.ALPHA,
