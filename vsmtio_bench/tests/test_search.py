@@ -26,6 +26,7 @@ def traced():
                         (0.9, -1), (1.0, 0)],
             'opened': {1: 0.1, 2: 0.4}, 'ended': {1: 0.5, 2: 0.8},
             'settled_s': 0.8, 'period_s': 0.1, 'kept': kept.config,
+            'restarts': 0, 'since': 0.0,
             'reason': 'kept web 25us of 2 candidates',
             'candidates': (cand(1, 50, status=guard.OUT, lost=True,
                                 reason='batch at most 0.9'), kept)}
@@ -60,6 +61,7 @@ class TestTable(testtools.TestCase):
                       'the bare host and 38% settled after a switch', text)
         self.assertIn('It kept web 25us: kept web 25us of 2 candidates',
                       text)
+        self.assertIn('No tenant changed during it.', text)
 
 
 class TestTrace(testtools.TestCase):
@@ -73,6 +75,21 @@ class TestTrace(testtools.TestCase):
         # it was probing: candidates opened, and periods ran them
         self.assertTrue(got['opened'])
         self.assertTrue([a for _t, a in got['periods'] if a and a > 0])
+
+    def test_a_search_started_over_is_counted_and_the_last_one_kept(self):
+        # the alternator changes class again and again: each change seen
+        # three periods in a row starts the search over
+        got = search.trace('adversarial_alternator', 'eevdf', 1,
+                           after_s=0.0, max_s=20.0)
+        self.assertGreater(got['restarts'], 0)
+        self.assertTrue(got['opened'])
+        self.assertGreaterEqual(min(got['opened'].values()), got['since'])
+        text = search.document(got, type('A', (), {
+            'argv': [], 'scenario': 'adversarial_alternator',
+            'scheduler': 'eevdf', 'seed': 1})(), 1.0)
+        self.assertIn('A tenant changed %d times during it'
+                      % got['restarts'], text)
+        self.assertIn('had not settled at', text)
 
     def test_bad_arguments_are_refused_before_any_run(self):
         self.useFixture(fixtures.MockPatch('sys.stderr'))
