@@ -393,12 +393,12 @@ def add_pair(c, kinds, params, logs, gain, prior=None):
     """``c`` with one pair added: out, safe or still active."""
     c = dataclasses.replace(c, logs=_fed(c.logs, logs),
                             gain=c.gain.add(gain))
-    low, prior = True, prior or {}
+    low, prior, runs = True, prior or {}, dict(c.logs)
+    alpha = bounds.spent(c.spends or c.index, params.alpha)
     for vm, kind in kinds:
         floor = math.log(params.cpu_min if kind == COMPUTING
                          else params.io_min)
-        lo, hi = bounds.interval(dict(c.logs)[vm], bounds.spent(
-            c.spends or c.index, params.alpha), prior.get(vm))
+        lo, hi = bounds.interval(runs[vm], alpha, prior.get(vm))
         if hi < floor and c.n >= MIN_LOSS_PAIRS:
             return dataclasses.replace(c, status=OUT, lost=True, reason=(
                 '%s at most %.3f, below its floor %.2f, after %d pairs'
@@ -531,7 +531,7 @@ def _finish(state, params, why):
 
 
 def _verdict(state, kept, best, lever, vm, why):
-    """What was decided of one lever for one VM, kept or why its went."""
+    """One lever's verdict for one VM: kept, or why its candidates went."""
     def has(config):
         if lever == vocabulary.SPLIT:
             return vocabulary.SPLIT in config.mechanisms
