@@ -141,19 +141,28 @@ class State:
     detector: tuple = ()                # ((vm, bounds.Cusum), ...)
     holdout_gain: bounds.Running = bounds.Running()
     changed: int = 0                    # periods a tenant change was seen
+    wait: int = 0                       # bare periods left before a search
+    interrupted: int = 0                # searches a change cut short in a row
 
 
 def step(state, params, stats, served=None):
     """Account the period just run; return the state for the next one."""
     ran = state.in_force
-    state = dataclasses.replace(state, finished=None)
+    kinds = vm_kinds(stats, params)
+    # a VM came, left or changed class in enough periods in a row; a
+    # settling period counts too, else a tenant that flips class in step
+    # with the probes' settling would look steady in the periods left
+    state = dataclasses.replace(state, finished=None, changed=0 if (
+        kinds == state.kinds) else state.changed + 1)
     if state.settling:
         return dataclasses.replace(state, settling=state.settling - 1)
-    kinds = vm_kinds(stats, params)
-    # a VM came, left or changed class in enough periods in a row
-    state = dataclasses.replace(state, changed=0 if kinds == state.kinds
-                                else state.changed + 1)
-    if state.changed >= params.confirm_periods or state.held < 0:
+    confirmed = state.changed >= params.confirm_periods
+    if confirmed and (state.phase == PROBE or state.wait):
+        nxt = _wait(state, params, kinds)
+    elif state.wait:
+        nxt = dataclasses.replace(state, wait=state.wait - 1) if (
+            state.wait > 1) else _begin(state, params, stats, state.kinds)
+    elif confirmed or state.held < 0:
         nxt = _begin(state, params, stats, kinds)
     elif state.phase == PROBE:
         nxt = _search_step(state, params, stats, served)
@@ -162,6 +171,30 @@ def step(state, params, stats, served=None):
     if nxt.in_force != ran:
         nxt = dataclasses.replace(nxt, settling=params.settle_periods)
     return nxt
+
+
+def _wait(state, params, kinds):
+    """Run bare until the tenants' classes hold, not search again at once.
+
+    A change that cuts a search short would, searched again at once, have
+    the neighbours of a tenant whose class turns faster than a search ends
+    pay the first probes over and over. The wait doubles with each search
+    cut short in a row, and starts again while a class still turns.
+    """
+    interrupted = state.interrupted + (state.phase == PROBE)
+    wait = params.holdout_every * 2 ** (interrupted - 1)
+    turned = ', '.join(vm for vm, kind in kinds
+                       if dict(state.kinds).get(vm, kind) != kind)
+    note = Verdict('search', False, (
+        '%s changed class before the search ended: the host runs bare '
+        'until the classes hold for %d periods' % (
+            turned or 'a VM came or left', wait)))
+    return dataclasses.replace(
+        state, phase=HOLD, kinds=kinds, kept=vocabulary.BARE,
+        in_force=vocabulary.BARE, candidates=(), current=None, pending=None,
+        changed=0, wait=wait, interrupted=interrupted, held=0,
+        verdicts=(note,), finished=note, reference=(), detector=(),
+        last_kept=None)
 
 
 def _per_vm(stats, read):
@@ -338,7 +371,7 @@ def _begin(state, params, stats, kinds):
     state = dataclasses.replace(state, kinds=kinds, light=frozenset(
         vm for vm, u in load.items() if u <= params.light_utilisation),
         groups=groups(stats, kinds), by_run_time=by_run_time,
-        candidates=(), changed=0, held=0, pending=None, position=0,
+        candidates=(), changed=0, held=0, wait=0, pending=None, position=0,
         last_kept=None, detector=(), holdout_gain=bounds.Running())
     if blind or not state.groups:
         return _finish(state, params, (
@@ -522,6 +555,7 @@ def _finish(state, params, why):
     return dataclasses.replace(
         state, phase=HOLD, kept=kept, in_force=kept, current=None,
         pending=None, searches=state.searches + 1, held=0, finished=summary,
+        interrupted=0,
         reference=best.logs if best is not None else (), detector=(),
         verdicts=tuple(_verdict(state, kept, best, lever, vm, why)
                        for lever in _offers(state, params)

@@ -414,6 +414,68 @@ class TestSearch(testtools.TestCase):
         self.assertEqual(searches, state.searches)
 
 
+class Turning(Host):
+    """A host where ``s2`` turns class every ``every`` periods (0: never)."""
+
+    def __init__(self, effect, every, **kw):
+        super(Turning, self).__init__(effect, vms=('c1', 's1', 's2'), **kw)
+        self.every, self.n = every, 0
+
+    def period(self, config):
+        self.n += 1
+        if self.every and self.n % self.every == 0:
+            self.serving ^= {'s2'}
+        return super(Turning, self).period(config)
+
+
+class TestTurning(testtools.TestCase):
+    """A tenant whose class turns faster than a search ends."""
+
+    effect = staticmethod(weighted(lambda f: 1.2, lambda f: 1.0))
+    params = dataclasses.replace(P, rungs=(), retention=False, smt=False,
+                                 max_candidates=3)
+
+    def test_a_class_that_turns_every_period_is_no_change(self):
+        # settling periods count: else every other period is skipped and
+        # a turn in step with the probes would look confirmed
+        state = run(Turning(self.effect, 1), 1500, self.params)
+        self.assertEqual((1, 0), (state.searches, state.interrupted))
+
+    def test_a_search_cut_short_waits_bare_and_the_wait_doubles(self):
+        host = Turning(self.effect, 7)
+        seen = []
+        state = run(host, 600, self.params, every=lambda s: seen.append(
+            (s.in_force != vocabulary.BARE, s.wait, s.interrupted)))
+        self.assertEqual(0, state.searches)
+        # cut short once (seven periods in), then bare from there on:
+        # a turn every seven periods never lets the classes hold for 20
+        probed = [i for i, (p, _w, _n) in enumerate(seen) if p]
+        self.assertLess(max(probed), 7 + self.params.confirm_periods)
+        self.assertEqual(1, state.interrupted)
+        self.assertIn('s2 changed class before the search ended',
+                      state.verdicts[0].reason)
+        # once it holds a class, a search begins after the wait and ends
+        host.every = 0
+        state = run(host, 1500, self.params)
+        self.assertEqual((1, 0, 0), (state.searches, state.interrupted,
+                                     state.wait))
+
+    def test_each_search_cut_short_in_a_row_doubles_the_wait(self):
+        host = Turning(self.effect, 0)
+        state, waits = search.State(), []
+        for _ in range(3):
+            while state.phase != search.PROBE:
+                state = run(host, 1, self.params, state)
+            host.serving ^= {'s2'}
+            while not state.wait:
+                state = run(host, 1, self.params, state)
+            waits.append(state.wait)
+        self.assertEqual([20, 40, 80], waits)
+        # a search that ends starts the count again
+        state = run(host, 3000, self.params, state)
+        self.assertEqual((1, 0), (state.searches, state.interrupted))
+
+
 class TestAA(testtools.TestCase):
     """Pure noise: no candidate does anything."""
 
