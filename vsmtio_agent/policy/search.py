@@ -149,9 +149,8 @@ def step(state, params, stats, served=None):
     """Account the period just run; return the state for the next one."""
     ran = state.in_force
     kinds = vm_kinds(stats, params)
-    # a VM came, left or changed class in enough periods in a row; a
-    # settling period counts too, else a tenant that flips class in step
-    # with the probes' settling would look steady in the periods left
+    # a VM came, left or changed class in enough periods in a row (a
+    # settling one counts: else a turn in step with settling is missed)
     state = dataclasses.replace(state, finished=None, changed=0 if (
         kinds == state.kinds) else state.changed + 1)
     if state.settling:
@@ -174,27 +173,21 @@ def step(state, params, stats, served=None):
 
 
 def _wait(state, params, kinds):
-    """Run bare until the tenants' classes hold, not search again at once.
+    """Run bare until the classes hold, twice as long per search cut short.
 
-    A change that cuts a search short would, searched again at once, have
-    the neighbours of a tenant whose class turns faster than a search ends
-    pay the first probes over and over. The wait doubles with each search
-    cut short in a row, and starts again while a class still turns.
+    Else the neighbours of a VM whose class turns faster than a search
+    ends pay the first probes over and over.
     """
-    interrupted = state.interrupted + (state.phase == PROBE)
-    wait = params.holdout_every * 2 ** (interrupted - 1)
-    turned = ', '.join(vm for vm, kind in kinds
-                       if dict(state.kinds).get(vm, kind) != kind)
-    note = Verdict('search', False, (
-        '%s changed class before the search ended: the host runs bare '
-        'until the classes hold for %d periods' % (
-            turned or 'a VM came or left', wait)))
+    n = state.interrupted + (state.phase == PROBE)
+    wait = params.holdout_every * 2 ** (n - 1)
+    note = Verdict('search', False, '%s changed before the search ended: '
+                   'bare until the classes hold for %d periods' % (', '.join(
+                       sorted({vm for vm, _k in set(kinds) ^ set(
+                           state.kinds)})), wait))
     return dataclasses.replace(
-        state, phase=HOLD, kinds=kinds, kept=vocabulary.BARE,
-        in_force=vocabulary.BARE, candidates=(), current=None, pending=None,
-        changed=0, wait=wait, interrupted=interrupted, held=0,
-        verdicts=(note,), finished=note, reference=(), detector=(),
-        last_kept=None)
+        state, phase=HOLD, kinds=kinds, kept=vocabulary.BARE, held=0,
+        in_force=vocabulary.BARE, candidates=(), changed=0, wait=wait,
+        interrupted=n, verdicts=(note,), finished=note)
 
 
 def _per_vm(stats, read):
@@ -223,13 +216,9 @@ def measure(stats, served, kinds):
     retires (else its CPU time, ``by_run_time``, which bounds what it
     computes but shows no sibling's cost; else ``blind``).
     """
-    per_vm = {}
-    for ref, st in stats.items():
-        per_vm.setdefault(ref.domain, []).append(st)
-    totals = {}
-    blind = by_run_time = False
+    totals, blind, by_run_time = {}, False, False
     for vm, kind in kinds:
-        found = per_vm.get(vm)
+        found = [st for ref, st in stats.items() if ref.domain == vm]
         if not found:
             continue
         if kind == SERVING and served and served.get(vm) is not None:
@@ -450,8 +439,7 @@ def add_pair(c, kinds, params, logs, gain, prior=None):
 def priors(candidates):
     """``{vm: variance}`` pooled over the candidates (``None``: the gain).
 
-    Where the candidates' pairs leave fewer than two degrees of freedom,
-    a VM has none.
+    A VM whose pairs leave fewer than two degrees of freedom has none.
     """
     runs = {}
     for c in candidates:

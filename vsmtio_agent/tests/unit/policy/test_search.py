@@ -452,7 +452,7 @@ class TestTurning(testtools.TestCase):
         probed = [i for i, (p, _w, _n) in enumerate(seen) if p]
         self.assertLess(max(probed), 7 + self.params.confirm_periods)
         self.assertEqual(1, state.interrupted)
-        self.assertIn('s2 changed class before the search ended',
+        self.assertIn('s2 changed before the search ended',
                       state.verdicts[0].reason)
         # once it holds a class, a search begins after the wait and ends
         host.every = 0
