@@ -46,8 +46,9 @@ def trace(name, scheduler='eevdf', seed=1, after_s=AFTER_S, max_s=MAX_S):
     the bare host, None while settling after a switch); ``candidates``:
     each candidate as the search ended it, with when it was opened and
     ended; ``settled_s``: when the guard kept its choice (None: cut at
-    ``max_s``). A tenant's change starts the search over (``restarts``,
-    the last at ``since``): the candidates are the last search's.
+    ``max_s``). A tenant's change cuts the search short (``restarts``,
+    the last at ``since``; the host waits bare for the classes to hold,
+    then searches again): the candidates are the last search's.
     """
     conf = runner.make_conf(name, 'vsmtio', seed, overrides={
         ('vsmtio_sim', 'scheduler'): scheduler})
@@ -74,8 +75,10 @@ def trace(name, scheduler='eevdf', seed=1, after_s=AFTER_S, max_s=MAX_S):
                         if g.in_force == vocabulary.BARE else _index(g))
         if got['settled_s'] is not None:
             return
-        # a candidate's pairs only grow within one search
-        if any(got['pairs'].get(c.index, 0) > c.n for c in g.candidates):
+        # a candidate's pairs only grow within one search, which a change
+        # of tenant cuts short (the host then waits bare, with none)
+        if got['pairs'] and (not g.candidates or any(
+                got['pairs'].get(c.index, 0) > c.n for c in g.candidates)):
             got.update(opened={}, ended={}, restarts=got['restarts'] + 1,
                        since=t)
         got['pairs'] = {c.index: c.n for c in g.candidates}

@@ -4,12 +4,14 @@ import os
 
 import fixtures
 import testtools
+import yaml
 
 from vsmtio_agent.policy import bounds
 from vsmtio_agent.policy import search as guard
 from vsmtio_agent.policy import vocabulary
 from vsmtio_bench import search
 from vsmtio_bench.tests import test_oracle
+from vsmtio_sim import scenario
 
 
 def cand(index, timeout_us, **kw):
@@ -77,10 +79,18 @@ class TestTrace(testtools.TestCase):
         self.assertTrue([a for _t, a in got['periods'] if a and a > 0])
 
     def test_a_search_started_over_is_counted_and_the_last_one_kept(self):
-        # the alternator changes class again and again: each change seen
-        # three periods in a row starts the search over
-        got = search.trace('adversarial_alternator', 'eevdf', 1,
-                           after_s=0.0, max_s=20.0)
+        # the alternator computes for good from 1 s on: that change cuts
+        # the first search short, and once its class has held for the
+        # wait, the search starts over
+        doc = scenario.load_doc('adversarial_alternator')[0]
+        alternator = [v for v in doc['vms'] if v['name'] == 'alternator'][0]
+        alternator.pop('phase_cycle_s')
+        alternator['phases'] = [{'at_s': 1.0, 'workload': 'computes'}]
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'turns_once.yaml')
+        with open(path, 'w') as f:
+            yaml.safe_dump(dict(doc, name='turns_once'), f)
+        got = search.trace(path, 'eevdf', 1, after_s=0.0, max_s=12.0)
         self.assertGreater(got['restarts'], 0)
         self.assertTrue(got['opened'])
         self.assertGreaterEqual(min(got['opened'].values()), got['since'])
