@@ -24,6 +24,7 @@ ACTIVE, SAFE, OUT, DONE = 'active', 'safe', 'eliminated', 'retired'
 _STARVED = math.log(1e3)
 MIN_LOSS_PAIRS = 4      # a loss is read from an ABBA quadruple on
 LEADERS = 4             # of those that may yet be kept, these grow
+MAX_DOUBLINGS = 6       # a wait for the classes to hold: at most 64 holdouts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,10 +177,12 @@ def _wait(state, params, kinds):
     """Run bare until the classes hold, twice as long per search cut short.
 
     Else the neighbours of a VM whose class turns faster than a search
-    ends pay the first probes over and over.
+    ends pay the first probes over and over. At most 64 holdout intervals
+    (``MAX_DOUBLINGS``): a host whose tenants came and went for hours is
+    searched again within minutes of their settling.
     """
     n = state.interrupted + (state.phase == PROBE)
-    wait = params.holdout_every * 2 ** (n - 1)
+    wait = params.holdout_every * 2 ** min(n - 1, MAX_DOUBLINGS)
     note = Verdict('search', False, '%s changed before the search ended: '
                    'bare until the classes hold for %d periods' % (', '.join(
                        sorted({vm for vm, _k in set(kinds) ^ set(

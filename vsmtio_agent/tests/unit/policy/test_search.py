@@ -471,6 +471,10 @@ class TestTurning(testtools.TestCase):
                 state = run(host, 1, self.params, state)
             waits.append(state.wait)
         self.assertEqual([20, 40, 80], waits)
+        # however many in a row, the wait is bounded
+        state = search._wait(dataclasses.replace(state, interrupted=30),
+                             self.params, state.kinds)
+        self.assertEqual(20 * 2 ** search.MAX_DOUBLINGS, state.wait)
         # a search that ends starts the count again
         state = run(host, 3000, self.params, state)
         self.assertEqual((1, 0), (state.searches, state.interrupted))
