@@ -200,8 +200,9 @@ def document(got, args, wall_s):
          if settled is not None else
          'The search had not settled at %.0f s, where it was cut.'
          % got['periods'][-1][0]), '',
-        ('A tenant changed %d times during it, each time starting the '
-         'search over; the last search is drawn, from %.1f s.'
+        ('A tenant changed %d times during it, each time cutting the '
+         'search short (the host then waits bare for the classes to hold); '
+         'the last search is drawn, from %.1f s.'
          % (got['restarts'], got['since']) if got['restarts'] else
          'No tenant changed during it.'), '',
         'It kept %s: %s' % (guard.describe(got['kept'] or

@@ -441,7 +441,7 @@ class TestTurning(testtools.TestCase):
         state = run(Turning(self.effect, 1), 1500, self.params)
         self.assertEqual((1, 0), (state.searches, state.interrupted))
 
-    def test_a_search_cut_short_waits_bare_and_the_wait_doubles(self):
+    def test_a_search_cut_short_waits_bare_while_the_class_turns(self):
         host = Turning(self.effect, 7)
         seen = []
         state = run(host, 600, self.params, every=lambda s: seen.append(
