@@ -114,15 +114,22 @@ def measure_weights(args, groups, cpu, nsi):
                          % (rep + 1, key, r['requests_per_s'],
                             '-' if r['spinner_cpu'] is None
                             else '%.3f' % r['spinner_cpu']))
-    # each repetition's server normalised by the server alone of the
-    # same repetition: the machine's drift between repetitions cancels
+    normalise(reps, groups_of, args.ratios)
+    return reps
+
+
+def normalise(reps, groups_of, ratios):
+    """Each repetition's server over the server alone of that repetition.
+
+    The machine's drift between repetitions cancels. ``groups_of`` is
+    the ``(burst, wait, threads)`` of every profile measured.
+    """
     for b, w, t in groups_of:
         alone = reps[point_key(b, w, t, None)]
-        for ratio in [None] + list(args.ratios):
+        for ratio in [None] + list(ratios):
             for i, r in enumerate(reps[point_key(b, w, t, ratio)]):
                 r['server_norm'] = kernel_math.normalised(
                     r['requests_per_s'], alone[i]['requests_per_s'])
-    return reps
 
 
 def _figures(r):
@@ -148,8 +155,8 @@ def medians(summaries):
             for key, figs in summaries.items()}
 
 
-def measure_small(args, groups, cpu, nsi):
-    """The wake-up and spin points: ``{key: [rep result]}``."""
+def small_points():
+    """``(kind, burst, wait, spin, spinner)`` of every small point."""
     points = []
     for wait in WAKE_WAITS:
         for spinner in (False, True):
@@ -158,9 +165,14 @@ def measure_small(args, groups, cpu, nsi):
         for s in SPINS:
             for spinner in (False, True):
                 points.append(('spin', WAKE_BURST, wait, s, spinner))
+    return points
+
+
+def measure_small(args, groups, cpu, nsi):
+    """The wake-up and spin points: ``{key: [rep result]}``."""
     reps = {}
     for rep in range(args.repetitions):
-        for kind, b, w, s, spinner in kernel_math.order(points, rep,
+        for kind, b, w, s, spinner in kernel_math.order(small_points(), rep,
                                                         args.seed):
             key = small_key(kind, b, w, s, spinner)
             r = kernel_host.run_point(
@@ -419,6 +431,12 @@ def measure_real(args):
     return host, real, unmeasured
 
 
+def write_json(path, doc):
+    with open(path, 'w') as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+        f.write('\n')
+
+
 def terminated(signum, frame):
     """SIGTERM unwinds as ^C does: what a bench started is removed."""
     raise SystemExit(128 + signum)
@@ -434,6 +452,8 @@ def main(argv=None):
                                   prof['unmeasured'])
         cmdline = prof['command']
         hprof = prof.get('host_profile')
+        # a guest's run says what its stand-ins leave out
+        stand_ins = prof.get('stand_ins', STAND_INS)
     else:
         if os.geteuid() != 0:
             sys.stderr.write('vsmtio-bench kernel: needs root (the cpu '
@@ -445,6 +465,7 @@ def main(argv=None):
         host, real, unmeasured = measure_real(args)
         cmdline = command_line(argv)
         hprof = None
+        stand_ins = STAND_INS
     try:
         if args.profile:
             hprof = host_profile.read(args.profile)
@@ -472,7 +493,7 @@ def main(argv=None):
             'profiles': args.profiles, 'threads': args.threads,
             'ratios': args.ratios, 'model_seconds': args.model_seconds,
             'model_seeds': args.model_seeds},
-        'stand_ins': list(STAND_INS),
+        'stand_ins': list(stand_ins),
         'unmeasured': unmeasured,
         'real': real,
         'host_profile': hprof,
@@ -490,9 +511,7 @@ def main(argv=None):
         'comparison_shipped': comparisons(real_medians, shipped,
                                           args.tolerance),
     }
-    with open(args.json, 'w') as f:
-        json.dump(prof, f, indent=1, sort_keys=True)
-        f.write('\n')
+    write_json(args.json, prof)
     text = kernel_page.render(prof)
     if args.page:
         with open(args.page, 'w') as f:

@@ -453,6 +453,16 @@ def measure_switches(cpu, repetitions, round_trips):
         if other:
             rows['round_trip_two_cpus_ns'].append(
                 pingpong(cpu, other[0], round_trips))
+    return switch_summary(rows, round_trips, other[0] if other else None)
+
+
+def switch_summary(rows, round_trips, other_cpu):
+    """The switch and the remote wake-up from each repetition's rows.
+
+    ``rows`` ``{'round_trip_one_cpu_ns', 'round_trip_two_cpus_ns',
+    'pipe_baseline_ns': [ns per repetition]}``, the second empty where
+    there is no other CPU.
+    """
     out = {k: kernel_math.summary(v) for k, v in rows.items()}
     base = out['pipe_baseline_ns']['median']
     one = out['round_trip_one_cpu_ns']['median']
@@ -462,7 +472,7 @@ def measure_switches(cpu, repetitions, round_trips):
     out['context_switch_ns'] = (one - base) / 2.0
     out['remote_wakeup_ns'] = (two - base) / 2.0 if two else None
     out['round_trips'] = round_trips
-    out['other_cpu'] = other[0] if other else None
+    out['other_cpu'] = other_cpu
     out['repetitions'] = rows
     return out
 

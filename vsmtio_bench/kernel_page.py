@@ -113,7 +113,46 @@ def table_text(prof):
     return '\n'.join(out + count_lines(prof)) + '\n'
 
 
+def _guest_lines(prof):
+    """What ran, where the bench's processes ran in a guest."""
+    h, st = prof['host'], prof['settings']
+    g = h['guest']
+    return [
+        'Linux %s (fair class: %s, from the release), ``HZ`` %s (%s), '
+        'one vCPU (%s), the ``cpu`` controller on cgroup v%s, '
+        'preemption %s, clock source ``%s``; booted with ``%s`` on CPU %d '
+        'of the host (Linux %s), whose other jobs shared it: load average '
+        '``%s`` before and ``%s`` after. The run took %.1f minutes, weight '
+        'points of %g s and wake-up and spin points of %g s, each after '
+        '%g s of warm-up, %d repetitions (ascending, descending, '
+        'shuffled), then the model.' % (
+            h['kernel_release'], h['scheduler'] or 'unknown',
+            h['hz'] or 'unknown', h['hz_source'] or 'no configuration',
+            h['cpu_model'], h['cgroup_version'], h['preempt'],
+            g['clocksource'], g['qemu'], g['host_cpu'], g['host_kernel'],
+            h['loadavg_before'], h['loadavg_after'], h['elapsed_s'] / 60.0,
+            st['seconds'], st['small_seconds'], st['warmup_s'],
+            st['repetitions']),
+    ] + _scaled(g) + _available(prof)
+
+
+def _scaled(g):
+    if g.get('scale', 1) == 1:
+        return []
+    return ['', 'Times scaled to the guest\'s speed: every weight point\'s '
+            'burst and wait are %d times the host bench\'s, and so are the '
+            'guest\'s %s, which it set before the plan ran (the model of '
+            'this host takes them as it ran with them); the tick (``HZ``) '
+            'cannot be scaled, so it is %d times finer against the slices '
+            'than on a host. The wake-up and spin points are not scaled: '
+            'they measure the guest\'s costs.'
+            % (g['scale'], ', '.join('``%s``' % t for t in g['scaled']),
+               g['scale'])]
+
+
 def _host_lines(prof):
+    if prof['host'].get('guest'):
+        return _guest_lines(prof)
     h, st = prof['host'], prof['settings']
     busy = h.get('busy_before') or {}
     after = h.get('busy_after') or {}
@@ -336,15 +375,7 @@ def render(prof):
     lines = ['=' * len(TITLE), TITLE, '=' * len(TITLE), '',
              'Measured with ``%s`` at commit ``%s``.'
              % (prof['command'], prof['commit']), '']
-    lines += [
-        '``vsmtio-bench kernel`` (``tox -e bench-kernel``, root) runs the '
-        'scheduling situations the product\'s levers act on, on the '
-        'machine\'s real kernel, with processes standing in for vCPUs, '
-        'then the same situations in the model (``vsmtio_sim``) under '
-        'every scheduler policy the model offers, and compares them. Its '
-        'JSON profile of the host is ``doc/source/benchmarks/kernel.json``; '
-        'every number below is from it.', '',
-        'What ran', '========', '']
+    lines += [_intro(prof), '', 'What ran', '========', '']
     lines += _host_lines(prof)
     lines += [
         '', '* **Weights**: a request server (1 or 4 processes, each '
@@ -374,8 +405,9 @@ def render(prof):
     else:
         lines += ['* nothing the bench sets out to measure was missing.']
     cal, cal_table = _calibration(prof)
+    title = '%s\'s timing' % _program(prof).capitalize()
     lines += [
-        '', 'Python\'s timing', '===============', '',
+        '', title, '=' * len(title), '',
         'The busy loop runs %.2f ns per iteration at its fastest on the '
         'measured CPU; each burst is that many iterations, a fixed amount '
         'of work. Each calibrated burst, timed alone 2000 times:'
@@ -385,10 +417,10 @@ def render(prof):
         '``const`` ones, and the fastest and the p99 show what the '
         'timer interrupts and the machine\'s other jobs add. The period '
         'of a request of the server alone beyond its burst, wait and '
-        'wake-up (medians) is Python\'s own work (the clock reads, the '
-        '``ctypes`` call into ``clock_nanosleep``, the loop) and what the '
+        'wake-up (medians) is %s and what the '
         'machine\'s other jobs took from the server:'
-        % _burst_error(cal), '', _overheads(prof), '']
+        % (_burst_error(cal) + (_own_work(prof),)), '', _overheads(prof),
+        '']
     lines += _host_model(prof)
     for pol in prof['model']['policies']:
         judged, bad = _outside(prof, pol)
@@ -435,10 +467,54 @@ def render(prof):
         '(``context_switch_ns`` in ``vsmtio_sim/data/costs.yaml``) and a '
         'wake-up onto an idle hyperthread an IPI of ``%s`` ns plus that '
         'switch and the C-state exit%s. The derived figures include what '
-        'Python does around each pipe operation beyond the baseline.'
+        '%s does around each pipe operation beyond the baseline.'
         % (prof['model']['costs']['context_switch_ns'],
-           prof['model']['costs']['ipi_ns'], _host_switch(prof)), '']
+           prof['model']['costs']['ipi_ns'], _host_switch(prof),
+           _program(prof)), '']
     return '\n'.join(lines)
+
+
+def _intro(prof):
+    if prof['host'].get('guest'):
+        return (
+            '``python3 guest_image_elements/tools/kernel_guest.py`` '
+            '(``tox -e bench-kernel-guest``, root) runs the kernel bench\'s '
+            'situations (:doc:`kernel`) on a kernel this machine does not '
+            'run: Debian 12\'s, whose fair class is CFS, booted under QEMU '
+            'TCG with a busybox initramfs, the bench\'s processes as '
+            '``sched_guest`` (C: the initramfs has no Python), the same '
+            'points in the same orders. ``vsmtio-bench kernel '
+            '--model-only`` then runs the same situations in the model '
+            '(``vsmtio_sim``) under every scheduler policy it offers and '
+            'compares them; the guest\'s own costs, measured in it, are '
+            'the model of this host. Its JSON profile is '
+            '``doc/source/benchmarks/kernel_guest.json``; every number '
+            'below is from it. Times are not scaled: the guest\'s clock is '
+            'the host\'s, so its slices, its tick and the bench\'s bursts '
+            'and waits are real time, and scaling the bursts would move '
+            'them against the tick and the slices; what TCG slows (every '
+            'switch, timer interrupt and wake-up) is measured and given to '
+            'the model.')
+    return (
+        '``vsmtio-bench kernel`` (``tox -e bench-kernel``, root) runs the '
+        'scheduling situations the product\'s levers act on, on the '
+        'machine\'s real kernel, with processes standing in for vCPUs, '
+        'then the same situations in the model (``vsmtio_sim``) under '
+        'every scheduler policy the model offers, and compares them. Its '
+        'JSON profile of the host is ``doc/source/benchmarks/kernel.json``; '
+        'every number below is from it.')
+
+
+def _program(prof):
+    return 'the guest program' if prof['host'].get('guest') else 'Python'
+
+
+def _own_work(prof):
+    if prof['host'].get('guest'):
+        return ('the program\'s own work (the clock reads, the loop) and '
+                'what the emulated timer and switches add')
+    return ('Python\'s own work (the clock reads, the ``ctypes`` call into '
+            '``clock_nanosleep``, the loop)')
 
 
 def _whose(prof):
