@@ -230,7 +230,10 @@ def boot(vmlinuz, initrd, cpu, timeout):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return ''.join(lines), cmd[3:]
+    # the command as the page shows it: files by name, not where they lay
+    shown = [os.path.basename(a) if a in (vmlinuz, initrd) else a
+             for a in cmd[3:]]
+    return ''.join(lines), shown
 
 
 def _figures(text):
