@@ -6,6 +6,7 @@ from it; :func:`table_text` is the comparison as the command prints it.
 """
 
 TITLE = 'Benchmark: the real kernel against the model'
+GUEST_TITLE = 'Benchmark: a real CFS kernel, in a guest, against the model'
 FIGURE_NAMES = {'server_norm': 'server req/s / alone',
                 'spinner_cpu': 'spinner CPU share'}
 
@@ -372,7 +373,8 @@ def render(prof):
     """The page, from the profile."""
     st = prof['settings']
     tol = st['tolerance']
-    lines = ['=' * len(TITLE), TITLE, '=' * len(TITLE), '',
+    title = GUEST_TITLE if prof['host'].get('guest') else TITLE
+    lines = ['=' * len(title), title, '=' * len(title), '',
              'Measured with ``%s`` at commit ``%s``.'
              % (prof['command'], prof['commit']), '']
     lines += [_intro(prof), '', 'What ran', '========', '']
