@@ -137,21 +137,9 @@ def build_program(outdir):
 
 
 def make_initramfs(outdir, ko, program):
-    root = os.path.join(outdir, 'root')
-    for d in ('bin', 'sbin', 'proc', 'sys', 'dev', 'usr/bin', 'usr/sbin'):
-        os.makedirs(os.path.join(root, d))
-    shutil.copy(guest_boot.BUSYBOX, os.path.join(root, 'bin', 'busybox'))
-    shutil.copy(ko, os.path.join(root, MODULE_NAME + '.ko'))
-    shutil.copy(program, os.path.join(root, 'balloon_guest'))
-    with open(os.path.join(root, 'init'), 'w') as f:
-        f.write(INIT_SCRIPT)
-    os.chmod(os.path.join(root, 'init'), 0o755)
-    image = os.path.join(outdir, 'initramfs.cpio')
-    names = guest_boot.run(['find', '.'], cwd=root)
-    with open(image, 'wb') as out:
-        subprocess.run(['cpio', '--quiet', '-o', '-H', 'newc'], cwd=root,
-                       input=names.encode(), stdout=out, check=True)
-    return image
+    return guest_boot.initramfs(
+        outdir, {MODULE_NAME + '.ko': ko, 'balloon_guest': program},
+        {'init': INIT_SCRIPT})
 
 
 class Guest:

@@ -199,16 +199,28 @@ def fetch_kernel(kver):
 
 def make_initramfs(ko, outdir):
     """A cpio (newc) initramfs: static busybox, /init, the module."""
+    return initramfs(outdir, {MODULE_NAME + '.ko': ko},
+                     {'init': INIT_SCRIPT})
+
+
+def initramfs(outdir, files, scripts):
+    """A cpio (newc) initramfs of a static busybox and what is given.
+
+    ``files`` ``{name: path}`` are copied to the root, ``scripts``
+    ``{name: text}`` written there executable (``init`` among them).
+    """
     if not os.path.isfile(BUSYBOX):
         raise GuestError('%s missing: install busybox-static' % BUSYBOX)
     root = os.path.join(outdir, 'root')
     for d in ('bin', 'sbin', 'proc', 'sys', 'dev', 'usr/bin', 'usr/sbin'):
         os.makedirs(os.path.join(root, d))
     shutil.copy(BUSYBOX, os.path.join(root, 'bin', 'busybox'))
-    shutil.copy(ko, os.path.join(root, MODULE_NAME + '.ko'))
-    with open(os.path.join(root, 'init'), 'w') as f:
-        f.write(INIT_SCRIPT)
-    os.chmod(os.path.join(root, 'init'), 0o755)
+    for name, path in files.items():
+        shutil.copy(path, os.path.join(root, name))
+    for name, text in scripts.items():
+        with open(os.path.join(root, name), 'w') as f:
+            f.write(text)
+        os.chmod(os.path.join(root, name), 0o755)
     image = os.path.join(outdir, 'initramfs.cpio')
     names = run(['find', '.'], cwd=root)
     with open(image, 'wb') as out:

@@ -26,7 +26,6 @@ import argparse
 import os
 import platform
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -57,14 +56,11 @@ SCALED = ('latency_ns', 'min_granularity_ns', 'wakeup_granularity_ns')
 # twentieth of a wait, as on a host, in windows of a few seconds.
 SCALE = 10
 
+# the host bench's, but for its sibling, its threads and its host
 STAND_INS = (
     'no SMT sibling and one vCPU: the model\'s sibling is idle, every '
     'co-run factor is 1, and no wake-up comes from another CPU',
-    'no VM exits, no L1D flush on entry, no posted interrupts: a process '
-    'blocks in a system call, not in HLT (the model is given 0 for those '
-    'costs)',
-    'the device is a timer of the same CPU (an hrtimer), not an '
-    'interrupt from a device or another CPU',
+) + kernel.STAND_INS[1:3] + (
     'the server\'s vCPUs are processes of one group, not threads of one '
     'QEMU',
     'the kernel runs under QEMU TCG, binary translation without KVM: its '
@@ -159,34 +155,15 @@ def build(outdir, plan_text, scale=1):
     ``scale``: the factor on CFS's tunables the guest sets before it and
     on the bursts it times.
     """
-    if not os.path.isfile(guest_boot.BUSYBOX):
-        raise guest_boot.GuestError('%s missing: install busybox-static'
-                                    % guest_boot.BUSYBOX)
     program = os.path.join(outdir, 'sched_guest')
     guest_boot.run(['cc', '-O2', '-static', '-Wall', '-Werror', '-o',
                     program, PROGRAM])
-    root = os.path.join(outdir, 'root')
-    for d in ('bin', 'sbin', 'proc', 'sys', 'dev', 'usr/bin', 'usr/sbin'):
-        os.makedirs(os.path.join(root, d))
-    shutil.copy(guest_boot.BUSYBOX, os.path.join(root, 'bin', 'busybox'))
-    shutil.copy(program, os.path.join(root, 'sched_guest'))
-    files = {'init': INIT_SCRIPT % {'tunables': ' '.join(TUNABLES),
-                                    'scaled': ' '.join(SCALED),
-                                    'scale': scale, 'cgroups': CGROUPS,
-                                    'bursts': ' '.join(
-                                        '%g' % (b * scale)
-                                        for b in kernel.BURSTS)},
-             'plan.sh': plan_text}
-    for name, text in files.items():
-        with open(os.path.join(root, name), 'w') as f:
-            f.write(text)
-        os.chmod(os.path.join(root, name), 0o755)
-    image = os.path.join(outdir, 'initramfs.cpio')
-    names = guest_boot.run(['find', '.'], cwd=root)
-    with open(image, 'wb') as out:
-        subprocess.run(['cpio', '--quiet', '-o', '-H', 'newc'], cwd=root,
-                       input=names.encode(), stdout=out, check=True)
-    return image
+    init = INIT_SCRIPT % {
+        'tunables': ' '.join(TUNABLES), 'scaled': ' '.join(SCALED),
+        'scale': scale, 'cgroups': CGROUPS,
+        'bursts': ' '.join('%g' % (b * scale) for b in kernel.BURSTS)}
+    return guest_boot.initramfs(outdir, {'sched_guest': program},
+                                {'init': init, 'plan.sh': plan_text})
 
 
 def kernel_hz(kver):
