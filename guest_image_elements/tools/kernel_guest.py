@@ -18,8 +18,10 @@ comparison on them and writes the page::
 
 The guest's clock is the host's, so its bursts, waits and the
 scheduler's slices are in real time; what TCG slows is every instruction,
-switch and timer interrupt, as a slower machine would be, and those
-costs are measured in the guest and given to its model.
+switch and timer interrupt, as a slower machine would be. Those costs are
+measured in the guest and given to its model, and the weight points'
+bursts and waits are scaled to the guest's speed with CFS's slices
+(``--scale``), so that a switch is again a small part of a request.
 """
 
 import argparse
@@ -51,9 +53,10 @@ TUNABLES = ('latency_ns', 'min_granularity_ns', 'wakeup_granularity_ns',
 # the tunables scaled with the bench's times (--scale): CFS's slices
 SCALED = ('latency_ns', 'min_granularity_ns', 'wakeup_granularity_ns')
 # The guest's switch is about 50 times the host's, its wake-up after a
-# timer about 12 times, its busy loop 2 times (kernel_guest.rst): times
-# 10 keeps a switch under a tenth of a burst and a wake-up under a
-# twentieth of a wait, as on a host, in windows of a few seconds.
+# timer about 12 times, its busy loop 2 times (kernel_guest.rst). Unscaled,
+# a switch and a wake-up are as long as the light server's burst; times
+# 10 makes a switch at most a fifth of the shortest burst and a wake-up
+# at most an eighth of the shortest wait, in windows of a few seconds.
 SCALE = 10
 
 # the host bench's, but for its sibling, its threads and its host
