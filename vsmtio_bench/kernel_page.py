@@ -491,12 +491,10 @@ def _intro(prof):
             'compares them; the guest\'s own costs, measured in it, are '
             'the model of this host. Its JSON profile is '
             '``doc/source/benchmarks/kernel_guest.json``; every number '
-            'below is from it. Times are not scaled: the guest\'s clock is '
-            'the host\'s, so its slices, its tick and the bench\'s bursts '
-            'and waits are real time, and scaling the bursts would move '
-            'them against the tick and the slices; what TCG slows (every '
-            'switch, timer interrupt and wake-up) is measured and given to '
-            'the model.')
+            'below is from it. The guest\'s clock is the host\'s, so its '
+            'slices, its tick and the bench\'s bursts and waits are real '
+            'time; what TCG slows (every switch, timer interrupt and '
+            'wake-up) is measured and given to the model.')
     return (
         '``vsmtio-bench kernel`` (``tox -e bench-kernel``, root) runs the '
         'scheduling situations the product\'s levers act on, on the '
