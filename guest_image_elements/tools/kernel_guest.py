@@ -28,9 +28,11 @@ import argparse
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 # beside this script: on the path of a script run as one
@@ -56,7 +58,7 @@ SCALED = ('latency_ns', 'min_granularity_ns', 'wakeup_granularity_ns')
 # timer about 12 times, its busy loop 2 times (kernel_guest.rst). Unscaled,
 # a switch and a wake-up are as long as the light server's burst; times
 # 10 makes a switch at most a fifth of the shortest burst and a wake-up
-# at most an eighth of the shortest wait, in windows of a few seconds.
+# about an eighth of the shortest wait, in windows of a few seconds.
 SCALE = 10
 
 # the host bench's, but for its sibling, its threads and its host
@@ -172,7 +174,8 @@ def build(outdir, plan_text, scale=1):
 def kernel_hz(kver):
     """``(HZ, source)`` from the configuration in Debian's image package."""
     kdir = os.path.join(guest_boot.CACHE, 'kernels')
-    debs = sorted(f for f in os.listdir(kdir)
+    debs = sorted(f for f in (os.listdir(kdir) if os.path.isdir(kdir)
+                              else ())
                   if f.startswith('linux-image-%s_' % kver))
     if not debs:
         return None, None
@@ -195,21 +198,25 @@ def boot(vmlinuz, initrd, cpu, timeout):
     lines = []
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)
+    # a guest that hangs says nothing more: the timer ends it, and its
+    # console ends with it
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
     try:
-        deadline = time.monotonic() + timeout
         for raw in proc.stdout:
             line = raw.decode(errors='replace').replace('\r', '')
             lines.append(line)
             if line.startswith('VSMTIO point='):
                 kernel.progress('  ' + line.rsplit('|', 1)[0][13:])
-            if time.monotonic() > deadline:
-                raise guest_boot.GuestError('the guest ran over %d s' %
-                                            timeout)
         proc.wait(60)
     finally:
+        timer.cancel()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    if proc.returncode == -signal.SIGKILL:
+        raise guest_boot.GuestError('the guest ran over %d s:\n%s'
+                                    % (timeout, ''.join(lines)[-4000:]))
     # the command as the page shows it: files by name, not where they lay
     shown = [os.path.basename(a) if a in (vmlinuz, initrd) else a
              for a in cmd[3:]]
