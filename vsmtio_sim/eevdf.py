@@ -125,31 +125,13 @@ def _held(q):
     return q.sleepers if q.__class__ is Group else q.delayed
 
 
-def _grp_on(th, v):
-    """``v``'s group if queued on ``th`` (a moving vCPU may not be yet)."""
-    g = v.grp
-    return g if g is not None and g.th is th else None
+_grp_on = cfs._grp_on
 
 
 class Eevdf(cfs.Cfs):
     """EEVDF's pick, placement and preemption over CFS's run queues."""
 
     # -- the two levels of queues ----------------------------------------
-
-    def _busy(self, g, skip=None):
-        """Whether a vCPU other than ``skip`` is queued in group ``g``."""
-        for x in g.sleepers:
-            if x is not skip:
-                return True
-        th = g.th
-        c = th.curr if th.curr is not None else th.next
-        if (c is not None and c is not skip and c.grp is g
-                and c.sstate != V_SLEEP):
-            return True
-        for x in th.rq:
-            if x.grp is g and x is not skip:
-                return True
-        return False
 
     def _level(self, q):
         """The entities queued on ``q``: (running, waiting, delayed).
@@ -178,49 +160,6 @@ class Eevdf(cfs.Cfs):
             elif c.sstate == V_SLEEP or c in th.rq:
                 c = None
         return c, self._roots(th, th.rq, True, c), th.delayed
-
-    @staticmethod
-    def _roots(th, vcpus, whole, skip=None):
-        """The entities of ``th``'s queue that ``vcpus`` are queued in.
-
-        Each vCPU's group in its stead; with ``whole`` also the groups
-        queued for their sleepers alone; ``skip`` aside.
-        """
-        out = []
-        for x in vcpus:
-            e = x.grp if x.grp is not None else x
-            if e is not skip and e not in out:
-                out.append(e)
-        if whole:
-            for g in th.groups.values():
-                if g.sleepers and g is not skip and g not in out:
-                    out.append(g)
-        return out
-
-    def _group_for(self, th, v):
-        """The group ``v`` joins on ``th``, or None: it stands alone there.
-
-        Its VM's group on ``th``, made when ``v`` meets another of the
-        VM's vCPUs queued there alone (:meth:`_make_group`). Only with VM
-        cgroups.
-        """
-        if not self.group_shares:
-            return None
-        g = th.groups.get(v.vm)
-        if g is not None:
-            return g
-        vm = v.vm
-        for x in th.rq:
-            if x.vm == vm and x is not v:
-                return self._make_group(th, x)
-        for x in th.delayed:
-            if x.vm == vm and x is not v and x.__class__ is not Group:
-                return self._make_group(th, x)
-        x = th.curr if th.curr is not None else th.next
-        if (x is not None and x.vm == vm and x is not v
-                and x.sstate != V_SLEEP):
-            return self._make_group(th, x)
-        return None
 
     def _make_group(self, th, y):
         """``y``'s VM's group on ``th``, where ``y`` stood for it alone.
@@ -252,32 +191,8 @@ class Eevdf(cfs.Cfs):
 
     def _stand_alone(self, v):
         """``v`` leaves its group to stand for its VM alone: no lag kept."""
-        v.grp = None
+        super()._stand_alone(v)
         v.vlag = 0.0
-        v.vr_scale = 1024.0 / self._group_weight(v)
-
-    def _group_scale(self, g):
-        """``calc_group_shares``: the weight of ``g``, as ``vr_scale``.
-
-        The VM's shares times its vCPUs' load on ``g``'s hyperthread over
-        the VM's load everywhere, the load there being at least the number
-        of vCPUs queued in ``g``; an empty group keeps its weight
-        (``update_cfs_group``).
-        """
-        th = g.th
-        here = n = 0.0
-        for v in self.peers[g.vm]:
-            if v.grp is g:
-                here += v.load
-                if v in g.sleepers or v in th.rq or (
-                        v.sstate != V_SLEEP and v.th is th):
-                    n += 1.0
-        if not n:
-            return g.vr_scale
-        load = max(n, here)
-        shares = self.group_shares * self.vm_weights.get(g.vm, 1.0)
-        w = shares * load / (self.vm_load[g.vm] - here + load)
-        return 1024.0 / (w if w > 2.0 else 2.0)    # MIN_SHARES
 
     # -- a queue's average and an entity's lag ---------------------------
 
@@ -364,8 +279,7 @@ class Eevdf(cfs.Cfs):
 
     # -- the hooks of the CFS core ---------------------------------------
 
-    def _stagger_vruntimes(self, rng):
-        super()._stagger_vruntimes(rng)
+    def _first_groups(self):
         for v in self.vcpus:
             v.deadline = v.vruntime + self._vslice(v)
         for v in self.vcpus:

@@ -277,6 +277,7 @@ class Simulation(hyperthreads.Hyperthreads, vcpu_lifecycle.VcpuLifecycle,
     def _stagger_vruntimes(self, rng):
         for v in self.vcpus:
             v.vruntime = rng.uniform(0.0, self.latency / 2.0)
+        self._first_groups()
 
     # -- event plumbing -------------------------------------------------
 

@@ -35,14 +35,15 @@ def members(sim, th):
     return out
 
 
-def agent_pair(test, kernel, duration):
+def agent_pair(test, kernel, duration, policy='eevdf'):
     """A 4-vCPU I/O VM and a 4-vCPU CPU-bound one on two cores, run.
 
-    Through ``kernel``'s agent, if it has one, for ``duration`` s.
+    Through ``kernel``'s agent, if it has one, for ``duration`` s, under
+    the scheduler ``policy``.
     """
     doc = {'name': 'eevdf_pair', 'host': {'cores': 2},
            'duration_s': duration, 'warmup_s': 0.5,
-           'scheduler': {'policy': 'eevdf'},
+           'scheduler': {'policy': policy},
            'workloads': {'io': h.io_wl(wait_us=2000, dist='exponential'),
                          'cpu': h.CPU_WL},
            'vms': [{'name': 'io', 'workload': 'io', 'vcpus': 4},
@@ -393,7 +394,10 @@ class TestServerBesideSpinner(testtools.TestCase):
 
 
 class TestGroupEntity(testtools.TestCase):
-    """Several vCPUs of one VM on a hyperthread: one group entity there."""
+    """EEVDF's two levels of queues keep its invariants.
+
+    The cases both schedulers share: :mod:`~vsmtio_sim.tests.test_groups`.
+    """
 
     def sim(self, vms, weights=None, cores=1, **extra):
         extra.setdefault('scheduler', EEVDF)
@@ -401,62 +405,6 @@ class TestGroupEntity(testtools.TestCase):
         sim = engine.Simulation(sc, 'vanilla', 1)
         sim.set_vm_weights(weights or {})
         return sim
-
-    def ran(self, sim, until=2.0, start=0.2):
-        """CPU time per VM per hyperthread, {(vm, cpu): ns}, over a window."""
-        sim.advance_to(start * 1e9)
-        before = {v: v.run_ns for v in sim.vcpus}
-        sim.advance_to(until * 1e9)
-        out = {}
-        for v in sim.vcpus:
-            key = (v.vm, v.th.cpu)
-            out[key] = out.get(key, 0.0) + v.run_ns - before[v]
-        return out
-
-    def test_two_vcpus_of_a_vm_share_its_one_entity(self):
-        # two CPU-bound vCPUs of 'a' beside one of 'b', equal weights:
-        # half each (the group's), not two thirds to 'a'; the two share
-        # the group's half alike; weights scale the group's share
-        for ratio in (1, 0.5, 3):
-            sim = self.sim([('a', 'cpu', [0, 0]), ('b', 'cpu', [0])],
-                           {'a': ratio})
-            th = sim.threads[0]
-            self.assertEqual(['a'], list(th.groups))
-            a0, a1 = sim.peers['a']
-            before = a0.run_ns, a1.run_ns
-            ran = self.ran(sim)
-            share = ran['a', 0] / (ran['a', 0] + ran['b', 0])
-            want = ratio / (1.0 + ratio)
-            self.assertLess(abs(share / want - 1.0), 0.01, (ratio, share))
-            r0, r1 = a0.run_ns - before[0], a1.run_ns - before[1]
-            self.assertLess(abs(r0 / (r0 + r1) - 0.5), 0.02, ratio)
-
-    def test_the_group_weighs_the_vms_whole_shares_when_all_are_there(self):
-        # a server's four vCPUs come and go, yet their VM weighs its whole
-        # shares on the hyperthread (calc_group_shares: all its load is
-        # there), and each of its vCPUs its own cgroup's default weight
-        sim = self.sim([('srv', 'srv', [0] * 4), ('spin', 'cpu', [0])],
-                       {'srv': 2.5},
-                       workloads={'srv': h.io_wl(burst_us=50, wait_us=200)})
-        g = sim.threads[0].groups['srv']
-        for k in range(1, 200):
-            sim.advance_to(k * 4.1e6)
-            self.assertAlmostEqual(1.0 / 2.5, g.vr_scale)
-            for v in sim.peers['srv']:
-                self.assertEqual(1.0, v.vr_scale)
-        self.assertEqual(1 / 1.0, h.vcpu(sim, 'spin').vr_scale)
-
-    def test_a_group_weighs_its_share_of_the_vms_load(self):
-        # 'a' has two vCPUs on hyperthread 0 and one on 1, all CPU-bound,
-        # each beside a spinner: its shares split by load, two thirds as
-        # one group on 0, a third as its lone vCPU on 1
-        sim = self.sim([('a', 'cpu', [0, 0, 1]), ('b', 'cpu', [0]),
-                        ('c', 'cpu', [1])])
-        ran = self.ran(sim, until=3.0, start=1.0)
-        for cpu, w in ((0, 2.0 / 3), (1, 1.0 / 3)):
-            other = 'b' if cpu == 0 else 'c'
-            share = ran['a', cpu] / (ran['a', cpu] + ran[other, cpu])
-            self.assertLess(abs(share - w / (1.0 + w)), 0.02, (cpu, share))
 
     def test_each_queue_keeps_eevdfs_invariants(self):
         # the hyperthread's queue (the group, the spinner) and the group's
@@ -500,31 +448,3 @@ class TestGroupEntity(testtools.TestCase):
         self.assertGreater(len(taken), 300)
         self.assertTrue(all(taken))
         self.assertGreater(delayed, 0)
-
-    def test_no_group_where_no_two_vcpus_of_a_vm_meet(self):
-        # one vCPU of a VM per hyperthread stands for its group itself, so
-        # such hosts run as before; without VM cgroups there is none
-        sim = self.sim([('a', 'cpu', [0, 1]), ('b', 'io', [0, 1])],
-                       cores=1)
-        sim.advance_to(0.5e9)
-        self.assertEqual([{}, {}], [th.groups for th in sim.threads])
-        sim = self.sim([('a', 'cpu', [0, 0]), ('b', 'cpu', [0])],
-                       scheduler={'policy': 'eevdf', 'vm_cgroup_shares': 0})
-        sim.advance_to(0.5e9)
-        self.assertEqual({}, sim.threads[0].groups)
-
-    def test_vcpus_the_agent_moves_together_join_one_group(self):
-        # the vSMT-IO kernel re-homes vCPUs by class: two of one VM may
-        # meet on a hyperthread and queue in one group there
-        made = []
-        make = engine.EevdfSimulation._make_group
-
-        def counted(self, th, y):
-            made.append(y.vm)
-            return make(self, th, y)
-        self.useFixture(fixtures.MonkeyPatch(
-            'vsmtio_sim.engine.EevdfSimulation._make_group', counted))
-        got = agent_pair(self, 'vsmtio-paper', 1.5)
-        self.assertTrue(made)
-        self.assertGreater(got['io_throughput'], 0)
-        self.assertGreater(got['cpu_throughput'], 0)
