@@ -451,6 +451,8 @@ def main(argv=None):
         host, real, unmeasured = (prof['host'], prof['real'],
                                   prof['unmeasured'])
         cmdline = prof['command']
+        # the real figures keep the commit they were measured at
+        measured_at = prof.get('measured_at') or prof.get('commit')
         hprof = prof.get('host_profile')
         # a guest's run says what its stand-ins leave out
         stand_ins = prof.get('stand_ins', STAND_INS)
@@ -464,6 +466,7 @@ def main(argv=None):
         signal.signal(signal.SIGTERM, terminated)
         host, real, unmeasured = measure_real(args)
         cmdline = command_line(argv)
+        measured_at = documents.commit()
         hprof = None
         stand_ins = STAND_INS
     try:
@@ -484,6 +487,7 @@ def main(argv=None):
     prof = {
         'command': cmdline,
         'commit': documents.commit(),
+        'measured_at': measured_at,
         'host': host,
         'settings': {
             'seconds': args.seconds, 'warmup_s': args.warmup,

@@ -374,9 +374,13 @@ def render(prof):
     st = prof['settings']
     tol = st['tolerance']
     title = GUEST_TITLE if prof['host'].get('guest') else TITLE
+    measured = prof.get('measured_at') or prof['commit']
+    stamp = 'Measured with ``%s`` at commit ``%s``' % (
+        prof['command'], measured)
+    if measured != prof['commit']:
+        stamp += '; the model ran at commit ``%s``' % prof['commit']
     lines = ['=' * len(title), title, '=' * len(title), '',
-             'Measured with ``%s`` at commit ``%s``.'
-             % (prof['command'], prof['commit']), '']
+             stamp + '.', '']
     lines += [_intro(prof), '', 'What ran', '========', '']
     lines += _host_lines(prof)
     lines += [

@@ -391,7 +391,8 @@ def main(argv=None):
     except guest_boot.GuestError as exc:
         sys.stderr.write('kernel_guest: %s\n' % exc)
         return 1
-    doc = {'command': cmdline, 'host': host, 'real': real,
+    doc = {'command': cmdline, 'measured_at': documents.commit(),
+           'host': host, 'real': real,
            'unmeasured': unmeasured, 'stand_ins': list(STAND_INS),
            'host_profile': profile_of(host, real, report, tunables,
                                       unmeasured, cmdline)}

@@ -152,6 +152,11 @@ class ScenarioTest(testtools.TestCase):
         self.assertIn('**1 of 2 figures are not**', text)
         self.assertIn('**out**', text)
         self.assertIn('model cfs: 1 of 2', kernel_page.table_text(prof))
+        # the model run again later says when each half ran
+        prof['measured_at'] = 'fedcba9'
+        self.assertIn('Measured with ``vsmtio-bench kernel`` at commit '
+                      '``fedcba9``; the model ran at commit ``abc1234``.',
+                      kernel_page.render(prof))
 
     def test_the_model_of_this_host_pays_its_costs_but_no_ipi(self):
         costs = kernel_sim.host_costs({'context_switch_ns': 1500,
