@@ -93,14 +93,27 @@ _VM_KEEP = ('kind', 'adversary', 'workload', 'requests_per_s',
             'instructions_per_s')
 
 
+#: The override (of :func:`vsmtio_sim.runner.make_conf`) that plays a run
+#: under another host scheduler, as ``vsmtio-sim --scheduler`` does.
+SCHEDULER = ('vsmtio_sim', 'scheduler')
+
+
+def scheduler_overrides(scheduler):
+    """The overrides that run a scenario under ``scheduler``.
+
+    None (no overrides) for None: the scenario's own ``scheduler.policy``.
+    """
+    return {SCHEDULER: scheduler} if scheduler else None
+
+
 def run(name, kernel, cfg, measure_s, seed, scheduler, shift_s=0.0):
     """One trimmed steady run: ``cfg`` applied statically (None: none).
 
     ``shift_s`` starts the window that much later (the A/A run's other
     history, ``runner.AA_SHIFT_S``).
     """
-    conf = runner.make_conf(name, kernel, seed, overrides={
-        ('vsmtio_sim', 'scheduler'): scheduler})
+    conf = runner.make_conf(name, kernel, seed,
+                            overrides={SCHEDULER: scheduler})
     warmup = scenario_mod.load(name).warmup_s + shift_s if shift_s else None
     r = runner.run_conf(conf, steady=True, measure_s=measure_s,
                         warmup_s=warmup,

@@ -68,7 +68,7 @@ NULL_SHIFT_S = 2 * runner.AA_SHIFT_S
 def product_run(name, seed, scheduler, overrides):
     """The product's steady run, trimmed to what the yardstick reads."""
     ov = dict(overrides)
-    ov[('vsmtio_sim', 'scheduler')] = scheduler
+    ov[bench_oracle.SCHEDULER] = scheduler
     r = runner.run_conf(runner.make_conf(name, 'vsmtio', seed, overrides=ov),
                         steady=True)
     out = bench_oracle.trim(r)
