@@ -21,12 +21,16 @@ from vsmtio_agent.policy import vocabulary
 from vsmtio_bench import documents
 from vsmtio_bench import figures
 from vsmtio_bench import stats
+from vsmtio_sim import conf as sim_conf
 from vsmtio_sim import kernels
 from vsmtio_sim import report
 from vsmtio_sim import runner
 from vsmtio_sim import scenario
 
 KERNELS = kernels.NAMES
+#: ``[vsmtio_sim] scheduler``: the simulator's host schedulers, as its
+#: option declares them (``type.choices``: each policy and what it is)
+SCHEDULER_OPT = {o.dest: o for o in sim_conf.sim_opts}['scheduler']
 SHORT = {'vanilla': 'van', 'polling': 'poll', 'haltpoll': 'hp',
          'haltpoll-enhanced': 'hp-enh', 'vsmtio-paper': 'paper',
          'vsmtio': 'vsmtio'}

@@ -17,6 +17,7 @@ import time
 
 import yaml
 
+from vsmtio_bench import oracle
 from vsmtio_sim import kernels
 from vsmtio_sim import report
 from vsmtio_sim import runner
@@ -49,33 +50,37 @@ def _scenario_file(name, costs):
 
 
 def _map_job(args):
-    refill_us, pair_max, kernel, timeout_us = args
+    refill_us, pair_max, kernel, timeout_us, scheduler = args
     c = time.process_time()
     gbps = (256 * 1024 / (refill_us * 1e3)) if refill_us else 1e9
     path = _scenario_file(TRAJECTORY, {
         'cache_refill_gbps': gbps,
         'smt_pair_speedup': {'min': 1.0, 'max': pair_max}})
     try:
-        held = {('vsmtio_agent', o): int(timeout_us)
-                for o in ('initial_timeout_us', 'min_timeout_us',
-                          'max_timeout_us', 'reschedule_cost_us')}
+        overrides = dict(oracle.scheduler_overrides(scheduler) or {})
+        if kernel != 'vanilla':
+            overrides.update({('vsmtio_agent', o): int(timeout_us)
+                              for o in ('initial_timeout_us', 'min_timeout_us',
+                                        'max_timeout_us',
+                                        'reschedule_cost_us')})
         r = runner.run(path, kernel, duration=MAP_WARMUP_S + MAP_MEASURE_S,
-                       warmup_s=MAP_WARMUP_S,
-                       overrides=held if kernel != 'vanilla' else None)
+                       warmup_s=MAP_WARMUP_S, overrides=overrides or None)
     finally:
         os.unlink(path)
     return refill_us, pair_max, kernel, r['cpu_throughput'], \
         r['io_throughput'], time.process_time() - c
 
 
-def breakeven(timeout_us, processes):
+def breakeven(timeout_us, processes, scheduler=None):
     """The paper-literal kernel's CPU and I/O over vanilla on a grid.
 
     The timeout is held at where Algorithm 1 settled in the main run:
-    the map shows the settled mechanism, not LTCR's climb.
+    the map shows the settled mechanism, not LTCR's climb. Every run is
+    under the host ``scheduler`` (None: the scenario's own), as the main
+    run was.
     """
-    jobs = [(r, p, k, timeout_us) for r in REFILL_US for p in PAIR_MAX
-            for k in ('vanilla', 'vsmtio-paper')]
+    jobs = [(r, p, k, timeout_us, scheduler) for r in REFILL_US
+            for p in PAIR_MAX for k in ('vanilla', 'vsmtio-paper')]
     got = {}
     cpu_s = 0.0
     with concurrent.futures.ProcessPoolExecutor(processes) as pool:

@@ -4,7 +4,9 @@ Every unsourced or disputed input of the model (``SWEEP``, one row per
 input) is swept over its plausible range on ``SENSITIVITY_SCENARIOS``
 under the kernels the conclusions are about (vanilla, KVM's halt polling,
 the paper-literal vSMT-IO and the product), each point a scenario of its
-own (``scenario.set_input``) run on every seed of ``SENS_SEEDS``. One
+own (``scenario.set_input``) run on every seed of ``SENS_SEEDS``, under
+one host scheduler (``vsmtio-bench sim --scheduler``; by default each
+scenario's own) but in the ``scheduler.policy`` row, which runs both. One
 seed is one draw of the guard's path and of the model's noise, so a
 conclusion counts as holding at a point only if it holds in every seed,
 and every figure is a mean over the seeds with its 95% t interval
@@ -60,8 +62,11 @@ WAKEUP_US = (1000, 4000, 15000)
 # path into scenario.inputs(), several paths joined by ',' move together;
 # the values, each the input's value or 'xF' for F times the shipped one,
 # the shipped value among them; why the range).
+# The input that names the host scheduler: its row runs each scheduler
+# whatever the study's (point_scheduler).
+POLICY = 'scheduler.policy'
 SWEEP = (
-    ('scheduler.policy', ('cfs', 'eevdf'),
+    (POLICY, ('cfs', 'eevdf'),
      'Linux 5.3\'s CFS (the paper\'s host) or EEVDF (shipped), the fair '
      'scheduler since Linux 6.6 (Debian 13, Ubuntu 24.04)'),
     ('scheduler.wakeup_granularity_us', WAKEUP_US,
@@ -304,8 +309,8 @@ def sensitivity_rows(results, names):
 def _failures(results, names):
     """``{scheduler: {conclusion: [where it fails]}}`` over every point.
 
-    A direction fails where it differs from its scenario's shipped
-    point (under the shipped scheduler): it is a conclusion about that
+    A direction fails where it differs from its row's shipped point
+    (under the scheduler the row runs): it is a conclusion about that
     scenario. Each place is ``scenario input=value``.
     """
     out = {}
@@ -409,49 +414,60 @@ def _trim(r):
                 mechanisms=a.get('mechanisms'))
 
 
-def _run_text(text, kernel, seed, duration):
+def _run_text(text, kernel, seed, duration, scheduler=None):
     """One run of a point (its scenario YAML ``text``), trimmed.
 
     ``kernel`` ``AA`` is the point's A/A run: vanilla measured after
     another history, ``runner.AA_SHIFT_S`` later at steady state, half the
-    window later in a fixed-duration run.
+    window later in a fixed-duration run. Under the host ``scheduler``
+    (None: the point's own ``scheduler.policy``).
     """
     fd, path = tempfile.mkstemp(suffix='.yaml')
     with os.fdopen(fd, 'w') as f:
         f.write(text)
+    ov = oracle.scheduler_overrides(scheduler)
     try:
         if kernel != AA:
-            r = (runner.run(path, kernel, seed, duration=duration)
+            r = (runner.run(path, kernel, seed, duration=duration,
+                            overrides=ov)
                  if duration else
-                 runner.run(path, kernel, seed, steady=True))
+                 runner.run(path, kernel, seed, steady=True, overrides=ov))
         elif duration:
             warmup = scenario.load(path).warmup_s
             warmup = warmup if warmup < duration else duration / 4.0
             shift = duration / 2.0
             r = runner.run(path, 'vanilla', seed, duration=duration + shift,
-                           warmup_s=warmup + shift)
+                           warmup_s=warmup + shift, overrides=ov)
         else:
             r = runner.run(path, 'vanilla', seed, steady=True,
                            warmup_s=(scenario.load(path).warmup_s
-                                     + runner.AA_SHIFT_S))
+                                     + runner.AA_SHIFT_S), overrides=ov)
     finally:
         os.unlink(path)
     return _trim(r)
 
 
 def _sens_job(args):
-    """One cached run of the rows' study: ``(key, seed, kernel, result)``."""
-    key, text, kernel, seed, duration = args
+    """One cached run of the rows' study: ``(key, seed, kernel, result)``.
+
+    A run under another scheduler than its scenario's is cached under
+    that scheduler too; one under its scenario's own under the key it
+    always had.
+    """
+    key, text, kernel, seed, duration, scheduler = args
     c = time.process_time()
     store = _store('sensitivity', cache.PRODUCT if kernel in AGENT_KERNELS
                    else cache.MODEL)
 
     def compute():
-        r = _run_text(text, kernel, seed, duration)
+        r = _run_text(text, kernel, seed, duration, scheduler)
         r['cpu_s'] = time.process_time() - c
         return r
-    r = store.memo({'scenario': text, 'kernel': kernel, 'seed': seed,
-                    'duration': duration}, compute)
+    memo_key = {'scenario': text, 'kernel': kernel, 'seed': seed,
+                'duration': duration}
+    if scheduler:
+        memo_key['scheduler'] = scheduler
+    r = store.memo(memo_key, compute)
     return key, seed, kernel, r
 
 
@@ -464,12 +480,31 @@ def _pool_map(fn, jobs, processes, what):
             yield got
 
 
-def run_sensitivity(names, rows, processes, duration=0.0, seeds=SENS_SEEDS):
+def point_scheduler(paths, policy, scheduler):
+    """The scheduler override of a point of the row ``paths``, or None.
+
+    ``policy`` is the point's own ``scheduler.policy``, ``scheduler`` the
+    study's (None: every point's own). A row that sets the policy itself
+    compares the schedulers on purpose, and is never overridden; nor is a
+    point whose own policy is the study's (its run is the same, and stays
+    cached under the same key).
+    """
+    if (scheduler is None or scheduler == policy
+            or POLICY in paths.split(',')):
+        return None
+    return scheduler
+
+
+def run_sensitivity(names, rows, processes, duration=0.0, seeds=SENS_SEEDS,
+                    scheduler=None):
     """Every point of every row on every scenario, on every seed.
 
     Each point runs under ``SENSITIVITY_KERNELS`` and its A/A run
-    (``AA``) on each seed; points that make the same scenario (the
-    shipped value of every row) share their runs. Returns
+    (``AA``) on each seed, under the host ``scheduler`` (None: the
+    point's own; :func:`point_scheduler`: the ``scheduler.policy`` row
+    runs each of its values); points that make the same scenario under
+    the same scheduler (the shipped value of every row) share their
+    runs. Returns
     ``({scenario: {paths: {'shipped': label, 'schedulers': {label:
     policy}, 'points': {label: {seed: {kernel: result}}}}}}, CPU
     seconds)``; seeds are strings, as JSON keeps them. The CPU seconds are
@@ -483,10 +518,13 @@ def run_sensitivity(names, rows, processes, duration=0.0, seeds=SENS_SEEDS):
             for v in values:
                 pdoc = point_doc(doc, paths, v)
                 text = yaml.safe_dump(pdoc, sort_keys=True)
-                docs.setdefault(text, len(docs))
-                where.append((name, paths, shipped, _label(v), docs[text],
-                              scenario.inputs(pdoc)['scheduler']['policy']))
-    jobs = [(key, text, k, seed, duration) for text, key in docs.items()
+                policy = scenario.inputs(pdoc)['scheduler']['policy']
+                sched = point_scheduler(paths, policy, scheduler)
+                key = docs.setdefault((text, sched), len(docs))
+                where.append((name, paths, shipped, _label(v), key,
+                              sched or policy))
+    jobs = [(key, text, k, seed, duration, sched)
+            for (text, sched), key in docs.items()
             for seed in seeds for k in SENSITIVITY_KERNELS + (AA,)]
     # the agent's kernels take longest: start them first
     jobs.sort(key=lambda j: j[2] not in AGENT_KERNELS)

@@ -24,6 +24,14 @@ Every kernel on one seed: the product against the best static
 configuration, over several seeds and with intervals, is the yardstick's
 (``vsmtio-bench yardstick``, ``doc/source/benchmarks/yardstick.rst``).
 
+Every run is under one host scheduler: each scenario's own
+``scheduler.policy`` (EEVDF for every shipped one), or the one
+``--scheduler`` names, passed to every run as ``vsmtio-sim --scheduler``
+passes it (the ``[vsmtio_sim] scheduler`` override), the break-even map's
+and the sensitivity rows' too; the sensitivity study's
+``scheduler.policy`` row and the cliff sweep run both schedulers
+whatever it says.
+
 A benchmark, not a test: it asserts nothing. The costs are the shipped
 inputs; nothing here is tuned toward the paper's numbers.
 
@@ -35,6 +43,7 @@ pictures and the break-even map) and :mod:`vsmtio_bench.document` (the
 RST document).
 
     vsmtio-bench sim [--out FILE] [--json FILE] [--only PREFIX]
+        [--scheduler {cfs,eevdf}]
         [--sensitivity S1,S2] [--sensitivity-rows TEXT]
         [--sensitivity-duration SECONDS] [--sensitivity-seeds 1,2,3]
         [--sensitivity-cliff SCENARIO] [--sensitivity-only]
@@ -47,6 +56,7 @@ import os
 import sys
 import time
 
+from vsmtio_agent import cmd as agent_cmd
 from vsmtio_bench import document
 from vsmtio_bench import documents
 from vsmtio_bench import figures
@@ -61,12 +71,13 @@ KERNELS = kernels.NAMES
 
 
 def _job(args):
-    name, kernel = args
+    name, kernel, scheduler = args
     t, c = time.time(), time.process_time()
+    overrides = bench_oracle.scheduler_overrides(scheduler)
     if kernel == stats.AA:
-        r = runner.run_aa(name)
+        r = runner.run_aa(name, overrides=overrides)
     else:
-        r = runner.run(name, kernel, steady=True,
+        r = runner.run(name, kernel, steady=True, overrides=overrides,
                        batches=(stats.BATCHES if kernel in stats.REPLICATED
                                 else 1))
     r['bench_wall_s'] = time.time() - t
@@ -74,12 +85,13 @@ def _job(args):
     return name, kernel, r
 
 
-def run_all(names, processes):
+def run_all(names, processes, scheduler=None):
     """Every kernel on every scenario, at steady state, and the A/A run.
 
-    The A/A result is kept in vanilla's as ``aa``: it is no kernel.
+    Under the host ``scheduler`` (None: each scenario's own). The A/A
+    result is kept in vanilla's as ``aa``: it is no kernel.
     """
-    jobs = [(n, k) for n in names for k in KERNELS + (stats.AA,)]
+    jobs = [(n, k, scheduler) for n in names for k in KERNELS + (stats.AA,)]
     # the agent's kernels take longest: start them first
     jobs.sort(key=lambda j: j[1] not in ('vsmtio', 'vsmtio-paper'))
     results = {n: {} for n in names}
@@ -107,6 +119,14 @@ def _parser():
     p.add_argument('--json', default=None,
                    help='also write every result as JSON here')
     p.add_argument('--only', default='', help='scenario name prefix')
+    agent_cmd.add_argument(
+        p, document.SCHEDULER_OPT,
+        choices=list(document.SCHEDULER_OPT.type.choices),
+        help='the host scheduler of every run (default: each scenario\'s '
+             'own scheduler.policy): the kernels\' runs, the A/A runs, the '
+             'break-even map and the sensitivity rows (its scheduler.policy '
+             'row and the cliff sweep run both schedulers whatever this '
+             'says)')
     p.add_argument('--processes', type=int, default=2)
     p.add_argument('--from-json', default=None,
                    help='write the document and pictures again from a '
@@ -138,7 +158,7 @@ def _sensitivity(args, rows, names):
     if names and rows:
         sens, cpu_s = sensitivity.run_sensitivity(
             names, rows, args.processes, args.sensitivity_duration,
-            args.sensitivity_seeds)
+            args.sensitivity_seeds, args.scheduler)
     if args.sensitivity_cliff:
         cliff, cliff_cpu = sensitivity.run_cliff(
             args.sensitivity_cliff, args.sensitivity_seeds, args.processes,
@@ -160,13 +180,14 @@ def _from_json(args, sens_names):
 def _run(args, sens_names, sens_rows):
     names = [n for n in scenario.shipped() if n.startswith(args.only)]
     t0 = time.time()
-    results = run_all(names, args.processes)
+    results = run_all(names, args.processes, args.scheduler)
     main_wall = time.time() - t0
     grid, map_cpu = {}, 0.0
     if figures.TRAJECTORY in results:
         settled_t = results[figures.TRAJECTORY]['vsmtio-paper']['agent'][
             'timeout_us']
-        grid, map_cpu = figures.breakeven(settled_t, args.processes)
+        grid, map_cpu = figures.breakeven(settled_t, args.processes,
+                                          args.scheduler)
     sens, cliff, sens_cpu = _sensitivity(args, sens_rows, sens_names)
     cpu_s = map_cpu + sens_cpu + sum(
         r['bench_cpu_s'] + r.get('aa', {}).get('bench_cpu_s', 0.0)

@@ -7,11 +7,14 @@ verdict over seeds, the rows' conclusions and which survive every row,
 the cliff's arithmetic, and that the section is valid RST.
 """
 
+import fixtures
 import testtools
 
 from vsmtio_bench import sensitivity as bench
 from vsmtio_bench.tests import test_document as rst
+from vsmtio_bench.tests import test_sim
 from vsmtio_sim import intervals
+from vsmtio_sim import runner
 from vsmtio_sim import scenario
 
 
@@ -370,3 +373,81 @@ class TestSweepRows(testtools.TestCase):
             self.assertEqual(2 * base.costs[key], sc.costs[key])
         self.assertEqual(base.costs['l1d_flush_ns'],
                          sc.costs['l1d_flush_ns'])
+
+
+class TestScheduler(testtools.TestCase):
+    """``--scheduler`` reaches the rows' runs; the policy row runs both."""
+
+    NAME = 'fig4_hbase_matmul'
+    WAKEUP = 'scheduler.wakeup_granularity_us'
+
+    def setUp(self):
+        super().setUp()
+        test_sim.in_process(self)
+        self.keys, self.runs = [], []
+
+        class Store(object):
+            def memo(store, key, compute):
+                self.keys.append(key)
+                return compute()
+        self.useFixture(fixtures.MockPatchObject(bench, '_store',
+                                                 return_value=Store()))
+
+        def run(path, kernel, seed=1, **kw):
+            sched = scenario.load(path).scheduler
+            self.runs.append((sched['policy'],
+                              sched['wakeup_granularity_us'],
+                              kw.get('overrides')))
+            return test_sim.result()
+        self.useFixture(fixtures.MockPatchObject(runner, 'run',
+                                                 side_effect=run))
+        doc = scenario.load_doc(self.NAME)[0]
+        self.shipped = scenario.inputs(doc)['scheduler']
+
+    def study(self, scheduler):
+        rows = [r for r in bench.SWEEP if r[0] in (bench.POLICY,
+                                                   self.WAKEUP)]
+        return bench.run_sensitivity([self.NAME], rows, 1, 1.0, (1,),
+                                     scheduler)[0][self.NAME]
+
+    def test_every_row_under_the_scheduler_but_the_policy_row(self):
+        self.assertEqual('eevdf', self.shipped['policy'])
+        got = self.study('cfs')
+        w = self.shipped['wakeup_granularity_us']
+        runs = len(bench.SENSITIVITY_KERNELS) + 1
+        self.assertEqual(sorted(
+            [('cfs', w, None), ('eevdf', w, None)] * runs +
+            [('eevdf', x, test_sim.CFS) for x in bench.WAKEUP_US] * runs,
+            key=str), sorted(self.runs, key=str))
+        self.assertEqual({'cfs': 'cfs', 'eevdf': 'eevdf'},
+                         got[bench.POLICY]['schedulers'])
+        self.assertEqual({str(x): 'cfs' for x in bench.WAKEUP_US},
+                         got[self.WAKEUP]['schedulers'])
+        # cached apart from the same scenario's runs under its own
+        self.assertEqual(len(bench.WAKEUP_US) * runs, sum(
+            k.get('scheduler') == 'cfs' for k in self.keys))
+
+    def test_the_scenarios_own_scheduler_is_no_override(self):
+        got = self.study('eevdf')
+        self.assertEqual({None}, {ov for _p, _w, ov in self.runs})
+        self.assertEqual({str(x): 'eevdf' for x in bench.WAKEUP_US},
+                         got[self.WAKEUP]['schedulers'])
+        # the same runs, under the same cache keys, as no --scheduler
+        keys = list(self.keys)
+        del self.keys[:]
+        again = self.study(None)
+        self.assertEqual(keys, self.keys)
+        self.assertEqual(
+            {p: (g['shipped'], g['schedulers']) for p, g in got.items()},
+            {p: (g['shipped'], g['schedulers']) for p, g in again.items()})
+        self.assertFalse(any('scheduler' in k for k in keys))
+
+    def test_point_scheduler(self):
+        self.assertIsNone(bench.point_scheduler(self.WAKEUP, 'eevdf', None))
+        self.assertIsNone(bench.point_scheduler(self.WAKEUP, 'cfs', 'cfs'))
+        self.assertEqual('cfs', bench.point_scheduler(self.WAKEUP, 'eevdf',
+                                                      'cfs'))
+        self.assertIsNone(bench.point_scheduler(bench.POLICY, 'eevdf',
+                                                'cfs'))
+        self.assertIsNone(bench.point_scheduler(
+            'costs.x,' + bench.POLICY, 'eevdf', 'cfs'))
