@@ -14,6 +14,7 @@ formats.
 import os
 import platform
 import statistics
+import textwrap
 
 import yaml
 
@@ -233,9 +234,58 @@ def trajectory_rows(res):
     return rows
 
 
-def document(results, grid, names, main_wall, total_wall, cpu_s, args):
+def _policy(policy):
+    """``cfs`` (Linux 5.3's CFS, the paper's kernel)."""
+    what = SCHEDULER_OPT.type.choices.get(policy)
+    return '``%s``%s' % (policy, ' (%s)' % what if what else '')
+
+
+def scheduler_text(scheduler, policies):
+    """The sentence that says which host scheduler every run was under.
+
+    ``scheduler`` is what ``--scheduler`` asked for (None: none, each
+    scenario's own ``scheduler.policy``), ``policies`` ``{scenario: the
+    scheduler its runs were under}`` (None: not recorded, the JSON of an
+    earlier bench).
+    """
+    tail = (': the kernels\' runs, the A/A runs, the break-even map\'s and '
+            'the sensitivity rows\' (the sensitivity study\'s '
+            '``scheduler.policy`` row and the weight lever\'s cliff run both '
+            'schedulers on purpose).')
+    if scheduler:
+        return ('Every run is under the host scheduler %s, as '
+                '``--scheduler %s`` asked, whatever each scenario\'s '
+                '``scheduler.policy`` says%s' % (_policy(scheduler),
+                                                 scheduler, tail))
+    if not policies:
+        return ('Every run is under its scenario\'s own host scheduler '
+                '(``scheduler.policy``), which this run did not record%s'
+                % tail)
+    by = {}
+    for name, policy in sorted(policies.items()):
+        by.setdefault(policy, []).append(name)
+    if len(by) == 1:
+        return ('Every run is under the host scheduler %s, the scenarios\' '
+                'own ``scheduler.policy`` (``--scheduler`` plays them under '
+                'another)%s' % (_policy(next(iter(by))), tail))
+    return ('Every run is under its scenario\'s own host scheduler '
+            '(``scheduler.policy``), %s%s' % ('; '.join(
+                '%s on %s' % (_policy(p), ', '.join(n))
+                for p, n in sorted(by.items())), tail))
+
+
+def document(results, grid, names, main_wall, total_wall, cpu_s, args,
+             scheduler=None, policies=None):
+    """The document, but for its sensitivity section.
+
+    ``scheduler`` and ``policies`` say which host scheduler the runs
+    were under (:func:`scheduler_text`).
+    """
     rows, misses, dominated, ties = summary(results)
     out = [HEAD.format(
+        scheduler=textwrap.fill(scheduler_text(scheduler, policies), 75,
+                                break_long_words=False,
+                                break_on_hyphens=False),
         commit=documents.commit(), python=platform.python_version(),
         cpus=os.cpu_count(), wall=total_wall / 60.0,
         cpu=('; the workers used %.1f CPU-minutes, %.1f min of wall time '
@@ -468,6 +518,7 @@ Simulated SMT host: benchmark at steady state
 =============================================
 
 Printed by ``tox -e bench`` (``vsmtio-bench sim``) at commit ``{commit}``.
+{scheduler}
 
 Python {python}, {cpus} CPUs, two worker processes; {n} shipped scenarios under
 {k} kernel models (the product and vanilla over {batches} consecutive

@@ -745,6 +745,29 @@ def cliff_section(cliff, duration=0.0):
             cliff_rows(cliff)) + '\n'
 
 
+def rows_schedulers(sens):
+    """The schedulers the rows' points ran under, but the policy row's.
+
+    As each point recorded it (a run that recorded none was CFS's, as
+    :func:`_count` reads it).
+    """
+    return sorted({got.get('schedulers', {}).get(label, 'cfs')
+                   for rows in sens.values() for paths, got in rows.items()
+                   if POLICY not in paths.split(',')
+                   for label in got['points']})
+
+
+def _schedulers_sentence(sens):
+    """Which scheduler the study's points ran under, said from its runs."""
+    scheds = rows_schedulers(sens)
+    if not scheds:
+        return ''
+    return (' Every point runs under %s, but the ``%s`` row\'s, one under '
+            'each scheduler.' % (' or '.join(s.upper() for s in scheds)
+                                 + (' as its scenario says'
+                                    if len(scheds) > 1 else ''), POLICY))
+
+
 def sensitivity_section(sens, names, cpu_s, duration, cliff=None):
     """The 'Sensitivity' section of the document (valid RST)."""
     if not sens and not (cliff and cliff.get('points')):
@@ -756,7 +779,8 @@ def sensitivity_section(sens, names, cpu_s, duration, cliff=None):
         scenarios=', '.join(names), n=len(sens), kernels=', '.join(
             SENSITIVITY_KERNELS), window=_window(duration), cpu=cpu_s / 60.0,
         wall=cpu_s / 120.0, noise=stats.NOISE,
-        seeds=', '.join(seeds) or '-')
+        seeds=', '.join(seeds) or '-',
+        schedulers=_schedulers_sentence(sens))
     if sens:
         text += _inputs_table(sens) + '\n\n' + SENS_SURVIVE + survival(
             sens, names) + '\n' + SENS_TABLE + document.rst_table(
@@ -776,7 +800,8 @@ Every input of the model that is unsourced or disputed, swept over its
 plausible range, and whether the conclusions this benchmark draws hold
 across it. Swept on {scenarios}, under {kernels}, every run {window};
 each point a scenario of its own (``scenario.set_input``), the others at
-their shipped values, run on seeds {seeds}. {n} scenario(s); the study's
+their shipped values, run on seeds {seeds}.{schedulers}
+{n} scenario(s); the study's
 runs used {cpu:.1f} CPU-minutes ({wall:.1f} min on two idle cores).
 
 The conclusions are judged per tenant and per seed, each honest VM
@@ -813,8 +838,8 @@ adding an input is one line there):
 
 SENS_SURVIVE = """\
 Which conclusions survive every row, per scheduler the points ran under
-(CFS is the ``scheduler.policy`` row's other value); a direction
-survives where it is its scenario's shipped one at every point:
+(the ``scheduler.policy`` row runs the other one too); a direction
+survives where it is its row's shipped one at every point:
 
 """
 

@@ -30,7 +30,8 @@ Every run is under one host scheduler: each scenario's own
 passes it (the ``[vsmtio_sim] scheduler`` override), the break-even map's
 and the sensitivity rows' too; the sensitivity study's
 ``scheduler.policy`` row and the cliff sweep run both schedulers
-whatever it says.
+whatever it says. The document names the scheduler, and so does the
+JSON, which ``--from-json`` reads it from.
 
 A benchmark, not a test: it asserts nothing. The costs are the shipped
 inputs; nothing here is tuned toward the paper's numbers.
@@ -167,18 +168,39 @@ def _sensitivity(args, rows, names):
     return sens, cliff, cpu_s
 
 
-def _from_json(args, sens_names):
+def policies(names, scheduler):
+    """``{scenario: the host scheduler its runs are under}``.
+
+    ``scheduler`` where one is asked for, else the scenario's own
+    ``scheduler.policy``.
+    """
+    return {n: scheduler or runner.load(n).scheduler['policy']
+            for n in names}
+
+
+def _from_json(p, args, sens_names):
+    """An earlier run's results; its scheduler, where the JSON has one.
+
+    A ``--scheduler`` other than the one its runs were under is refused:
+    the document would name a scheduler no run was under.
+    """
     with open(args.from_json) as f:
         doc = json.load(f)
+    if args.scheduler and args.scheduler != doc.get('scheduler'):
+        p.error('--scheduler %s: the runs of %s were under %s'
+                % (args.scheduler, args.from_json,
+                   doc.get('scheduler') or 'their scenarios\' own'))
+    args.scheduler = doc.get('scheduler')
     grid = {(int(k.split('/')[0]), float(k.split('/')[1])): tuple(v)
             for k, v in doc['breakeven'].items()}
     sens = doc.get('sensitivity') or {}
     return (doc['results'], grid, doc['wall_s'], sens, doc.get('cliff'),
-            [n for n in sens_names if n in sens])
+            [n for n in sens_names if n in sens], doc.get('policies'))
 
 
 def _run(args, sens_names, sens_rows):
     names = [n for n in scenario.shipped() if n.startswith(args.only)]
+    ran = policies(names, args.scheduler)
     t0 = time.time()
     results = run_all(names, args.processes, args.scheduler)
     main_wall = time.time() - t0
@@ -194,7 +216,7 @@ def _run(args, sens_names, sens_rows):
         for res in results.values() for r in res.values())
     wall = {'main': main_wall, 'total': time.time() - t0, 'cpu': cpu_s,
             'sensitivity_cpu': sens_cpu}
-    return results, grid, wall, sens, cliff
+    return results, grid, wall, sens, cliff, ran
 
 
 def _write(path, text):
@@ -216,7 +238,8 @@ def main(argv=None):
         if args.json:
             with open(args.json, 'w') as f:
                 json.dump({'sensitivity': sens, 'cliff': cliff,
-                           'sensitivity_cpu': sens_cpu}, f, indent=1,
+                           'sensitivity_cpu': sens_cpu,
+                           'scheduler': args.scheduler}, f, indent=1,
                           sort_keys=True)
         _write(args.out, sensitivity.sensitivity_section(
             sens, sens_names, sens_cpu, args.sensitivity_duration, cliff))
@@ -224,20 +247,23 @@ def main(argv=None):
                          % (time.time() - t0, sens_cpu))
         return 0
     if args.from_json:
-        results, grid, wall, sens, cliff, sens_names = _from_json(
-            args, sens_names)
+        results, grid, wall, sens, cliff, sens_names, ran = _from_json(
+            p, args, sens_names)
     else:
-        results, grid, wall, sens, cliff = _run(args, sens_names, sens_rows)
+        results, grid, wall, sens, cliff, ran = _run(args, sens_names,
+                                                     sens_rows)
     if args.json:
         with open(args.json, 'w') as f:
             json.dump({'results': results, 'wall_s': wall,
                        'breakeven': {'%s/%s' % k: v
                                      for k, v in grid.items()},
-                       'sensitivity': sens, 'cliff': cliff},
+                       'sensitivity': sens, 'cliff': cliff,
+                       'scheduler': args.scheduler, 'policies': ran},
                       f, indent=1, sort_keys=True)
     figures.pictures(results, grid, args.png, args.map_png)
     text = document.document(results, grid, sorted(results), wall['main'],
-                             wall['total'], wall.get('cpu'), args)
+                             wall['total'], wall.get('cpu'), args,
+                             args.scheduler, ran)
     text += '\n' + sensitivity.sensitivity_section(
         sens, sens_names, wall.get('sensitivity_cpu', 0.0),
         args.sensitivity_duration, cliff)

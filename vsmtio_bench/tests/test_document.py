@@ -73,3 +73,41 @@ class ProvenanceTest(testtools.TestCase):
         self.assertIn('``vsmtio-bench yardstick --quick`` at commit', text)
         # seed 1: 0.1 / 0.2, seed 2: 0.2 / 0.3
         self.assertIn('gains 5% or more: 58% [', text)
+
+
+class SchedulerTest(testtools.TestCase):
+    """The opening paragraph names the host scheduler every run was under."""
+
+    def opening(self, scheduler, policies):
+        args = type('Args', (), {'png': 'simulator.png',
+                                 'map_png': 'breakeven.png'})
+        text = document.document({}, {}, [], 60.0, 120.0, None, args,
+                                 scheduler, policies)
+        self.assertEqual([], warnings(parse(text)))
+        return ' '.join(text.split('\n\n')[1].split())
+
+    def test_the_scheduler_asked_for(self):
+        head = self.opening('cfs', {'fig5_x': 'cfs'})
+        self.assertIn('Every run is under the host scheduler ``cfs`` '
+                      '(Linux 5.3\'s CFS, the paper\'s kernel), as '
+                      '``--scheduler cfs`` asked', head)
+        self.assertIn('break-even map', head)
+        self.assertNotIn('eevdf', head)
+
+    def test_the_scenarios_own(self):
+        head = self.opening(None, {'fig5_x': 'eevdf', 'fig4_y': 'eevdf'})
+        self.assertIn('Every run is under the host scheduler ``eevdf`` '
+                      '(EEVDF, the scheduler of Linux 6.6 and later), the '
+                      'scenarios\' own ``scheduler.policy``', head)
+
+    def test_scenarios_of_two_schedulers_each_named(self):
+        head = self.opening(None, {'a': 'eevdf', 'b': 'cfs', 'c': 'eevdf'})
+        self.assertIn('``cfs`` (Linux 5.3\'s CFS, the paper\'s kernel) on '
+                      'b; ``eevdf`` (EEVDF, the scheduler of Linux 6.6 and '
+                      'later) on a, c', head)
+
+    def test_a_run_that_recorded_none_says_so(self):
+        head = self.opening(None, None)
+        self.assertIn('its scenario\'s own host scheduler '
+                      '(``scheduler.policy``), which this run did not '
+                      'record', head)

@@ -302,6 +302,9 @@ class TestSection(testtools.TestCase):
         self.assertEqual([], rst.warnings(rst.parse(text)))
         self.assertIn('Sensitivity\n===========', text)
         self.assertIn('seeds 1, 2', text)
+        self.assertIn('Every point runs under CFS, but the '
+                      '``scheduler.policy`` row\'s, one under each '
+                      'scheduler.', ' '.join(text.split()))
         self.assertIn('The weight lever\'s cliff\n---', text)
         self.assertIn('fails at eevdf', text)
 
@@ -426,6 +429,7 @@ class TestScheduler(testtools.TestCase):
         # cached apart from the same scenario's runs under its own
         self.assertEqual(len(bench.WAKEUP_US) * runs, sum(
             k.get('scheduler') == 'cfs' for k in self.keys))
+        self.assertEqual(['cfs'], bench.rows_schedulers({self.NAME: got}))
 
     def test_the_scenarios_own_scheduler_is_no_override(self):
         got = self.study('eevdf')

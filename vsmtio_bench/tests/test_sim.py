@@ -4,10 +4,11 @@ The bench's runs take hours; here the simulator's runs are mocks and the
 worker pools run in this process, so what each run was asked for can be
 read: the scheduler reaches every run as ``vsmtio-sim --scheduler``
 passes it (the ``[vsmtio_sim] scheduler`` override), an unknown one is
-refused before anything runs.
+refused before anything runs, and the JSON and the document keep it.
 """
 
 import io
+import json
 import os
 
 import fixtures
@@ -155,7 +156,7 @@ class TestCommand(testtools.TestCase):
         self.assertEqual(['cfs', 'eevdf'], action.choices)
         self.assertIsNone(action.default)
 
-    def test_the_scheduler_reaches_every_study(self):
+    def test_the_scheduler_reaches_every_study_and_the_json(self):
         self.assertEqual(0, sim.main(self.argv('--scheduler', 'cfs')))
         self.assertEqual(([figures.TRAJECTORY], 1, 'cfs'),
                          self.mocks['run_all'].call_args.args)
@@ -165,3 +166,38 @@ class TestCommand(testtools.TestCase):
                          self.mocks['run_sensitivity'].call_args.args[-1])
         # the cliff sweep runs both schedulers whatever the option says
         self.assertNotIn('cfs', self.mocks['run_cliff'].call_args.args)
+        with open(os.path.join(self.tmp, 'out.json')) as f:
+            doc = json.load(f)
+        self.assertEqual('cfs', doc['scheduler'])
+        self.assertEqual({figures.TRAJECTORY: 'cfs'}, doc['policies'])
+        self.assertEqual(('cfs', {figures.TRAJECTORY: 'cfs'}),
+                         self.mocks['document'].call_args.args[-2:])
+
+    def test_no_scheduler_records_the_scenarios_own(self):
+        self.assertEqual(0, sim.main(self.argv()))
+        self.assertIsNone(self.mocks['run_all'].call_args.args[2])
+        with open(os.path.join(self.tmp, 'out.json')) as f:
+            doc = json.load(f)
+        self.assertIsNone(doc['scheduler'])
+        self.assertEqual({figures.TRAJECTORY: runner.load(
+            figures.TRAJECTORY).scheduler['policy']}, doc['policies'])
+
+    def test_from_json_keeps_the_scheduler_and_runs_nothing(self):
+        sim.main(self.argv('--scheduler', 'cfs'))
+        for mock in self.mocks.values():
+            mock.reset_mock()
+        path = os.path.join(self.tmp, 'again.json')
+        os.rename(os.path.join(self.tmp, 'out.json'), path)
+        self.assertEqual(0, sim.main(['--from-json', path, '--out',
+                                      os.path.join(self.tmp, 'again.rst')]))
+        self.assertEqual(('cfs', {figures.TRAJECTORY: 'cfs'}),
+                         self.mocks['document'].call_args.args[-2:])
+        for name in ('run_all', 'breakeven', 'run_sensitivity', 'run_cliff'):
+            self.assertFalse(self.mocks[name].called, name)
+        # a document naming a scheduler its runs were not under: refused
+        e = self.assertRaises(SystemExit, sim.main, [
+            '--from-json', path, '--scheduler', 'eevdf',
+            '--out', os.path.join(self.tmp, 'wrong.rst')])
+        self.assertEqual(2, e.code)
+        self.assertIn('were under cfs', self.err.getvalue())
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, 'wrong.rst')))
