@@ -274,6 +274,20 @@ def scheduler_text(scheduler, policies):
                 for p, n in sorted(by.items())), tail))
 
 
+def cached_text(results):
+    """How many of the kernels' and A/A runs the cache gave, if any."""
+    runs = [r for res in results.values() for r in res.values()]
+    runs += [r['aa'] for r in runs if 'aa' in r]
+    n = sum(1 for r in runs if r.get('bench_cached'))
+    if not n:
+        return ''
+    return '\n' + textwrap.fill(
+        '%d of those %d runs were in the bench\'s cache, made by the same '
+        'code (``vsmtio_bench/cache.py``), and were not run again; their '
+        'CPU time is counted as when they ran.' % (n, len(runs)), 75,
+        break_long_words=False, break_on_hyphens=False)
+
+
 def document(results, grid, names, main_wall, total_wall, cpu_s, args,
              scheduler=None, policies=None):
     """The document, but for its sensitivity section.
@@ -293,6 +307,7 @@ def document(results, grid, names, main_wall, total_wall, cpu_s, args,
              if cpu_s else ''),
         main=(' (%.1f min before the map)' % (main_wall / 60.0)
               if main_wall is not None else ''),
+        cached=cached_text(results),
         n=len(names), k=len(KERNELS),
         batches=stats.BATCHES, aa=runner.AA_SHIFT_S,
         png=os.path.basename(args.png),
@@ -523,7 +538,7 @@ Printed by ``tox -e bench`` (``vsmtio-bench sim``) at commit ``{commit}``.
 Python {python}, {cpus} CPUs, two worker processes; {n} shipped scenarios under
 {k} kernel models (the product and vanilla over {batches} consecutive
 windows), then the break-even map and the sensitivity study, took
-{wall:.1f} min in all{main}{cpu}.
+{wall:.1f} min in all{main}{cpu}.{cached}
 Every number below was printed by that run.
 
 Every run is at steady state: the real agent drives ``vsmtio-paper`` (the

@@ -43,10 +43,15 @@ class InProcess(object):
 
 
 def in_process(test):
-    """Every pool of the bench runs in ``test``'s process, quietly."""
+    """Every pool of the bench runs in ``test``'s process, quietly.
+
+    With a cache of its own, empty.
+    """
     test.useFixture(fixtures.MonkeyPatch(
         'concurrent.futures.ProcessPoolExecutor', InProcess))
     test.useFixture(fixtures.MonkeyPatch('sys.stderr', io.StringIO()))
+    test.useFixture(fixtures.EnvironmentVariable(
+        'VSMTIO_BENCH_CACHE', test.useFixture(fixtures.TempDir()).path))
 
 
 def result(**extra):
@@ -77,6 +82,21 @@ class TestRuns(testtools.TestCase):
         self.assertEqual([((SCENARIO,), {'overrides': CFS})],
                          [(c.args, c.kwargs)
                           for c in self.run_aa.call_args_list])
+
+    def test_a_run_made_by_the_same_code_is_not_run_again(self):
+        first = sim.run_all([SCENARIO], 1, 'cfs')
+        n = len(kernels.NAMES) + 1
+        self.assertEqual(n, self.run.call_count + self.run_aa.call_count)
+        self.assertEqual('', document.cached_text(first))
+        again = sim.run_all([SCENARIO], 1, 'cfs')
+        self.assertEqual(n, self.run.call_count + self.run_aa.call_count)
+        self.assertEqual(first[SCENARIO]['vsmtio']['io_throughput'],
+                         again[SCENARIO]['vsmtio']['io_throughput'])
+        self.assertIn('%d of those %d runs were in the bench\'s cache' % (
+            n, n), document.cached_text(again))
+        # another scheduler is another run
+        sim.run_all([SCENARIO], 1, 'eevdf')
+        self.assertEqual(2 * n, self.run.call_count + self.run_aa.call_count)
 
     def test_no_scheduler_is_no_override(self):
         sim.run_all([SCENARIO], 1)
