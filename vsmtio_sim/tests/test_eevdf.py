@@ -5,8 +5,8 @@ algorithm (``kernel/sched/fair.c`` since 6.6): a queue's weighted lags sum
 to zero, only an eligible vCPU is picked, weights rescale the shares of
 runnable vCPUs, a sleeper keeps its credit and stays queued while in
 debt (6.12's delayed dequeue); where several vCPUs of one VM share a
-hyperthread, they hold on both levels of its queues, and the VM weighs as
-one group entity there. The lever is the one the product
+hyperthread, they hold on both levels of its queues
+(:mod:`~vsmtio_sim.tests.test_groups`). The lever is the one the product
 pulls, a serving VM's cgroup weight beside a CPU-bound VM on one
 hyperthread (:func:`pair`); the real kernel shows no cliff in it, and
 neither may the model.
@@ -391,60 +391,3 @@ class TestServerBesideSpinner(testtools.TestCase):
             for lo, hi in zip(got, got[1:]):
                 self.assertGreaterEqual(hi, 0.99 * lo, (burst, got))
                 self.assertLess(hi, 1.1 * lo, (burst, got))
-
-
-class TestGroupEntity(testtools.TestCase):
-    """EEVDF's two levels of queues keep its invariants.
-
-    The cases both schedulers share: :mod:`~vsmtio_sim.tests.test_groups`.
-    """
-
-    def sim(self, vms, weights=None, cores=1, **extra):
-        extra.setdefault('scheduler', EEVDF)
-        sc = h.tiny(vms, cores=cores, duration=2.0, **extra)
-        sim = engine.Simulation(sc, 'vanilla', 1)
-        sim.set_vm_weights(weights or {})
-        return sim
-
-    def test_each_queue_keeps_eevdfs_invariants(self):
-        # the hyperthread's queue (the group, the spinner) and the group's
-        # (its vCPUs): weighted lags sum to zero, an entity counts once, a
-        # delayed group holds no vCPU, the buddy is queued; each pick runs
-        # an eligible entity at both levels
-        # (a light weight: the group often sleeps in debt, delayed)
-        sim = self.sim([('srv', 'srv', [0] * 2), ('spin', 'cpu', [0])],
-                       {'srv': 0.5},
-                       workloads={'srv': h.io_wl(burst_us=1000,
-                                                 wait_us=3000)})
-        th = sim.threads[0]
-        g = th.groups['srv']
-        taken = []
-        take = sim._take
-
-        def checked(t, v):
-            e = v.grp if v.grp is not None else v
-            taken.append(e.vruntime <= sim._avg(t) + eevdf.EPS and (
-                v.grp is None or v.vruntime <= sim._avg(v.grp) + eevdf.EPS))
-            take(t, v)
-        sim._take = checked
-        delayed = 0
-        for k in range(1, 600):
-            sim.advance_to(k * 1.7e6)
-            for q in (th, g):
-                c, waiting, held = sim._level(q)
-                queued = ([c] if c is not None else []) + waiting + held
-                self.assertEqual(len(queued), len(set(queued)))
-                if len(queued) > 1:
-                    avg = sim._avg(q)
-                    self.assertLess(abs(sum((avg - x.vruntime) / x.vr_scale
-                                            for x in queued)), 1e-3, k)
-            if g.delayed:
-                delayed += 1
-                self.assertIn(g, th.delayed)
-                self.assertFalse(sim._busy(g))
-            if th.buddy is not None:
-                self.assertFalse(th.buddy.delayed)
-                self.assertTrue(sim._busy(th.buddy))
-        self.assertGreater(len(taken), 300)
-        self.assertTrue(all(taken))
-        self.assertGreater(delayed, 0)
