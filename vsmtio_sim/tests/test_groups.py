@@ -31,6 +31,18 @@ class GroupCases(object):
         sim.set_vm_weights(weights or {})
         return sim
 
+    def server_group(self, vcpus, weight, burst_us, wait_us):
+        """A server's ``vcpus`` and a spinner on one hyperthread.
+
+        The simulation, the hyperthread and the server's group there.
+        """
+        sim = self.sim([('srv', 'srv', [0] * vcpus), ('spin', 'cpu', [0])],
+                       {'srv': weight},
+                       workloads={'srv': h.io_wl(burst_us=burst_us,
+                                                 wait_us=wait_us)})
+        th = sim.threads[0]
+        return sim, th, th.groups['srv']
+
     def ran(self, sim, until=2.0, start=0.2):
         """CPU time per VM per hyperthread, {(vm, cpu): ns}, over a window."""
         sim.advance_to(start * 1e9)
@@ -140,12 +152,7 @@ class TestCfs(GroupCases, testtools.TestCase):
         # (its vCPUs): an entity counts once, each queue's min_vruntime
         # never goes back, and a pick of the whole queue takes the lowest
         # vruntime at each level
-        sim = self.sim([('srv', 'srv', [0] * 3), ('spin', 'cpu', [0])],
-                       {'srv': 2},
-                       workloads={'srv': h.io_wl(burst_us=300,
-                                                 wait_us=900)})
-        th = sim.threads[0]
-        g = th.groups['srv']
+        sim, th, g = self.server_group(3, 2, 300, 900)
         picks = []
         first = sim._first
 
@@ -186,12 +193,7 @@ class TestEevdf(GroupCases, testtools.TestCase):
         # delayed group holds no vCPU, the buddy is queued; each pick runs
         # an eligible entity at both levels
         # (a light weight: the group often sleeps in debt, delayed)
-        sim = self.sim([('srv', 'srv', [0] * 2), ('spin', 'cpu', [0])],
-                       {'srv': 0.5},
-                       workloads={'srv': h.io_wl(burst_us=1000,
-                                                 wait_us=3000)})
-        th = sim.threads[0]
-        g = th.groups['srv']
+        sim, th, g = self.server_group(2, 0.5, 1000, 3000)
         taken = []
         take = sim._take
 
