@@ -114,7 +114,8 @@ def run(name, kernel, cfg, measure_s, seed, scheduler, shift_s=0.0):
     """
     conf = runner.make_conf(name, kernel, seed,
                             overrides={SCHEDULER: scheduler})
-    warmup = scenario_mod.load(name).warmup_s + shift_s if shift_s else None
+    warmup = (runner.shifted_warmup(scenario_mod.load(name), shift_s)
+              if shift_s else None)
     r = runner.run_conf(conf, steady=True, measure_s=measure_s,
                         warmup_s=warmup,
                         setup=space.setup_for(cfg) if cfg else None)

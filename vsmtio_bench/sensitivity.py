@@ -440,8 +440,9 @@ def _run_text(text, kernel, seed, duration, scheduler=None):
                            warmup_s=warmup + shift, overrides=ov)
         else:
             r = runner.run(path, 'vanilla', seed, steady=True,
-                           warmup_s=(scenario.load(path).warmup_s
-                                     + runner.AA_SHIFT_S), overrides=ov)
+                           warmup_s=runner.shifted_warmup(
+                               scenario.load(path), runner.AA_SHIFT_S),
+                           overrides=ov)
     finally:
         os.unlink(path)
     return _trim(r)

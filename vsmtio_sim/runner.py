@@ -347,11 +347,24 @@ def run(scenario, kernel, seed=1, duration=0.0, progress=None,
 AA_SHIFT_S = 7.3
 
 
+def shifted_warmup(sc, shift_s):
+    """The warm-up that starts a steady window ``shift_s`` after ``sc``'s.
+
+    Counted from where the unshifted window starts, on whole phase cycles
+    (:meth:`~vsmtio_sim.scenario.Scenario.align`), so the shifted window
+    starts at least ``shift_s`` later, on a later cycle; counted from the
+    warm-up, a shift shorter than a cycle would be rounded back onto the
+    same start, and the two runs would be one.
+    """
+    return sc.align(sc.warmup_s, 0.0)[0] + shift_s
+
+
 def run_aa(scenario, seed=1, progress=None, overrides=None):
     """The A/A run of ``scenario`` at steady state (``AA_SHIFT_S``)."""
     return run(scenario, 'vanilla', seed=seed, progress=progress,
                overrides=overrides, steady=True,
-               warmup_s=load(scenario, overrides).warmup_s + AA_SHIFT_S)
+               warmup_s=shifted_warmup(load(scenario, overrides),
+                                       AA_SHIFT_S))
 
 
 # The name a job of compare() gives the A/A run among the kernels' runs.

@@ -267,6 +267,39 @@ class TestSteadyWindow(testtools.TestCase):
                           if m.startswith('vsmtio_agent.policy')])
 
 
+class TestShiftedWindow(testtools.TestCase):
+    """The A/A run's window starts after another history, phases or not."""
+
+    def starts(self, name, *shifts):
+        sc = runner.load(name)
+        return [sc.align(runner.shifted_warmup(sc, s) if s else
+                         sc.warmup_s, 0.0)[0] for s in (0.0,) + shifts]
+
+    def test_a_shift_shorter_than_a_cycle_moves_a_cycle(self):
+        # phases_batch_server cycles every 10 s: vanilla's window starts
+        # at 10 s; the A/A run's (7.3 s later) and vanilla-again's
+        # (14.6 s later) each start on a later cycle, so the three runs
+        # differ (the A/A shift added to the warm-up was rounded back to
+        # 10 s, and the A/A run was vanilla itself)
+        base, aa, again = self.starts('phases_batch_server',
+                                      runner.AA_SHIFT_S,
+                                      2 * runner.AA_SHIFT_S)
+        self.assertEqual((10.0, 20.0, 30.0), (base, aa, again))
+
+    def test_without_phases_the_shift_is_the_shift(self):
+        sc = runner.load('fig5_hbase_pagerank')
+        self.assertEqual(sc.warmup_s + runner.AA_SHIFT_S,
+                         runner.shifted_warmup(sc, runner.AA_SHIFT_S))
+
+    def test_the_aa_run_is_shifted_so(self):
+        run = self.useFixture(fixtures.MockPatchObject(runner, 'run')).mock
+        runner.run_aa('phases_batch_server', seed=2)
+        self.assertEqual(10.0 + runner.AA_SHIFT_S,
+                         run.call_args.kwargs['warmup_s'])
+        self.assertEqual(('phases_batch_server', 'vanilla'),
+                         run.call_args.args)
+
+
 class TestSteadyState(testtools.TestCase):
     """At the paper's size, after the agent settled (§6).
 
