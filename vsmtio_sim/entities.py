@@ -82,8 +82,8 @@ class Vcpu(object):
         # (DELAY_DEQUEUE)
         self.deadline = self.vlag = self.vprot = 0.0
         self.delayed = False
-        # EEVDF: the group entity of its VM it is queued in (or last slept
-        # in); None where it stands for its VM's group itself
+        # the group entity of its VM it is queued in (or last slept in);
+        # None where it stands for its VM's group itself
         self.grp = None
         if wl.does_io:
             self.draw_burst = workloads.sampler(wl.burst, stream('burst'))
@@ -132,7 +132,7 @@ class Thread(object):
         # accounted them (update_curr)
         self.acct_v = None
         self.acct_vr = 0.0
-        # EEVDF: {vm: Group} where several vCPUs of a VM met on it; the
+        # {vm: Group} where several vCPUs of a VM met on it; EEVDF: the
         # group its queue's pick prefers (cfs_rq->next); the entity last
         # set running on it (set_next_entity)
         self.groups = {}
@@ -140,14 +140,15 @@ class Thread(object):
 
 
 class Group(object):
-    """A VM's group entity on one hyperthread's EEVDF run queue.
+    """A VM's group entity on one hyperthread's run queue.
 
     Both an entity of the hyperthread's queue (the VM's cgroup there:
-    its vruntime, deadline, lag, weight) and the queue of the VM's vCPUs
-    on that hyperthread (its own reference vruntime, its delayed
-    sleepers, its running vCPU as last accounted). Made where a second
-    vCPU of the VM joins the hyperthread's queue, and kept, as the
-    kernel keeps a cgroup's entity on each CPU (:mod:`~vsmtio_sim.eevdf`).
+    its vruntime, weight and, under EEVDF, deadline and lag) and the
+    queue of the VM's vCPUs on that hyperthread (its own minimum or
+    reference vruntime; under EEVDF its delayed sleepers and its running
+    vCPU as last accounted). Made where a second vCPU of the VM joins the
+    hyperthread's queue, and kept, as the kernel keeps a cgroup's entity
+    on each CPU (:mod:`~vsmtio_sim.cfs`, :mod:`~vsmtio_sim.eevdf`).
     """
 
     __slots__ = ('vm', 'th', 'grp', 'vruntime', 'deadline', 'vlag', 'vprot',

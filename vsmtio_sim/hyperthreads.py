@@ -59,7 +59,7 @@ class Hyperthreads(object):
         v.vruntime += dt * v.vr_scale
         g = v.grp
         if g is not None:
-            # EEVDF: its VM's group entity runs with it (update_curr)
+            # its VM's group entity runs with it (update_curr)
             g.vruntime += dt * g.vr_scale
         if st == COMPUTE:
             cold = v.cold
