@@ -770,9 +770,13 @@ def _schedulers_sentence(sens):
 
 
 def sensitivity_section(sens, names, cpu_s, duration, cliff=None):
-    """The 'Sensitivity' section of the document (valid RST)."""
+    """The 'Sensitivity' section of the document (valid RST).
+
+    A run that left the study out says so, rather than a page without it
+    reading as a study that found nothing.
+    """
     if not sens and not (cliff and cliff.get('points')):
-        return ''
+        return SENS_NOT_RUN
     seeds = sorted({s for rows in sens.values() for got in rows.values()
                     for point in got['points'].values() for s in point},
                    key=int)
@@ -789,6 +793,19 @@ def sensitivity_section(sens, names, cpu_s, duration, cliff=None):
             sensitivity_rows(sens, names)) + '\n\n'
     return text + cliff_section(cliff, duration)
 
+
+SENS_NOT_RUN = """\
+Sensitivity
+===========
+
+Not run with these runs (``--sensitivity ''`` and
+``--sensitivity-cliff ''``). The study sweeps every unsourced or
+disputed input of the model over several seeds, hundreds of steady
+runs, hours more than the runs above; ``vsmtio-bench sim
+--sensitivity-only`` runs it alone and writes only this section, and
+every run of it is cached under the model's version, so it can be
+finished over several sittings.
+"""
 
 TABLE_HEADS = ('(a) no regression', '(b) paper I/O', '(b) paper CPU',
                '(c) product gain', '(d) haltpoll I/O', '(d) haltpoll CPU')

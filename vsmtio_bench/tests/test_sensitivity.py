@@ -313,6 +313,12 @@ class TestSection(testtools.TestCase):
         self.assertEqual([], rst.warnings(rst.parse(text)))
         self.assertNotIn('(a) no regression', text)
 
+    def test_a_study_left_out_says_so(self):
+        text = bench.sensitivity_section({}, [], 0.0, 0.0, None)
+        self.assertEqual([], rst.warnings(rst.parse(text)))
+        self.assertIn('Not run with these runs', text)
+        self.assertIn('--sensitivity-only', text)
+
     def test_table_rows_come_from_the_results(self):
         rows = bench.sensitivity_rows(results(), ['s'])
         self.assertEqual([['s', 'scheduler.policy'],
