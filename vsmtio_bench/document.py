@@ -289,11 +289,12 @@ def cached_text(results):
 
 
 def document(results, grid, names, main_wall, total_wall, cpu_s, args,
-             scheduler=None, policies=None):
+             scheduler=None, policies=None, study=True):
     """The document, but for its sensitivity section.
 
     ``scheduler`` and ``policies`` say which host scheduler the runs
-    were under (:func:`scheduler_text`).
+    were under (:func:`scheduler_text`); ``study``, whether the
+    sensitivity study ran with them.
     """
     rows, misses, dominated, ties = summary(results)
     out = [HEAD.format(
@@ -308,6 +309,8 @@ def document(results, grid, names, main_wall, total_wall, cpu_s, args,
         main=(' (%.1f min before the map)' % (main_wall / 60.0)
               if main_wall is not None else ''),
         cached=cached_text(results),
+        study=(' and the sensitivity study' if study
+               else ' (the sensitivity study left out)'),
         n=len(names), k=len(KERNELS),
         batches=stats.BATCHES, aa=runner.AA_SHIFT_S,
         png=os.path.basename(args.png),
@@ -537,7 +540,7 @@ Printed by ``tox -e bench`` (``vsmtio-bench sim``) at commit ``{commit}``.
 
 Python {python}, {cpus} CPUs, two worker processes; {n} shipped scenarios under
 {k} kernel models (the product and vanilla over {batches} consecutive
-windows), then the break-even map and the sensitivity study, took
+windows), then the break-even map{study}, took
 {wall:.1f} min in all{main}{cpu}.{cached}
 Every number below was printed by that run.
 

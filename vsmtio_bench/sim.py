@@ -282,7 +282,9 @@ def main(argv=None):
     figures.pictures(results, grid, args.png, args.map_png)
     text = document.document(results, grid, sorted(results), wall['main'],
                              wall['total'], wall.get('cpu'), args,
-                             args.scheduler, ran)
+                             args.scheduler, ran,
+                             study=bool(sens or (cliff and cliff.get(
+                                 'points'))))
     text += '\n' + sensitivity.sensitivity_section(
         sens, sens_names, wall.get('sensitivity_cpu', 0.0),
         args.sensitivity_duration, cliff)

@@ -75,6 +75,20 @@ class ProvenanceTest(testtools.TestCase):
         self.assertIn('gains 5% or more: 58% [', text)
 
 
+class StudyTest(testtools.TestCase):
+    """The opening says whether the sensitivity study ran with the runs."""
+
+    def test_left_out_or_run(self):
+        args = type('Args', (), {'png': 'simulator.png',
+                                 'map_png': 'breakeven.png'})
+        for study, said in ((True, 'map and the sensitivity study, took'),
+                            (False, 'map (the sensitivity study left out), '
+                                    'took')):
+            text = document.document({}, {}, [], 60.0, 120.0, None, args,
+                                     study=study)
+            self.assertIn(said, ' '.join(text.split()))
+
+
 class SchedulerTest(testtools.TestCase):
     """The opening paragraph names the host scheduler every run was under."""
 
