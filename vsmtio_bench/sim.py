@@ -80,12 +80,15 @@ def _job(args):
     (:class:`~vsmtio_bench.cache.Store`, the product's sources: the
     agent drives two of the kernels) and a rerun only does what changed.
     A fresh result goes through JSON, as a cached one did, so the two
-    have one shape.
+    have one shape. The key names the scheduler the run is under
+    (:func:`policies`), so ``--scheduler eevdf`` and the scenarios' own
+    EEVDF share their runs.
     """
     name, kernel, scheduler = args
     batches = stats.BATCHES if kernel in stats.REPLICATED else 1
     store = cache.Store('sim', cache.PRODUCT)
-    key = {'name': name, 'kernel': kernel, 'scheduler': scheduler,
+    key = {'name': name, 'kernel': kernel,
+           'scheduler': policies([name], scheduler)[name],
            'batches': batches}
     r = store.get(key)
     if r is not None:
