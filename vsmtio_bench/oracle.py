@@ -197,6 +197,8 @@ class Evaluator(object):
                               scheduler)
         self.aa = self.runs(name, 'vanilla', None, measure_s, seed,
                             scheduler, runner.AA_SHIFT_S)
+        # on a host whose tenants cycle, a judged window is one cycle
+        self.cycle_s = tenants.cycle_s(scenario_mod.load(name))
         self.margins = {vm: detectable(self.aa, self.base, vm)
                         for vm, v in self.base['vms'].items()
                         if tenants.role(v) == 'computing'
@@ -210,7 +212,7 @@ class Evaluator(object):
             else:
                 r = self.runs(self.name, cfg['family'], cfg, self.measure_s,
                               self.seed, self.scheduler)
-            verdicts = tenants.judge(r, self.base, self.aa)
+            verdicts = tenants.judge(r, self.base, self.aa, self.cycle_s)
             s = tenants.summary(verdicts)
             # (all off changes nothing, so it needs no probe to show it)
             s['margin_ok'] = s['ok'] and (r is self.base or all(

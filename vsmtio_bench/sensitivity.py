@@ -188,11 +188,13 @@ def _direction(verdicts):
     return '~'
 
 
-def judge(runs):
+def judge(runs, cycle_s=0.0):
     """The conclusions at one point on one seed, each VM judged alone.
 
     ``runs`` is ``{kernel: result}`` of one seed, with the A/A run under
-    ``AA`` where there is one (floors and ties net of it). Returns
+    ``AA`` where there is one (floors and ties net of it); ``cycle_s`` the
+    period of the scenario's phases (:func:`vsmtio_sim.tenants.judge`).
+    Returns
     ``no_regression``: every honest VM under the product at its floors
     (:func:`vsmtio_sim.tenants.judge`), ``worst`` the lowest VM's ratio
     over its floor; ``gain``: the product's largest gain over vanilla for
@@ -201,7 +203,7 @@ def judge(runs):
     serving (``_io``) and the computing (``_cpu``) VMs.
     """
     base, aa = runs['vanilla'], runs.get(AA)
-    verdicts = tenants.judge(runs['vsmtio'], base, aa)
+    verdicts = tenants.judge(runs['vsmtio'], base, aa, cycle_s)
     mine, summary = _honest(verdicts), tenants.summary(verdicts)
     out = {
         'no_regression': summary['ok'],
@@ -209,8 +211,8 @@ def judge(runs):
         'gain': max((v['ratio'] - 1.0 for v in mine), default=0.0),
         'gains': any(v['ratio'] - 1.0 > _band(v) for v in mine)}
     for prefix, kernel in DIRECTIONS:
-        verdicts = (tenants.judge(runs[kernel], base, aa) if kernel in runs
-                    else {})
+        verdicts = (tenants.judge(runs[kernel], base, aa, cycle_s)
+                    if kernel in runs else {})
         out[prefix + '_io'] = _direction(_honest(verdicts, 'serving'))
         out[prefix + '_cpu'] = _direction(_honest(verdicts, 'computing'))
     return out
@@ -238,9 +240,9 @@ def over_seeds(per_seed):
     return out
 
 
-def judged(point):
+def judged(point, cycle_s=0.0):
     """:func:`over_seeds` of a point's runs, ``{seed: {kernel: result}}``."""
-    return over_seeds({s: judge(runs) for s, runs in point.items()})
+    return over_seeds({s: judge(runs, cycle_s) for s, runs in point.items()})
 
 
 def pm(mean_low_high, fmt='%.3f', scale=1.0):
@@ -288,7 +290,7 @@ def conclusions(points, shipped):
 
 def _row_points(got, values):
     """``[(label, over_seeds())]`` of one row's results, in its order."""
-    return [(v, judged(got['points'][v])) for v in
+    return [(v, judged(got['points'][v], got.get('cycle_s', 0.0))) for v in
             (_label(x) for x in values) if v in got['points']]
 
 
@@ -320,10 +322,11 @@ def _failures(results, names):
             got = rows.get(paths)
             if not got:
                 continue
-            ref = judged(got['points'][got['shipped']])
+            cycle = got.get('cycle_s', 0.0)
+            ref = judged(got['points'][got['shipped']], cycle)
             for label, point in got['points'].items():
                 sched = got.get('schedulers', {}).get(label, 'cfs')
-                j = judged(point)
+                j = judged(point, cycle)
                 fails = out.setdefault(sched, {k: [] for k, _t
                                                in CONCLUSIONS})
                 where = '%s ``%s=%s``' % (name, paths, label)
@@ -507,9 +510,10 @@ def run_sensitivity(names, rows, processes, duration=0.0, seeds=SENS_SEEDS,
     the same scheduler (the shipped value of every row) share their
     runs. Returns
     ``({scenario: {paths: {'shipped': label, 'schedulers': {label:
-    policy}, 'points': {label: {seed: {kernel: result}}}}}}, CPU
-    seconds)``; seeds are strings, as JSON keeps them. The CPU seconds are
-    what the runs cost, a cached one what it cost when it ran.
+    policy}, 'cycle_s': period of its phases, 'points': {label: {seed:
+    {kernel: result}}}}}}, CPU seconds)``; seeds are strings, as JSON
+    keeps them. The CPU seconds are what the runs cost, a cached one what
+    it cost when it ran.
     """
     docs, where = {}, []
     for name in names:
@@ -534,10 +538,12 @@ def run_sensitivity(names, rows, processes, duration=0.0, seeds=SENS_SEEDS,
                                           'sensitivity'):
         got.setdefault(key, {}).setdefault(str(seed), {})[kernel] = r
         cpu_s += r.get('cpu_s', 0.0)
+    cycles = {name: tenants.cycle_s(scenario.load(name)) for name in names}
     out = {}
     for name, paths, shipped, label, key, policy in where:
         row = out.setdefault(name, {}).setdefault(
-            paths, {'shipped': shipped, 'points': {}, 'schedulers': {}})
+            paths, {'shipped': shipped, 'points': {}, 'schedulers': {},
+                    'cycle_s': cycles[name]})
         row['points'][label] = got[key]
         row['schedulers'][label] = policy
     return out, cpu_s
@@ -587,7 +593,7 @@ def run_cliff(name=CLIFF_SCENARIO, seeds=SENS_SEEDS, processes=1,
     wake-up granularity, so it runs the scenario's own (its label
     ``NOT_READ``). ``duration`` > 0 measures that many seconds after
     the warm-up instead of the steady window (to try the code). Returns
-    ``({'scenario', 'serving', 'factors', 'points': {scheduler:
+    ``({'scenario', 'serving', 'cycle_s', 'factors', 'points': {scheduler:
     {granularity label: {seed: {label: result}}}}}, CPU seconds)``.
     """
     doc = scenario.load_doc(name)[0]
@@ -616,18 +622,21 @@ def run_cliff(name=CLIFF_SCENARIO, seeds=SENS_SEEDS, processes=1,
             str(seed), {})[label] = r
         cpu_s += r.get('cpu_s', 0.0)
     return {'scenario': name, 'serving': serving,
+            'cycle_s': tenants.cycle_s(scenario.load(name)),
             'factors': [cliff_factor(f) for f in factors],
             'points': points}, cpu_s
 
 
-def cliff_judge(runs, factor):
+def cliff_judge(runs, factor, cycle_s=0.0):
     """One seed's figures at one factor: I/O gain, lowest CPU, floors.
 
     ``io_gain`` is the geometric mean of the honest serving VMs' ratios,
     ``cpu_low`` the lowest honest computing VM's ratio (what the weight
-    takes from), ``ok`` every honest VM at its floors net of the A/A run.
+    takes from), ``ok`` every honest VM at its floors net of the A/A run;
+    ``cycle_s`` as for :func:`judge`.
     """
-    verdicts = tenants.judge(runs[factor], runs['vanilla'], runs.get(AA))
+    verdicts = tenants.judge(runs[factor], runs['vanilla'], runs.get(AA),
+                             cycle_s)
     s = tenants.summary(verdicts)
     computing = _honest(verdicts, 'computing')
     return {'io_gain': s['io_gain'], 'ok': s['ok'],
@@ -647,7 +656,8 @@ def cliff_points(cliff):
                 g) if g != NOT_READ else 0.0)):
             per_seed = grans[w]
             for factor in cliff['factors']:
-                js = [cliff_judge(runs, factor) for _s, runs
+                js = [cliff_judge(runs, factor, cliff.get('cycle_s', 0.0))
+                      for _s, runs
                       in sorted(per_seed.items()) if factor in runs]
                 out.append((sched, w, factor, {
                     'io_gain': intervals.interval([j['io_gain'] for j in js]),

@@ -85,14 +85,14 @@ def one(job):
     runs = bench_oracle.cached_run(cache.Store('oracle'))
     ev = bench_oracle.Evaluator(name, scheduler, seed, None, runs)
     null = tenants.judge(runs(name, 'vanilla', None, None, seed, scheduler,
-                              NULL_SHIFT_S), ev.base, ev.aa)
+                              NULL_SHIFT_S), ev.base, ev.aa, ev.cycle_s)
     store = cache.Store('product', cache.PRODUCT)
     key = {'scenario': name, 'seed': seed, 'scheduler': scheduler,
            'overrides': sorted('%s.%s=%s' % (g, o, v)
                                for (g, o), v in overrides)}
     prod = store.memo(key, lambda: product_run(name, seed, scheduler,
                                                overrides))
-    judged = tenants.judge(prod, ev.base, ev.aa)
+    judged = tenants.judge(prod, ev.base, ev.aa, ev.cycle_s)
     s = tenants.summary(judged)
     return {'scenario': name, 'scheduler': scheduler, 'seed': seed,
             'io': s['io_gain'] or 1.0, 'cpu': s['cpu'], 'ok': s['ok'],
@@ -341,7 +341,13 @@ the mean floor by Student's t at one-sided {alpha:g} times the standard
 error of the A/A run's mean (batch means of {batch_s:g} s; consecutive
 windows are not independent), the window floor, where lower than
 {window}, to where the lowest of the A/A run's windows would fall with
-probability {alpha:g} given one window's spread. A smaller difference
+probability {alpha:g} given one window's spread (Student's t on the
+windows' degrees of freedom, since the spread is itself estimated). On a
+host whose tenants change phase in a cycle a window, and a batch, is
+whole cycles: a short window at a phase change differs between two
+histories tens of times more than one inside a phase, so no one spread
+describes them, and vanilla run again fell below the half-second floors
+as often as the product did. A smaller difference
 cannot be told from noise by any test. Vanilla run again after yet
 another history ({null_shift:g} s later) is judged the same way: how
 often it falls below (*vanilla again*) is the floors' own false-alarm

@@ -223,10 +223,12 @@ def _steady(args):
                                 overrides=_overrides(args))
     first = runs[seeds[0]]
     results, aa = first['results'], first['aa']
-    agg = seeds_mod.aggregate(runs)
+    cycle = tenants.cycle_s(runner.load(args.scenario, _overrides(args)))
+    agg = seeds_mod.aggregate(runs, cycle_s=cycle)
     if args.json:
         for run in runs.values():
-            run['tenants'] = tenants.compare(run['results'], aa=run['aa'])
+            run['tenants'] = tenants.compare(run['results'], aa=run['aa'],
+                                             cycle_s=cycle)
         print(json.dumps({'results': results, 'aa': aa,
                           'normalised': report.normalise(results),
                           'tenants': first['tenants'],
@@ -235,7 +237,7 @@ def _steady(args):
         return 0
     print(_scheduler_line(args))
     print(report.compare_table(results))
-    print(tenants.table(results, aa=aa))
+    print(tenants.table(results, aa=aa, cycle_s=cycle))
     print(seeds_mod.report(agg))
     _speed(results)
     return 0

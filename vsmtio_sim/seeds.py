@@ -17,10 +17,11 @@ from vsmtio_sim import intervals
 from vsmtio_sim import tenants
 
 
-def _verdicts(run, kernel, baseline):
+def _verdicts(run, kernel, baseline, cycle_s):
     """One seed's verdicts of ``kernel``, floors net of its A/A run."""
     results = run['results']
-    return tenants.judge(results[kernel], results[baseline], run.get('aa'))
+    return tenants.judge(results[kernel], results[baseline], run.get('aa'),
+                         cycle_s)
 
 
 def _vm_figures(per_seed):
@@ -49,7 +50,7 @@ def _agent(result):
             'timeout_us': a.get('timeout_us')}
 
 
-def aggregate(runs, kernel='vsmtio', baseline='vanilla'):
+def aggregate(runs, kernel='vsmtio', baseline='vanilla', cycle_s=0.0):
     """``kernel`` against ``baseline`` over the seeds of ``runs``.
 
     ``runs`` is :func:`~vsmtio_sim.runner.compare_seeds`'s answer
@@ -60,9 +61,12 @@ def aggregate(runs, kernel='vsmtio', baseline='vanilla'):
     geometric mean over the honest serving VMs
     (:func:`~vsmtio_sim.tenants.summary`), ``by_seed`` and as a mean with
     its interval; and ``agent``, per seed, what the guard kept.
+    ``cycle_s``: the period of the scenario's phases
+    (:func:`~vsmtio_sim.tenants.judge`).
     """
     seeds = list(runs)
-    verdicts = {s: _verdicts(runs[s], kernel, baseline) for s in seeds}
+    verdicts = {s: _verdicts(runs[s], kernel, baseline, cycle_s)
+                for s in seeds}
     vms = sorted(verdicts[seeds[0]])
     gains = {s: tenants.summary(verdicts[s])['io_gain'] for s in seeds}
     mean, low, high = intervals.interval(list(gains.values()))

@@ -29,8 +29,22 @@ floor set at the A/A run's own distance from 1 is crossed by the next
 draw about half the time. No test can tell a difference inside the band
 from the model's noise, so none is held against the product or a static
 configuration; a run judged without an A/A run gets the bare floors.
+
+On a host whose tenants change phase in a cycle, a window is one whole
+cycle (``cycle_s`` of :func:`judge`, :func:`cycle_s`) and a batch whole
+cycles. The floors take one spread for every window, and half a second
+at a phase change differs between two histories far more than half a
+second inside a phase (tens of times more on a server that starts a
+compaction), so the lowest short window falls where the phases change,
+below what one spread predicts, in vanilla run again as often as in the
+product; a whole cycle holds every phase once, and its windows share one
+spread. What a short window would catch there, a loss of a few agent
+periods, is inside that noise anyway. With a handful of cycles the
+spread itself is uncertain, which Student's t on its degrees of freedom
+carries into the window floor.
 """
 
+import collections
 import math
 import statistics
 
@@ -57,55 +71,91 @@ def _ratio(a, b):
     return a / b if b else None
 
 
-def _windows(result, base, name, metric):
-    """``name``'s ratio of ``result`` to ``base`` in each common window."""
-    wins = zip(result.get('windows', {}).get('vms', ()),
-               base.get('windows', {}).get('vms', ()))
-    out = [_ratio(x[name][metric], y[name][metric]) for x, y in wins]
+def cycle_s(sc):
+    """The period of the scenario ``sc``'s phases; 0 where no VM cycles.
+
+    The shortest window of whole cycles its steady runs are measured
+    over (:meth:`~vsmtio_sim.scenario.Scenario.align`).
+    """
+    return sc.align(0.0, 0.0)[1]
+
+
+def span(base, cycle_s=0.0):
+    """How many of ``base``'s windows make one judged window.
+
+    One, or the nearest whole number of them to one phase cycle of
+    ``cycle_s`` seconds (a steady window starts on a cycle).
+    """
+    window_s = base.get('windows', {}).get('window_s')
+    if not cycle_s or not window_s:
+        return 1
+    return max(1, int(round(cycle_s / window_s)))
+
+
+def _windows(result, base, name, metric, width=1):
+    """``name``'s ratio of ``result`` to ``base`` in each common window.
+
+    A window is ``width`` consecutive windows of the runs (:func:`span`);
+    an incomplete last one is left out.
+    """
+    def sums(r):
+        w = [x[name][metric] for x in r.get('windows', {}).get('vms', ())]
+        return [math.fsum(w[i:i + width])
+                for i in range(0, len(w) - width + 1, width)]
+    out = [_ratio(x, y) for x, y in zip(sums(result), sums(base))]
     return [w for w in out if w is not None]
 
 
-def noise(aa, base, name, metric):
-    """``name``'s noise in the A/A run ``aa`` against ``base``.
+Noise = collections.namedtuple('Noise', 'se sd n dof')
+Noise.__doc__ = """A VM's noise in an A/A run (:func:`noise`).
 
-    ``(se, sd, n)``: the standard error of its mean log ratio by batch
-    means (never finer than one unit of ``metric`` per batch: a count can
-    move by one at a batch's edge from the phase of the run alone), the
-    standard deviation of one window's log ratio and the number of
-    windows. None where the A/A run has too few windows to tell.
+``se``: the standard error of its mean log ratio; ``sd``: the standard
+deviation of one window's log ratio; ``n``: the number of windows;
+``dof``: the degrees of freedom of ``se`` (batches less one)."""
+
+
+def noise(aa, base, name, metric, width=1):
+    """``name``'s :class:`Noise` in the A/A run ``aa`` against ``base``.
+
+    Windows of ``width`` of the runs' windows (:func:`span`); ``se`` by
+    batch means of at least ``BATCH_WINDOWS`` of the runs' windows, never
+    finer than one unit of ``metric`` per batch (a count can move by one
+    at a batch's edge from the phase of the run alone). None where the
+    A/A run has too few windows to tell.
     """
-    logs = [math.log(w) for w in _windows(aa, base, name, metric) if w > 0]
-    batches = len(logs) // BATCH_WINDOWS
+    logs = [math.log(w) for w in _windows(aa, base, name, metric, width)
+            if w > 0]
+    size = -(-BATCH_WINDOWS // width)       # judged windows per batch
+    batches = len(logs) // size
     if batches < 2:
         return None
-    means = [statistics.fmean(logs[i * BATCH_WINDOWS:(i + 1) * BATCH_WINDOWS])
+    means = [statistics.fmean(logs[i * size:(i + 1) * size])
              for i in range(batches)]
-    per_batch = (base['vms'][name][metric] * BATCH_WINDOWS
+    per_batch = (base['vms'][name][metric] * size * width
                  * base['windows']['window_s'])
     unit = 1.0 / per_batch if per_batch > 0 else 0.0
     se = max(statistics.stdev(means), unit) / math.sqrt(batches)
-    return se, statistics.stdev(logs), len(logs)
+    return Noise(se, statistics.stdev(logs), len(logs), batches - 1)
 
 
 def floors(role, aa_noise=None):
     """``(mean floor, window floor)`` of a VM of ``role``, net of noise.
 
-    ``aa_noise`` is the VM's :func:`noise` in the A/A run (None: no A/A
+    ``aa_noise`` is the VM's :class:`Noise` in the A/A run (None: no A/A
     run, the bare floors). The mean floor is ``FLOORS[role]`` lowered by
-    the one-sided ``1 - ALPHA`` quantile of Student's t on the batches'
-    degrees of freedom times the mean's standard error (as a factor,
-    ``exp(-t se)``, since the noise is of log ratios); the window floor
-    is ``WINDOW_FLOOR`` or, where lower, ``exp(-z sd)``, ``z`` the normal
-    quantile that the lowest of ``n`` windows passes with ``1 - ALPHA``
-    and ``sd`` one window's spread.
+    :func:`band` (as a factor, ``exp(-band)``, since the noise is of log
+    ratios); the window floor is ``WINDOW_FLOOR`` or, where lower,
+    ``exp(-t sd)``, ``t`` the quantile of Student's t on the windows'
+    ``n - 1`` degrees of freedom that the lowest of ``n`` windows passes
+    with ``1 - ALPHA``, and ``sd`` one window's spread.
     """
     mean, window = FLOORS[role], WINDOW_FLOOR
     if aa_noise is None:
         return mean, window
-    _se, sd, n = aa_noise
+    n, sd = aa_noise.n, aa_noise.sd
     mean *= math.exp(-band(aa_noise))
     window = min(window, math.exp(
-        -scipy_stats.norm.ppf(1.0 - ALPHA / n) * sd))
+        -scipy_stats.t.ppf(1.0 - ALPHA / n, n - 1) * sd))
     return mean, window
 
 
@@ -114,16 +164,14 @@ def band(aa_noise):
 
     The one-sided ``1 - ALPHA`` quantile of Student's t on the batches'
     degrees of freedom times the mean's standard error; 0 without an A/A
-    run's :func:`noise`.
+    run's :class:`Noise`.
     """
     if aa_noise is None:
         return 0.0
-    se, _sd, n = aa_noise
-    dof = max(1, n // BATCH_WINDOWS - 1)
-    return scipy_stats.t.ppf(1.0 - ALPHA, dof) * se
+    return scipy_stats.t.ppf(1.0 - ALPHA, aa_noise.dof) * aa_noise.se
 
 
-def judge(result, base, aa=None):
+def judge(result, base, aa=None, cycle_s=0.0):
     """``{vm: verdict}``: each VM of ``result`` against ``base``'s.
 
     Both are results of :func:`~vsmtio_sim.runner.run_conf` over the
@@ -136,20 +184,24 @@ def judge(result, base, aa=None):
     ``aa_window``, that run's mean and lowest window against ``base``,
     and ``band``, how far noise alone moves the mean (a fraction,
     :func:`band`), and its floors are net of that noise (:func:`noise`).
+    ``cycle_s``, the period of the scenario's phases (:func:`cycle_s`),
+    makes a window one cycle; every verdict holds its ``window_s``.
     """
+    width = span(base, cycle_s)
+    window_s = base.get('windows', {}).get('window_s')
     out = {}
     for name, b in sorted(base['vms'].items()):
         r = role(b)
         metric = METRIC[r]
         mean = _ratio(result['vms'][name][metric], b[metric])
-        windows = _windows(result, base, name, metric)
+        windows = _windows(result, base, name, metric, width)
         low = min(windows, default=mean)
         aa_ratio = aa_window = aa_noise = None
         if aa is not None:
             aa_ratio = _ratio(aa['vms'][name][metric], b[metric])
-            aa_window = min(_windows(aa, base, name, metric),
+            aa_window = min(_windows(aa, base, name, metric, width),
                             default=aa_ratio)
-            aa_noise = noise(aa, base, name, metric)
+            aa_noise = noise(aa, base, name, metric, width)
         floor, window_floor = floors(r, aa_noise)
         ok = None
         if not b['adversary'] and mean is not None:
@@ -158,6 +210,7 @@ def judge(result, base, aa=None):
                      'adversary': b['adversary'], 'ratio': mean,
                      'min_window': low,
                      'windows': len(windows),
+                     'window_s': window_s and window_s * width,
                      'floor': floor, 'window_floor': window_floor,
                      'ok': ok}
         if aa is not None:
@@ -196,16 +249,16 @@ def summary(verdicts):
         'worst': worst}
 
 
-def compare(results, baseline='vanilla', aa=None):
+def compare(results, baseline='vanilla', aa=None, cycle_s=0.0):
     """``{kernel: {'vms': verdicts, **summary}}`` for a comparison.
 
     ``aa``: the baseline's A/A run (:func:`judge`), None for the bare
-    floors.
+    floors; ``cycle_s``: the period of the scenario's phases.
     """
     base = results[baseline]
     out = {}
     for kernel, r in results.items():
-        verdicts = judge(r, base, aa)
+        verdicts = judge(r, base, aa, cycle_s)
         out[kernel] = dict(summary(verdicts), vms=verdicts)
     return out
 
@@ -223,11 +276,16 @@ def mark(verdict):
     return '' if verdict['ok'] else 'BELOW'
 
 
-def header(baseline, window, aa):
-    """How the table's figures and floors are made, for its first lines."""
+def header(baseline, window, aa, cycle=False):
+    """How the table's figures and floors are made, for its first lines.
+
+    ``window``: the judged window's length in seconds; ``cycle``: whether
+    it is one cycle of the scenario's phases.
+    """
     head = ('Each VM against itself under %s: its mean ratio over the '
-            'measured window and the lowest of its %s s windows.'
-            % (baseline, '%g' % window if window else '?'))
+            'measured window and the lowest of its %s s windows%s.'
+            % (baseline, '%g' % window if window else '?',
+               ' (one cycle of its phases each)' if cycle else ''))
     if aa is None:
         return head + (' Bare floors (no A/A run): mean %.2f serving, '
                        '%.2f computing; every window %.2f. BELOW: outside '
@@ -243,14 +301,16 @@ def header(baseline, window, aa):
            baseline, ALPHA))
 
 
-def table(results, baseline='vanilla', aa=None):
+def table(results, baseline='vanilla', aa=None, cycle_s=0.0):
     """The per-VM judgement of a comparison, one row per kernel and VM.
 
     With ``aa`` (the baseline's A/A run) each row also shows the A/A
-    figures its floors are net of.
+    figures its floors are net of; ``cycle_s`` as for :func:`judge`.
     """
-    judged = compare(results, baseline, aa)
-    window = next(iter(results.values())).get('windows', {}).get('window_s')
+    judged = compare(results, baseline, aa, cycle_s)
+    base = results[baseline]
+    width = span(base, cycle_s)
+    window = base.get('windows', {}).get('window_s')
     t = prettytable.PrettyTable(['kernel', 'VM', 'judged on', 'mean',
                                  'min window', 'floors mean / window',
                                  'A/A mean / window', 'mark'])
@@ -265,7 +325,8 @@ def table(results, baseline='vanilla', aa=None):
                        '%s / %s' % (_x(v.get('aa_ratio')),
                                     _x(v.get('aa_window'))),
                        mark(v)])
-    return header(baseline, window, aa) + '\n' + t.get_string()
+    return (header(baseline, window and window * width, aa, width > 1)
+            + '\n' + t.get_string())
 
 
 def _x(v):

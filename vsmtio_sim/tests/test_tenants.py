@@ -110,36 +110,44 @@ class TestJudge(testtools.TestCase):
                                        v['web']['window_floor']))
         # forty windows make four batches
         base, aa = noisy(40, 0.02, seed=1), noisy(40, 0.02, seed=2)
-        se, sd, n = tenants.noise(aa, base, 'web', 'requests_per_s')
-        self.assertEqual(40, n)
-        self.assertGreater(sd, 0.01)
+        got = tenants.noise(aa, base, 'web', 'requests_per_s')
+        self.assertEqual((40, 3), (got.n, got.dof))
+        self.assertGreater(got.sd, 0.01)
         v = tenants.judge(base, base, aa=aa)['web']
-        self.assertEqual(tenants.floors('serving', (se, sd, n)),
+        self.assertEqual(tenants.floors('serving', got),
                          (v['floor'], v['window_floor']))
 
     def test_floors_are_net_of_the_aa_runs_noise(self):
         self.assertEqual((1.0, 0.95), tenants.floors('serving'))
         self.assertEqual((0.97, 0.95), tenants.floors('computing'))
         # no noise, no band
-        self.assertEqual((0.97, 0.95), tenants.floors('computing',
-                                                      (0.0, 0.0, 100)))
+        self.assertEqual((0.97, 0.95), tenants.floors(
+            'computing', tenants.Noise(0.0, 0.0, 100, 9)))
         # the mean floor goes down with the mean's standard error, the
         # window floor with one window's spread, never above the bare ones
-        lo_mean, lo_win = tenants.floors('serving', (0.001, 0.01, 100))
-        hi_mean, hi_win = tenants.floors('serving', (0.002, 0.03, 100))
+        lo_mean, lo_win = tenants.floors(
+            'serving', tenants.Noise(0.001, 0.01, 100, 9))
+        hi_mean, hi_win = tenants.floors(
+            'serving', tenants.Noise(0.002, 0.03, 100, 9))
         self.assertTrue(1.0 > lo_mean > hi_mean > 0.99)
         self.assertEqual(0.95, lo_win)
         self.assertLess(hi_win, 0.9)
         # t with 9 degrees of freedom at ALPHA: about 4.3 standard errors
         self.assertAlmostEqual(math.exp(-4.297 * 0.001), lo_mean, places=5)
+        # the lowest of 100 windows at ALPHA, the spread known from 99
+        # degrees of freedom: t, about 4.5 spreads
+        self.assertAlmostEqual(math.exp(-4.481 * 0.03), hi_win, places=4)
+        # from a handful of windows the spread is itself uncertain
+        few = tenants.floors('serving', tenants.Noise(0.001, 0.03, 7, 6))[1]
+        self.assertAlmostEqual(math.exp(-7.523 * 0.03), few, places=4)
 
     def test_a_count_is_not_known_finer_than_one_unit_per_batch(self):
         # the A/A run identical to vanilla: the band is one request per
         # batch (10 windows of 0.5 s at 100 requests/s: 500 requests)
         base = noisy(40, 0.0, seed=1)
-        se, sd, n = tenants.noise(base, base, 'web', 'requests_per_s')
-        self.assertAlmostEqual(1.0 / 500 / 2, se)
-        self.assertEqual(0.0, sd)
+        got = tenants.noise(base, base, 'web', 'requests_per_s')
+        self.assertAlmostEqual(1.0 / 500 / 2, got.se)
+        self.assertEqual(0.0, got.sd)
 
     def test_vanilla_run_again_rarely_falls_below_a_floor(self):
         # Under the null (every run a draw of the same noise: windows
@@ -158,6 +166,65 @@ class TestJudge(testtools.TestCase):
             caught += not tenants.judge(lost, base, aa=aa)['web']['ok']
         self.assertLessEqual(false / draws, 3 * 2 * tenants.ALPHA)
         self.assertGreater(caught / draws, 0.95)
+
+    def test_a_window_of_a_cycling_host_is_one_cycle(self):
+        # 40 windows of 0.5 s, a 5 s cycle: four windows of ten
+        base = noisy(40, 0.0, seed=1)
+        self.assertEqual(10, tenants.span(base, 5.0))
+        self.assertEqual(1, tenants.span(base, 0.0))
+        # half a cycle lost in one window is a twentieth of the cycle's
+        lost = noisy(40, 0.0, seed=1)
+        lost['windows']['vms'][3]['web']['requests_per_s'] = 50.0
+        short = tenants.judge(lost, base)['web']
+        cyc = tenants.judge(lost, base, cycle_s=5.0)['web']
+        self.assertEqual((0.5, 40, 0.5), (short['min_window'],
+                                          short['windows'],
+                                          short['window_s']))
+        self.assertEqual((0.95, 4, 5.0), (cyc['min_window'], cyc['windows'],
+                                          cyc['window_s']))
+        # batches are whole cycles: one each, three degrees of freedom
+        got = tenants.noise(noisy(40, 0.02, seed=2), base, 'web',
+                            'requests_per_s', width=10)
+        self.assertEqual((4, 3), (got.n, got.dof))
+
+    def test_a_cycling_host_judged_by_cycles_keeps_its_false_alarms_rare(self):
+        # A host whose phases change twice a cycle: at a change, two
+        # histories put tens of times more requests on one side of a
+        # window's edge than elsewhere. Judged by half seconds, vanilla
+        # run again falls below the floor the A/A run gives nearly every
+        # time its worst window is at a change; judged by cycles, about
+        # ALPHA of the time.
+        rng = random.Random(11)
+        cycles, per = 7, 20
+        spreads = [0.3 if i % 10 == 0 else 0.01
+                   for i in range(cycles * per + 1)]
+
+        def run(scale=1.0):
+            edges = [rng.gauss(0.0, s / math.sqrt(2)) for s in spreads]
+            rates = [100.0 * scale * math.exp(edges[i + 1] - edges[i])
+                     for i in range(cycles * per)]
+            return result({'web': vm('io',
+                                     requests=statistics.fmean(rates))},
+                          [{'web': (r, 0)} for r in rates])
+        base = noisy(cycles * per, 0.0, seed=0)
+        draws, short, whole, caught = 300, 0, 0, 0
+        for _ in range(draws):
+            aa, again, lost = run(), run(), run(0.9)
+            short += not tenants.judge(again, base, aa=aa)['web']['ok']
+            whole += not tenants.judge(again, base, aa=aa,
+                                       cycle_s=per * 0.5)['web']['ok']
+            caught += not tenants.judge(lost, base, aa=aa,
+                                        cycle_s=per * 0.5)['web']['ok']
+        self.assertGreater(short / draws, 0.05)
+        self.assertLessEqual(whole / draws, 0.01)
+        # and a loss of 10% of every cycle is still caught
+        self.assertGreater(caught / draws, 0.95)
+
+    def test_the_cycle_is_the_scenarios_phase_period(self):
+        self.assertEqual(10.0, tenants.cycle_s(
+            runner.load('phases_batch_server')))
+        self.assertEqual(0.0, tenants.cycle_s(
+            runner.load('fig5_hbase_pagerank')))
 
     def test_summary_is_per_tenant_not_class_totals(self):
         # the gamer's x9 lifts no figure; web's loss is not hidden by db
