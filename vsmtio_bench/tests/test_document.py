@@ -7,6 +7,7 @@ import testtools
 
 from vsmtio_bench import document
 from vsmtio_bench import documents
+from vsmtio_bench import figures
 from vsmtio_bench import yardstick
 
 
@@ -87,6 +88,21 @@ class StudyTest(testtools.TestCase):
             text = document.document({}, {}, [], 60.0, 120.0, None, args,
                                      study=study)
             self.assertIn(said, ' '.join(text.split()))
+
+
+class MapPictureTest(testtools.TestCase):
+    """The break-even map shows the picture ``--map-png`` wrote."""
+
+    def test_the_map_names_its_picture(self):
+        args = type('Args', (), {'png': 'simulator_cfs.png',
+                                 'map_png': 'breakeven_cfs.png'})
+        grid = {(r, p): (1.0, 1.0) for r in figures.REFILL_US
+                for p in figures.PAIR_MAX}
+        text = document.document({}, grid, [], 60.0, 120.0, None, args)
+        self.assertEqual([], warnings(parse(text)))
+        self.assertIn('.. image:: breakeven_cfs.png', text)
+        self.assertIn('.. image:: simulator_cfs.png', text)
+        self.assertNotIn('breakeven.png', text)
 
 
 class SchedulerTest(testtools.TestCase):
