@@ -113,6 +113,26 @@ class TestJudge(testtools.TestCase):
         self.assertTrue(j['no_regression'])
         self.assertEqual(0.0, j['gain'])
 
+    def test_a_cycling_host_is_judged_by_cycles(self):
+        # kv moves half a window's requests to the next at a phase change
+        # of a 5 s cycle: no loss over the cycle, or on the whole
+        def windows(r):
+            rate = {0: 0.5, 1: 1.5}
+            r['windows'] = {'window_s': 0.5, 'vms': [
+                {name: {m: v[m] * (rate.get(i % 10, 1.0)
+                                   if name == 'kv' else 1.0)
+                        for m in ('requests_per_s', 'instructions_per_s')}
+                 for name, v in BASE.items()} for i in range(80)]}
+            return r
+        runs = point({})
+        runs['vanilla'] = windows(scaled({}))
+        runs['vsmtio'] = windows(scaled({}))
+        for w in runs['vanilla']['windows']['vms']:
+            w['kv'] = w['web']
+        self.assertFalse(bench.judge(runs)['no_regression'])
+        self.assertTrue(bench.judge(runs, cycle_s=5.0)['no_regression'])
+        self.assertTrue(bench.judged(seeded(runs), 5.0)['no_regression'])
+
     def test_directions_per_class_and_kernel(self):
         j = bench.judge(point({}, {'kv': 1.2, 'web': 1.1, 'batch': 0.9},
                               {'kv': 1.1, 'web': 1.1}))
