@@ -288,20 +288,43 @@ def cached_text(results):
         break_long_words=False, break_on_hyphens=False)
 
 
+def printed(ran_at=None, rewritten=False):
+    """The page's first line: at which commit its runs were printed.
+
+    ``ran_at``: the commit the runs were made at, where it differs from
+    this checkout's; ``rewritten``: the page is written again from an
+    earlier run's JSON (``--from-json``), whose commit may be unknown.
+    """
+    now = documents.commit()
+    head = 'Printed by ``tox -e bench`` (``vsmtio-bench sim``)'
+    if not rewritten:
+        return '%s at commit ``%s``.' % (head, now)
+    if ran_at is None:
+        return ('%s at a commit its JSON did not record; written again '
+                'from that JSON (``--from-json``) at commit ``%s``.'
+                % (head, now))
+    return ('%s at commit ``%s``; written again from its JSON '
+            '(``--from-json``) at commit ``%s``.' % (head, ran_at, now))
+
+
 def document(results, grid, names, main_wall, total_wall, cpu_s, args,
-             scheduler=None, policies=None, study=True):
+             scheduler=None, policies=None, study=True, first_line=None):
     """The document, but for its sensitivity section.
 
     ``scheduler`` and ``policies`` say which host scheduler the runs
     were under (:func:`scheduler_text`); ``study``, whether the
-    sensitivity study ran with them.
+    sensitivity study ran with them; ``first_line`` where the runs were
+    printed (:func:`printed`; by default this checkout's commit).
     """
     rows, misses, dominated, ties = summary(results)
     out = [HEAD.format(
         scheduler=textwrap.fill(scheduler_text(scheduler, policies), 75,
                                 break_long_words=False,
                                 break_on_hyphens=False),
-        commit=documents.commit(), python=platform.python_version(),
+        printed=textwrap.fill(first_line or printed(), 75,
+                              break_long_words=False,
+                              break_on_hyphens=False),
+        python=platform.python_version(),
         cpus=os.cpu_count(), wall=total_wall / 60.0,
         cpu=('; the workers used %.1f CPU-minutes, %.1f min of wall time '
              'on two idle cores' % (cpu_s / 60.0, cpu_s / 120.0)
@@ -535,7 +558,7 @@ HEAD = """\
 Simulated SMT host: benchmark at steady state
 =============================================
 
-Printed by ``tox -e bench`` (``vsmtio-bench sim``) at commit ``{commit}``.
+{printed}
 {scheduler}
 
 Python {python}, {cpus} CPUs, two worker processes; {n} shipped scenarios under

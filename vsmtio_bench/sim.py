@@ -217,7 +217,8 @@ def _from_json(p, args, sens_names):
             for k, v in doc['breakeven'].items()}
     sens = doc.get('sensitivity') or {}
     return (doc['results'], grid, doc['wall_s'], sens, doc.get('cliff'),
-            [n for n in sens_names if n in sens], doc.get('policies'))
+            [n for n in sens_names if n in sens], doc.get('policies'),
+            doc.get('commit'))
 
 
 def _run(args, sens_names, sens_rows):
@@ -269,25 +270,29 @@ def main(argv=None):
                          % (time.time() - t0, sens_cpu))
         return 0
     if args.from_json:
-        results, grid, wall, sens, cliff, sens_names, ran = _from_json(
-            p, args, sens_names)
+        results, grid, wall, sens, cliff, sens_names, ran, ran_at = (
+            _from_json(p, args, sens_names))
     else:
         results, grid, wall, sens, cliff, ran = _run(args, sens_names,
                                                      sens_rows)
+        ran_at = documents.commit()
     if args.json:
         with open(args.json, 'w') as f:
             json.dump({'results': results, 'wall_s': wall,
                        'breakeven': {'%s/%s' % k: v
                                      for k, v in grid.items()},
                        'sensitivity': sens, 'cliff': cliff,
-                       'scheduler': args.scheduler, 'policies': ran},
+                       'scheduler': args.scheduler, 'policies': ran,
+                       'commit': ran_at},
                       f, indent=1, sort_keys=True)
     figures.pictures(results, grid, args.png, args.map_png)
     text = document.document(results, grid, sorted(results), wall['main'],
                              wall['total'], wall.get('cpu'), args,
                              args.scheduler, ran,
                              study=bool(sens or (cliff and cliff.get(
-                                 'points'))))
+                                 'points'))),
+                             first_line=document.printed(
+                                 ran_at, bool(args.from_json)))
     text += '\n' + sensitivity.sensitivity_section(
         sens, sens_names, wall.get('sensitivity_cpu', 0.0),
         args.sensitivity_duration, cliff)

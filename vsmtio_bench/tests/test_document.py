@@ -55,8 +55,10 @@ class ProvenanceTest(testtools.TestCase):
 
     def test_the_header_names_the_command_and_the_commit_and_no_date(self):
         head = document.HEAD.split('\n\n')[1]
-        self.assertIn('``vsmtio-bench sim``', head)
-        self.assertIn('{commit}', head)
+        self.assertIn('{printed}', head)
+        self.assertIn('``vsmtio-bench sim``', document.printed())
+        self.assertIn('at commit ``%s``' % documents.commit(),
+                      document.printed())
         self.assertNotIn('{date}', document.HEAD + yardstick.DOC_HEAD)
 
     def test_the_yardstick_page_is_valid_rst(self):
@@ -88,6 +90,21 @@ class StudyTest(testtools.TestCase):
             text = document.document({}, {}, [], 60.0, 120.0, None, args,
                                      study=study)
             self.assertIn(said, ' '.join(text.split()))
+
+
+class PrintedTest(testtools.TestCase):
+    """The first line says at which commit the runs were printed."""
+
+    def test_a_run_a_rewrite_and_a_rewrite_of_an_unknown_commit(self):
+        now = documents.commit()
+        self.assertEqual('Printed by ``tox -e bench`` (``vsmtio-bench sim``) '
+                         'at commit ``%s``.' % now, document.printed())
+        again = document.printed('abc1234', True)
+        self.assertIn('at commit ``abc1234``; written again from its JSON',
+                      again)
+        self.assertTrue(again.endswith('at commit ``%s``.' % now))
+        self.assertIn('a commit its JSON did not record',
+                      document.printed(None, True))
 
 
 class MapPictureTest(testtools.TestCase):

@@ -15,6 +15,7 @@ import fixtures
 import testtools
 
 from vsmtio_bench import document
+from vsmtio_bench import documents
 from vsmtio_bench import figures
 from vsmtio_bench import oracle
 from vsmtio_bench import sensitivity
@@ -217,6 +218,12 @@ class TestCommand(testtools.TestCase):
                          self.mocks['document'].call_args.args[-2:])
         for name in ('run_all', 'breakeven', 'run_sensitivity', 'run_cliff'):
             self.assertFalse(self.mocks[name].called, name)
+        # the page names the commit the runs were printed at
+        with open(path) as f:
+            ran_at = json.load(f)['commit']
+        self.assertEqual(documents.commit(), ran_at)
+        self.assertEqual(document.printed(ran_at, True), self.mocks[
+            'document'].call_args.kwargs['first_line'])
         # a document naming a scheduler its runs were not under: refused
         e = self.assertRaises(SystemExit, sim.main, [
             '--from-json', path, '--scheduler', 'eevdf',
