@@ -274,6 +274,20 @@ def scheduler_text(scheduler, policies):
                 for p, n in sorted(by.items())), tail))
 
 
+def page_title(scheduler, policies):
+    """The page's title, with the one scheduler every run was under.
+
+    Pages of the same runs under two schedulers sit side by side, so a
+    title that names neither would name both.
+    """
+    text = 'Simulated SMT host: benchmark at steady state'
+    ran = {scheduler} if scheduler else set((policies or {}).values())
+    if len(ran) == 1:
+        text += ' under %s' % ran.pop().upper()
+    rule = '=' * len(text)
+    return '%s\n%s\n%s' % (rule, text, rule)
+
+
 def cached_text(results):
     """How many of the kernels' and A/A runs the cache gave, if any."""
     runs = [r for res in results.values() for r in res.values()]
@@ -318,6 +332,7 @@ def document(results, grid, names, main_wall, total_wall, cpu_s, args,
     """
     rows, misses, dominated, ties = summary(results)
     out = [HEAD.format(
+        title=page_title(scheduler, policies),
         scheduler=textwrap.fill(scheduler_text(scheduler, policies), 75,
                                 break_long_words=False,
                                 break_on_hyphens=False),
@@ -554,9 +569,7 @@ def speed(results):
 
 
 HEAD = """\
-=============================================
-Simulated SMT host: benchmark at steady state
-=============================================
+{title}
 
 {printed}
 {scheduler}

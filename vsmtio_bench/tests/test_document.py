@@ -133,6 +133,17 @@ class SchedulerTest(testtools.TestCase):
         self.assertEqual([], warnings(parse(text)))
         return ' '.join(text.split('\n\n')[1].split())
 
+    def test_the_title_names_the_one_scheduler(self):
+        self.assertIn('benchmark at steady state under CFS\n',
+                      document.page_title('cfs', {'a': 'cfs'}))
+        self.assertIn('under EEVDF\n',
+                      document.page_title(None, {'a': 'eevdf'}))
+        both = document.page_title(None, {'a': 'eevdf', 'b': 'cfs'})
+        self.assertNotIn('under', both)
+        self.assertNotIn('under', document.page_title(None, None))
+        rule, text, _rule = both.split('\n')
+        self.assertEqual(len(rule), len(text))
+
     def test_the_scheduler_asked_for(self):
         head = self.opening('cfs', {'fig5_x': 'cfs'})
         self.assertIn('Every run is under the host scheduler ``cfs`` '
