@@ -191,9 +191,8 @@ class TestJudge(testtools.TestCase):
         # A host whose phases change twice a cycle: at a change, two
         # histories put tens of times more requests on one side of a
         # window's edge than elsewhere. Judged by half seconds, vanilla
-        # run again falls below the floor the A/A run gives nearly every
-        # time its worst window is at a change; judged by cycles, about
-        # ALPHA of the time.
+        # run again falls below the floors the A/A run gives in about
+        # half the draws here; judged by cycles, in about ALPHA of them.
         rng = random.Random(11)
         cycles, per = 7, 20
         spreads = [0.3 if i % 10 == 0 else 0.01
