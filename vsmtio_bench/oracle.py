@@ -34,7 +34,9 @@ each family (by the short window) are measured over the scenario's whole
 steady window on every seed (``vsmtio_sim.intervals.SEEDS``), each seed
 with its own vanilla and A/A run. The oracle is the one with the highest
 mean I/O gain among those that keep every honest VM's floors in every
-seed; all off (vanilla itself, gain 1) when none does.
+seed; all off (vanilla itself, gain 1) when none does. A configuration
+that breaks a floor in one seed is not run on the seeds after it: it can
+be neither oracle, and its steady runs are most of the bench's time.
 
 **The margin oracle.** An online method can only keep what its probes can
 show: a computing VM's loss smaller than the least its probes can detect
@@ -331,21 +333,27 @@ def _gaining(evaluator, configs, seen):
 
 
 def confirm(name, scheduler, configs, seeds, runs):
-    """Each of ``configs`` over the steady window on every seed.
+    """Each of ``configs`` over the steady window, seed by seed.
 
-    ``{key: {'config', 'per_seed': {seed: summary}}}``, all off included
-    (vanilla itself: gain 1 and every floor kept in every seed).
+    ``{key: {'config', 'per_seed': {seed: summary}, 'stopped'}}``, all off
+    included (vanilla itself: gain 1 and every floor kept in every seed).
+    A configuration that breaks a floor stops there (``stopped``: that
+    seed): the oracles keep every floor in every seed.
     """
     out = {}
-    configs = [space.all_off('vsmtio')] + [
+    live = [space.all_off('vsmtio')] + [
         c for c in configs if c != space.all_off(c['family'])]
     for seed in seeds:
         ev = Evaluator(name, scheduler, seed, None, runs)
-        for cfg in configs:
+        for cfg in list(live):
             row = out.setdefault(space.key(cfg),
-                                 {'config': cfg, 'per_seed': {}})
-            row['per_seed'][seed] = ev(cfg)
+                                 {'config': cfg, 'per_seed': {},
+                                  'stopped': None})
+            row['per_seed'][seed] = s = ev(cfg)
             row.setdefault('margins', {})[seed] = ev.margins
+            if not s['ok']:
+                row['stopped'] = seed
+                live.remove(cfg)
     return out
 
 
@@ -363,7 +371,7 @@ def over_seeds(row):
             'ok_seeds': sum(bool(s['ok']) for s in per.values()),
             'margin_ok_seeds': sum(bool(s['margin_ok'])
                                    for s in per.values()),
-            'seeds': len(per),
+            'seeds': len(per), 'stopped_at': row.get('stopped'),
             'worst': min((s['worst'] for s in per.values() if s['worst']),
                          key=lambda w: w[1], default=None)}
 
@@ -408,9 +416,9 @@ def why(top, rows, evaluated):
                 'every floor over the search window' % evaluated)
     r = max(gaining, key=lambda r: r['io_gain'])
     vm, margin = r['worst'] or ('?', 0.0)
-    return ('the best that gained, %s (I/O %.3f), kept every floor in %d of '
-            '%d seeds; at its worst %s at %.3f of its floor'
-            % (r['label'], r['io_gain'], r['ok_seeds'], r['seeds'], vm,
+    return ('the best that gained, %s (I/O %.3f over %d seeds), broke a '
+            'floor in seed %s; at its worst %s at %.3f of its floor'
+            % (r['label'], r['io_gain'], r['seeds'], r['stopped_at'], vm,
                margin))
 
 

@@ -363,8 +363,9 @@ group's weight and timeout jointly: per-VM CPU weight {weights},
 per-VM retention timeout off or {timeouts} us, the split on a share of
 {splits} of the cores, or, as a stock host, KVM's halt polling with a
 maximum of {timeouts} us and the same weights. The best {confirm} of each
-family are measured over the whole steady window on every seed, and the
-oracle is the best that keeps every floor in every seed. The margin oracle
+family are measured over the whole steady window seed by seed (one that
+breaks a floor is not run on the seeds after it), and the oracle is the
+best that keeps every floor in every seed. The margin oracle
 also keeps each computing VM's mean floor raised by the least loss the
 guard's probes can detect (``oracle.detectable``): the best an online
 method can prove.
