@@ -28,6 +28,8 @@ import time
 import traceback
 
 import configs
+import doc_commands
+import doc_runner
 import fleet
 import grafana_check
 import horizon_panel
@@ -111,9 +113,9 @@ def walk(args):
 
 def docs_run(args):
     """0 if the cloud ran every command of ``doc_commands.RUN``."""
-    left = [key for key in resources.docs_not_run()
+    left = [key for key in doc_runner.docs_not_run()
             if not (args.no_horizon and key[0] == 'dashboard.rst')]
-    total = len(resources.doc_commands.RUN)
+    total = len(doc_commands.RUN)
     print('[cloud] the docs\' commands: %d of %d run as written%s'
           % (total - len(left), total,
              ''.join('\n[cloud]   not run: %s' % ' '.join(key)

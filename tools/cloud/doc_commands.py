@@ -4,7 +4,7 @@ An operator command is a prompted line (``$ `` or ``# ``, continuation
 lines joined) of a ``.. code-block:: console`` block of an operator doc
 (``doc/source/*.rst``; the benchmark reports are not operator docs). The
 cloud runs every one of them as written (:data:`RUN`, through
-``resources.doc_command``), placeholders such as ``NODE`` or ``db.large``
+``doc_runner.doc_command``), placeholders such as ``NODE`` or ``db.large``
 put in, unless :data:`EXCLUDED` says why it cannot; the unit tests
 (``vsmtio_nova/tests/unit/test_operator_surface.py``) fail on a command
 that is in neither, on an entry that names no command, and on a command

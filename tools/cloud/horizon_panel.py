@@ -30,6 +30,7 @@ import os
 import re
 import time
 
+import doc_runner
 import exported
 import layout
 import observability
@@ -45,7 +46,7 @@ INDEX = '/admin/vsmtio_hosts/'
 def install():
     """The panel's enabled files in Horizon's, by dashboard.rst's command."""
     import openstack_dashboard.local.enabled as local_enabled
-    resources.doc_command('dashboard.rst', 'cp', **{
+    doc_runner.doc_command('dashboard.rst', 'cp', **{
         '/path/to/openstack_dashboard/local/enabled/':
             os.path.dirname(local_enabled.__file__) + '/'})
 

@@ -5,7 +5,6 @@ openstacksdk as an operator would; tempest's configuration names them.
 """
 
 import difflib
-import json
 import os
 import shutil
 import subprocess
@@ -14,6 +13,7 @@ import time
 import catalogue
 import configs
 import doc_commands
+import doc_runner
 import fleet
 import image
 import layout
@@ -51,9 +51,7 @@ DOC_FLAVORS = {
     'vsmtio.retention': ('install.rst', ('openstack', 'flavor', 'set'),
                          'm1.retaining'),
 }
-#: What the cloud's ``doc_command`` ran: one JSON line per command.
-RAN = layout.path('run', 'doc-commands')
-CLOUD = 'vsmtio-cloud'
+CLOUD = doc_runner.CLOUD
 
 
 def connect():
@@ -82,10 +80,10 @@ def identity():
     # the agent's user, its role and that role only, in every project of
     # the domain (inherited): install.rst's commands, the password typed
     # at its prompt
-    doc_command('install.rst', 'openstack', 'role', 'create')
-    doc_command('install.rst', 'openstack', 'user', 'create',
-                answers=(layout.PASSWORD, layout.PASSWORD))
-    doc_command('install.rst', 'openstack', 'role', 'add')
+    doc_runner.doc_command('install.rst', 'openstack', 'role', 'create')
+    doc_runner.doc_command('install.rst', 'openstack', 'user', 'create',
+                           answers=(layout.PASSWORD, layout.PASSWORD))
+    doc_runner.doc_command('install.rst', 'openstack', 'role', 'add')
     return connect()   # a new token: its catalogue has the endpoints
 
 
@@ -127,12 +125,13 @@ def enable_vsmtio(nova_conf):
         plain = f.read()
     copy = nova_conf + '.controller'
     shutil.copy(nova_conf, copy)
-    doc_command('install.rst', 'vsmtio-nova-conf', 'enable', conf,
-                **{conf: copy})
+    doc_runner.doc_command('install.rst', 'vsmtio-nova-conf', 'enable', conf,
+                           **{conf: copy})
     with open(copy) as f:
         if f.read() == plain:
             raise procs.CloudError('install.rst\'s enable changed nothing')
-    doc_command('install.rst', 'vsmtio-nova-conf', 'disable', **{conf: copy})
+    doc_runner.doc_command('install.rst', 'vsmtio-nova-conf', 'disable',
+                           **{conf: copy})
     with open(copy) as f:
         after = f.read()
     os.unlink(copy)
@@ -141,14 +140,14 @@ def enable_vsmtio(nova_conf):
             'install.rst\'s disable did not take back exactly what enable '
             'wrote:\n' + ''.join(difflib.unified_diff(
                 plain.splitlines(True), after.splitlines(True))))
-    doc_command('install.rst', 'vsmtio-nova-conf', 'enable', '--retention',
-                **{conf: nova_conf})
-    doc_command('install.rst', 'vsmtio-nova-conf', 'provider-config',
-                **{conf: nova_conf})
+    doc_runner.doc_command('install.rst', 'vsmtio-nova-conf', 'enable',
+                           '--retention', **{conf: nova_conf})
+    doc_runner.doc_command('install.rst', 'vsmtio-nova-conf',
+                           'provider-config', **{conf: nova_conf})
     # the compute host's key, printed on the controller: the one the
     # cloud gives nova-compute and the agent
-    out = doc_command('install.rst', 'vsmtio-nova-conf', 'host-key',
-                      **{conf: nova_conf, 'HOST': layout.HOSTNAME})
+    out = doc_runner.doc_command('install.rst', 'vsmtio-nova-conf', 'host-key',
+                                 **{conf: nova_conf, 'HOST': layout.HOSTNAME})
     if configs.HOST_KEY not in out.split():
         raise procs.CloudError('install.rst\'s host-key printed %r, not the '
                                'key the host has' % out)
@@ -156,65 +155,8 @@ def enable_vsmtio(nova_conf):
 
 def nova_policy():
     """vsmtio's nova policy, by install.rst's command, beside nova.conf."""
-    doc_command('install.rst', 'install', '-D', **{
+    doc_runner.doc_command('install.rst', 'install', '-D', **{
         '/etc/nova/': layout.path('etc', 'nova') + '/'})
-
-
-def doc_command(doc, *leading, answers=(), cwd=None, refused=False,
-                variant=False, **names):
-    """Run the docs' own command, as an admin of this cloud; its output.
-
-    The one command of ``doc`` starting with ``leading``
-    (:mod:`doc_commands`; it must be in ``doc_commands.RUN``), with each of
-    the docs' placeholders in ``names`` (``NODE='...'``, ``{'m1.retaining':
-    ...}``) put in, run by bash in ``cwd`` (the source tree by default),
-    with this cloud's credentials (``clouds.yaml``) and tools first on the
-    path; ``answers`` are typed at its prompts, on a terminal. A command
-    ``refused`` must fail, and its output is returned. A ``variant``
-    (another value put in where the docs have theirs) is not the docs'
-    command, and is not recorded as run.
-    """
-    key = (doc,) + leading
-    if key not in doc_commands.RUN:
-        raise procs.CloudError('%s is not in doc_commands.RUN' % (key,))
-    line = doc_commands.one(doc, *leading)
-    for placeholder, value in names.items():
-        if placeholder not in line:
-            raise procs.CloudError('%s: no %r in %r' % (doc, placeholder,
-                                                        line))
-        line = line.replace(placeholder, value)
-    env = {'PATH': layout.BIN + os.pathsep + os.environ.get('PATH', ''),
-           'OS_CLOUD': CLOUD,
-           'OS_CLIENT_CONFIG_FILE': layout.path('etc', 'clouds.yaml')}
-    cwd = cwd or layout.REPO
-    print('[cloud] %s%s: %s' % (doc, ' (refused)' if refused else '',
-                                line), flush=True)
-    if answers:
-        out = procs.run_tty(['bash', '-c', line], answers, env=env, cwd=cwd)
-    elif refused:
-        proc = subprocess.run(['bash', '-c', line], capture_output=True,
-                              text=True, env=dict(os.environ, **env),
-                              cwd=cwd, timeout=600)
-        if not proc.returncode:
-            raise procs.CloudError('%s: %r exited 0, not refused: %s'
-                                   % (doc, line, proc.stdout[-1000:]))
-        return proc.stdout + proc.stderr
-    else:
-        out = procs.run('bash', '-c', line, env=env, cwd=cwd, quiet=True)
-    if not variant:
-        with open(RAN, 'a') as f:
-            f.write(json.dumps(list(key)) + '\n')
-    return out
-
-
-def docs_not_run():
-    """The entries of ``doc_commands.RUN`` this cloud has not run."""
-    try:
-        with open(RAN) as f:
-            ran = {tuple(json.loads(line)) for line in f if line.strip()}
-    except OSError:
-        ran = set()
-    return [key for key in doc_commands.RUN if key not in ran]
 
 
 def retention_trait(conn):
@@ -226,7 +168,7 @@ def retention_trait(conn):
     None of the failed query) instead of NoValidHost. Defined, the trait
     is simply on no host here, and such a flavor finds no valid host.
     """
-    doc_command('install.rst', 'openstack', 'trait', 'create')
+    doc_runner.doc_command('install.rst', 'openstack', 'trait', 'create')
 
 
 def trait_check(conn):
@@ -239,8 +181,8 @@ def trait_check(conn):
     nodes = [h.name for h in every
              if (getattr(h, 'service_details', None) or {}).get(
                  'host') == layout.HOSTNAME] or [h.name for h in every]
-    out = doc_command('install.rst', 'openstack', 'resource', 'provider',
-                      'trait', 'list', NODE=nodes[0])
+    out = doc_runner.doc_command('install.rst', 'openstack', 'resource',
+                                 'provider', 'trait', 'list', NODE=nodes[0])
     if 'COMPUTE_NODE' not in out:
         raise procs.CloudError('install.rst\'s trait check shows no '
                                'COMPUTE_NODE trait on %s: %s'
@@ -261,7 +203,7 @@ def images_and_flavors(conn):
             conn.compute.create_flavor_extra_specs(flavor, specs)
         flavors[name] = flavor.id
     for name, (doc, leading, doc_name) in DOC_FLAVORS.items():
-        doc_command(doc, *leading, **{doc_name: name})
+        doc_runner.doc_command(doc, *leading, **{doc_name: name})
         want = doc_commands.properties(doc_commands.one(doc, *leading))
         have = conn.compute.fetch_flavor_extra_specs(
             conn.compute.get_flavor(flavors[name])).extra_specs

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 
 import configs
+import doc_runner
 import layout
 import procs
 
@@ -171,8 +172,7 @@ def glance():
               quiet=True)
     # the project's metadefs (what Horizon's metadata dialogs offer), by
     # install.rst's own command, in the source tree as it says
-    import resources    # which imports this module
-    resources.doc_command('install.rst', 'glance-manage', **{
+    doc_runner.doc_command('install.rst', 'glance-manage', **{
         'glance-manage': '%s --config-file %s' % (bin_('glance-manage'),
                                                   conf)})
     wsgi('glance-api', 'glance.wsgi.api:application',

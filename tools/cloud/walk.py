@@ -31,6 +31,7 @@ import time
 
 import configs
 import doc_commands
+import doc_runner
 import fleet
 import horizon_panel
 import layout
@@ -83,11 +84,11 @@ class Walk:
 
     def boot(self, flavor, name, status='ACTIVE'):
         """scheduler.rst's ``server create``; the server once ``status``."""
-        resources.doc_command('scheduler.rst', 'openstack', 'server',
-                              'create', **{
-                                  'db.large': flavor,
-                                  'IMAGE': self.known['image_idle'],
-                                  'db-1': name})
+        doc_runner.doc_command('scheduler.rst', 'openstack', 'server',
+                               'create', **{
+                                   'db.large': flavor,
+                                   'IMAGE': self.known['image_idle'],
+                                   'db-1': name})
         compute = self.conn.compute
         server = compute.find_server(name)
         self.cleanups.append(lambda: self._delete(server))
@@ -101,8 +102,8 @@ class Walk:
 
     def fault(self, name):
         """scheduler.rst's ``server show``: its output."""
-        return resources.doc_command('scheduler.rst', 'openstack', 'server',
-                                     'show', **{'db-1': name})
+        return doc_runner.doc_command('scheduler.rst', 'openstack', 'server',
+                                      'show', **{'db-1': name})
 
     def cleanup(self):
         while self.cleanups:
@@ -118,8 +119,8 @@ def doc_resources(walk):
     walk.cleanups.append(lambda: walk.conn.compute.delete_aggregate(agg))
     for prop in ('target_io_fraction=0.7', 'max_io_fraction=1.0',
                  'weight_multiplier=2.0'):
-        resources.doc_command('scheduler.rst', 'openstack', 'aggregate',
-                              'set', '--property', 'vsmtio:' + prop)
+        doc_runner.doc_command('scheduler.rst', 'openstack', 'aggregate',
+                               'set', '--property', 'vsmtio:' + prop)
     have = walk.conn.compute.get_aggregate(agg).metadata
     want = {'vsmtio:target_io_fraction': '0.7',
             'vsmtio:max_io_fraction': '1.0',
@@ -128,7 +129,7 @@ def doc_resources(walk):
         fail('scheduler.rst\'s aggregate set', have)
     for name in ('io.reserved', 'io.bw'):
         walk.flavor(name)
-        resources.doc_command('mist.rst', 'openstack', 'flavor', 'set', name)
+        doc_runner.doc_command('mist.rst', 'openstack', 'flavor', 'set', name)
         want = doc_commands.properties(doc_commands.one(
             'mist.rst', 'openstack', 'flavor', 'set', name))
         if walk.specs(name) != want:
@@ -224,14 +225,14 @@ def bad_value(walk):
     walk.flavor('walk.banana')
     walk.flavor('walk.banana-2.86')
     banana = {'vsmtio:workload=io': 'vsmtio:workload=banana'}
-    out = resources.doc_command('scheduler.rst', *leading, refused=True,
-                                **dict(banana, **{'db.large':
-                                                  'walk.banana-2.86'}))
+    out = doc_runner.doc_command('scheduler.rst', *leading, refused=True,
+                                 **dict(banana, **{'db.large':
+                                                   'walk.banana-2.86'}))
     if 'banana' not in out or walk.specs('walk.banana-2.86'):
         fail('banana at 2.86', 'output %r, extra specs %s'
              % (out, walk.specs('walk.banana-2.86')))
     print('[cloud] refused at 2.86: %s' % out.strip()[-300:])
-    resources.doc_command('scheduler.rst', *leading, variant=True, **dict(
+    doc_runner.doc_command('scheduler.rst', *leading, variant=True, **dict(
         banana, **{'--os-compute-api-version 2.86 ': '',
                    'db.large': 'walk.banana'}))
     if walk.specs('walk.banana') != {'vsmtio:workload': 'banana'}:
@@ -256,11 +257,11 @@ def agent_commands():
     conf = {'/etc/vsmtio/vsmtio-agent.conf':
             layout.path('etc', 'vsmtio', 'vsmtio-agent.conf')}
     for doc in ('install.rst', 'agent.rst'):
-        resources.doc_command(doc, 'vsmtio-agent', 'check', **conf)
-    out = resources.doc_command('agent.rst', 'vsmtio-agent', 'status', **conf)
+        doc_runner.doc_command(doc, 'vsmtio-agent', 'check', **conf)
+    out = doc_runner.doc_command('agent.rst', 'vsmtio-agent', 'status', **conf)
     with open(layout.path('run', 'vsmtio-agent-status.json')) as f:
         refused = json.load(f).get('refused') or {}
-    metrics = resources.doc_command('agent.rst', 'curl')
+    metrics = doc_runner.doc_command('agent.rst', 'curl')
     if 'vsmtio_' not in metrics:
         fail('agent.rst\'s curl', metrics[:500])
     for mechanism, why in refused.items():
@@ -283,8 +284,8 @@ def agent_commands():
     print('[cloud] vsmtio-agent status: %s; refused by the host: %s'
           % (head[0], refused or 'nothing'))
     procs.stop('vsmtio-agent')
-    out = resources.doc_command('agent.rst', 'vsmtio-agent', 'restore',
-                                **conf)
+    out = doc_runner.doc_command('agent.rst', 'vsmtio-agent', 'restore',
+                                 **conf)
     print('[cloud] vsmtio-agent restore: %s' % out.strip())
     services.agent()
 
@@ -311,14 +312,14 @@ def decision_engine(**options):
 
 def audit(cwd):
     """fleet.rst's ``audit create``; the audit's UUID once it is done."""
-    out = resources.doc_command('fleet.rst', 'openstack', 'optimize',
-                                'audit', 'create', cwd=cwd)
+    out = doc_runner.doc_command('fleet.rst', 'openstack', 'optimize',
+                                 'audit', 'create', cwd=cwd)
     uuid = re.search(r'\|\s*UUID\s*\|\s*(%s)' % UUID, out).group(1)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        shown = resources.doc_command('fleet.rst', 'openstack', 'optimize',
-                                      'audit', 'show',
-                                      **{'<audit uuid>': uuid})
+        shown = doc_runner.doc_command('fleet.rst', 'openstack', 'optimize',
+                                       'audit', 'show',
+                                       **{'<audit uuid>': uuid})
         state = re.search(r'\|\s*State\s*\|\s*(\w+)', shown).group(1)
         if state in ('SUCCEEDED', 'FAILED', 'CANCELLED'):
             return uuid, state, shown
@@ -337,18 +338,18 @@ def watcher_audits():
     with tempfile.TemporaryDirectory() as cwd:
         with open(os.path.join(cwd, 'fleet-scope.json'), 'w') as f:
             json.dump(scope[0], f)
-        resources.doc_command('fleet.rst', 'openstack', 'optimize',
-                              'audittemplate', 'create', cwd=cwd)
+        doc_runner.doc_command('fleet.rst', 'openstack', 'optimize',
+                               'audittemplate', 'create', cwd=cwd)
         before = len(log_text('watcher'))
         uuid, state, shown = audit(cwd)
         if state != 'SUCCEEDED':
             fail('fleet.rst\'s audit', shown)
-        plans = resources.doc_command(
+        plans = doc_runner.doc_command(
             'fleet.rst', 'openstack', 'optimize', 'actionplan', 'list',
             **{'<audit uuid>': uuid})
         plan = re.search(r'\|\s*(%s)\s*\|\s*%s' % (UUID, uuid),
                          plans).group(1)
-        shown = resources.doc_command(
+        shown = doc_runner.doc_command(
             'fleet.rst', 'openstack', 'optimize', 'actionplan', 'show',
             **{'<plan uuid>': plan})
         # an empty plan is SUCCEEDED at once, nothing to start
@@ -364,8 +365,8 @@ def watcher_audits():
                 'watcher')[before:]:
             fail('fleet.rst\'s audit', 'no warning naming '
                  'min_classified_vcpus in watcher.log')
-        resources.doc_command('fleet.rst', 'openstack', 'optimize', 'action',
-                              'list', **{'<plan uuid>': plan})
+        doc_runner.doc_command('fleet.rst', 'openstack', 'optimize', 'action',
+                               'list', **{'<plan uuid>': plan})
         print('[cloud] fleet.rst\'s audit %s: SUCCEEDED, unjudged_hosts %d '
               'of %d, and the warning' % (uuid, hosts, hosts))
         with decision_engine(compute_model={
@@ -386,11 +387,11 @@ def watcher_audits():
 
 def simulator():
     """simulator.rst's commands (no cloud needed: they are the docs')."""
-    out = resources.doc_command('simulator.rst', 'vsmtio-sim', 'list')
+    out = doc_runner.doc_command('simulator.rst', 'vsmtio-sim', 'list')
     if 'io_only' not in out:
         fail('vsmtio-sim list', out[:500])
     leading = ('vsmtio-sim', 'run', '--scenario', 'io_only')
-    out = resources.doc_command('simulator.rst', *leading)
+    out = doc_runner.doc_command('simulator.rst', *leading)
     # the figures the docs show, but the wall-clock time
     shown = [line for line in doc_commands.output('simulator.rst', *leading)
              if not line.startswith('simulator: ')]
