@@ -187,6 +187,14 @@ def fake_runs(gains, aa=(1.0, 1.0), aa_swing=0.0):
     return run
 
 
+def broken_in_seed_2(cfg, seed):
+    """(web, batch): 400 us gains most, batch's floor held in seed 1 only"""
+    t = cfg['retain'].get('web', 0)
+    if t == 400:
+        return 1.3, 0.99 if seed == 1 else 0.9
+    return 1.0 + t / 10000.0, 0.99
+
+
 class TestSearchLogic(testtools.TestCase):
     """The search over made-up outcomes, where the best is known."""
 
@@ -250,12 +258,7 @@ class TestSearchLogic(testtools.TestCase):
         self.assertAlmostEqual(1.225, r['io_gain'])
 
     def test_a_floor_broken_in_one_seed_is_not_the_oracle(self):
-        def gains(cfg, seed):
-            t = cfg['retain'].get('web', 0)
-            if t == 400:
-                return 1.3, 0.99 if seed == 1 else 0.9
-            return 1.0 + t / 10000.0, 0.99
-        r = self.oracle(gains)
+        r = self.oracle(broken_in_seed_2)
         self.assertNotEqual({'web': 400}, r['config']['retain'])
         self.assertEqual(r['seeds'], r['ok_seeds'])
         broken = [c for c in r['confirmed']
@@ -266,12 +269,7 @@ class TestSearchLogic(testtools.TestCase):
     def test_a_floor_broken_in_one_seed_stops_its_steady_runs(self):
         # 400 us breaks the batch VM's floor in seed 2: seeds 3 and 4
         # cannot make it the oracle, so it is not run on them
-        def gains(cfg, seed):
-            t = cfg['retain'].get('web', 0)
-            if t == 400:
-                return 1.3, 0.99 if seed == 1 else 0.9
-            return 1.0 + t / 10000.0, 0.99
-        fake, steady = fake_runs(gains), []
+        fake, steady = fake_runs(broken_in_seed_2), []
 
         def runs(name, kernel, cfg, measure_s, seed, *a):
             if cfg and measure_s is None:
