@@ -11,11 +11,11 @@ bound on the product: a product that beats it shows the search missed.
 **Judged as the product is.** A configuration is applied once to the
 simulated host with no agent and measured over the same window as vanilla
 (common random numbers), each honest VM against its floors net of the
-model's noise (:func:`vsmtio_sim.tenants.floors`, from an A/A run over a
-window as long). The objective is the I/O gain (the geometric mean of the
-honest serving VMs' ratios); a configuration that breaks a floor is never
-chosen (while the search is among broken ones it climbs the worst VM's
-margin).
+model's noise (:func:`vsmtio_sim.tenants.floors`, from an A/A run and a
+null run over a window as long). The objective is the I/O gain (the
+geometric mean of the honest serving VMs' ratios); a configuration that
+breaks a floor is never chosen (while the search is among broken ones it
+climbs the worst VM's margin).
 
 **Searched jointly.** Coordinate descent over :func:`space.coordinates`:
 each serving group's weight with its timeout (or the host's halt-polling
@@ -32,7 +32,7 @@ warm-up, on the first seed.
 **Confirmed over seeds.** The best ``CONFIRM`` distinct configurations of
 each family (by the short window) are measured over the scenario's whole
 steady window on every seed (``vsmtio_sim.intervals.SEEDS``), each seed
-with its own vanilla and A/A run. The oracle is the one with the highest
+with its own vanilla, A/A and null run. The oracle is the one with the highest
 mean I/O gain among those that keep every honest VM's floors in every
 seed; all off (vanilla itself, gain 1) when none does. A configuration
 that breaks a floor in one seed is not run on the seeds after it: it can
@@ -185,8 +185,9 @@ def _probe_budget():
 class Evaluator(object):
     """Runs and judges configurations of one scenario, seed and scheduler.
 
-    Each configuration once; vanilla and its A/A run over the same window
-    are the reference every VM is judged against.
+    Each configuration once; vanilla, its A/A run and the null run (vanilla
+    of the next seed, :func:`vsmtio_sim.tenants.null_seed`) over the same
+    window are the reference every VM is judged against.
     """
 
     def __init__(self, name, scheduler='cfs', seed=1, measure_s=None,
@@ -199,6 +200,8 @@ class Evaluator(object):
                               scheduler)
         self.aa = self.runs(name, 'vanilla', None, measure_s, seed,
                             scheduler, runner.AA_SHIFT_S)
+        self.null = self.runs(name, 'vanilla', None, measure_s,
+                              tenants.null_seed(seed), scheduler)
         # on a host whose tenants cycle, a judged window is one cycle
         self.cycle_s = tenants.cycle_s(scenario_mod.load(name))
         self.margins = {vm: detectable(self.aa, self.base, vm)
@@ -214,7 +217,8 @@ class Evaluator(object):
             else:
                 r = self.runs(self.name, cfg['family'], cfg, self.measure_s,
                               self.seed, self.scheduler)
-            verdicts = tenants.judge(r, self.base, self.aa, self.cycle_s)
+            verdicts = tenants.judge(r, self.base, self.aa, self.cycle_s,
+                                     self.null)
             s = tenants.summary(verdicts)
             # (all off changes nothing, so it needs no probe to show it)
             s['margin_ok'] = s['ok'] and (r is self.base or all(

@@ -188,12 +188,13 @@ def _direction(verdicts):
     return '~'
 
 
-def judge(runs, cycle_s=0.0):
+def judge(runs, cycle_s=0.0, null=None):
     """The conclusions at one point on one seed, each VM judged alone.
 
     ``runs`` is ``{kernel: result}`` of one seed, with the A/A run under
     ``AA`` where there is one (floors and ties net of it); ``cycle_s`` the
-    period of the scenario's phases (:func:`vsmtio_sim.tenants.judge`).
+    period of the scenario's phases and ``null`` the null run, vanilla of
+    another seed (:func:`vsmtio_sim.tenants.judge`).
     Returns
     ``no_regression``: every honest VM under the product at its floors
     (:func:`vsmtio_sim.tenants.judge`), ``worst`` the lowest VM's ratio
@@ -203,7 +204,7 @@ def judge(runs, cycle_s=0.0):
     serving (``_io``) and the computing (``_cpu``) VMs.
     """
     base, aa = runs['vanilla'], runs.get(AA)
-    verdicts = tenants.judge(runs['vsmtio'], base, aa, cycle_s)
+    verdicts = tenants.judge(runs['vsmtio'], base, aa, cycle_s, null)
     mine, summary = _honest(verdicts), tenants.summary(verdicts)
     out = {
         'no_regression': summary['ok'],
@@ -211,7 +212,7 @@ def judge(runs, cycle_s=0.0):
         'gain': max((v['ratio'] - 1.0 for v in mine), default=0.0),
         'gains': any(v['ratio'] - 1.0 > _band(v) for v in mine)}
     for prefix, kernel in DIRECTIONS:
-        verdicts = (tenants.judge(runs[kernel], base, aa, cycle_s)
+        verdicts = (tenants.judge(runs[kernel], base, aa, cycle_s, null)
                     if kernel in runs else {})
         out[prefix + '_io'] = _direction(_honest(verdicts, 'serving'))
         out[prefix + '_cpu'] = _direction(_honest(verdicts, 'computing'))
@@ -242,7 +243,20 @@ def over_seeds(per_seed):
 
 def judged(point, cycle_s=0.0):
     """:func:`over_seeds` of a point's runs, ``{seed: {kernel: result}}``."""
-    return over_seeds({s: judge(runs, cycle_s) for s, runs in point.items()})
+    null = nulls(point)
+    return over_seeds({s: judge(runs, cycle_s, null.get(s))
+                       for s, runs in point.items()})
+
+
+def nulls(per_seed):
+    """``{seed: null run}``: each seed's, the next seed's vanilla run.
+
+    ``per_seed`` is ``{seed: {kernel: result}}``; empty with one seed.
+    """
+    if len(per_seed) < 2:
+        return {}
+    return {s: per_seed[tenants.null_seed(s, per_seed)]['vanilla']
+            for s in per_seed}
 
 
 def pm(mean_low_high, fmt='%.3f', scale=1.0):
@@ -627,16 +641,16 @@ def run_cliff(name=CLIFF_SCENARIO, seeds=SENS_SEEDS, processes=1,
             'points': points}, cpu_s
 
 
-def cliff_judge(runs, factor, cycle_s=0.0):
+def cliff_judge(runs, factor, cycle_s=0.0, null=None):
     """One seed's figures at one factor: I/O gain, lowest CPU, floors.
 
     ``io_gain`` is the geometric mean of the honest serving VMs' ratios,
     ``cpu_low`` the lowest honest computing VM's ratio (what the weight
     takes from), ``ok`` every honest VM at its floors net of the A/A run;
-    ``cycle_s`` as for :func:`judge`.
+    ``cycle_s`` and ``null`` as for :func:`judge`.
     """
     verdicts = tenants.judge(runs[factor], runs['vanilla'], runs.get(AA),
-                             cycle_s)
+                             cycle_s, null)
     s = tenants.summary(verdicts)
     computing = _honest(verdicts, 'computing')
     return {'io_gain': s['io_gain'], 'ok': s['ok'],
@@ -655,9 +669,11 @@ def cliff_points(cliff):
         for w in sorted(grans, key=lambda g: (g == NOT_READ, float(
                 g) if g != NOT_READ else 0.0)):
             per_seed = grans[w]
+            null = nulls(per_seed)
             for factor in cliff['factors']:
-                js = [cliff_judge(runs, factor, cliff.get('cycle_s', 0.0))
-                      for _s, runs
+                js = [cliff_judge(runs, factor, cliff.get('cycle_s', 0.0),
+                                  null.get(s))
+                      for s, runs
                       in sorted(per_seed.items()) if factor in runs]
                 out.append((sched, w, factor, {
                     'io_gain': intervals.interval([j['io_gain'] for j in js]),

@@ -4,8 +4,8 @@
 What a change to the guard or the model is judged on. For every scenario,
 scheduler and seed it runs the product (the real agent on the simulated
 host, at steady state), judges each honest VM against its floors net of
-the model's noise (:func:`vsmtio_sim.tenants.floors`: the seed's vanilla
-and A/A runs over the same window), and sets the product's I/O gain beside
+the model's noise (:func:`vsmtio_sim.tenants.floors`: the seed's vanilla,
+A/A and null runs over the same window), and sets the product's I/O gain beside
 the oracle's and the margin oracle's (:mod:`vsmtio_bench.oracle`, searched
 over the same seeds: the one ``oracle.json`` records for this model when
 it covers the seeds, else searched, its runs cached so that a search
@@ -85,14 +85,15 @@ def one(job):
     runs = bench_oracle.cached_run(cache.Store('oracle'))
     ev = bench_oracle.Evaluator(name, scheduler, seed, None, runs)
     null = tenants.judge(runs(name, 'vanilla', None, None, seed, scheduler,
-                              NULL_SHIFT_S), ev.base, ev.aa, ev.cycle_s)
+                              NULL_SHIFT_S), ev.base, ev.aa, ev.cycle_s,
+                         ev.null)
     store = cache.Store('product', cache.PRODUCT)
     key = {'scenario': name, 'seed': seed, 'scheduler': scheduler,
            'overrides': sorted('%s.%s=%s' % (g, o, v)
                                for (g, o), v in overrides)}
     prod = store.memo(key, lambda: product_run(name, seed, scheduler,
                                                overrides))
-    judged = tenants.judge(prod, ev.base, ev.aa, ev.cycle_s)
+    judged = tenants.judge(prod, ev.base, ev.aa, ev.cycle_s, ev.null)
     s = tenants.summary(judged)
     return {'scenario': name, 'scheduler': scheduler, 'seed': seed,
             'io': s['io_gain'] or 1.0, 'cpu': s['cpu'], 'ok': s['ok'],
@@ -342,7 +343,15 @@ error of the A/A run's mean (batch means of {batch_s:g} s; consecutive
 windows are not independent), the window floor, where lower than
 {window}, to where the lowest of the A/A run's windows would fall with
 probability {alpha:g} given one window's spread (Student's t on the
-windows' degrees of freedom, since the spread is itself estimated). On a
+windows' degrees of freedom, since the spread is itself estimated), one
+window's spread being the wider of the A/A run's and the null run's
+(vanilla of the next seed). Common random numbers keep a run that serves
+as vanilla does in step with it window by window, so the A/A run's
+windows are narrow; a run that serves more or less falls out of step,
+each of its windows holds other requests than vanilla's, and its windows
+spread as two independent runs' do, as the null run's. The mean keeps
+the A/A run's band: over the whole window the same requests were drawn.
+On a
 host whose tenants change phase in a cycle a window, and a batch, is
 whole cycles: a short window at a phase change differs between two
 histories tens of times more than one inside a phase, so no one spread
@@ -351,7 +360,10 @@ as often as the product did. A smaller difference
 cannot be told from noise by any test. Vanilla run again after yet
 another history ({null_shift:g} s later) is judged the same way: how
 often it falls below (*vanilla again*) is the floors' own false-alarm
-rate, which the product's count is read against.
+rate, which the product's count is read against. It stays in step with
+vanilla, as the A/A run does, so it tries the mean floors and the
+window floors of a run in step; the null run sets the window floors of
+runs out of step.
 
 The oracle (``vsmtio_bench/oracle.py``) is the best static configuration
 in hindsight, searched on the first seed over {search_s} s windows by

@@ -225,10 +225,12 @@ def _steady(args):
     results, aa = first['results'], first['aa']
     cycle = tenants.cycle_s(runner.load(args.scenario, _overrides(args)))
     agg = seeds_mod.aggregate(runs, cycle_s=cycle)
+    null = seeds_mod.nulls(runs)
     if args.json:
-        for run in runs.values():
+        for seed, run in runs.items():
             run['tenants'] = tenants.compare(run['results'], aa=run['aa'],
-                                             cycle_s=cycle)
+                                             cycle_s=cycle,
+                                             null=null.get(seed))
         print(json.dumps({'results': results, 'aa': aa,
                           'normalised': report.normalise(results),
                           'tenants': first['tenants'],
@@ -237,7 +239,8 @@ def _steady(args):
         return 0
     print(_scheduler_line(args))
     print(report.compare_table(results))
-    print(tenants.table(results, aa=aa, cycle_s=cycle))
+    print(tenants.table(results, aa=aa, cycle_s=cycle,
+                        null=null.get(seeds[0])))
     print(seeds_mod.report(agg))
     _speed(results)
     return 0

@@ -17,11 +17,26 @@ from vsmtio_sim import intervals
 from vsmtio_sim import tenants
 
 
-def _verdicts(run, kernel, baseline, cycle_s):
-    """One seed's verdicts of ``kernel``, floors net of its A/A run."""
+def _verdicts(run, kernel, baseline, cycle_s, null=None):
+    """One seed's verdicts of ``kernel``, floors net of its A/A run.
+
+    And of ``null``, another seed's run of ``baseline``, where there is
+    one (:func:`~vsmtio_sim.tenants.judge`).
+    """
     results = run['results']
     return tenants.judge(results[kernel], results[baseline], run.get('aa'),
-                         cycle_s)
+                         cycle_s, null)
+
+
+def nulls(runs, baseline='vanilla'):
+    """``{seed: null run}``: each seed's, another seed's ``baseline`` run.
+
+    Empty where ``runs`` (as :func:`aggregate` takes) has one seed only.
+    """
+    if len(runs) < 2:
+        return {}
+    return {s: runs[tenants.null_seed(s, runs)]['results'][baseline]
+            for s in runs}
 
 
 def _vm_figures(per_seed):
@@ -62,10 +77,13 @@ def aggregate(runs, kernel='vsmtio', baseline='vanilla', cycle_s=0.0):
     (:func:`~vsmtio_sim.tenants.summary`), ``by_seed`` and as a mean with
     its interval; and ``agent``, per seed, what the guard kept.
     ``cycle_s``: the period of the scenario's phases
-    (:func:`~vsmtio_sim.tenants.judge`).
+    (:func:`~vsmtio_sim.tenants.judge`). Each seed's window floors also
+    take another seed's vanilla run as its null run (:func:`nulls`).
     """
     seeds = list(runs)
-    verdicts = {s: _verdicts(runs[s], kernel, baseline, cycle_s)
+    null = nulls(runs, baseline)
+    verdicts = {s: _verdicts(runs[s], kernel, baseline, cycle_s,
+                             null.get(s))
                 for s in seeds}
     vms = sorted(verdicts[seeds[0]])
     gains = {s: tenants.summary(verdicts[s])['io_gain'] for s in seeds}

@@ -30,6 +30,25 @@ draw about half the time. No test can tell a difference inside the band
 from the model's noise, so none is held against the product or a static
 configuration; a run judged without an A/A run gets the bare floors.
 
+A window's spread is not the A/A run's alone. Common random numbers
+restart every stream where the window starts, so the k-th request of a
+vCPU draws the same burst and device time in every run; a run that
+serves as vanilla does (the A/A run, vanilla again) stays in step with
+it window by window, and its windows' ratios are narrow. A run that
+serves more or less falls out of step: its k-th request comes earlier or
+later, so each of its windows holds other requests than vanilla's same
+window, and its windows' ratios spread as two independent runs' do,
+about three times as wide as the A/A run's on the Fig. 5 servers
+(``doc/source/simulator.rst``). Judged by the A/A run's spread
+alone, every change that moves a mean would break a window floor by
+chance. So the window floor takes the wider of the A/A run's spread and
+the *null run*'s: vanilla of another seed over the same window
+(``null`` of :func:`judge`), whose requests are independent of
+vanilla's while what is set by the clock (phases, an adversary's cycle)
+is the same. The mean keeps the A/A run's band: over the whole window a
+run out of step has still drawn the same requests, so its mean moves
+only by what it does.
+
 On a host whose tenants change phase in a cycle, a window is one whole
 cycle (``cycle_s`` of :func:`judge`, :func:`cycle_s`) and a batch whole
 cycles. The floors take one spread for every window, and half a second
@@ -138,25 +157,35 @@ def noise(aa, base, name, metric, width=1):
     return Noise(se, statistics.stdev(logs), len(logs), batches - 1)
 
 
-def floors(role, aa_noise=None):
+def floors(role, aa_noise=None, null_noise=None):
     """``(mean floor, window floor)`` of a VM of ``role``, net of noise.
 
     ``aa_noise`` is the VM's :class:`Noise` in the A/A run (None: no A/A
-    run, the bare floors). The mean floor is ``FLOORS[role]`` lowered by
-    :func:`band` (as a factor, ``exp(-band)``, since the noise is of log
-    ratios); the window floor is ``WINDOW_FLOOR`` or, where lower,
-    ``exp(-t sd)``, ``t`` the quantile of Student's t on the windows'
-    ``n - 1`` degrees of freedom that the lowest of ``n`` windows passes
-    with ``1 - ALPHA``, and ``sd`` one window's spread.
+    run, the bare floors), ``null_noise`` in the null run (None: none).
+    The mean floor is ``FLOORS[role]`` lowered by :func:`band` (as a
+    factor, ``exp(-band)``, since the noise is of log ratios); the window
+    floor is ``WINDOW_FLOOR`` or, where lower, ``exp(-t sd)``, ``t`` the
+    quantile of Student's t on the windows' ``n - 1`` degrees of freedom
+    that the lowest of ``n`` windows passes with ``1 - ALPHA``, and ``sd``
+    one window's spread, the wider of the two runs'.
     """
     mean, window = FLOORS[role], WINDOW_FLOOR
     if aa_noise is None:
         return mean, window
-    n, sd = aa_noise.n, aa_noise.sd
+    n, sd = aa_noise.n, window_sd(aa_noise, null_noise)
     mean *= math.exp(-band(aa_noise))
     window = min(window, math.exp(
         -scipy_stats.t.ppf(1.0 - ALPHA / n, n - 1) * sd))
     return mean, window
+
+
+def window_sd(aa_noise, null_noise=None):
+    """One window's spread (of its log ratio) that the window floor takes.
+
+    The wider of the A/A run's and the null run's (the module's
+    docstring says why); the A/A run's alone without a null run.
+    """
+    return max(aa_noise.sd, null_noise.sd if null_noise else 0.0)
 
 
 def band(aa_noise):
@@ -171,7 +200,7 @@ def band(aa_noise):
     return scipy_stats.t.ppf(1.0 - ALPHA, aa_noise.dof) * aa_noise.se
 
 
-def judge(result, base, aa=None, cycle_s=0.0):
+def judge(result, base, aa=None, cycle_s=0.0, null=None):
     """``{vm: verdict}``: each VM of ``result`` against ``base``'s.
 
     Both are results of :func:`~vsmtio_sim.runner.run_conf` over the
@@ -186,6 +215,9 @@ def judge(result, base, aa=None, cycle_s=0.0):
     :func:`band`), and its floors are net of that noise (:func:`noise`).
     ``cycle_s``, the period of the scenario's phases (:func:`cycle_s`),
     makes a window one cycle; every verdict holds its ``window_s``.
+    ``null``, with ``aa``: vanilla of another seed over the same window,
+    whose spread the window floor also takes (:func:`window_sd`); each
+    verdict then holds ``window_sd``, the spread it took.
     """
     width = span(base, cycle_s)
     window_s = base.get('windows', {}).get('window_s')
@@ -202,7 +234,9 @@ def judge(result, base, aa=None, cycle_s=0.0):
             aa_window = min(_windows(aa, base, name, metric, width),
                             default=aa_ratio)
             aa_noise = noise(aa, base, name, metric, width)
-        floor, window_floor = floors(r, aa_noise)
+        null_noise = (noise(null, base, name, metric, width)
+                      if null is not None and aa_noise is not None else None)
+        floor, window_floor = floors(r, aa_noise, null_noise)
         ok = None
         if not b['adversary'] and mean is not None:
             ok = mean >= floor and low >= window_floor
@@ -216,7 +250,22 @@ def judge(result, base, aa=None, cycle_s=0.0):
         if aa is not None:
             out[name].update(aa_ratio=aa_ratio, aa_window=aa_window,
                              band=math.expm1(band(aa_noise)))
+        if null_noise is not None:
+            out[name]['window_sd'] = window_sd(aa_noise, null_noise)
     return out
+
+
+def null_seed(seed, seeds=()):
+    """The seed whose vanilla run is ``seed``'s null run (:func:`judge`).
+
+    The next of ``seeds`` after ``seed``, cyclically, where more than one
+    was run (their vanilla runs are at hand); else ``seed + 1``. Any other
+    seed would do: the seeds draw independently.
+    """
+    seeds = sorted(set(seeds))
+    if len(seeds) > 1 and seed in seeds:
+        return seeds[(seeds.index(seed) + 1) % len(seeds)]
+    return seed + 1
 
 
 def geomean(values):
@@ -249,16 +298,17 @@ def summary(verdicts):
         'worst': worst}
 
 
-def compare(results, baseline='vanilla', aa=None, cycle_s=0.0):
+def compare(results, baseline='vanilla', aa=None, cycle_s=0.0, null=None):
     """``{kernel: {'vms': verdicts, **summary}}`` for a comparison.
 
     ``aa``: the baseline's A/A run (:func:`judge`), None for the bare
-    floors; ``cycle_s``: the period of the scenario's phases.
+    floors; ``cycle_s``: the period of the scenario's phases; ``null``:
+    the null run (:func:`judge`).
     """
     base = results[baseline]
     out = {}
     for kernel, r in results.items():
-        verdicts = judge(r, base, aa, cycle_s)
+        verdicts = judge(r, base, aa, cycle_s, null)
         out[kernel] = dict(summary(verdicts), vms=verdicts)
     return out
 
@@ -276,11 +326,12 @@ def mark(verdict):
     return '' if verdict['ok'] else 'BELOW'
 
 
-def header(baseline, window, aa, cycle=False):
+def header(baseline, window, aa, cycle=False, null=False):
     """How the table's figures and floors are made, for its first lines.
 
     ``window``: the judged window's length in seconds; ``cycle``: whether
-    it is one cycle of the scenario's phases.
+    it is one cycle of the scenario's phases; ``null``: whether the
+    window floors also take a null run's spread.
     """
     head = ('Each VM against itself under %s: its mean ratio over the '
             'measured window and the lowest of its %s s windows%s.'
@@ -296,18 +347,26 @@ def header(baseline, window, aa, cycle=False):
         'measured after another history): %.2f serving / %.2f computing, '
         'and %.2f in every window, each lowered by the A/A run\'s spread '
         'so far that %s run yet again falls below it in %g of VMs. '
+        '%s'
         'BELOW: outside a floor.'
         % (baseline, FLOORS['serving'], FLOORS['computing'], WINDOW_FLOOR,
-           baseline, ALPHA))
+           baseline, ALPHA,
+           'The window floors take the wider of that spread and the null '
+           'run\'s (%s of another seed): a run that serves more or less '
+           'than %s falls out of step with its requests window by window. '
+           % (baseline, baseline) if null else
+           'No null run: a run out of step with %s\'s requests may fall '
+           'below a window floor by chance. ' % baseline))
 
 
-def table(results, baseline='vanilla', aa=None, cycle_s=0.0):
+def table(results, baseline='vanilla', aa=None, cycle_s=0.0, null=None):
     """The per-VM judgement of a comparison, one row per kernel and VM.
 
     With ``aa`` (the baseline's A/A run) each row also shows the A/A
-    figures its floors are net of; ``cycle_s`` as for :func:`judge`.
+    figures its floors are net of; ``cycle_s`` and ``null`` as for
+    :func:`judge`.
     """
-    judged = compare(results, baseline, aa, cycle_s)
+    judged = compare(results, baseline, aa, cycle_s, null)
     base = results[baseline]
     width = span(base, cycle_s)
     window = base.get('windows', {}).get('window_s')
@@ -325,7 +384,8 @@ def table(results, baseline='vanilla', aa=None, cycle_s=0.0):
                        '%s / %s' % (_x(v.get('aa_ratio')),
                                     _x(v.get('aa_window'))),
                        mark(v)])
-    return (header(baseline, window and window * width, aa, width > 1)
+    return (header(baseline, window and window * width, aa, width > 1,
+                   null is not None)
             + '\n' + t.get_string())
 
 

@@ -282,6 +282,19 @@ class TestSearchLogic(testtools.TestCase):
         self.assertIn(r['config'], [c['config'] for c in kept])
         self.assertTrue(all(c['seeds'] == 4 for c in kept))
 
+    def test_each_seed_is_judged_with_the_next_seeds_vanilla(self):
+        asked = []
+        fake = fake_runs(lambda cfg, seed: (1.0, 1.0))
+
+        def runs(name, kernel, cfg, measure_s, seed, *a):
+            asked.append((kernel, cfg, measure_s, seed) + a)
+            return fake(name, kernel, cfg, measure_s, seed, *a)
+        ev = bench_oracle.Evaluator('fig5_hbase_pagerank', 'eevdf', 3, 2.0,
+                                    runs)
+        self.assertIn(('vanilla', None, 2.0, 4, 'eevdf'), asked)
+        self.assertEqual(fake('x', 'vanilla', None, 2.0, 4, 'eevdf'),
+                         ev.null)
+
     def test_floors_are_net_of_the_aa_run(self):
         # vanilla against itself swings the batch VM 2% from one batch of
         # windows to the next: a mean of 0.96 is inside that noise (its

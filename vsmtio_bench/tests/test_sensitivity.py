@@ -168,6 +168,13 @@ class TestOverSeeds(testtools.TestCase):
         self.assertEqual('1.000', bench.pm((1.0, None, None)))
         self.assertEqual('-', bench.pm((None, None, None)))
 
+    def test_each_seed_takes_the_next_seeds_vanilla_as_its_null_run(self):
+        pts = seeded(point({}), point({}), point({}))
+        got = bench.nulls(pts)
+        for seed, nxt in (('1', '2'), ('2', '3'), ('3', '1')):
+            self.assertIs(pts[nxt]['vanilla'], got[seed])
+        self.assertEqual({}, bench.nulls(seeded(point({}))))
+
     def test_seeds_that_disagree_on_a_direction(self):
         j = bench.judged(seeded(point({}, {'kv': 1.2, 'web': 1.2}),
                                 point({}, {'kv': 0.8, 'web': 0.8})))

@@ -92,6 +92,16 @@ class TestOverSeeds(testtools.TestCase):
         batch = agg['vms']['batch']
         self.assertEqual((2, 3), (batch['kept'], batch['judged']))
 
+    def test_each_seeds_null_run_is_the_next_seeds_vanilla(self):
+        runs = three_seeds()
+        for run in runs.values():      # each seed its own vanilla run
+            run['results'] = dict(run['results'], vanilla=dict(VANILLA))
+        got = seeds.nulls(runs)
+        self.assertEqual([1, 2, 3], sorted(got))
+        for seed, nxt in ((1, 2), (2, 3), (3, 1)):
+            self.assertIs(runs[nxt]['results']['vanilla'], got[seed])
+        self.assertEqual({}, seeds.nulls({1: runs[1]}))
+
     def test_io_gain_seed_by_seed_and_its_mean(self):
         agg = seeds.aggregate(three_seeds())
         g = agg['io_gain']
