@@ -253,10 +253,7 @@ def nulls(per_seed):
 
     ``per_seed`` is ``{seed: {kernel: result}}``; empty with one seed.
     """
-    if len(per_seed) < 2:
-        return {}
-    return {s: per_seed[tenants.null_seed(s, per_seed)]['vanilla']
-            for s in per_seed}
+    return tenants.nulls({s: runs['vanilla'] for s, runs in per_seed.items()})
 
 
 def pm(mean_low_high, fmt='%.3f', scale=1.0):

@@ -33,10 +33,8 @@ def nulls(runs, baseline='vanilla'):
 
     Empty where ``runs`` (as :func:`aggregate` takes) has one seed only.
     """
-    if len(runs) < 2:
-        return {}
-    return {s: runs[tenants.null_seed(s, runs)]['results'][baseline]
-            for s in runs}
+    return tenants.nulls({s: run['results'][baseline]
+                          for s, run in runs.items()})
 
 
 def _vm_figures(per_seed):

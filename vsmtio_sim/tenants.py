@@ -268,6 +268,17 @@ def null_seed(seed, seeds=()):
     return seed + 1
 
 
+def nulls(vanillas):
+    """``{seed: null run}`` from ``{seed: vanilla run}`` of several seeds.
+
+    Each seed's null run is the vanilla run of :func:`null_seed` among
+    them; empty with one seed, which has no other to take.
+    """
+    if len(vanillas) < 2:
+        return {}
+    return {s: vanillas[null_seed(s, vanillas)] for s in vanillas}
+
+
 def geomean(values):
     values = [v for v in values if v]
     if not values:
