@@ -84,9 +84,9 @@ def one(job):
     name, scheduler, seed, overrides = job
     runs = bench_oracle.cached_run(cache.Store('oracle'))
     ev = bench_oracle.Evaluator(name, scheduler, seed, None, runs)
-    null = tenants.judge(runs(name, 'vanilla', None, None, seed, scheduler,
-                              NULL_SHIFT_S), ev.base, ev.aa, ev.cycle_s,
-                         ev.null)
+    again = tenants.judge(runs(name, 'vanilla', None, None, seed, scheduler,
+                               NULL_SHIFT_S), ev.base, ev.aa, ev.cycle_s,
+                          ev.null)
     store = cache.Store('product', cache.PRODUCT)
     key = {'scenario': name, 'seed': seed, 'scheduler': scheduler,
            'overrides': sorted('%s.%s=%s' % (g, o, v)
@@ -97,7 +97,7 @@ def one(job):
     s = tenants.summary(judged)
     return {'scenario': name, 'scheduler': scheduler, 'seed': seed,
             'io': s['io_gain'] or 1.0, 'cpu': s['cpu'], 'ok': s['ok'],
-            'below': _below_floors(judged), 'null_below': _below_floors(null),
+            'below': _below_floors(judged), 'null_below': _below_floors(again),
             'kept': prod['agent']}
 
 
