@@ -8,10 +8,12 @@ import testtools
 
 from vsmtio_bench import calibrate
 from vsmtio_bench import cmd as bench_cmd
+from vsmtio_bench import documents
 from vsmtio_bench import host_calibration
 from vsmtio_bench import host_tables
 from vsmtio_bench import kernel_host
 from vsmtio_bench import kernel_math
+from vsmtio_sim import cmd as sim_cmd
 from vsmtio_sim import host_profile
 
 S = kernel_math.summary
@@ -336,3 +338,23 @@ class CorunTest(testtools.TestCase):
         self.assertGreater(beside, 0)
         self.assertRaises(ValueError, kernel_host.corun, cpu, cpu, 0.05,
                           0.01, 'sleep')
+
+
+class ShippedProfileTest(testtools.TestCase):
+    """This project's machine's profile, committed as the example."""
+
+    def test_the_simulator_runs_a_shipped_scenario_on_it(self):
+        path = os.path.join(documents.BENCHMARKS, 'calibration.json')
+        out = io.StringIO()
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', out))
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', io.StringIO()))
+        rc = sim_cmd.main(['run', '--scenario', 'io_only', '--kernel',
+                           'vanilla', '--duration', '0.5', '--profile',
+                           path])
+        self.assertEqual(0, rc)
+        text = out.getvalue()
+        self.assertIn('inputs from host profile %s' % path, text)
+        # what this machine measured lands over the shipped costs
+        self.assertIn('costs.context_switch_ns', text)
+        self.assertIn('host scheduler: %s\n'
+                      % host_profile.read(path)['scheduler']['policy'], text)
