@@ -430,9 +430,7 @@ def oracle(name, scheduler='cfs', seeds=intervals.SEEDS, search_s=SEARCH_S,
     confirmed = confirm(name, scheduler, picked, seeds, runs)
     for family, configs in sorted(back.items()):
         for cfg in configs:
-            if any(r['stopped'] is None and r['config']['family'] == family
-                   and r['config'] != space.all_off(family)
-                   for r in confirmed.values()):
+            if _holds(confirmed, family):
                 break
             confirmed.update(confirm(name, scheduler, [cfg], seeds, runs))
     rows = [over_seeds(r) for r in confirmed.values()]
@@ -447,6 +445,13 @@ def oracle(name, scheduler='cfs', seeds=intervals.SEEDS, search_s=SEARCH_S,
                         'evaluated': len(short.cache),
                         'ends': [space.label(c) for c in ends]},
                 wall_s=time.time() - t0, cpu_s=time.process_time() - c0)
+
+
+def _holds(confirmed, family):
+    """Whether a gaining configuration of ``family`` kept every floor."""
+    return any(r['stopped'] is None and r['config']['family'] == family
+               and r['config'] != space.all_off(family)
+               for r in confirmed.values())
 
 
 def why(top, rows, evaluated):
