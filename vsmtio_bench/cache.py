@@ -28,6 +28,9 @@ MODEL = ('vsmtio_sim', 'vsmtio_agent/model.py',
          'vsmtio_agent/policy/rass.py')
 # What the product's run also reads: the whole agent.
 PRODUCT = MODEL + ('vsmtio_agent', 'vsmtio_contract')
+# What judges a run against its floors: a result judged (``oracle.json``,
+# ``yardstick.json``) is only as good as these.
+JUDGE = ('vsmtio_sim/tenants.py', 'vsmtio_sim/intervals.py')
 # What no run reads: the tests, and the simulator's judgement of a run
 # and its command line (a change there invalidates nothing cached).
 _SKIP = ('tests', '__pycache__', 'cmd.py', 'tenants.py', 'intervals.py',

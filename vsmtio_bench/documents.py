@@ -11,6 +11,7 @@ import subprocess
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARKS = os.path.join(ROOT, 'doc', 'source', 'benchmarks')
 ORACLE_JSON = os.path.join(BENCHMARKS, 'oracle.json')
+YARDSTICK_JSON = os.path.join(BENCHMARKS, 'yardstick.json')
 
 
 def commit():

@@ -53,8 +53,10 @@ least detectable effect (:func:`detectable`) in every seed: the best any
 online method can prove, and the fair mark for the product's share.
 
 Every run is cached by the model's version (:mod:`vsmtio_bench.cache`):
-a run of other code is never reused. ``oracle.json`` records the results
-with that version and the commit.
+a run of other code is never reused. ``oracle.json`` records each result
+as it is found, with that version, the floors' and the search's
+(:mod:`vsmtio_bench.records`): a machine that has not the cache takes it
+from there.
 
     vsmtio-bench oracle [--names N,N | --only PREFIX | --quick]
         [--schedulers cfs,eevdf] [--seeds 1,2,3,4,5] [--processes N]
@@ -64,7 +66,6 @@ with that version and the commit.
 import argparse
 import concurrent.futures
 import functools
-import json
 import math
 import os
 import statistics
@@ -75,6 +76,7 @@ import prettytable
 
 from vsmtio_bench import cache
 from vsmtio_bench import documents
+from vsmtio_bench import records
 from vsmtio_bench import space
 from vsmtio_sim import intervals
 from vsmtio_sim import runner
@@ -562,39 +564,34 @@ def _static(p, args, names):
     return 0
 
 
-def _write(path, doc):
-    tmp = path + '.tmp'
-    with open(tmp, 'w') as f:
-        json.dump(doc, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+def identity():
+    """What ``oracle.json``'s results were made under: code and search.
 
-
-def _document(path):
-    """The file's document, where it is this model's and this search's.
-
-    Else a new one: a result found on another model, or by another search
-    (its space, passes, window, confirmations or back-off), is not this
-    oracle's.
+    A result found on another model, judged by other floors, or by
+    another search (its space, passes, window, confirmations or
+    back-off) is not this oracle's.
     """
-    doc = {'model_version': cache.version(), 'commit': documents.commit(),
-           'space': {k: list(v) for k, v in space.SPACE.items()},
-           'max_passes': MAX_PASSES, 'search_s': SEARCH_S,
-           'confirm': CONFIRM, 'back_off': list(BACK_OFF), 'results': {}}
-    if path and os.path.exists(path):
-        with open(path) as f:
-            old = json.load(f)
-        if all(old.get(k) == v for k, v in doc.items()
-               if k not in ('commit', 'results')):
-            doc['results'] = old.get('results', {})
-    return doc
+    return {'model_version': cache.version(),
+            'judge_version': cache.version(cache.JUDGE),
+            'commit': documents.commit(),
+            'space': {k: list(v) for k, v in space.SPACE.items()},
+            'max_passes': MAX_PASSES, 'search_s': SEARCH_S,
+            'confirm': CONFIRM, 'back_off': list(BACK_OFF)}
 
 
-def recorded(path=DEFAULT_JSON):
-    """The oracles ``path`` records for this model, by scheduler and name.
+def recorded(path=None):
+    """The oracles recorded for this code, by scheduler and name.
 
-    A search made on the same model's code, whoever made it.
+    A search made on the same code, whoever made it and on what machine;
+    ``path`` defaults to ``DEFAULT_JSON``.
     """
-    return _document(path)['results']
+    return records.read(path or DEFAULT_JSON, identity())
+
+
+def record(result, path=None):
+    """Keep ``result`` (an :func:`oracle`) in the record at ``path``."""
+    records.put(path or DEFAULT_JSON, identity(),
+                (result['scheduler'], result['scenario']), result)
 
 
 def selection_args(p):
@@ -642,7 +639,6 @@ def main(argv=None):
     if args.config:
         return _static(p, args, names)
     t0 = time.time()
-    doc = _document(args.json)
     jobs = [(n, s, args.seeds, SEARCH_S, CONFIRM)
             for s in args.schedulers for n in names]
     results = []
@@ -652,10 +648,9 @@ def main(argv=None):
             sys.stderr.write('%s/%s: %s, I/O gain %.3f (%.0f s)\n'
                              % (r['scenario'], r['scheduler'], r['label'],
                                 r['io_gain'], r['wall_s']))
-            doc['results'].setdefault(r['scheduler'], {})[r['scenario']] = r
             if args.json and not args.quick:
                 # after every scenario: a run cut short keeps what it found
-                _write(args.json, doc)
+                record(r, args.json)
     print(table(results))
     print('wall %.0f s on %d processes' % (time.time() - t0, args.processes))
     return 0

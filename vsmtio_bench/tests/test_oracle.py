@@ -1,6 +1,8 @@
 """The oracle's space and search (``vsmtio-bench oracle``)."""
 
+import concurrent.futures
 import itertools
+import json
 import math
 import os
 import statistics
@@ -492,27 +494,45 @@ class TestMain(testtools.TestCase):
             self.assertRaises(SystemExit, bench_oracle.main, argv)
         run.assert_not_called()
 
-    def test_recorded_oracles_are_this_models_only(self):
+    def test_recorded_oracles_are_this_codes_only(self):
         # a fresh machine takes a search the document records for the
-        # same model's code; another model's record is searched again
+        # same code; another model's record is searched again
         path = os.path.join(self.useFixture(fixtures.TempDir()).path,
                             'oracle.json')
-        doc = bench_oracle._document(None)
-        doc['results'] = {'cfs': {'a': {'label': 'vsmtio: all off'}}}
-        bench_oracle._write(path, doc)
-        self.assertEqual(doc['results'], bench_oracle.recorded(path))
-        doc['model_version'] = 'another'
-        bench_oracle._write(path, doc)
-        self.assertEqual({}, bench_oracle.recorded(path))
+        found = {'scheduler': 'cfs', 'scenario': 'a',
+                 'label': 'vsmtio: all off'}
+        bench_oracle.record(found, path)
+        self.assertEqual({'cfs': {'a': found}}, bench_oracle.recorded(path))
+        for field, other in (('model_version', 'another'),
+                             ('judge_version', 'another'),
+                             ('back_off', [0.5])):
+            with open(path) as f:
+                doc = json.load(f)
+            doc[field] = other
+            with open(path, 'w') as f:
+                json.dump(doc, f)
+            self.assertEqual({}, bench_oracle.recorded(path), field)
+            bench_oracle.record(found, path)
 
-    def test_an_oracle_searched_otherwise_is_searched_again(self):
+    def test_main_records_each_scenario_beside_the_others(self):
         path = os.path.join(self.useFixture(fixtures.TempDir()).path,
                             'oracle.json')
-        doc = bench_oracle._document(None)
-        doc['results'] = {'cfs': {'a': {'label': 'vsmtio: all off'}}}
-        del doc['back_off']
-        bench_oracle._write(path, doc)
-        self.assertEqual({}, bench_oracle.recorded(path))
+        bench_oracle.record({'scheduler': 'eevdf', 'scenario': 'b'}, path)
+        self.useFixture(fixtures.MockPatch(
+            'concurrent.futures.ProcessPoolExecutor',
+            concurrent.futures.ThreadPoolExecutor))
+        self.useFixture(fixtures.MockPatchObject(
+            bench_oracle, '_job', lambda j: {
+                'scenario': j[0], 'scheduler': j[1], 'label': 'x',
+                'io_gain': 1.0, 'wall_s': 0.0}))
+        self.useFixture(fixtures.MockPatchObject(bench_oracle, 'table',
+                                                 lambda results: ''))
+        rc = bench_oracle.main(['--names', self.path, '--schedulers', 'cfs',
+                                '--json', path])
+        self.assertEqual(0, rc)
+        got = bench_oracle.recorded(path)
+        self.assertEqual({'b'}, set(got['eevdf']))
+        self.assertEqual({self.path}, set(got['cfs']))
 
 
 class TestOutOfStepOnTheModel(testtools.TestCase):

@@ -80,6 +80,7 @@ class TestHeadline(testtools.TestCase):
             'search ends, s'])
 
     def test_an_oracle_recorded_for_the_seeds_is_not_searched_again(self):
+        _records_in(self)
         known = dict(oracle({1: 1.2, 2: 1.3}), seed_list=[1, 2, 3])
         self.useFixture(fixtures.MockPatch(
             'vsmtio_bench.oracle.recorded',
@@ -95,8 +96,7 @@ class TestHeadline(testtools.TestCase):
             'vsmtio_bench.yardstick.one', side_effect=lambda j: run(
                 j[0], j[2], 1.1, scheduler=j[1])))
         self.useFixture(fixtures.MockPatch('sys.stderr'))
-        args = argparse.Namespace(schedulers=['cfs'], seeds=[1, 2],
-                                  no_oracle=False, processes=1)
+        args = _args(seeds=[1, 2])
         oracles, runs = yardstick.measure(args, ['a', 'b'], ())
         self.assertIs(known, oracles['cfs']['a'])
         self.assertEqual(['b'], [j[0][0][0] for j in job.call_args_list])
@@ -222,6 +222,7 @@ class TestMain(testtools.TestCase):
                       out.getDetails()['stdout'].as_text())
 
     def test_no_oracle_judges_the_product_and_searches_nothing(self):
+        _records_in(self)
         self.useFixture(fixtures.MockPatch('sys.stderr'))
         self.useFixture(fixtures.StringStream('stdout'))
         searched = []
@@ -245,6 +246,111 @@ class TestMain(testtools.TestCase):
         rows = yardstick.by_scenario([run('io_only', 1, 1.0)], {})
         self.assertEqual('not searched',
                          yardstick.table_rows(rows)[0][2])
+
+
+class TestRecorded(testtools.TestCase):
+    """What is found is recorded; what is recorded is not run again."""
+
+    def setUp(self):
+        super().setUp()
+        self.oracle_json, self.runs_json = _records_in(self)
+        self.useFixture(fixtures.MockPatch('sys.stderr'))
+        self.searched, self.ran = [], []
+        self.useFixture(fixtures.MockPatchObject(
+            yardstick.bench_oracle, '_job', self.search))
+        self.useFixture(fixtures.MockPatchObject(yardstick, 'one', self.one))
+        self.useFixture(fixtures.MockPatchObject(
+            yardstick.concurrent.futures, 'ProcessPoolExecutor',
+            lambda n: _Serial()))
+
+    def search(self, job):
+        self.searched.append(job[:2])
+        return dict(oracle({s: 1.2 for s in job[2]}), scenario=job[0],
+                    scheduler=job[1], io_gain=1.2, seed_list=list(job[2]))
+
+    def one(self, job):
+        self.ran.append(job[:3])
+        return run(job[0], job[2], 1.1, scheduler=job[1])
+
+    def test_a_second_bench_runs_only_what_the_first_did_not(self):
+        yardstick.measure(_args(seeds=[1, 2]), ['a'], ())
+        self.assertEqual([('a', 'cfs')], self.searched)
+        self.assertEqual([('a', 'cfs', 1), ('a', 'cfs', 2)], self.ran)
+        del self.searched[:], self.ran[:]
+        oracles, runs = yardstick.measure(_args(seeds=[1, 2, 3]),
+                                          ['a', 'b'], ())
+        # a's oracle covers seeds 1 and 2 only: searched again
+        self.assertEqual([('a', 'cfs'), ('b', 'cfs')], self.searched)
+        self.assertEqual([('a', 'cfs', 3), ('b', 'cfs', 1), ('b', 'cfs', 2),
+                          ('b', 'cfs', 3)], self.ran)
+        self.assertEqual(6, len(runs))
+        self.assertEqual({'a': {'1', '2', '3'}, 'b': {'1', '2', '3'}},
+                         {n: set(v) for n, v in
+                          yardstick.recorded()['cfs'].items()})
+
+    def test_recorded_runs_nothing_and_the_page_names_what_lacks(self):
+        yardstick.measure(_args(seeds=[1]), ['a'], ())
+        del self.searched[:], self.ran[:]
+        page = os.path.join(os.path.dirname(self.runs_json), 'page.rst')
+        out = self.useFixture(fixtures.StringStream('stdout'))
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', out.stream))
+        rc = yardstick.main(['--names', 'io_only,cpu_only', '--schedulers',
+                             'cfs', '--seeds', '1,2', '--recorded',
+                             '--out', page])
+        self.assertEqual(0, rc)
+        self.assertEqual([], self.searched + self.ran)
+        with open(page) as f:
+            text = f.read()
+        self.assertIn('- cpu_only (cfs): oracle not searched, product run '
+                      'on 0 of 2 seeds.', text)
+        self.assertIn('- io_only (cfs): oracle not searched, product run '
+                      'on 0 of 2 seeds.', text)
+
+    def test_a_partly_measured_scenario_is_named_and_left_out(self):
+        lacking = yardstick.pending(
+            ['a', 'b', 'c'], ['cfs'], [1, 2], {'cfs': {'a': {}, 'b': {}}},
+            [run('a', 1, 1.0), run('a', 2, 1.0), run('b', 1, 1.0)])
+        self.assertEqual({('cfs', 'b'): 'product run on 1 of 2 seeds',
+                          ('cfs', 'c'): 'oracle not searched, product run '
+                                        'on 0 of 2 seeds'}, lacking)
+
+    def test_a_development_run_and_another_product_record_nothing(self):
+        yardstick.measure(_args(seeds=[1], quick=True), ['a'], ())
+        yardstick.measure(_args(seeds=[1]), ['a'],
+                          ((('vsmtio_agent', 'x'), '1'),))
+        self.assertEqual(4, len(self.searched + self.ran))
+        self.assertFalse(os.path.exists(self.oracle_json))
+        self.assertFalse(os.path.exists(self.runs_json))
+
+    def test_recorded_is_refused_with_another_product(self):
+        self.assertRaises(SystemExit, yardstick.main, [
+            '--recorded', '--set', 'vsmtio_agent.guard_settle_periods=3'])
+
+    def test_another_agents_runs_are_run_again(self):
+        yardstick.measure(_args(seeds=[1]), ['a'], ())
+        self.useFixture(fixtures.MockPatch(
+            'vsmtio_bench.cache.version', return_value='another'))
+        del self.ran[:]
+        yardstick.measure(_args(seeds=[1]), ['a'], ())
+        self.assertEqual([('a', 'cfs', 1)], self.ran)
+
+
+def _args(**kw):
+    base = dict(schedulers=['cfs'], seeds=[1, 2], no_oracle=False,
+                processes=1, quick=False, recorded=False)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def _records_in(test):
+    """The records in a temporary folder, not the checkout's."""
+    tmp = test.useFixture(fixtures.TempDir()).path
+    paths = os.path.join(tmp, 'oracle.json'), os.path.join(tmp, 'y.json')
+    test.useFixture(fixtures.MonkeyPatch(
+        'vsmtio_bench.oracle.DEFAULT_JSON', paths[0]))
+    test.useFixture(fixtures.MonkeyPatch(
+        'vsmtio_bench.yardstick.RUNS_JSON', paths[1]))
+    return paths
 
 
 class _Serial(object):
