@@ -489,12 +489,12 @@ def record(run, path=None):
 
 
 def measure(args, names, overrides):
-    """``(oracles, runs)``: each scenario's oracle, then the product's runs.
+    """``(oracles, runs)``: each scenario's oracle and the product's runs.
 
-    The oracles first: those ``oracle.json`` records for this model, the
-    rest searched (every run they need is cached, so a search already made
-    replays in seconds); then the product's runs, those ``yardstick.json``
-    records for this code taken, the rest run. What is found is recorded
+    The oracles ``oracle.json`` records for this model are taken, the rest
+    searched (every run they need is cached, so a search already made
+    replays in seconds); the product's runs ``yardstick.json`` records
+    for this code are taken, the rest run. What is found is recorded
     as it comes (not for ``--quick`` or ``--set``: a development run, and
     another product than the shipped one), so a bench cut short, or a
     machine lost, keeps it. With ``--recorded`` nothing runs: the records
@@ -506,38 +506,40 @@ def measure(args, names, overrides):
     done = recorded() if not overrides else {}
     jobs = []
     for s in args.schedulers:
-        for n in [] if args.no_oracle else names:
-            o = known.get(s, {}).get(n)
+        for n in names:
+            o = None if args.no_oracle else known.get(s, {}).get(n)
             if o is not None and set(args.seeds) <= set(o['seed_list']):
                 oracles.setdefault(s, {})[n] = o
-            else:
-                jobs.append((n, s, args.seeds, bench_oracle.SEARCH_S,
-                             bench_oracle.CONFIRM))
-    missing = []
-    for s in args.schedulers:
-        for n in names:
+            elif not args.no_oracle:
+                jobs.append((bench_oracle._job, (
+                    n, s, args.seeds, bench_oracle.SEARCH_S,
+                    bench_oracle.CONFIRM)))
             for seed in args.seeds:
                 got = done.get(s, {}).get(n, {}).get(str(seed))
                 if got is not None:
                     runs.append(got)
                 else:
-                    missing.append((n, s, seed, overrides))
+                    jobs.append((one, (n, s, seed, overrides)))
     if args.recorded:
         return oracles, runs
+    # one queue, a scenario's search beside its product runs, each kept
+    # as it completes: a bench cut short loses only the jobs under way
     with concurrent.futures.ProcessPoolExecutor(args.processes) as pool:
-        for o in pool.map(bench_oracle._job, jobs):
-            oracles.setdefault(o['scheduler'], {})[o['scenario']] = o
-            if keep:
-                bench_oracle.record(o)
-            sys.stderr.write('oracle %s/%s: %s, I/O %.3f\n' % (
-                o['scenario'], o['scheduler'], o['label'], o['io_gain']))
-        for i, r in enumerate(pool.map(one, missing)):
-            runs.append(r)
-            if keep:
-                record(r)
-            sys.stderr.write('%s/%s seed %d: I/O %.3f (%d of %d)\n'
-                             % (r['scenario'], r['scheduler'], r['seed'],
-                                r['io'], i + 1, len(missing)))
+        kinds = {pool.submit(fn, job): fn for fn, job in jobs}
+        for i, f in enumerate(concurrent.futures.as_completed(kinds)):
+            r = f.result()
+            if kinds[f] is not one:
+                oracles.setdefault(r['scheduler'], {})[r['scenario']] = r
+                if keep:
+                    bench_oracle.record(r)
+                what = 'oracle: %s, I/O %.3f' % (r['label'], r['io_gain'])
+            else:
+                runs.append(r)
+                if keep:
+                    record(r)
+                what = 'seed %d: I/O %.3f' % (r['seed'], r['io'])
+            sys.stderr.write('%s/%s %s (%d of %d)\n' % (
+                r['scenario'], r['scheduler'], what, i + 1, len(jobs)))
     return oracles, runs
 
 

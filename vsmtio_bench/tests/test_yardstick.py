@@ -364,3 +364,8 @@ class _Serial(object):
 
     def map(self, fn, jobs):
         return [fn(j) for j in jobs]
+
+    def submit(self, fn, job):
+        f = concurrent.futures.Future()
+        f.set_result(fn(job))
+        return f
