@@ -321,8 +321,12 @@ def _minutes(seconds):
     return '%d minute%s' % (m, '' if m == 1 else 's')
 
 
-def document(rows, args, wall_s, lacking=None):
-    """The reStructuredText page of a run (``lacking``: :func:`pending`)."""
+def document(rows, args, wall_s, lacking=None, twins=None):
+    """The reStructuredText page of a run.
+
+    ``lacking``: :func:`pending`; ``twins``: the scenarios measured as
+    another, :func:`vsmtio_bench.oracle.same_hosts`.
+    """
     space_doc = space.SPACE
     head = DOC_HEAD.format(
         command=documents.command('yardstick', args.argv, (
@@ -345,6 +349,12 @@ def document(rows, args, wall_s, lacking=None):
         back_off=', '.join('%g%%' % (100 * f) for f in bench_oracle.BACK_OFF))
     body = ['\n'.join('- ' + line for line in summary_lines(rows)), '',
             bench_document.rst_table(HEADER, table_rows(rows)), '']
+    if twins:
+        body += ['Measured once under the first name, the same simulated '
+                 'host (they differ only in their names and the paper\'s '
+                 'figures they are read against):', ''] + [
+                     '- %s: as %s.' % (n, m)
+                     for n, m in sorted(twins.items())] + ['']
     if lacking:
         body += ['Not yet measured in full, so outside the headline, the '
                  'table and the counts above (%d):' % len(lacking), ''] + [
@@ -566,6 +576,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     args.argv = argv
     names = bench_oracle.selection(p, args)
+    twins = bench_oracle.same_hosts(names)
+    names = [n for n in names if n not in twins]
     overrides = _overrides(p, args.set)
     if args.recorded and overrides:
         p.error('--recorded: the records are of the shipped product, '
@@ -579,7 +591,7 @@ def main(argv=None):
             json.dump(runs, f, indent=1, sort_keys=True)
     rows = by_scenario([r for r in runs if (r['scheduler'], r['scenario'])
                         not in lacking], oracles)
-    text = document(rows, args, time.time() - t0, lacking)
+    text = document(rows, args, time.time() - t0, lacking, twins)
     out = args.out or (None if args.quick or args.names or args.only
                        or args.no_oracle else DOCUMENT)
     if out:

@@ -535,6 +535,44 @@ class TestMain(testtools.TestCase):
         self.assertEqual({self.path}, set(got['cfs']))
 
 
+class TestSameHosts(testtools.TestCase):
+    """Scenarios that are one host are measured once."""
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir())
+
+    def _variant(self, name, **changes):
+        with open(tiny_scenario(self)) as f:
+            doc = yaml.safe_load(f)
+        doc.update(name=name, **changes)
+        path = self.dir.join(name + '.yaml')
+        with open(path, 'w') as f:
+            yaml.safe_dump(doc, f)
+        return path
+
+    def test_names_titles_and_the_papers_figures_do_not_make_a_host(self):
+        a = self._variant('a')
+        b = self._variant('b', title='another', paper={
+            'source': 'Fig. 8', 'switches_per_s': {'vanilla': 1.0}})
+        c = self._variant('c', duration_s=3.0)
+        self.assertEqual({b: a}, bench_oracle.same_hosts([c, b, a]))
+
+    def test_the_shipped_twins_run_alike_under_the_agent(self):
+        # Fig. 8's 48:48 mixes are Fig. 5's pairs; the runs the bench
+        # leaves out are the ones it keeps, the agent's included
+        twins = bench_oracle.same_hosts(runner.scenario_mod.shipped())
+        self.assertEqual(
+            {'fig8_hbase_pagerank_48_48': 'fig5_hbase_pagerank',
+             'fig8_mongodb_kmeans_48_48': 'fig5_mongodb_kmeans'}, twins)
+        got = [runner.run_conf(runner.make_conf(n, kernel, 1))
+               for n in ('fig5_hbase_pagerank', 'fig8_hbase_pagerank_48_48')
+               for kernel in ('vanilla', 'vsmtio')]
+        for a, b in ((got[0], got[2]), (got[1], got[3])):
+            self.assertEqual(bench_oracle.trim(a), bench_oracle.trim(b))
+        self.assertEqual(got[1]['agent'], got[3]['agent'])
+
+
 class TestOutOfStepOnTheModel(testtools.TestCase):
     """Why the window floors take a null run, on the real simulated host.
 

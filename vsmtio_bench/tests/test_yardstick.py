@@ -224,7 +224,8 @@ class TestMain(testtools.TestCase):
     def test_no_oracle_judges_the_product_and_searches_nothing(self):
         _records_in(self)
         self.useFixture(fixtures.MockPatch('sys.stderr'))
-        self.useFixture(fixtures.StringStream('stdout'))
+        out = self.useFixture(fixtures.StringStream('stdout'))
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', out.stream))
         searched = []
         self.useFixture(fixtures.MockPatchObject(
             yardstick.bench_oracle, '_job', searched.append))
@@ -255,6 +256,8 @@ class TestRecorded(testtools.TestCase):
         super().setUp()
         self.oracle_json, self.runs_json = _records_in(self)
         self.useFixture(fixtures.MockPatch('sys.stderr'))
+        out = self.useFixture(fixtures.StringStream('stdout'))
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', out.stream))
         self.searched, self.ran = [], []
         self.useFixture(fixtures.MockPatchObject(
             yardstick.bench_oracle, '_job', self.search))
@@ -292,8 +295,6 @@ class TestRecorded(testtools.TestCase):
         yardstick.measure(_args(seeds=[1]), ['a'], ())
         del self.searched[:], self.ran[:]
         page = os.path.join(os.path.dirname(self.runs_json), 'page.rst')
-        out = self.useFixture(fixtures.StringStream('stdout'))
-        self.useFixture(fixtures.MonkeyPatch('sys.stdout', out.stream))
         rc = yardstick.main(['--names', 'io_only,cpu_only', '--schedulers',
                              'cfs', '--seeds', '1,2', '--recorded',
                              '--out', page])
@@ -305,6 +306,18 @@ class TestRecorded(testtools.TestCase):
                       'on 0 of 2 seeds.', text)
         self.assertIn('- io_only (cfs): oracle not searched, product run '
                       'on 0 of 2 seeds.', text)
+
+    def test_a_scenario_that_is_anothers_host_is_named_not_run(self):
+        page = os.path.join(os.path.dirname(self.runs_json), 'page.rst')
+        rc = yardstick.main(['--names', 'fig8_hbase_pagerank_48_48,'
+                             'fig5_hbase_pagerank', '--schedulers', 'cfs',
+                             '--seeds', '1', '--out', page])
+        self.assertEqual(0, rc)
+        self.assertEqual([('fig5_hbase_pagerank', 'cfs')], self.searched)
+        self.assertEqual([('fig5_hbase_pagerank', 'cfs', 1)], self.ran)
+        with open(page) as f:
+            self.assertIn('- fig8_hbase_pagerank_48_48: as '
+                          'fig5_hbase_pagerank.', f.read())
 
     def test_a_partly_measured_scenario_is_named_and_left_out(self):
         lacking = yardstick.pending(
