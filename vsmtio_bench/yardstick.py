@@ -317,6 +317,8 @@ def pending(names, schedulers, seeds, oracles, runs, no_oracle=False):
 
 
 def _minutes(seconds):
+    if seconds < 30:
+        return 'under a minute'
     m = max(1, int(round(seconds / 60.0)))
     return '%d minute%s' % (m, '' if m == 1 else 's')
 
