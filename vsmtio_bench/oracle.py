@@ -589,9 +589,14 @@ def recorded(path=None):
     return records.read(path or DEFAULT_JSON, identity())
 
 
-def record(result, path=None):
-    """Keep ``result`` (an :func:`oracle`) in the record at ``path``."""
-    records.put(path or DEFAULT_JSON, identity(),
+def record(result, path=None, made_by=None):
+    """Keep ``result`` (an :func:`oracle`) in the record at ``path``.
+
+    ``made_by``: the :func:`identity` of the code that found it, taken
+    when the bench started (default: now); the files may have changed
+    since, the code that ran has not.
+    """
+    records.put(path or DEFAULT_JSON, made_by or identity(),
                 (result['scheduler'], result['scenario']), result)
 
 
@@ -663,7 +668,7 @@ def main(argv=None):
     for n, m in sorted(twins.items()):
         sys.stderr.write('%s: the same host as %s, searched once\n' % (n, m))
     names = [n for n in names if n not in twins]
-    t0 = time.time()
+    t0, made_by = time.time(), identity()
     jobs = [(n, s, args.seeds, SEARCH_S, CONFIRM)
             for s in args.schedulers for n in names]
     results = []
@@ -675,7 +680,7 @@ def main(argv=None):
                                 r['io_gain'], r['wall_s']))
             if args.json and not args.quick:
                 # after every scenario: a run cut short keeps what it found
-                record(r, args.json)
+                record(r, args.json, made_by)
     print(table(results))
     print('wall %.0f s on %d processes' % (time.time() - t0, args.processes))
     return 0

@@ -494,9 +494,13 @@ def recorded(path=None):
     return records.read(path or RUNS_JSON, identity())
 
 
-def record(run, path=None):
-    """Keep one product run (a :func:`one`) in the record."""
-    records.put(path or RUNS_JSON, identity(),
+def record(run, path=None, made_by=None):
+    """Keep one product run (a :func:`one`) in the record.
+
+    ``made_by``: the :func:`identity` taken when the bench started, as
+    :func:`vsmtio_bench.oracle.record`'s.
+    """
+    records.put(path or RUNS_JSON, made_by or identity(),
                 (run['scheduler'], run['scenario'], str(run['seed'])), run)
 
 
@@ -513,6 +517,8 @@ def measure(args, names, overrides):
     alone.
     """
     keep = not (args.quick or overrides)
+    # the code that runs is the code loaded now, whatever the files become
+    made_by = bench_oracle.identity(), identity()
     oracles, runs = {}, []
     known = {} if args.no_oracle else bench_oracle.recorded()
     done = recorded() if not overrides else {}
@@ -543,12 +549,12 @@ def measure(args, names, overrides):
             if kinds[f] is not one:
                 oracles.setdefault(r['scheduler'], {})[r['scenario']] = r
                 if keep:
-                    bench_oracle.record(r)
+                    bench_oracle.record(r, made_by=made_by[0])
                 what = 'oracle: %s, I/O %.3f' % (r['label'], r['io_gain'])
             else:
                 runs.append(r)
                 if keep:
-                    record(r)
+                    record(r, made_by=made_by[1])
                 what = 'seed %d: I/O %.3f' % (r['seed'], r['io'])
             sys.stderr.write('%s/%s %s (%d of %d)\n' % (
                 r['scenario'], r['scheduler'], what, i + 1, len(jobs)))

@@ -17,6 +17,7 @@ from vsmtio_agent.policy import vocabulary
 from vsmtio_bench import oracle as bench_oracle
 from vsmtio_bench import space
 from vsmtio_sim import runner
+from vsmtio_sim import scenario as scenario_mod
 from vsmtio_sim.tests import helpers as h
 
 
@@ -561,7 +562,7 @@ class TestSameHosts(testtools.TestCase):
     def test_the_shipped_twins_run_alike_under_the_agent(self):
         # Fig. 8's 48:48 mixes are Fig. 5's pairs; the runs the bench
         # leaves out are the ones it keeps, the agent's included
-        twins = bench_oracle.same_hosts(runner.scenario_mod.shipped())
+        twins = bench_oracle.same_hosts(scenario_mod.shipped())
         self.assertEqual(
             {'fig8_hbase_pagerank_48_48': 'fig5_hbase_pagerank',
              'fig8_mongodb_kmeans_48_48': 'fig5_mongodb_kmeans'}, twins)

@@ -4,6 +4,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+from unittest import mock
 
 import fixtures
 import testtools
@@ -339,6 +340,23 @@ class TestRecorded(testtools.TestCase):
     def test_recorded_is_refused_with_another_product(self):
         self.assertRaises(SystemExit, yardstick.main, [
             '--recorded', '--set', 'vsmtio_agent.guard_settle_periods=3'])
+
+    def test_runs_are_recorded_under_the_code_that_started(self):
+        # the checkout's files change under a bench that runs for hours;
+        # the code its processes loaded does not
+        changed = mock.patch('vsmtio_bench.cache.version',
+                             return_value='changed')
+        self.addCleanup(changed.stop)
+
+        def one(job):
+            if not self.ran:
+                changed.start()
+            return self.one(job)
+        self.useFixture(fixtures.MockPatchObject(yardstick, 'one', one))
+        yardstick.measure(_args(seeds=[1, 2]), ['a'], ())
+        changed.stop()
+        self.assertEqual({'1', '2'}, set(yardstick.recorded()['cfs']['a']))
+        self.assertEqual({'a'}, set(yardstick.bench_oracle.recorded()['cfs']))
 
     def test_another_agents_runs_are_run_again(self):
         yardstick.measure(_args(seeds=[1]), ['a'], ())
