@@ -6,12 +6,15 @@ directory a caller happens to be in.
 """
 
 import os
+import shlex
 import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARKS = os.path.join(ROOT, 'doc', 'source', 'benchmarks')
 ORACLE_JSON = os.path.join(BENCHMARKS, 'oracle.json')
 YARDSTICK_JSON = os.path.join(BENCHMARKS, 'yardstick.json')
+SENSITIVITY_JSON = os.path.join(BENCHMARKS, 'sensitivity.json')
+SENSITIVITY_RST = os.path.join(BENCHMARKS, 'sensitivity.rst')
 
 
 def commit():
@@ -34,7 +37,8 @@ def command(bench, argv, local=()):
 
     ``vsmtio-bench bench`` with ``argv`` less the options in ``local``
     (``--out`` and the like: where it wrote, how many workers it had),
-    which change nothing it measured.
+    which change nothing it measured; each argument quoted as a shell
+    would need it (an empty one as ``''``), so it can be run as printed.
     """
     out, skip = ['vsmtio-bench', bench], False
     for a in argv:
@@ -43,5 +47,5 @@ def command(bench, argv, local=()):
         elif a in local:
             skip = True
         elif a.partition('=')[0] not in local:
-            out.append(a)
+            out.append(shlex.quote(a))
     return ' '.join(out)

@@ -25,22 +25,32 @@ factor there across the wake-up granularity and both schedulers, so the
 section shows whether the cliff is the model's CFS wake-up rule and how
 far it moves (:func:`cliff_rows`).
 
+The study is hundreds of steady runs, more than one machine's sitting.
 Every run is cached by the version of the code it ran
-(:mod:`vsmtio_bench.cache`): a rerun only does what changed.
+(:mod:`vsmtio_bench.cache`), and every point, and every curve of the
+cliff, is judged per VM as soon as its runs are done and recorded in the
+repository (``sensitivity.json``, :mod:`vsmtio_bench.records`), a few
+figures per VM rather than its runs: a point recorded for this code is
+taken on any machine, not run again, and the study's page
+(``sensitivity.rst``, :func:`page`) names what is not yet measured.
 """
 
 import concurrent.futures
 import functools
+import hashlib
 import os
 import sys
 import tempfile
+import textwrap
 import time
 
 import yaml
 
 from vsmtio_bench import cache
 from vsmtio_bench import document
+from vsmtio_bench import documents
 from vsmtio_bench import oracle
+from vsmtio_bench import records
 from vsmtio_bench import space
 from vsmtio_bench import stats
 from vsmtio_sim import intervals
@@ -109,6 +119,11 @@ SWEEP = (
      'the paper ends a retention only on need_resched() (false, shipped); '
      'true is this project\'s variant'),
 )
+# The rows a host scheduler reads only some of: under another, every value
+# of the row is the same run, its shipped point's (the model's EEVDF has
+# no wake-up granularity: vsmtio_sim/eevdf.py overrides CFS's wake-up
+# preemption, which alone reads it).
+READ_BY = {'scheduler.wakeup_granularity_us': ('cfs',)}
 SENSITIVITY_SCENARIOS = ('fig5_hbase_pagerank', 'fig4_hbase_matmul')
 SENSITIVITY_KERNELS = ('vanilla', 'haltpoll', 'vsmtio-paper', 'vsmtio')
 # the kernels the agent drives: their runs read the whole agent
@@ -188,13 +203,36 @@ def _direction(verdicts):
     return '~'
 
 
-def judge(runs, cycle_s=0.0, null=None):
-    """The conclusions at one point on one seed, each VM judged alone.
+# What the conclusions read of a VM's verdict (vsmtio_sim.tenants.judge):
+# all a point keeps of its runs once judged.
+VERDICT = ('role', 'ratio', 'min_window', 'floor', 'window_floor', 'ok',
+           'band')
+
+
+def verdicts(runs, cycle_s=0.0, null=None):
+    """One seed's runs judged per VM: ``{kernel: {vm: verdict}}``.
 
     ``runs`` is ``{kernel: result}`` of one seed, with the A/A run under
     ``AA`` where there is one (floors and ties net of it); ``cycle_s`` the
     period of the scenario's phases and ``null`` the null run, vanilla of
-    another seed (:func:`vsmtio_sim.tenants.judge`).
+    another seed (:func:`vsmtio_sim.tenants.judge`). The product and each
+    kernel of ``DIRECTIONS`` that ran, each verdict cut to ``VERDICT``:
+    what a point records, and all :func:`conclude` reads.
+    """
+    base, aa = runs['vanilla'], runs.get(AA)
+    out = {}
+    for kernel in ('vsmtio',) + tuple(k for _p, k in DIRECTIONS):
+        if kernel in runs:
+            out[kernel] = {
+                vm: {k: v.get(k) for k in VERDICT}
+                for vm, v in tenants.judge(runs[kernel], base, aa, cycle_s,
+                                           null).items()}
+    return out
+
+
+def conclude(judged_runs):
+    """The conclusions at one point on one seed, from its :func:`verdicts`.
+
     Returns
     ``no_regression``: every honest VM under the product at its floors
     (:func:`vsmtio_sim.tenants.judge`), ``worst`` the lowest VM's ratio
@@ -203,20 +241,34 @@ def judge(runs, cycle_s=0.0, null=None):
     of ``DIRECTIONS`` the direction of that kernel against vanilla for the
     serving (``_io``) and the computing (``_cpu``) VMs.
     """
-    base, aa = runs['vanilla'], runs.get(AA)
-    verdicts = tenants.judge(runs['vsmtio'], base, aa, cycle_s, null)
-    mine, summary = _honest(verdicts), tenants.summary(verdicts)
+    product = judged_runs['vsmtio']
+    mine, summary = _honest(product), tenants.summary(product)
     out = {
         'no_regression': summary['ok'],
         'worst': summary['worst'][1] if summary['worst'] else None,
         'gain': max((v['ratio'] - 1.0 for v in mine), default=0.0),
         'gains': any(v['ratio'] - 1.0 > _band(v) for v in mine)}
     for prefix, kernel in DIRECTIONS:
-        verdicts = (tenants.judge(runs[kernel], base, aa, cycle_s, null)
-                    if kernel in runs else {})
-        out[prefix + '_io'] = _direction(_honest(verdicts, 'serving'))
-        out[prefix + '_cpu'] = _direction(_honest(verdicts, 'computing'))
+        got = judged_runs.get(kernel, {})
+        out[prefix + '_io'] = _direction(_honest(got, 'serving'))
+        out[prefix + '_cpu'] = _direction(_honest(got, 'computing'))
     return out
+
+
+def judge(runs, cycle_s=0.0, null=None):
+    """:func:`conclude` of one seed's runs (see :func:`verdicts`)."""
+    return conclude(verdicts(runs, cycle_s, null))
+
+
+def judge_point(point, cycle_s=0.0):
+    """``{seed: verdicts()}`` of a point's runs, ``{seed: {kernel: run}}``.
+
+    Each seed takes the next seed's vanilla run as its null run
+    (:func:`nulls`).
+    """
+    null = nulls(point)
+    return {s: verdicts(runs, cycle_s, null.get(s))
+            for s, runs in point.items()}
 
 
 def over_seeds(per_seed):
@@ -241,11 +293,9 @@ def over_seeds(per_seed):
     return out
 
 
-def judged(point, cycle_s=0.0):
-    """:func:`over_seeds` of a point's runs, ``{seed: {kernel: result}}``."""
-    null = nulls(point)
-    return over_seeds({s: judge(runs, cycle_s, null.get(s))
-                       for s, runs in point.items()})
+def judged(point):
+    """:func:`over_seeds` of a point, ``{seed: verdicts()}``."""
+    return over_seeds({s: conclude(v) for s, v in point.items()})
 
 
 def nulls(per_seed):
@@ -301,7 +351,7 @@ def conclusions(points, shipped):
 
 def _row_points(got, values):
     """``[(label, over_seeds())]`` of one row's results, in its order."""
-    return [(v, judged(got['points'][v], got.get('cycle_s', 0.0))) for v in
+    return [(v, judged(got['points'][v])) for v in
             (_label(x) for x in values) if v in got['points']]
 
 
@@ -311,7 +361,7 @@ def sensitivity_rows(results, names):
     for name in names:
         for paths, values, _why in SWEEP:
             got = results.get(name, {}).get(paths)
-            if not got:
+            if not got or not got['points']:
                 continue
             c = conclusions(_row_points(got, values), got['shipped'])
             rows.append([name, paths.replace(',', ', ')] +
@@ -333,11 +383,12 @@ def _failures(results, names):
             got = rows.get(paths)
             if not got:
                 continue
-            cycle = got.get('cycle_s', 0.0)
-            ref = judged(got['points'][got['shipped']], cycle)
+            if got['shipped'] not in got['points']:
+                continue
+            ref = judged(got['points'][got['shipped']])
             for label, point in got['points'].items():
                 sched = got.get('schedulers', {}).get(label, 'cfs')
-                j = judged(point, cycle)
+                j = judged(point)
                 fails = out.setdefault(sched, {k: [] for k, _t
                                                in CONCLUSIONS})
                 where = '%s ``%s=%s``' % (name, paths, label)
@@ -486,13 +537,30 @@ def _sens_job(args):
     return key, seed, kernel, r
 
 
-def _pool_map(fn, jobs, processes, what):
-    """``fn`` over ``jobs``, ``processes`` at a time; progress on stderr."""
+def _groups(fn, groups, processes, what):
+    """``(group, [fn(job)])`` as each group's last job completes.
+
+    ``groups`` is ``{group: [job]}`` in the order to run them. One queue
+    over them all, ``processes`` at a time: a group is whole, and can be
+    judged and recorded, as soon as its own jobs are, so a study cut short
+    loses only the groups under way. Progress on stderr.
+    """
+    total = sum(len(jobs) for jobs in groups.values())
+    if not total:
+        return
+    left = {g: len(jobs) for g, jobs in groups.items()}
+    got = {g: [] for g in groups}
     with concurrent.futures.ProcessPoolExecutor(processes) as pool:
-        for i, got in enumerate(pool.map(fn, jobs), 1):
+        futures = {pool.submit(fn, job): g
+                   for g, jobs in groups.items() for job in jobs}
+        for i, f in enumerate(concurrent.futures.as_completed(futures), 1):
+            g, r = futures[f], f.result()
             sys.stderr.write('[%s %d/%d] %s\n' % (
-                what, i, len(jobs), ' '.join(str(x) for x in got[:-1])))
-            yield got
+                what, i, total, ' '.join(str(x) for x in r[1:-1])))
+            got[g].append(r)
+            left[g] -= 1
+            if not left[g]:
+                yield g, got.pop(g)
 
 
 def point_scheduler(paths, policy, scheduler):
@@ -510,8 +578,51 @@ def point_scheduler(paths, policy, scheduler):
     return scheduler
 
 
+def identity():
+    """What ``sensitivity.json``'s points were made and judged under.
+
+    The product's code (the agent and the model every run reads), the
+    floors that judged them, and the procedure: the seeds (each seed's
+    null run is another seed's vanilla), the kernels and the A/A run's
+    shift. A point is recorded only at steady state on ``SENS_SEEDS``.
+    """
+    return {'product_version': cache.version(cache.PRODUCT),
+            'judge_version': cache.version(cache.JUDGE),
+            'seeds': list(SENS_SEEDS), 'kernels': list(SENSITIVITY_KERNELS),
+            'aa_shift_s': runner.AA_SHIFT_S, 'commit': documents.commit()}
+
+
+def canonical(doc):
+    """Scenario ``doc`` as it runs: every input resolved, as YAML.
+
+    A row's value sets its input in the scenario even where it is the
+    shipped one, so two rows' shipped points are different documents of
+    one host; resolved (:func:`vsmtio_sim.scenario.inputs`), they are the
+    same text, and share their runs.
+    """
+    tree = scenario.inputs(doc)
+    return yaml.safe_dump({'inputs': tree, 'scenario': {
+        k: v for k, v in doc.items() if k not in tree}}, sort_keys=True)
+
+
+def point_key(text, scheduler):
+    """A point's record key: its :func:`canonical` text and scheduler.
+
+    The points that make one host share the key, and a row's value that
+    comes to mean another host (a shipped input changed) does not find
+    the old record.
+    """
+    return hashlib.sha256(('%s\0%s' % (text, scheduler)).encode()
+                          ).hexdigest()[:16]
+
+
+def recordable(duration, seeds):
+    # the recorded procedure: steady state on the study's seeds
+    return not duration and tuple(seeds) == tuple(SENS_SEEDS)
+
+
 def run_sensitivity(names, rows, processes, duration=0.0, seeds=SENS_SEEDS,
-                    scheduler=None):
+                    scheduler=None, only_recorded=False, path=None):
     """Every point of every row on every scenario, on every seed.
 
     Each point runs under ``SENSITIVITY_KERNELS`` and its A/A run
@@ -519,45 +630,76 @@ def run_sensitivity(names, rows, processes, duration=0.0, seeds=SENS_SEEDS,
     point's own; :func:`point_scheduler`: the ``scheduler.policy`` row
     runs each of its values); points that make the same scenario under
     the same scheduler (the shipped value of every row) share their
-    runs. Returns
+    runs, and run first. A point is judged per VM (:func:`judge_point`)
+    as soon as its runs are done, and at steady state on ``SENS_SEEDS``
+    recorded in ``path`` (``sensitivity.json``), so the study is measured
+    in parts, on any machine: a point recorded for this code is taken,
+    not run again. ``only_recorded``: run nothing, the records alone.
+    Returns
     ``({scenario: {paths: {'shipped': label, 'schedulers': {label:
-    policy}, 'cycle_s': period of its phases, 'points': {label: {seed:
-    {kernel: result}}}}}}, CPU seconds)``; seeds are strings, as JSON
-    keeps them. The CPU seconds are what the runs cost, a cached one what
-    it cost when it ran.
+    policy}, 'points': {label: {seed: verdicts()}}, 'missing': [label
+    not measured]}}}, CPU seconds)``; seeds are strings, as JSON keeps
+    them. The CPU seconds are what the points' runs cost, a cached or
+    recorded one what it cost when it ran.
     """
-    docs, where = {}, []
+    keep = recordable(duration, seeds)
+    path = path or documents.SENSITIVITY_JSON
+    # the code that runs is the code loaded now, whatever the files become
+    made_by = identity()
+    done = dict(records.read(path, made_by).get('points', {})) if keep else {}
+    docs, where, first = {}, [], set()
     for name in names:
         doc = scenario.load_doc(name)[0]
         for paths, values, _why in rows:
             shipped = _shipped_label(doc, paths, values)
+            at_shipped = next(v for v in values if _label(v) == shipped)
             for v in values:
                 pdoc = point_doc(doc, paths, v)
-                text = yaml.safe_dump(pdoc, sort_keys=True)
                 policy = scenario.inputs(pdoc)['scheduler']['policy']
                 sched = point_scheduler(paths, policy, scheduler)
-                key = docs.setdefault((text, sched), len(docs))
+                if (sched or policy) not in READ_BY.get(paths,
+                                                        (sched or policy,)):
+                    # not read under this scheduler: the shipped point
+                    pdoc = point_doc(doc, paths, at_shipped)
+                text = yaml.safe_dump(pdoc, sort_keys=True)
+                key = point_key(canonical(pdoc), sched or policy)
+                docs.setdefault(key, (name, text, sched, sched or policy))
+                if _label(v) == shipped:
+                    first.add(key)
                 where.append((name, paths, shipped, _label(v), key,
                               sched or policy))
-    jobs = [(key, text, k, seed, duration, sched)
-            for (text, sched), key in docs.items()
-            for seed in seeds for k in SENSITIVITY_KERNELS + (AA,)]
-    # the agent's kernels take longest: start them first
-    jobs.sort(key=lambda j: j[2] not in AGENT_KERNELS)
-    got, cpu_s = {}, 0.0
-    for key, seed, kernel, r in _pool_map(_sens_job, jobs, processes,
-                                          'sensitivity'):
-        got.setdefault(key, {}).setdefault(str(seed), {})[kernel] = r
-        cpu_s += r.get('cpu_s', 0.0)
-    cycles = {name: tenants.cycle_s(scenario.load(name)) for name in names}
+    # the shipped points first: every row's directions are read from it;
+    # within a point the agent's kernels, which take longest
+    order = sorted((k for k in docs if k not in done),
+                   key=lambda k: k not in first)
+    groups = {k: sorted(((k, docs[k][1], kern, seed, duration, docs[k][2])
+                         for seed in seeds
+                         for kern in SENSITIVITY_KERNELS + (AA,)),
+                        key=lambda j: j[2] not in AGENT_KERNELS)
+              for k in order}
+    for key, got in ([] if only_recorded else
+                     _groups(_sens_job, groups, processes, 'sensitivity')):
+        name, _text, _sched, policy = docs[key]
+        point = {}
+        for _k, seed, kernel, r in got:
+            point.setdefault(str(seed), {})[kernel] = r
+        done[key] = {'scenario': name, 'scheduler': policy,
+                     'cpu_s': sum(r.get('cpu_s', 0.0) for *_x, r in got),
+                     'seeds': judge_point(point, tenants.cycle_s(
+                         scenario.load(name)))}
+        if keep:
+            records.put(path, made_by, ('points', key), done[key])
     out = {}
     for name, paths, shipped, label, key, policy in where:
         row = out.setdefault(name, {}).setdefault(
             paths, {'shipped': shipped, 'points': {}, 'schedulers': {},
-                    'cycle_s': cycles[name]})
-        row['points'][label] = got[key]
-        row['schedulers'][label] = policy
-    return out, cpu_s
+                    'missing': []})
+        if key in done:
+            row['points'][label] = done[key]['seeds']
+            row['schedulers'][label] = policy
+        else:
+            row['missing'].append(label)
+    return out, sum(done[k].get('cpu_s', 0.0) for k in docs if k in done)
 
 
 def serving_vms(name):
@@ -595,7 +737,7 @@ def cliff_factor(factor):
 
 def run_cliff(name=CLIFF_SCENARIO, seeds=SENS_SEEDS, processes=1,
               duration=0.0, factors=CLIFF_FACTORS, wakeups=WAKEUP_US,
-              schedulers=CLIFF_SCHEDULERS):
+              schedulers=CLIFF_SCHEDULERS, only_recorded=False, path=None):
     """The static weight factor on every serving VM of ``name``, swept.
 
     No agent: each factor applied once (:func:`space.setup_for`), with
@@ -603,20 +745,34 @@ def run_cliff(name=CLIFF_SCENARIO, seeds=SENS_SEEDS, processes=1,
     the reference. Under CFS every one of ``wakeups``; EEVDF reads no
     wake-up granularity, so it runs the scenario's own (its label
     ``NOT_READ``). ``duration`` > 0 measures that many seconds after
-    the warm-up instead of the steady window (to try the code). Returns
-    ``({'scenario', 'serving', 'cycle_s', 'factors', 'points': {scheduler:
-    {granularity label: {seed: {label: result}}}}}, CPU seconds)``.
+    the warm-up instead of the steady window (to try the code). Each
+    curve (a scheduler and granularity) is judged per VM as soon as its
+    runs are done and recorded as :func:`run_sensitivity`'s points are.
+    Returns ``({'scenario', 'serving', 'factors', 'points': {scheduler:
+    {granularity label: {seed: {factor label: verdicts}}}}, 'missing':
+    [(scheduler, granularity label)]}, CPU seconds)``.
     """
+    keep = recordable(duration, seeds)
+    path = path or documents.SENSITIVITY_JSON
+    made_by = identity()
+    done = dict(records.read(path, made_by).get('cliff', {})) if keep else {}
     doc = scenario.load_doc(name)[0]
     serving = serving_vms(name)
+    labels = [cliff_factor(f) for f in factors]
     measure_s = duration or None
     shift_s = duration / 2.0 if duration else runner.AA_SHIFT_S
-    jobs = []
+    curves, groups = {}, {}
     for sched in schedulers:
         for w in (wakeups if sched == 'cfs' else (None,)):
             text = yaml.safe_dump(doc if w is None else scenario.set_input(
                 doc, 'scheduler.wakeup_granularity_us', w), sort_keys=True)
             where = (sched, NOT_READ if w is None else str(w))
+            key = point_key(text, sched)
+            curves[key] = where
+            got = done.get(key, {}).get('seeds', {})
+            if all(set(labels) <= set(got.get(str(s), ())) for s in seeds):
+                continue
+            jobs = groups[key] = []
             for seed in seeds:
                 jobs.append((where, text, 'vanilla', None, seed, sched,
                              measure_s, 0.0))
@@ -626,30 +782,54 @@ def run_cliff(name=CLIFF_SCENARIO, seeds=SENS_SEEDS, processes=1,
                     space.all_off('vsmtio'),
                     weights={vm: f for vm in serving}),
                     seed, sched, measure_s, 0.0) for f in factors)
-    points, cpu_s = {}, 0.0
-    for (sched, w), seed, label, r in _pool_map(_cliff_job, jobs, processes,
-                                                'cliff'):
-        points.setdefault(sched, {}).setdefault(w, {}).setdefault(
-            str(seed), {})[label] = r
-        cpu_s += r.get('cpu_s', 0.0)
-    return {'scenario': name, 'serving': serving,
-            'cycle_s': tenants.cycle_s(scenario.load(name)),
-            'factors': [cliff_factor(f) for f in factors],
-            'points': points}, cpu_s
+    cycle = tenants.cycle_s(scenario.load(name))
+    for key, got in ([] if only_recorded else
+                     _groups(_cliff_job, groups, processes, 'cliff')):
+        per_seed = {}
+        for _where, seed, label, r in got:
+            per_seed.setdefault(str(seed), {})[label] = r
+        null = nulls(per_seed)
+        done[key] = {'scenario': name, 'scheduler': curves[key][0],
+                     'wakeup_granularity_us': curves[key][1],
+                     'cpu_s': sum(r.get('cpu_s', 0.0) for *_x, r in got),
+                     'seeds': {s: cliff_verdicts(runs, labels, cycle,
+                                                 null.get(s))
+                               for s, runs in per_seed.items()}}
+        if keep:
+            records.put(path, made_by, ('cliff', key), done[key])
+    points, missing = {}, []
+    for key, (sched, w) in curves.items():
+        if key in done:
+            points.setdefault(sched, {})[w] = done[key]['seeds']
+        else:
+            missing.append((sched, w))
+    return {'scenario': name, 'serving': serving, 'factors': labels,
+            'points': points, 'missing': missing}, sum(
+                done[k].get('cpu_s', 0.0) for k in curves if k in done)
 
 
-def cliff_judge(runs, factor, cycle_s=0.0, null=None):
-    """One seed's figures at one factor: I/O gain, lowest CPU, floors.
+def cliff_verdicts(runs, factors, cycle_s=0.0, null=None):
+    """One seed of a curve judged per VM: ``{factor: {vm: verdict}}``.
+
+    ``runs`` holds vanilla, its A/A run (``AA``) and each of ``factors``
+    of one seed; ``cycle_s`` and ``null`` as for :func:`verdicts`.
+    """
+    return {f: {vm: {k: v.get(k) for k in VERDICT}
+                for vm, v in tenants.judge(runs[f], runs['vanilla'],
+                                           runs.get(AA), cycle_s,
+                                           null).items()}
+            for f in factors if f in runs}
+
+
+def cliff_judge(judged_runs):
+    """One seed's figures at one factor, from its verdicts.
 
     ``io_gain`` is the geometric mean of the honest serving VMs' ratios,
     ``cpu_low`` the lowest honest computing VM's ratio (what the weight
-    takes from), ``ok`` every honest VM at its floors net of the A/A run;
-    ``cycle_s`` and ``null`` as for :func:`judge`.
+    takes from), ``ok`` every honest VM at its floors net of the A/A run.
     """
-    verdicts = tenants.judge(runs[factor], runs['vanilla'], runs.get(AA),
-                             cycle_s, null)
-    s = tenants.summary(verdicts)
-    computing = _honest(verdicts, 'computing')
+    s = tenants.summary(judged_runs)
+    computing = _honest(judged_runs, 'computing')
     return {'io_gain': s['io_gain'], 'ok': s['ok'],
             'cpu_low': min((v['ratio'] for v in computing), default=None)}
 
@@ -666,12 +846,9 @@ def cliff_points(cliff):
         for w in sorted(grans, key=lambda g: (g == NOT_READ, float(
                 g) if g != NOT_READ else 0.0)):
             per_seed = grans[w]
-            null = nulls(per_seed)
             for factor in cliff['factors']:
-                js = [cliff_judge(runs, factor, cliff.get('cycle_s', 0.0),
-                                  null.get(s))
-                      for s, runs
-                      in sorted(per_seed.items()) if factor in runs]
+                js = [cliff_judge(judged[factor]) for _s, judged
+                      in sorted(per_seed.items()) if factor in judged]
                 out.append((sched, w, factor, {
                     'io_gain': intervals.interval([j['io_gain'] for j in js]),
                     'cpu_low': intervals.interval([j['cpu_low'] for j in js]),
@@ -792,30 +969,81 @@ def _schedulers_sentence(sens):
                                     if len(scheds) > 1 else ''), POLICY))
 
 
-def sensitivity_section(sens, names, cpu_s, duration, cliff=None):
+def sensitivity_section(sens, names, cpu_s, duration, cliff=None,
+                        heading=True):
     """The 'Sensitivity' section of the document (valid RST).
 
     A run that left the study out says so, rather than a page without it
-    reading as a study that found nothing.
+    reading as a study that found nothing. ``heading``: under its own
+    title (False: the body alone, as the study's page has it).
     """
     if not sens and not (cliff and cliff.get('points')):
         return SENS_NOT_RUN
     seeds = sorted({s for rows in sens.values() for got in rows.values()
                     for point in got['points'].values() for s in point},
                    key=int)
-    text = SENS_HEAD.format(
+    text = (SECTION if heading else '') + SENS_HEAD.format(
         scenarios=', '.join(names), n=len(sens), kernels=', '.join(
             SENSITIVITY_KERNELS), window=_window(duration), cpu=cpu_s / 60.0,
         wall=cpu_s / 120.0, noise=stats.NOISE,
-        seeds=', '.join(seeds) or '-',
+        seeds=', '.join(seeds or map(str, SENS_SEEDS)),
         schedulers=_schedulers_sentence(sens))
     if sens:
-        text += _inputs_table(sens) + '\n\n' + SENS_SURVIVE + survival(
+        text += _inputs_table(sens) + '\n\n'
+    text += missing_text(sens, cliff)
+    if any(got['points'] for rows in sens.values() for got in rows.values()):
+        text += SENS_SURVIVE + survival(
             sens, names) + '\n' + SENS_TABLE + document.rst_table(
             ['scenario', 'input'] + [h for h in TABLE_HEADS],
             sensitivity_rows(sens, names)) + '\n\n'
     return text + cliff_section(cliff, duration)
 
+
+def missing_text(sens, cliff=None):
+    """The points and curves not yet measured, a bullet per row, or ''.
+
+    They are left out of every verdict and table: a row judged on part of
+    its range says so rather than read as the whole.
+    """
+    where = ['- %s ``%s``: %s' % (name, paths, ', '.join(got['missing']))
+             for name, rows in sens.items() for paths, got in rows.items()
+             if got.get('missing')]
+    curves = (cliff or {}).get('missing', ())
+    if curves:
+        where.append('- the weight lever\'s cliff on %s: %s' % (
+            cliff['scenario'], ', '.join(
+                '%s at wake-up granularity %s' % (sched.upper(), w)
+                for sched, w in curves)))
+    if not where:
+        return ''
+    return ('Not yet measured, and left out of every verdict and table '
+            'below:\n\n%s\n\n' % '\n'.join(where))
+
+
+def page(sens, names, cpu_s, duration, cliff, command, commit):
+    """The study's own page (valid RST): where it came from, its section.
+
+    ``command`` and ``commit``: what made it and at which commit.
+    """
+    title = ('The model\'s sensitivity: which conclusions hold across its '
+             'inputs')
+    rule = '=' * len(title)
+    head = PAGE_HEAD.format(command=command, commit=commit,
+                            version=cache.version(cache.PRODUCT))
+    return '%s\n%s\n%s\n\n%s\n\n%s' % (
+        rule, title, rule, textwrap.fill(head, 75, break_long_words=False,
+                                         break_on_hyphens=False),
+        sensitivity_section(sens, names, cpu_s, duration, cliff,
+                            heading=False))
+
+
+PAGE_HEAD = (
+    'Generated by ``{command}`` at commit ``{commit}`` (product version '
+    '``{version}``). Every point is judged per VM as soon as its runs are '
+    'done and recorded under that version (``sensitivity.json``); a point '
+    'recorded is taken from there, not run again, so the study is '
+    'measured in parts, on any machine, and ``--recorded`` makes this '
+    'page from the records alone.\n')
 
 SENS_NOT_RUN = """\
 Sensitivity
@@ -824,19 +1052,23 @@ Sensitivity
 Not run with these runs (``--sensitivity ''`` and
 ``--sensitivity-cliff ''``). The study sweeps every unsourced or
 disputed input of the model over several seeds, hundreds of steady
-runs, hours more than the runs above; ``vsmtio-bench sim
---sensitivity-only`` runs it alone and writes only this section, and
-every run of it is cached under the model's version, so it can be
-finished over several sittings.
+runs, hours more than the runs above. ``vsmtio-bench sim
+--sensitivity-only`` runs it alone and writes its own page,
+``sensitivity.rst``; each of its points is judged and recorded in
+``sensitivity.json`` as its runs complete, so the study is measured in
+parts, on any machine.
 """
 
 TABLE_HEADS = ('(a) no regression', '(b) paper I/O', '(b) paper CPU',
                '(c) product gain', '(d) haltpoll I/O', '(d) haltpoll CPU')
 
-SENS_HEAD = """\
+SECTION = """\
 Sensitivity
 ===========
 
+"""
+
+SENS_HEAD = """\
 Every input of the model that is unsourced or disputed, swept over its
 plausible range, and whether the conclusions this benchmark draws hold
 across it. Swept on {scenarios}, under {kernels}, every run {window};

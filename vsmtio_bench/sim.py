@@ -47,7 +47,12 @@ RST document).
         [--scheduler {cfs,eevdf}]
         [--sensitivity S1,S2] [--sensitivity-rows TEXT]
         [--sensitivity-duration SECONDS] [--sensitivity-seeds 1,2,3]
-        [--sensitivity-cliff SCENARIO] [--sensitivity-only]
+        [--sensitivity-cliff SCENARIO] [--sensitivity-only [--recorded]]
+
+``--sensitivity-only`` runs the study alone and writes its own page,
+``sensitivity.rst``, taking every point ``sensitivity.json`` records for
+this code and recording each new one as it completes; with
+``--recorded`` it runs nothing and makes the page from the records.
 """
 
 import argparse
@@ -135,7 +140,10 @@ def run_all(names, processes, scheduler=None):
 def _parser():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     bench = documents.BENCHMARKS
-    p.add_argument('--out', default=os.path.join(bench, 'simulator.rst'))
+    p.add_argument('--out', default=None,
+                   help='the document (default: simulator.rst beside the '
+                        'package; with --sensitivity-only, sensitivity.rst '
+                        'for the whole study as shipped, else stdout only)')
     p.add_argument('--png', default=os.path.join(bench, 'simulator.png'))
     p.add_argument('--map-png', default=os.path.join(bench,
                                                      'breakeven.png'))
@@ -170,8 +178,13 @@ def _parser():
                    help='scenario of the weight lever\'s cliff sweep '
                         '(empty: none)')
     p.add_argument('--sensitivity-only', action='store_true',
-                   help='run only the sensitivity study and write only its '
-                        'section to --out (no pictures)')
+                   help='run only the sensitivity study and write its own '
+                        'page to --out (no pictures); each point is '
+                        'recorded in sensitivity.json as it completes')
+    p.add_argument('--recorded', action='store_true',
+                   help='with --sensitivity-only: run nothing, the page '
+                        'from what sensitivity.json records for this code, '
+                        'each point not yet measured named as such')
     return p
 
 
@@ -181,11 +194,11 @@ def _sensitivity(args, rows, names):
     if names and rows:
         sens, cpu_s = sensitivity.run_sensitivity(
             names, rows, args.processes, args.sensitivity_duration,
-            args.sensitivity_seeds, args.scheduler)
+            args.sensitivity_seeds, args.scheduler, args.recorded)
     if args.sensitivity_cliff:
         cliff, cliff_cpu = sensitivity.run_cliff(
             args.sensitivity_cliff, args.sensitivity_seeds, args.processes,
-            args.sensitivity_duration)
+            args.sensitivity_duration, only_recorded=args.recorded)
         cpu_s += cliff_cpu
     return sens, cliff, cpu_s
 
@@ -243,8 +256,9 @@ def _run(args, sens_names, sens_rows):
 
 
 def _write(path, text):
-    with open(path, 'w') as f:
-        f.write(text)
+    if path:
+        with open(path, 'w') as f:
+            f.write(text)
     sys.stdout.write(text)
 
 
@@ -255,6 +269,9 @@ def main(argv=None):
         p, args.sensitivity_seeds, '--sensitivity-seeds')
     sens_names = [n for n in args.sensitivity.split(',') if n]
     sens_rows = [r for r in sensitivity.SWEEP if args.sensitivity_rows in r[0]]
+    if args.recorded and not args.sensitivity_only:
+        p.error('--recorded makes the sensitivity page alone: it needs '
+                '--sensitivity-only')
     if args.sensitivity_only:
         t0 = time.time()
         sens, cliff, sens_cpu = _sensitivity(args, sens_rows, sens_names)
@@ -264,8 +281,19 @@ def main(argv=None):
                            'sensitivity_cpu': sens_cpu,
                            'scheduler': args.scheduler}, f, indent=1,
                           sort_keys=True)
-        _write(args.out, sensitivity.sensitivity_section(
-            sens, sens_names, sens_cpu, args.sensitivity_duration, cliff))
+        whole = (sensitivity.recordable(args.sensitivity_duration,
+                                        args.sensitivity_seeds)
+                 and not args.sensitivity_rows
+                 and sens_names == list(sensitivity.SENSITIVITY_SCENARIOS)
+                 and args.sensitivity_cliff == sensitivity.CLIFF_SCENARIO
+                 and not args.scheduler)
+        # a part of the study, or another procedure, is printed only
+        _write(args.out or (documents.SENSITIVITY_RST if whole else None),
+               sensitivity.page(
+            sens, sens_names, sens_cpu, args.sensitivity_duration, cliff,
+            documents.command('sim', sys.argv[1:] if argv is None
+                              else argv, ('--out', '--json', '--processes')),
+            documents.commit()))
         sys.stderr.write('sensitivity: %.0f s wall, its runs %.0f CPU-s\n'
                          % (time.time() - t0, sens_cpu))
         return 0
@@ -296,7 +324,8 @@ def main(argv=None):
     text += '\n' + sensitivity.sensitivity_section(
         sens, sens_names, wall.get('sensitivity_cpu', 0.0),
         args.sensitivity_duration, cliff)
-    _write(args.out, text)
+    _write(args.out or os.path.join(documents.BENCHMARKS, 'simulator.rst'),
+           text)
     return 0
 
 

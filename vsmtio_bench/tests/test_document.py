@@ -61,6 +61,17 @@ class ProvenanceTest(testtools.TestCase):
                       document.printed())
         self.assertNotIn('{date}', document.HEAD + yardstick.DOC_HEAD)
 
+    def test_the_command_can_be_run_as_printed(self):
+        self.assertEqual(
+            "vsmtio-bench sim --sensitivity-only --sensitivity-cliff ''",
+            documents.command('sim', ['--sensitivity-only', '--out', 'x',
+                                      '--sensitivity-cliff', ''],
+                              ('--out',)))
+        # as a literal on a page, an empty argument leaves no space before
+        # the closing backquotes
+        text = '``%s``' % documents.command('sim', ['--sensitivity', ''])
+        self.assertEqual([], warnings(parse(text)))
+
     def test_the_yardstick_page_is_valid_rst(self):
         runs = [{'scenario': 'a', 'scheduler': 'cfs', 'seed': s, 'io': io,
                  'cpu': 1.0, 'ok': True, 'below': [], 'kept': {}}

@@ -7,10 +7,17 @@ verdict over seeds, the rows' conclusions and which survive every row,
 the cliff's arithmetic, and that the section is valid RST.
 """
 
+import io
+import json
+import os
+
 import fixtures
 import testtools
+import yaml
 
+from vsmtio_bench import oracle
 from vsmtio_bench import sensitivity as bench
+from vsmtio_bench import sim
 from vsmtio_bench.tests import test_document as rst
 from vsmtio_bench.tests import test_sim
 from vsmtio_sim import intervals
@@ -67,6 +74,29 @@ def point(product, paper=None, haltpoll=None, aa=None):
 def seeded(*points):
     """A point over seeds '1', '2', ...: one seed per run of ``points``."""
     return {str(i): p for i, p in enumerate(points, 1)}
+
+
+def judged(runs, cycle_s=0.0):
+    """A point's runs judged per VM, as recorded, then over its seeds."""
+    return bench.judged(bench.judge_point(runs, cycle_s))
+
+
+def recorded_rows(raw):
+    """The study's results with each point's runs judged, as recorded."""
+    return {name: {paths: dict(got, points={
+        label: bench.judge_point(point)
+        for label, point in got['points'].items()})
+        for paths, got in rows.items()} for name, rows in raw.items()}
+
+
+def recorded_cliff(raw):
+    """A cliff sweep's runs judged per seed and factor, as recorded."""
+    return dict(raw, points={
+        sched: {w: {s: bench.cliff_verdicts(runs, raw['factors'], 0.0,
+                                            bench.nulls(per_seed).get(s))
+                    for s, runs in per_seed.items()}
+                for w, per_seed in grans.items()}
+        for sched, grans in raw['points'].items()})
 
 
 class TestJudge(testtools.TestCase):
@@ -131,7 +161,7 @@ class TestJudge(testtools.TestCase):
             w['kv'] = w['web']
         self.assertFalse(bench.judge(runs)['no_regression'])
         self.assertTrue(bench.judge(runs, cycle_s=5.0)['no_regression'])
-        self.assertTrue(bench.judged(seeded(runs), 5.0)['no_regression'])
+        self.assertTrue(judged(seeded(runs), 5.0)['no_regression'])
 
     def test_directions_per_class_and_kernel(self):
         j = bench.judge(point({}, {'kv': 1.2, 'web': 1.1, 'batch': 0.9},
@@ -148,17 +178,17 @@ class TestJudge(testtools.TestCase):
 class TestOverSeeds(testtools.TestCase):
 
     def test_a_conclusion_holds_only_in_every_seed(self):
-        j = bench.judged(seeded(point({'kv': 1.1}), point({'kv': 0.9})))
+        j = judged(seeded(point({'kv': 1.1}), point({'kv': 0.9})))
         self.assertFalse(j['no_regression'])
         self.assertEqual(2, j['seeds'])
-        j = bench.judged(seeded(point({'kv': 1.1}), point({'kv': 1.001})))
+        j = judged(seeded(point({'kv': 1.1}), point({'kv': 1.001})))
         self.assertTrue(j['no_regression'])
         # a gain in one seed only is no gain
         self.assertFalse(j['gains'])
 
     def test_figures_are_means_with_their_interval(self):
-        j = bench.judged(seeded(point({'kv': 1.10}), point({'kv': 1.20}),
-                                point({'kv': 1.30})))
+        j = judged(seeded(point({'kv': 1.10}), point({'kv': 1.20}),
+                          point({'kv': 1.30})))
         m, lo, hi = j['gain']
         self.assertAlmostEqual(0.2, m)
         for want, got in zip(intervals.interval([0.1, 0.2, 0.3]),
@@ -176,18 +206,18 @@ class TestOverSeeds(testtools.TestCase):
         self.assertEqual({}, bench.nulls(seeded(point({}))))
 
     def test_seeds_that_disagree_on_a_direction(self):
-        j = bench.judged(seeded(point({}, {'kv': 1.2, 'web': 1.2}),
-                                point({}, {'kv': 0.8, 'web': 0.8})))
+        j = judged(seeded(point({}, {'kv': 1.2, 'web': 1.2}),
+                          point({}, {'kv': 0.8, 'web': 0.8})))
         self.assertEqual('?', j['paper_io'])
-        j = bench.judged(seeded(point({}, {'kv': 1.2, 'web': 1.2}),
-                                point({}, {'kv': 1.1, 'web': 1.3})))
+        j = judged(seeded(point({}, {'kv': 1.2, 'web': 1.2}),
+                          point({}, {'kv': 1.1, 'web': 1.3})))
         self.assertEqual('+', j['paper_io'])
 
 
 class TestConclusions(testtools.TestCase):
 
     def points(self, *rows):
-        return [(label, bench.judged(seeded(*(point(*p) for p in per))))
+        return [(label, judged(seeded(*(point(*p) for p in per))))
                 for label, per in rows]
 
     def test_all_hold(self):
@@ -227,6 +257,11 @@ class TestConclusions(testtools.TestCase):
 
 
 def results():
+    """:func:`raw_results` judged, as the study records them."""
+    return recorded_rows(raw_results())
+
+
+def raw_results():
     """Two rows of one scenario; EEVDF breaks the floors, CFS does not."""
     ok, bad = point({'kv': 1.1}), point({'kv': 0.9})
     return {'s': {
@@ -254,12 +289,12 @@ class TestSurvival(testtools.TestCase):
                          'no-regression; (c) the product\'s gain.', differ)
 
     def test_a_conclusion_failing_everywhere_is_said_so(self):
-        res = results()
+        res = raw_results()
         for got in res['s'].values():
             for point in got['points'].values():
                 for runs in point.values():
                     runs['vsmtio'] = scaled({'batch': 0.5})
-        cfs = bench.survival(res, ['s']).split('\n')[0]
+        cfs = bench.survival(recorded_rows(res), ['s']).split('\n')[0]
         self.assertIn('no-regression fails at every point', cfs)
 
     def test_one_scheduler_has_no_comparison(self):
@@ -271,6 +306,11 @@ class TestSurvival(testtools.TestCase):
 
 
 def cliff():
+    """:func:`raw_cliff` judged, as the study records it."""
+    return recorded_cliff(raw_cliff())
+
+
+def raw_cliff():
     """Two seeds; x2.5 keeps the floors, x2.75 breaks them in one seed."""
     def seed(cpu_275):
         runs = {'vanilla': {'vms': BASE}, bench.AA: scaled({})}
@@ -314,11 +354,12 @@ class TestCliff(testtools.TestCase):
                       'them 4.000±0.000 at x2.75)', eevdf)
         # 0.99 to 0.98 is a step, 0.99 to 0.988 within the noise is not
         self.assertIn('falls most', eevdf)
-        flat = cliff()
+        flat = raw_cliff()
         for runs in flat['points']['eevdf'][bench.NOT_READ].values():
             runs['x2.75'] = scaled({'batch': 0.988})
         self.assertIn('no step of the computing VMs\' lowest ratio beyond',
-                      bench.cliff_text(flat).strip().split('\n')[1])
+                      bench.cliff_text(recorded_cliff(flat)).strip().split(
+                          '\n')[1])
 
 
 class TestSection(testtools.TestCase):
@@ -400,6 +441,24 @@ class TestSweepRows(testtools.TestCase):
             scenario.from_dict(scenario.set_input(
                 doc, 'scheduler.wakeup_granularity_us', w))
 
+    def test_the_shipped_points_of_all_rows_are_one_host(self):
+        for name in bench.SENSITIVITY_SCENARIOS:
+            doc = scenario.load_doc(name)[0]
+            shipped = {bench.canonical(bench.point_doc(doc, paths, v))
+                       for paths, values, _why in bench.SWEEP for v in values
+                       if bench._label(v) == bench._shipped_label(
+                           doc, paths, values)}
+            self.assertEqual({bench.canonical(doc)}, shipped)
+        # and one host runs as one: two rows' shipped documents, which
+        # differ as text, give the same run
+        doc = scenario.load_doc('fig4_hbase_matmul')[0]
+        a, b = (yaml.safe_dump(bench.point_doc(doc, paths, v))
+                for paths, v in (('costs.cache_refill_gbps', 16),
+                                 ('vsmtio.retention_yields', False)))
+        self.assertNotEqual(a, b)
+        self.assertEqual(bench._run_text(a, 'vsmtio', 1, 0.3),
+                         bench._run_text(b, 'vsmtio', 1, 0.3))
+
     def test_scaled_values_move_every_path_of_a_row(self):
         doc = scenario.load_doc('fig4_hbase_matmul')[0]
         paths = 'costs.vm_exit_ns,costs.ipi_ns'
@@ -467,6 +526,14 @@ class TestScheduler(testtools.TestCase):
     def test_the_scenarios_own_scheduler_is_no_override(self):
         got = self.study('eevdf')
         self.assertEqual({None}, {ov for _p, _w, ov in self.runs})
+        # EEVDF reads no wake-up granularity: each of the row's values is
+        # the shipped point, run once, beside the policy row's CFS point
+        runs = len(bench.SENSITIVITY_KERNELS) + 1
+        w = self.shipped['wakeup_granularity_us']
+        self.assertEqual(sorted([('cfs', w, None), ('eevdf', w, None)] *
+                                runs, key=str), sorted(self.runs, key=str))
+        point = got[self.WAKEUP]['points']
+        self.assertEqual(1, len({str(p) for p in point.values()}))
         self.assertEqual({str(x): 'eevdf' for x in bench.WAKEUP_US},
                          got[self.WAKEUP]['schedulers'])
         # the same runs, under the same cache keys, as no --scheduler
@@ -488,3 +555,170 @@ class TestScheduler(testtools.TestCase):
                                                 'cfs'))
         self.assertIsNone(bench.point_scheduler(
             'costs.x,' + bench.POLICY, 'eevdf', 'cfs'))
+
+
+class TestRecords(testtools.TestCase):
+    """Each point is judged and recorded as its runs complete.
+
+    A point recorded for this code is taken, not run again, so the study
+    is measured in parts, on any machine; a development run (a transient,
+    other seeds) records nothing.
+    """
+
+    NAME = 'fig4_hbase_matmul'
+    ROWS = [r for r in bench.SWEEP if r[0] == 'scheduler.vm_cgroup_shares']
+
+    def setUp(self):
+        super().setUp()
+        test_sim.in_process(self)
+        self.path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                                 'sensitivity.json')
+        self.runs = []
+
+        class Store(object):
+            def memo(store, key, compute):
+                return compute()
+        self.useFixture(fixtures.MockPatchObject(bench, '_store',
+                                                 return_value=Store()))
+
+        def run(path, kernel, seed=1, **kw):
+            self.runs.append((kernel, seed))
+            gain = {'vsmtio': {'kv': 1.1}}.get(kernel, {})
+            return test_sim.result(vms=scaled(gain)['vms'])
+        self.useFixture(fixtures.MockPatchObject(runner, 'run',
+                                                 side_effect=run))
+
+        def static(path, kernel, cfg, measure_s, seed, sched, shift_s):
+            self.runs.append((kernel, seed, sched))
+            return test_sim.result(vms=scaled({'kv': 1.2} if cfg else {})[
+                'vms'])
+        self.useFixture(fixtures.MockPatchObject(oracle, 'run',
+                                                 side_effect=static))
+
+    def study(self, **kw):
+        kw.setdefault('path', self.path)
+        return bench.run_sensitivity([self.NAME], self.ROWS, 1, **kw)
+
+    def per_run(self):
+        return len(bench.SENS_SEEDS) * (len(bench.SENSITIVITY_KERNELS) + 1)
+
+    def test_a_recorded_point_is_taken_not_run_again(self):
+        first, cpu = self.study()
+        # three values, the shipped one among them: three points
+        self.assertEqual(3 * self.per_run(), len(self.runs))
+        with open(self.path) as f:
+            doc = json.load(f)
+        self.assertEqual(3, len(doc['results']['points']))
+        self.assertEqual(bench.cache.version(bench.cache.PRODUCT),
+                         doc['product_version'])
+        del self.runs[:]
+        again, cpu_again = self.study()
+        self.assertEqual([], self.runs)
+        self.assertEqual(first, again)
+        self.assertEqual(cpu, cpu_again)
+        got = first[self.NAME]['scheduler.vm_cgroup_shares']
+        self.assertEqual([], got['missing'])
+        self.assertTrue(bench.judged(got['points']['1024'])['gains'])
+        # a point lost from the record is the only one run again
+        key = sorted(doc['results']['points'])[0]
+        del doc['results']['points'][key]
+        with open(self.path, 'w') as f:
+            json.dump(doc, f)
+        self.study()
+        self.assertEqual(self.per_run(), len(self.runs))
+
+    def test_recorded_alone_runs_nothing_and_names_what_is_missing(self):
+        got, cpu = self.study(only_recorded=True)
+        self.assertEqual([], self.runs)
+        self.assertEqual(0.0, cpu)
+        row = got[self.NAME]['scheduler.vm_cgroup_shares']
+        self.assertEqual({}, row['points'])
+        self.assertEqual(['0', '1024', '8192'], row['missing'])
+        cliff, _cpu = bench.run_cliff(
+            bench.CLIFF_SCENARIO, factors=(2.0,), wakeups=(1000,),
+            only_recorded=True, path=self.path)
+        self.assertEqual([], self.runs)
+        self.assertEqual([('cfs', '1000'), ('eevdf', bench.NOT_READ)],
+                         cliff['missing'])
+        text = bench.page(got, [self.NAME], cpu, 0.0, cliff,
+                          'vsmtio-bench sim --sensitivity-only --recorded',
+                          'abc1234')
+        self.assertEqual([], rst.warnings(rst.parse(text)))
+        self.assertIn('Not yet measured, and left out of every verdict and '
+                      'table below:\n\n- fig4_hbase_matmul '
+                      '``scheduler.vm_cgroup_shares``: 0, 1024, 8192\n', text)
+        self.assertIn('at commit ``abc1234``', ' '.join(text.split()))
+        self.assertIn('- the weight lever\'s cliff on %s: CFS at wake-up '
+                      'granularity 1000, EEVDF at wake-up granularity not '
+                      'read\n' % bench.CLIFF_SCENARIO, text)
+        # nothing measured: no verdict, no table of nothing
+        self.assertNotIn('Which conclusions survive', text)
+
+    def test_a_development_run_records_nothing(self):
+        self.study(duration=1.0)
+        self.study(seeds=(1, 2))
+        self.assertFalse(os.path.exists(self.path))
+        # and takes nothing recorded: its runs are not the record's
+        self.study()
+        del self.runs[:]
+        self.study(seeds=(1, 2))
+        self.assertEqual(3 * 2 * (len(bench.SENSITIVITY_KERNELS) + 1),
+                         len(self.runs))
+
+    def test_another_products_points_are_run_again(self):
+        self.study()
+        del self.runs[:]
+        self.useFixture(fixtures.MockPatchObject(
+            bench.cache, 'version', return_value='another'))
+        self.study()
+        self.assertEqual(3 * self.per_run(), len(self.runs))
+
+    def test_the_cliff_is_recorded_per_curve(self):
+        sweep = dict(factors=(2.0, 2.5), wakeups=(1000, 4000),
+                     schedulers=('cfs', 'eevdf'), path=self.path)
+        first, _cpu = bench.run_cliff(bench.CLIFF_SCENARIO, **sweep)
+        # three curves: CFS at each granularity, EEVDF reading none
+        per_curve = len(bench.SENS_SEEDS) * (2 + 2)
+        self.assertEqual(3 * per_curve, len(self.runs))
+        self.assertEqual([], first['missing'])
+        del self.runs[:]
+        again, _cpu = bench.run_cliff(bench.CLIFF_SCENARIO, **sweep)
+        self.assertEqual([], self.runs)
+        self.assertEqual(bench.cliff_rows(first), bench.cliff_rows(again))
+        # kv at x1.2 beside web at x1: their geometric mean
+        self.assertEqual('1.095±0.000', bench.cliff_rows(again)[0][3])
+        # a factor the record lacks runs its curves again
+        bench.run_cliff(bench.CLIFF_SCENARIO, **dict(sweep, factors=(
+            2.0, 2.5, 3.0)))
+        self.assertEqual(3 * len(bench.SENS_SEEDS) * (2 + 3),
+                         len(self.runs))
+        # the rows' points and the curves share the document
+        self.study()
+        with open(self.path) as f:
+            self.assertEqual({'cliff', 'points'},
+                             set(json.load(f)['results']))
+
+    def test_recorded_needs_the_study_alone(self):
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', io.StringIO()))
+        e = self.assertRaises(SystemExit, sim.main, ['--recorded'])
+        self.assertEqual(2, e.code)
+
+    def test_a_part_of_the_study_writes_no_page(self):
+        out = self.useFixture(fixtures.MonkeyPatch(
+            'sys.stdout', io.StringIO())).new_value
+        written = os.path.join(os.path.dirname(self.path), 'sensitivity.rst')
+        self.useFixture(fixtures.MockPatchObject(
+            bench.documents, 'SENSITIVITY_RST', written))
+        self.useFixture(fixtures.MockPatchObject(
+            bench.documents, 'SENSITIVITY_JSON', self.path))
+        self.assertEqual(0, sim.main([
+            '--sensitivity-only', '--recorded', '--sensitivity-rows',
+            'vm_cgroup_shares', '--processes', '1']))
+        self.assertFalse(os.path.exists(written))
+        self.assertIn('``scheduler.vm_cgroup_shares``: 0, 1024, 8192',
+                      out.getvalue())
+        self.assertEqual(0, sim.main(['--sensitivity-only', '--recorded']))
+        with open(written) as f:
+            self.assertIn('vsmtio-bench sim --sensitivity-only --recorded',
+                          f.read())
+        self.assertEqual([], self.runs)
