@@ -7,7 +7,7 @@ verdicts, the timeout's trajectory, the break-even map, where the model
 and the paper disagree, and the simulator's speed; the templates of its
 prose; and the table and number formats its sections print with. The
 last section, "Sensitivity", is the study's own
-(:func:`vsmtio_bench.sensitivity.sensitivity_section`), in the same
+(:func:`vsmtio_bench.sensitivity_page.sensitivity_section`), in the same
 formats.
 """
 

@@ -39,7 +39,9 @@ inputs; nothing here is tuned toward the paper's numbers.
 This module runs the study and puts it together; the rest of it is in
 its own modules: :mod:`vsmtio_bench.stats` (replication, the noise band,
 dominance, Holm's correction), :mod:`vsmtio_bench.sensitivity` (the
-sweep, its judgement and its section), :mod:`vsmtio_bench.figures` (the
+sweep, its runs and records) and :mod:`vsmtio_bench.sensitivity_page`
+(what they conclude, the section and the study's page),
+:mod:`vsmtio_bench.figures` (the
 pictures and the break-even map) and :mod:`vsmtio_bench.document` (the
 RST document).
 
@@ -69,6 +71,7 @@ from vsmtio_bench import documents
 from vsmtio_bench import figures
 from vsmtio_bench import oracle as bench_oracle
 from vsmtio_bench import sensitivity
+from vsmtio_bench import sensitivity_page
 from vsmtio_bench import stats
 from vsmtio_sim import kernels
 from vsmtio_sim import runner
@@ -289,7 +292,7 @@ def main(argv=None):
                  and not args.scheduler)
         # a part of the study, or another procedure, is printed only
         _write(args.out or (documents.SENSITIVITY_RST if whole else None),
-               sensitivity.page(
+               sensitivity_page.page(
             sens, sens_names, sens_cpu, args.sensitivity_duration, cliff,
             documents.command('sim', sys.argv[1:] if argv is None
                               else argv, ('--out', '--json', '--processes')),
@@ -321,7 +324,7 @@ def main(argv=None):
                                  'points'))),
                              first_line=document.printed(
                                  ran_at, bool(args.from_json)))
-    text += '\n' + sensitivity.sensitivity_section(
+    text += '\n' + sensitivity_page.sensitivity_section(
         sens, sens_names, wall.get('sensitivity_cpu', 0.0),
         args.sensitivity_duration, cliff)
     _write(args.out or os.path.join(documents.BENCHMARKS, 'simulator.rst'),

@@ -17,6 +17,7 @@ import yaml
 
 from vsmtio_bench import oracle
 from vsmtio_bench import sensitivity as bench
+from vsmtio_bench import sensitivity_page as page
 from vsmtio_bench import sim
 from vsmtio_bench.tests import test_document as rst
 from vsmtio_bench.tests import test_sim
@@ -194,9 +195,9 @@ class TestOverSeeds(testtools.TestCase):
         for want, got in zip(intervals.interval([0.1, 0.2, 0.3]),
                              (m, lo, hi)):
             self.assertAlmostEqual(want, got)
-        self.assertEqual('+20.0±24.8', bench.pm(j['gain'], '%+.1f', 100.0))
-        self.assertEqual('1.000', bench.pm((1.0, None, None)))
-        self.assertEqual('-', bench.pm((None, None, None)))
+        self.assertEqual('+20.0±24.8', page.pm(j['gain'], '%+.1f', 100.0))
+        self.assertEqual('1.000', page.pm((1.0, None, None)))
+        self.assertEqual('-', page.pm((None, None, None)))
 
     def test_each_seed_takes_the_next_seeds_vanilla_as_its_null_run(self):
         pts = seeded(point({}), point({}), point({}))
@@ -222,7 +223,7 @@ class TestConclusions(testtools.TestCase):
 
     def test_all_hold(self):
         good = {'kv': 1.2, 'web': 1.2, 'batch': 0.9}
-        c = bench.conclusions(self.points(
+        c = page.conclusions(self.points(
             ('0', [({'kv': 1.1}, good), ({'kv': 1.1}, good)]),
             ('1024', [({'kv': 1.04}, good), ({'kv': 1.06}, good)])),
             '1024')
@@ -235,7 +236,7 @@ class TestConclusions(testtools.TestCase):
 
     def test_what_fails_and_flips_is_named_by_value(self):
         good = {'kv': 1.3, 'web': 1.2, 'batch': 0.8}
-        c = bench.conclusions(self.points(
+        c = page.conclusions(self.points(
             ('0', [({'batch': 0.9}, {'kv': 0.8, 'web': 0.8, 'batch': 1.1})]),
             ('1024', [({}, good)]),
             ('8192', [({'kv': 1.2}, good)])), '1024')
@@ -245,14 +246,14 @@ class TestConclusions(testtools.TestCase):
         self.assertTrue(c['gain'].startswith('only at 8192: '))
 
     def test_one_bad_seed_fails_the_value(self):
-        c = bench.conclusions(self.points(
+        c = page.conclusions(self.points(
             ('a', [({'kv': 1.1}, {}), ({'kv': 0.9}, {})]),
             ('b', [({'kv': 1.1}, {}), ({'kv': 1.1}, {})])), 'a')
         self.assertTrue(c['no_regression'].startswith('fails at a: '))
 
     def test_no_gain_anywhere(self):
-        c = bench.conclusions(self.points(('a', [({}, {})]),
-                                          ('b', [({}, {})])), 'a')
+        c = page.conclusions(self.points(('a', [({}, {})]),
+                                         ('b', [({}, {})])), 'a')
         self.assertTrue(c['gain'].startswith('none anywhere'))
 
 
@@ -277,7 +278,7 @@ def raw_results():
 class TestSurvival(testtools.TestCase):
 
     def test_per_scheduler_and_where_they_differ(self):
-        text = bench.survival(results(), ['s'])
+        text = page.survival(results(), ['s'])
         cfs, eevdf, differ = text.strip().split('\n')
         self.assertTrue(cfs.startswith('- Under CFS (3 point(s)): holding '
                                        'at every point: (a) '))
@@ -294,15 +295,15 @@ class TestSurvival(testtools.TestCase):
             for point in got['points'].values():
                 for runs in point.values():
                     runs['vsmtio'] = scaled({'batch': 0.5})
-        cfs = bench.survival(recorded_rows(res), ['s']).split('\n')[0]
+        cfs = page.survival(recorded_rows(res), ['s']).split('\n')[0]
         self.assertIn('no-regression fails at every point', cfs)
 
     def test_one_scheduler_has_no_comparison(self):
         res = results()
         del res['s']['scheduler.policy']
-        text = bench.survival(res, ['s'])
+        text = page.survival(res, ['s'])
         self.assertEqual(1, len(text.strip().split('\n')))
-        self.assertEqual('', bench.survival({}, ['s']))
+        self.assertEqual('', page.survival({}, ['s']))
 
 
 def cliff():
@@ -327,13 +328,13 @@ def raw_cliff():
 class TestCliff(testtools.TestCase):
 
     def test_each_factor_over_the_seeds(self):
-        rows = bench.cliff_rows(cliff())
+        rows = page.cliff_rows(cliff())
         self.assertEqual(4, len(rows))
         sched, gran, factor, io, cpu, kept = rows[1]
         self.assertEqual(('cfs', '4000', 'x2.75'), (sched, gran, factor))
         self.assertEqual('4.000±0.000', io)
         # 0.8 and 0.98: mean 0.89, half-interval t(0.975, 1) * 0.09
-        self.assertEqual(bench.pm(intervals.interval([0.8, 0.98])), cpu)
+        self.assertEqual(page.pm(intervals.interval([0.8, 0.98])), cpu)
         self.assertTrue(cpu.startswith('0.890±1.14'))
         self.assertEqual('1/2', kept)
         # the geometric mean of the serving VMs, not their sum
@@ -343,7 +344,7 @@ class TestCliff(testtools.TestCase):
                           '0.980±0.000', '2/2'], rows[3])
 
     def test_the_text_says_where_the_floors_end_and_the_step(self):
-        text = bench.cliff_text(cliff())
+        text = page.cliff_text(cliff())
         cfs, eevdf = text.strip().split('\n')
         self.assertIn('CFS, wake-up granularity 4000 us: floors kept in '
                       'every seed at x2.5 only (the best I/O gain among '
@@ -358,15 +359,15 @@ class TestCliff(testtools.TestCase):
         for runs in flat['points']['eevdf'][bench.NOT_READ].values():
             runs['x2.75'] = scaled({'batch': 0.988})
         self.assertIn('no step of the computing VMs\' lowest ratio beyond',
-                      bench.cliff_text(recorded_cliff(flat)).strip().split(
+                      page.cliff_text(recorded_cliff(flat)).strip().split(
                           '\n')[1])
 
 
 class TestSection(testtools.TestCase):
 
     def test_the_section_is_valid_rst(self):
-        text = bench.sensitivity_section(results(), ['s'], 60.0, 1.0,
-                                         cliff())
+        text = page.sensitivity_section(results(), ['s'], 60.0, 1.0,
+                                        cliff())
         self.assertEqual([], rst.warnings(rst.parse(text)))
         self.assertIn('Sensitivity\n===========', text)
         self.assertIn('seeds 1, 2', text)
@@ -377,18 +378,18 @@ class TestSection(testtools.TestCase):
         self.assertIn('fails at eevdf', text)
 
     def test_the_cliff_alone(self):
-        text = bench.sensitivity_section({}, [], 0.0, 0.0, cliff())
+        text = page.sensitivity_section({}, [], 0.0, 0.0, cliff())
         self.assertEqual([], rst.warnings(rst.parse(text)))
         self.assertNotIn('(a) no regression', text)
 
     def test_a_study_left_out_says_so(self):
-        text = bench.sensitivity_section({}, [], 0.0, 0.0, None)
+        text = page.sensitivity_section({}, [], 0.0, 0.0, None)
         self.assertEqual([], rst.warnings(rst.parse(text)))
         self.assertIn('Not run with these runs', text)
         self.assertIn('--sensitivity-only', text)
 
     def test_table_rows_come_from_the_results(self):
-        rows = bench.sensitivity_rows(results(), ['s'])
+        rows = page.sensitivity_rows(results(), ['s'])
         self.assertEqual([['s', 'scheduler.policy'],
                           ['s', 'scheduler.vm_cgroup_shares']],
                          [r[:2] for r in rows])
@@ -406,7 +407,7 @@ class TestSweepRows(testtools.TestCase):
                 self.assertGreater(len(values), 1)
                 # the shipped value is one of the points
                 shipped = bench._shipped_label(doc, paths, values)
-                self.assertIn(shipped, [bench._label(v) for v in values])
+                self.assertIn(shipped, [bench.value_label(v) for v in values])
                 for v in values:
                     scenario.from_dict(bench.point_doc(doc, paths, v))
 
@@ -446,7 +447,7 @@ class TestSweepRows(testtools.TestCase):
             doc = scenario.load_doc(name)[0]
             shipped = {bench.canonical(bench.point_doc(doc, paths, v))
                        for paths, values, _why in bench.SWEEP for v in values
-                       if bench._label(v) == bench._shipped_label(
+                       if bench.value_label(v) == bench._shipped_label(
                            doc, paths, values)}
             self.assertEqual({bench.canonical(doc)}, shipped)
         # and one host runs as one: two rows' shipped documents, which
@@ -521,7 +522,7 @@ class TestScheduler(testtools.TestCase):
         # cached apart from the same scenario's runs under its own
         self.assertEqual(len(bench.WAKEUP_US) * runs, sum(
             k.get('scheduler') == 'cfs' for k in self.keys))
-        self.assertEqual(['cfs'], bench.rows_schedulers({self.NAME: got}))
+        self.assertEqual(['cfs'], page.rows_schedulers({self.NAME: got}))
 
     def test_the_scenarios_own_scheduler_is_no_override(self):
         got = self.study('eevdf')
@@ -640,9 +641,9 @@ class TestRecords(testtools.TestCase):
         self.assertEqual([], self.runs)
         self.assertEqual([('cfs', '1000'), ('eevdf', bench.NOT_READ)],
                          cliff['missing'])
-        text = bench.page(got, [self.NAME], cpu, 0.0, cliff,
-                          'vsmtio-bench sim --sensitivity-only --recorded',
-                          'abc1234')
+        text = page.page(got, [self.NAME], cpu, 0.0, cliff,
+                         'vsmtio-bench sim --sensitivity-only --recorded',
+                         'abc1234')
         self.assertEqual([], rst.warnings(rst.parse(text)))
         self.assertIn('Not yet measured, and left out of every verdict and '
                       'table below:\n\n- fig4_hbase_matmul '
@@ -684,9 +685,9 @@ class TestRecords(testtools.TestCase):
         del self.runs[:]
         again, _cpu = bench.run_cliff(bench.CLIFF_SCENARIO, **sweep)
         self.assertEqual([], self.runs)
-        self.assertEqual(bench.cliff_rows(first), bench.cliff_rows(again))
+        self.assertEqual(page.cliff_rows(first), page.cliff_rows(again))
         # kv at x1.2 beside web at x1: their geometric mean
-        self.assertEqual('1.095±0.000', bench.cliff_rows(again)[0][3])
+        self.assertEqual('1.095±0.000', page.cliff_rows(again)[0][3])
         # a factor the record lacks runs its curves again
         bench.run_cliff(bench.CLIFF_SCENARIO, **dict(sweep, factors=(
             2.0, 2.5, 3.0)))
