@@ -35,6 +35,7 @@ taken on any machine, not run again, and the study's page
 (``sensitivity.rst``) names what is not yet measured.
 """
 
+import collections
 import concurrent.futures
 import functools
 import hashlib
@@ -63,6 +64,22 @@ from vsmtio_sim import tenants
 # tuned's throughput-performance profile (and virtual-host, built on it)
 # sets on RHEL and CentOS hosts.
 WAKEUP_US = (1000, 4000, 15000)
+
+# A swept value that sets several inputs at once, by dotted path: its
+# label names it on the page.
+Named = collections.namedtuple('Named', 'label inputs')
+
+# Linux's intel_idle tables (drivers/idle/intel_idle.c), exit latency and
+# target residency in us: Skylake-SP's, shipped in vsmtio_sim/data/
+# costs.yaml, and Sapphire Rapids' (C1E's exit 2 us, C6's 290 us).
+SKX_CSTATES = [
+    {'name': 'C1', 'exit_latency_us': 2, 'target_residency_us': 2},
+    {'name': 'C1E', 'exit_latency_us': 10, 'target_residency_us': 20},
+    {'name': 'C6', 'exit_latency_us': 133, 'target_residency_us': 600}]
+SPR_CSTATES = [
+    {'name': 'C1', 'exit_latency_us': 1, 'target_residency_us': 1},
+    {'name': 'C1E', 'exit_latency_us': 2, 'target_residency_us': 4},
+    {'name': 'C6', 'exit_latency_us': 290, 'target_residency_us': 800}]
 
 # The sensitivity study: every unsourced or disputed input, swept over its
 # plausible range on SENSITIVITY_SCENARIOS under SENSITIVITY_KERNELS.
@@ -116,6 +133,16 @@ SWEEP = (
     ('vsmtio.retention_yields', (False, True),
      'the paper ends a retention only on need_resched() (false, shipped); '
      'true is this project\'s variant'),
+    ('costs.host_idle.governor,costs.host_idle.states', (
+        Named('c1-only', {'costs.host_idle.governor': 'shallowest'}),
+        Named('skx', {'costs.host_idle.governor': 'menu',
+                      'costs.host_idle.states': SKX_CSTATES}),
+        Named('spr', {'costs.host_idle.governor': 'menu',
+                      'costs.host_idle.states': SPR_CSTATES})),
+     'the C-state an idle hyperthread leaves: c1-only is a host booted with '
+     'intel_idle.max_cstate=1 (the governor always takes C1); skx the '
+     'shipped Skylake-SP table, C6 exit 133 us; spr Sapphire Rapids\', C6 '
+     'exit 290 us (intel_idle.c, skx_cstates and spr_cstates)'),
 )
 # The rows a host scheduler reads only some of: under another, every value
 # of the row is the same run, its shipped point's (the model's EEVDF has
@@ -151,6 +178,9 @@ NOT_READ = 'not read'
 
 
 def value_label(value):
+    """How a swept value is named on the page (``true``, ``x0.5``)."""
+    if isinstance(value, Named):
+        return value.label
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -165,7 +195,14 @@ def _factor(value):
 
 
 def point_doc(doc, paths, value):
-    """``doc`` with every one of ``paths`` (',' joined) set to ``value``."""
+    """``doc`` with every one of ``paths`` (',' joined) set to ``value``.
+
+    A :class:`Named` value sets each of its own inputs instead.
+    """
+    if isinstance(value, Named):
+        for path, v in sorted(value.inputs.items()):
+            doc = scenario.set_input(doc, path, v)
+        return doc
     factor = _factor(value)
     if factor is not None:
         value = (lambda old: type(old)(old * factor))
@@ -307,12 +344,20 @@ def nulls(per_seed):
 def _shipped_label(doc, paths, values):
     """The label of the value that is the shipped one (or 'x1')."""
     tree = scenario.inputs(doc)
-    first = paths.split(',')[0].split('.')
-    if first[0] == 'workloads':
+
+    def at(path):
+        out = tree
+        for key in path.split('.'):
+            out = out[key]
+        return out
+    for v in values:
+        if isinstance(v, Named) and all(
+                at(p) == x for p, x in v.inputs.items()):
+            return v.label
+    first = paths.split(',')[0]
+    if first.startswith('workloads.'):
         return 'x1'
-    node = tree
-    for key in first:
-        node = node[key]
+    node = at(first)
     for v in values:
         if v == 'x1' or (_factor(v) is None and v == node
                          and isinstance(v, bool) == isinstance(node, bool)):

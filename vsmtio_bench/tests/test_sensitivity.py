@@ -460,6 +460,24 @@ class TestSweepRows(testtools.TestCase):
         self.assertEqual(bench._run_text(a, 'vsmtio', 1, 0.3),
                          bench._run_text(b, 'vsmtio', 1, 0.3))
 
+    def test_a_named_value_sets_each_of_its_inputs(self):
+        doc = scenario.load_doc('fig4_hbase_matmul')[0]
+        paths, values, _why = next(r for r in bench.SWEEP
+                                   if 'host_idle.states' in r[0])
+        self.assertEqual('skx', bench._shipped_label(doc, paths, values))
+        got = {bench.value_label(v): scenario.from_dict(
+            bench.point_doc(doc, paths, v)).costs['host_idle']
+            for v in values}
+        self.assertEqual('shallowest', got['c1-only']['governor'])
+        self.assertEqual(('menu', 290), (got['spr']['governor'],
+                                         got['spr']['states'][-1][
+                                             'exit_latency_us']))
+        # the shipped value is the shipped host, one point with the others'
+        self.assertEqual(bench.canonical(doc), bench.canonical(
+            bench.point_doc(doc, paths, values[1])))
+        # per_core, another row's input, is left as shipped
+        self.assertEqual({True}, {h['per_core'] for h in got.values()})
+
     def test_scaled_values_move_every_path_of_a_row(self):
         doc = scenario.load_doc('fig4_hbase_matmul')[0]
         paths = 'costs.vm_exit_ns,costs.ipi_ns'
