@@ -254,6 +254,43 @@ class TestSearchLogic(testtools.TestCase):
         self.assertEqual(({'web': 100}, {'web': 2.5}),
                          (r['config']['retain'], r['config']['weights']))
 
+    def test_a_better_basin_than_the_first_coordinates(self):
+        # the web VM's weight gains a little; the split on half the cores
+        # gains far more, but not beside any weight (batch falls): from
+        # the weight, descent never reaches the split alone
+        def gains(cfg, seed):
+            if cfg['family'] != 'vsmtio':
+                return 1.0, 1.0
+            w = cfg['weights'].get('web', 1.0)
+            split = cfg['split'] == 0.5
+            if split and w != 1.0:
+                return 1.5, 0.9
+            return (2.0 if split else 1.0) + (w - 1.0) / 10.0, 0.99
+        r = self.oracle(gains)
+        self.assertEqual((0.5, {}), (r['config']['split'],
+                                     r['config']['weights']))
+        self.assertAlmostEqual(2.0, r['io_gain'])
+        # without the second start the search ends in the weight's basin
+        self.useFixture(fixtures.MockPatchObject(
+            bench_oracle, 'other_starts', return_value=[]))
+        self.assertEqual(0.0, self.oracle(gains)['config']['split'])
+
+    def test_the_other_start_is_the_best_single_move(self):
+        def gains(cfg, seed):
+            w = cfg['weights'].get('web', 1.0)
+            return 1.0 + (w - 1.0) / 10.0 + cfg['split'] / 100.0, 0.99
+        ev = bench_oracle.Evaluator('fig5_hbase_pagerank', seed=1,
+                                    measure_s=1.0, runs=fake_runs(gains))
+        coords = space.coordinates('vsmtio', ev.base['vms'])
+        off = space.all_off('vsmtio')
+        [cfg] = bench_oracle.other_starts(ev, coords, off)
+        self.assertEqual(({'web': 4.0}, 0.0), (cfg['weights'], cfg['split']))
+        # where no move keeps every floor and gains, none
+        ev = bench_oracle.Evaluator('fig5_hbase_pagerank', seed=1,
+                                    measure_s=1.0, runs=fake_runs(
+                                        lambda cfg, seed: (1.1, 0.5)))
+        self.assertEqual([], bench_oracle.other_starts(ev, coords, off))
+
     def test_the_weight_is_refined_between_quarter_steps(self):
         # the computing VM holds its floor up to x1.9: between 1.75 and 2
         def gains(cfg, seed):
