@@ -23,9 +23,10 @@ maximum) as one coordinate (every combination: the greedy one-at-a-time
 search cannot build what pays only together), the computing groups'
 timeouts and the split's grades; passes repeat until none changes (at
 most ``MAX_PASSES``, the later ones trying a weight only near where it
-is), from all off, and again from the best single move from all off
-(descent takes the first coordinate's move first and may never leave its
-basin; :func:`other_starts`);
+is), from all off, and again from each grade of the split that keeps
+every floor and from the best single move from all off (descent takes the
+first coordinate's move first and may never leave its basin;
+:func:`other_starts`);
 then each VM of a group on its own, and each serving group's weight on a
 finer grid near where it settled. It finds a local optimum, not a proven
 global one. While searching, each
@@ -90,7 +91,8 @@ from vsmtio_sim import tenants
 MAX_PASSES = 3
 # where descent starts (:func:`search`), named in oracle.json's identity:
 # an oracle searched from fewer starts is not this search's
-STARTS = 'all off, and the best single move from all off'
+STARTS = ('all off, each host-wide setting that keeps every floor, and '
+          'the best single move from all off')
 SEARCH_S = 2.0
 CONFIRM = 2
 # where a family's best all break a floor, the shares of the best's gain
@@ -303,29 +305,37 @@ def prune(evaluate, coords, cfg):
 
 
 def other_starts(evaluate, coords, start):
-    """Where else descent starts: the best single move from ``start``.
+    """Where else descent starts: each host-wide setting, and the best move.
 
     Descent moves along the coordinates in their order and may never leave
-    the basin of its first move: from a serving VM's weight and timeout,
-    the split on half the cores may break a floor that it keeps from all
-    off, where it gains more than anything the weight's basin holds. So
-    descent starts again from the best of every coordinate's moves from
-    ``start``, where that keeps every floor and gains (``[]`` where no
-    move does).
+    the basin of its first move. A host-wide setting (the split's grade)
+    changes which weights and timeouts keep the floors: from the serving
+    VM's weight and timeout the split may break a floor that it keeps with
+    a shorter timeout, where together they gain more than anything the
+    weight's basin holds. So descent starts again from each value of a
+    host-wide coordinate that keeps every floor from ``start``, and from
+    the best of every coordinate's moves from ``start`` where that keeps
+    every floor and gains (``[]`` where no move does).
     """
     moves = [start] + [space.setting(start, fields, vms, v)
                        for fields, vms, values in coords for v in values
                        if v != space.value(start, fields, vms)]
     top, i = max((score(evaluate(c)), -i) for i, c in enumerate(moves))
-    return [moves[-i]] if i and top[0] == 1 else []
+    out = [space.setting(start, fields, None, v)
+           for fields, vms, values in coords if vms is None
+           for v in values if v != space.value(start, fields, None)]
+    out = [c for c in out if score(evaluate(c))[0] == 1]
+    if i and top[0] == 1 and moves[-i] not in out:
+        out.append(moves[-i])
+    return out
 
 
 def search(evaluate, vms, families=space.FAMILIES):
     """Every family from every start; the evaluator's cache holds all.
 
     The groups descend until they settle, then each VM on its own; from
-    all off, and from the best single move from all off
-    (:func:`other_starts`).
+    all off, and from each host-wide setting and the best single move
+    from all off (:func:`other_starts`).
     """
     ends = []
     for family in families:

@@ -424,9 +424,10 @@ runs out of step.
 
 The oracle (``vsmtio_bench/oracle.py``) is the best static configuration
 in hindsight, searched on the first seed over {search_s} s windows by
-coordinate descent from all off, and again from the best single move
-from all off, since descent may never leave the basin of its first move
-(at most {passes} passes; the first tries
+coordinate descent from all off, and again from each grade of the split
+that keeps every floor and from the best single move from all off, since
+descent may never leave the basin of its first move (at most {passes}
+passes; the first tries
 every value of each coordinate, the later ones a weight within two steps
 of where it is; then each VM of a group on its own, then each serving
 group's weight in steps of 0.05 near it), each serving

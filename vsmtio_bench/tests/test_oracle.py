@@ -254,6 +254,25 @@ class TestSearchLogic(testtools.TestCase):
         self.assertEqual(({'web': 100}, {'web': 2.5}),
                          (r['config']['retain'], r['config']['weights']))
 
+    def test_a_split_that_pays_only_with_a_shorter_timeout(self):
+        # the web VM's timeout gains most alone at 200 us, more than the
+        # split on a quarter of the cores alone; beside the split only
+        # 100 us keeps batch's floor, and together they gain most: from
+        # 200 us, the best single move, descent never gets there
+        def gains(cfg, seed):
+            if cfg['family'] != 'vsmtio':
+                return 1.0, 1.0
+            t = cfg['retain'].get('web', 0)
+            web = {0: 1.0, 100: 1.2, 200: 1.3}.get(t, 1.0)
+            if cfg['split'] == 0.25:
+                return (web + (0.45 if t == 100 else 0.15),
+                        0.99 if t <= 100 else 0.9)
+            return web, (0.99 if not cfg['split'] else 0.9)
+        r = self.oracle(gains)
+        self.assertEqual((0.25, {'web': 100}), (r['config']['split'],
+                                                r['config']['retain']))
+        self.assertAlmostEqual(1.65, r['io_gain'])
+
     def test_a_better_basin_than_the_first_coordinates(self):
         # the web VM's weight gains a little; the split on half the cores
         # gains far more, but not beside any weight (batch falls): from
@@ -283,8 +302,15 @@ class TestSearchLogic(testtools.TestCase):
                                     measure_s=1.0, runs=fake_runs(gains))
         coords = space.coordinates('vsmtio', ev.base['vms'])
         off = space.all_off('vsmtio')
-        [cfg] = bench_oracle.other_starts(ev, coords, off)
-        self.assertEqual(({'web': 4.0}, 0.0), (cfg['weights'], cfg['split']))
+        got = bench_oracle.other_starts(ev, coords, off)
+        # each grade of the split, then the best move
+        self.assertEqual([0.125, 0.25, 0.5, 1.0, 0.0],
+                         [c['split'] for c in got])
+        self.assertEqual({'web': 4.0}, got[-1]['weights'])
+        # the halt-polling family has no host-wide setting beside weights
+        coords = space.coordinates('haltpoll', ev.base['vms'])
+        self.assertEqual(1, len(bench_oracle.other_starts(
+            ev, coords, space.all_off('haltpoll'))))
         # where no move keeps every floor and gains, none
         ev = bench_oracle.Evaluator('fig5_hbase_pagerank', seed=1,
                                     measure_s=1.0, runs=fake_runs(
