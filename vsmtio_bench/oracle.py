@@ -317,16 +317,16 @@ def other_starts(evaluate, coords, start):
     the best of every coordinate's moves from ``start`` where that keeps
     every floor and gains (``[]`` where no move does).
     """
-    moves = [start] + [space.setting(start, fields, vms, v)
-                       for fields, vms, values in coords for v in values
-                       if v != space.value(start, fields, vms)]
-    top, i = max((score(evaluate(c)), -i) for i, c in enumerate(moves))
-    out = [space.setting(start, fields, None, v)
-           for fields, vms, values in coords if vms is None
-           for v in values if v != space.value(start, fields, None)]
-    out = [c for c in out if score(evaluate(c))[0] == 1]
-    if i and top[0] == 1 and moves[-i] not in out:
-        out.append(moves[-i])
+    moves = [(score(evaluate(c)), vms is None, c) for fields, vms, values
+             in coords for c in (space.setting(start, fields, vms, v)
+                                 for v in values
+                                 if v != space.value(start, fields, vms))]
+    out = [c for s, host, c in moves if host and s[0] == 1]
+    # the best move, the first of equals; none that does not beat start
+    top = max(moves, key=lambda m: m[0], default=None)
+    if top and top[0][0] == 1 and top[0] > score(evaluate(start)) and (
+            top[2] not in out):
+        out.append(top[2])
     return out
 
 

@@ -520,6 +520,28 @@ def recordable(duration, seeds):
     return not duration and tuple(seeds) == tuple(SENS_SEEDS)
 
 
+class _Record(object):
+    """One kind of result in ``sensitivity.json`` for one study's run.
+
+    ``kind`` is ``points`` or ``cliff``. ``done`` holds what is recorded
+    for this code, read and written only for the recorded procedure
+    (:func:`recordable`), under the identity taken when the run starts:
+    the code that runs is the code loaded then, whatever the files become.
+    """
+
+    def __init__(self, kind, duration, seeds, path=None):
+        self.kind, self.keep = kind, recordable(duration, seeds)
+        self.path = path or documents.SENSITIVITY_JSON
+        self.made_by = identity()
+        self.done = (dict(records.read(self.path, self.made_by).get(kind, {}))
+                     if self.keep else {})
+
+    def put(self, key, entry):
+        self.done[key] = entry
+        if self.keep:
+            records.put(self.path, self.made_by, (self.kind, key), entry)
+
+
 def run_sensitivity(names, rows, processes, duration=0.0, seeds=SENS_SEEDS,
                     scheduler=None, only_recorded=False, path=None):
     """Every point of every row on every scenario, on every seed.
@@ -541,11 +563,8 @@ def run_sensitivity(names, rows, processes, duration=0.0, seeds=SENS_SEEDS,
     them. The CPU seconds are what the points' runs cost, a cached or
     recorded one what it cost when it ran.
     """
-    keep = recordable(duration, seeds)
-    path = path or documents.SENSITIVITY_JSON
-    # the code that runs is the code loaded now, whatever the files become
-    made_by = identity()
-    done = dict(records.read(path, made_by).get('points', {})) if keep else {}
+    record = _Record('points', duration, seeds, path)
+    done = record.done
     docs, where, first = {}, [], set()
     for name in names:
         doc = scenario.load_doc(name)[0]
@@ -582,12 +601,10 @@ def run_sensitivity(names, rows, processes, duration=0.0, seeds=SENS_SEEDS,
         point = {}
         for _k, seed, kernel, r in got:
             point.setdefault(str(seed), {})[kernel] = r
-        done[key] = {'scenario': name, 'scheduler': policy,
-                     'cpu_s': sum(r.get('cpu_s', 0.0) for *_x, r in got),
-                     'seeds': judge_point(point, tenants.cycle_s(
-                         scenario.load(name)))}
-        if keep:
-            records.put(path, made_by, ('points', key), done[key])
+        record.put(key, {'scenario': name, 'scheduler': policy,
+                         'cpu_s': sum(r.get('cpu_s', 0.0) for *_x, r in got),
+                         'seeds': judge_point(point, tenants.cycle_s(
+                             scenario.load(name)))})
     out = {}
     for name, paths, shipped, label, key, policy in where:
         row = out.setdefault(name, {}).setdefault(
@@ -651,10 +668,8 @@ def run_cliff(name=CLIFF_SCENARIO, seeds=SENS_SEEDS, processes=1,
     {granularity label: {seed: {factor label: verdicts}}}}, 'missing':
     [(scheduler, granularity label)]}, CPU seconds)``.
     """
-    keep = recordable(duration, seeds)
-    path = path or documents.SENSITIVITY_JSON
-    made_by = identity()
-    done = dict(records.read(path, made_by).get('cliff', {})) if keep else {}
+    record = _Record('cliff', duration, seeds, path)
+    done = record.done
     doc = scenario.load_doc(name)[0]
     serving = serving_vms(name)
     labels = [cliff_factor(f) for f in factors]
@@ -663,10 +678,11 @@ def run_cliff(name=CLIFF_SCENARIO, seeds=SENS_SEEDS, processes=1,
     curves, groups = {}, {}
     for sched in schedulers:
         for w in (wakeups if sched == 'cfs' else (None,)):
-            text = yaml.safe_dump(doc if w is None else scenario.set_input(
-                doc, 'scheduler.wakeup_granularity_us', w), sort_keys=True)
+            wdoc = doc if w is None else scenario.set_input(
+                doc, 'scheduler.wakeup_granularity_us', w)
+            text = yaml.safe_dump(wdoc, sort_keys=True)
             where = (sched, NOT_READ if w is None else str(w))
-            key = point_key(text, sched)
+            key = point_key(canonical(wdoc), sched)
             curves[key] = where
             got = done.get(key, {}).get('seeds', {})
             if all(set(labels) <= set(got.get(str(s), ())) for s in seeds):
@@ -688,14 +704,12 @@ def run_cliff(name=CLIFF_SCENARIO, seeds=SENS_SEEDS, processes=1,
         for _where, seed, label, r in got:
             per_seed.setdefault(str(seed), {})[label] = r
         null = nulls(per_seed)
-        done[key] = {'scenario': name, 'scheduler': curves[key][0],
-                     'wakeup_granularity_us': curves[key][1],
-                     'cpu_s': sum(r.get('cpu_s', 0.0) for *_x, r in got),
-                     'seeds': {s: cliff_verdicts(runs, labels, cycle,
-                                                 null.get(s))
-                               for s, runs in per_seed.items()}}
-        if keep:
-            records.put(path, made_by, ('cliff', key), done[key])
+        record.put(key, {'scenario': name, 'scheduler': curves[key][0],
+                         'wakeup_granularity_us': curves[key][1],
+                         'cpu_s': sum(r.get('cpu_s', 0.0) for *_x, r in got),
+                         'seeds': {s: cliff_verdicts(runs, labels, cycle,
+                                                     null.get(s))
+                                   for s, runs in per_seed.items()}})
     points, missing = {}, []
     for key, (sched, w) in curves.items():
         if key in done:

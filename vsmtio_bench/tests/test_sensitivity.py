@@ -16,6 +16,7 @@ import testtools
 import yaml
 
 from vsmtio_bench import oracle
+from vsmtio_bench import records
 from vsmtio_bench import sensitivity as bench
 from vsmtio_bench import sensitivity_page as page
 from vsmtio_bench import sim
@@ -459,6 +460,25 @@ class TestSweepRows(testtools.TestCase):
         self.assertNotEqual(a, b)
         self.assertEqual(bench._run_text(a, 'vsmtio', 1, 0.3),
                          bench._run_text(b, 'vsmtio', 1, 0.3))
+
+    def test_real_runs_judged_keep_through_the_record(self):
+        # the simulator's own results, judged per VM, survive JSON: what
+        # a point records is what the page reads back
+        doc = scenario.load_doc('fig4_hbase_matmul')[0]
+        text = yaml.safe_dump(doc, sort_keys=True)
+        point = {str(seed): {k: bench._run_text(text, k, seed, 0.3)
+                             for k in bench.SENSITIVITY_KERNELS + (bench.AA,)}
+                 for seed in (1, 2)}
+        judged = bench.judge_point(point)
+        self.assertEqual({'vsmtio', 'vsmtio-paper', 'haltpoll'},
+                         set(judged['1']))
+        self.assertEqual({'hbase', 'matmul'}, set(judged['1']['vsmtio']))
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'sensitivity.json')
+        records.put(path, {'v': 1}, ('points', 'k'), judged)
+        back = records.read(path, {'v': 1})['points']['k']
+        self.assertEqual(judged, back)
+        self.assertEqual(bench.judged(judged), bench.judged(back))
 
     def test_a_named_value_sets_each_of_its_inputs(self):
         doc = scenario.load_doc('fig4_hbase_matmul')[0]
