@@ -120,6 +120,21 @@ class TestHeadline(testtools.TestCase):
         # product - oracle: -0.1 and -0.2
         self.assertTrue(by['big']['product - oracle'].startswith('-0.150'))
 
+    def test_a_product_above_its_oracle_is_named(self):
+        dyn = ((1, 1.31), (2, 1.33), (3, 1.32))
+        tie = ((1, 1.31), (2, 1.29), (3, 1.30))
+        runs = ([run('dyn', s, io) for s, io in dyn]
+                + [run('tie', s, io) for s, io in tie])
+        oracles = {'cfs': {'dyn': oracle({1: 1.20, 2: 1.21, 3: 1.20}),
+                           'tie': oracle({1: 1.30, 2: 1.30, 3: 1.30})}}
+        by = yardstick.by_scenario(runs, oracles)
+        lines = yardstick.above_oracle(by)
+        # 'tie' is above on one seed, below on another: inside the noise
+        self.assertEqual(1, len(lines))
+        self.assertTrue(lines[0].startswith(
+            'dyn (cfs): product - oracle 0.117 ['), lines[0])
+        self.assertEqual([], yardstick.above_oracle(self.rows()))
+
     def test_each_scheduler_has_its_own_headline(self):
         # one scheduler's gain must not hide the other's harm
         runs = [run('big', s, 1.30) for s in (1, 2)] + [
