@@ -33,21 +33,23 @@ global one. While searching, each
 configuration is measured over ``SEARCH_S`` simulated seconds after the
 warm-up, on the first seed.
 
-**Confirmed over seeds.** The best ``CONFIRM`` distinct configurations of
-each family (by the short window) are measured over the scenario's whole
-steady window on every seed (``vsmtio_sim.intervals.SEEDS``), each seed
-with its own vanilla, A/A and null run. The oracle is the one with the highest
-mean I/O gain among those that keep every honest VM's floors in every
-seed; all off (vanilla itself, gain 1) when none does. A configuration
-that breaks a floor in one seed is not run on the seeds after it: it can
-be neither oracle, and its steady runs are most of the bench's time.
-Where every one of a family's best breaks a floor, the family backs off:
-the search's most gaining configuration within each share of
-``BACK_OFF`` of the best's gain is confirmed in turn, until one holds.
-The best of a short window is often the one that goes furthest, and so
-the first to break a floor over a longer one; a milder setting the
-search passed on the way may keep every floor, and the oracle, an upper
-mark for the product, must not miss it.
+**Confirmed over seeds.** Each family's configurations that gain and keep
+every floor over the short window are measured, best first, over the
+scenario's whole steady window on every seed (``vsmtio_sim.intervals.SEEDS``),
+each seed with its own vanilla, A/A and null run, until ``CONFIRM`` of them
+keep every honest VM's floors in every seed (and, for the margin oracle,
+one keeps the margin). The oracle is the one with the highest mean I/O gain
+among those that kept every floor; all off (vanilla itself, gain 1) when
+none did. A configuration that breaks a floor in one seed is not run on
+the seeds after it: it can be neither oracle, and its steady runs are most
+of the bench's time. The best of a short window is often the one that goes
+furthest, and so the first to break a floor over a longer one; the walk
+goes on past it rather than jump to a fixed fraction of its gain, since a
+setting just below it may hold (a wider search, more of whose best break,
+must not end below a narrower one's). At most ``WALK`` of a family are
+confirmed so; where every one of them broke a floor, the family backs off:
+the most gaining configuration within each share of ``BACK_OFF`` of the
+best's gain is confirmed in turn, until one holds.
 
 **The margin oracle.** An online method can only keep what its probes can
 show: a computing VM's loss smaller than the least its probes can detect
@@ -95,6 +97,9 @@ STARTS = ('all off, each host-wide setting that keeps every floor, and '
           'the best single move from all off')
 SEARCH_S = 2.0
 CONFIRM = 2
+# at most this many of a family confirmed best first; each that breaks a
+# floor costs one steady run, most of them on the first seed
+WALK = 12
 # where a family's best all break a floor, the shares of the best's gain
 # its milder configurations are confirmed at, in turn
 BACK_OFF = (0.75, 0.5, 0.25)
@@ -354,27 +359,42 @@ def search(evaluate, vms, families=space.FAMILIES):
     return ends
 
 
-def candidates(evaluator, ends, confirm=CONFIRM):
-    """``(picked, milder)``: what to confirm, and each family's back-off.
+def walk(evaluator, ends, confirmed, check, confirm_n=CONFIRM, most=None):
+    """Confirm each family's best in turn until enough hold; back off else.
 
-    ``picked``: the best ``confirm`` distinct feasible gains of each
-    family, the descents' ends first (pruned: the simplest of
-    configurations that measure alike), then everything else evaluated;
-    plus, per family, the best that also keeps the margin (the margin
-    oracle's candidate). ``milder``: per family, the configurations to
-    confirm in turn should every one picked break a floor
-    (:func:`milder`).
+    ``confirmed``: :func:`confirm`'s rows, updated in place; ``check``
+    confirms a list of configurations and returns its rows. Per family,
+    the configurations that gain and keep every floor over the short
+    window (the descents' ends first among equals: pruned, the simplest
+    of those that measure alike), best first, until ``confirm_n`` keep
+    every floor in every seed; then the ones that also keep the margin,
+    until one keeps it in every seed (the margin oracle's); at most
+    ``most`` (default ``WALK``) confirmed by each walk. Where none kept
+    every floor, the configurations :func:`milder` picks, in turn, until
+    one does.
     """
+    most = WALK if most is None else most
     tried = ends + [c for c, _s in evaluator.cache.values()]
-    seen, out, back = set(), [], {}
+    seen = set()
     for family in space.FAMILIES:
         rows = _gaining(evaluator, [c for c in tried
                                     if c['family'] == family], seen)
-        picked = rows[:confirm] + [cs for cs in rows
-                                   if cs[1]['margin_ok']][:1]
-        out += [cfg for cfg, _s in picked if cfg not in out]
-        back[family] = milder(rows, [cfg for cfg, _s in picked])
-    return out, back
+        for field, need, pool in (
+                ('ok', confirm_n, rows),
+                ('margin_ok', 1, [cs for cs in rows if cs[1]['margin_ok']])):
+            done = 0
+            for cfg, _s in pool:
+                if done >= most or _held(confirmed, family, field) >= need:
+                    break
+                if space.key(cfg) not in confirmed:
+                    confirmed.update(check([cfg]))
+                    done += 1
+        picked = [r['config'] for r in confirmed.values()]
+        for cfg in milder(rows, picked):
+            if _held(confirmed, family, 'ok'):
+                break
+            confirmed.update(check([cfg]))
+    return confirmed
 
 
 def milder(rows, picked, shares=BACK_OFF):
@@ -468,13 +488,9 @@ def oracle(name, scheduler='cfs', seeds=intervals.SEEDS, search_s=SEARCH_S,
     runs = runs or cached_run(store)
     short = Evaluator(name, scheduler, seeds[0], search_s, runs)
     ends = search(short, short.base['vms'])
-    picked, back = candidates(short, ends, confirm_n)
-    confirmed = confirm(name, scheduler, picked, seeds, runs)
-    for family, configs in sorted(back.items()):
-        for cfg in configs:
-            if _holds(confirmed, family):
-                break
-            confirmed.update(confirm(name, scheduler, [cfg], seeds, runs))
+    confirmed = walk(short, ends, confirm(name, scheduler, [], seeds, runs),
+                     lambda cfgs: confirm(name, scheduler, cfgs, seeds, runs),
+                     confirm_n)
     rows = [over_seeds(r) for r in confirmed.values()]
     top, margin = best(rows, 'ok_seeds'), best(rows, 'margin_ok_seeds')
     return dict(top, scenario=name, scheduler=scheduler,
@@ -489,11 +505,16 @@ def oracle(name, scheduler='cfs', seeds=intervals.SEEDS, search_s=SEARCH_S,
                 wall_s=time.time() - t0, cpu_s=time.process_time() - c0)
 
 
-def _holds(confirmed, family):
-    """Whether a gaining configuration of ``family`` kept every floor."""
-    return any(r['stopped'] is None and r['config']['family'] == family
+def _held(confirmed, family, field):
+    """How many gaining configurations of ``family`` held ``field``.
+
+    In every seed confirmed: ``'ok'``, every floor (a row that broke one
+    stopped there); ``'margin_ok'``, the floors raised by the margin too.
+    """
+    return sum(1 for r in confirmed.values()
+               if r['stopped'] is None and r['config']['family'] == family
                and r['config'] != space.all_off(family)
-               for r in confirmed.values())
+               and all(s[field] for s in r['per_seed'].values()))
 
 
 def why(top, rows, evaluated):
@@ -608,7 +629,7 @@ def identity():
     """What ``oracle.json``'s results were made under: code and search.
 
     A result found on another model, judged by other floors, or by
-    another search (its space, passes, window, confirmations or
+    another search (its space, passes, window, confirmations, walk or
     back-off) is not this oracle's.
     """
     return {'model_version': cache.version(),
@@ -617,7 +638,7 @@ def identity():
             'space': {k: list(v) for k, v in space.SPACE.items()},
             'max_passes': MAX_PASSES, 'search_s': SEARCH_S,
             'starts': STARTS,
-            'confirm': CONFIRM, 'back_off': list(BACK_OFF)}
+            'confirm': CONFIRM, 'walk': WALK, 'back_off': list(BACK_OFF)}
 
 
 def recorded(path=None):

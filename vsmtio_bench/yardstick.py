@@ -365,7 +365,7 @@ def document(rows, args, wall_s, lacking=None, twins=None):
         timeouts=', '.join(map(str, space_doc['timeouts_us'])),
         splits=', '.join('%g' % s for s in space_doc['splits'][1:]),
         passes=bench_oracle.MAX_PASSES, search_s=bench_oracle.SEARCH_S,
-        confirm=bench_oracle.CONFIRM,
+        confirm=bench_oracle.CONFIRM, walk=bench_oracle.WALK,
         back_off=', '.join('%g%%' % (100 * f) for f in bench_oracle.BACK_OFF))
     body = ['\n'.join('- ' + line for line in summary_lines(rows)), '',
             bench_document.rst_table(HEADER, table_rows(rows)), '']
@@ -459,9 +459,11 @@ group's weight in steps of 0.05 near it), each serving
 group's weight and timeout jointly: per-VM CPU weight {weights},
 per-VM retention timeout off or {timeouts} us, the split on a share of
 {splits} of the cores, or, as a stock host, KVM's halt polling with a
-maximum of {timeouts} us and the same weights. The best {confirm} of each
-family are measured over the whole steady window seed by seed (one that
-breaks a floor is not run on the seeds after it); where they all break,
+maximum of {timeouts} us and the same weights. Each family's
+configurations that gain and keep every floor over the search window are
+measured over the whole steady window seed by seed, best first (one that
+breaks a floor is not run on the seeds after it), until {confirm} of them
+keep every floor in every seed, at most {walk}; where all of those break,
 the family backs off to the search's most gaining configuration within
 {back_off} of the best's gain, in turn, until one holds. The oracle is the
 best that keeps every floor in every seed. The margin oracle
