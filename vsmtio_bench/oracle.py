@@ -97,8 +97,9 @@ STARTS = ('all off, each host-wide setting that keeps every floor, and '
           'the best single move from all off')
 SEARCH_S = 2.0
 CONFIRM = 2
-# at most this many of a family confirmed best first; each that breaks a
-# floor costs one steady run, most of them on the first seed
+# at most this many of a family confirmed best first by each of its two
+# walks (the floors', the margin's); each that breaks a floor costs one
+# steady run, most of them on the first seed
 WALK = 12
 # where a family's best all break a floor, the shares of the best's gain
 # its milder configurations are confirmed at, in turn
@@ -359,11 +360,12 @@ def search(evaluate, vms, families=space.FAMILIES):
     return ends
 
 
-def walk(evaluator, ends, confirmed, check, confirm_n=CONFIRM, most=None):
+def walk(evaluator, ends, check, confirm_n=CONFIRM, most=None):
     """Confirm each family's best in turn until enough hold; back off else.
 
-    ``confirmed``: :func:`confirm`'s rows, updated in place; ``check``
-    confirms a list of configurations and returns its rows. Per family,
+    ``check`` confirms a list of configurations and returns their rows
+    (:func:`confirm`'s, all off among them); the rows of all it confirmed
+    are returned. Per family,
     the configurations that gain and keep every floor over the short
     window (the descents' ends first among equals: pruned, the simplest
     of those that measure alike), best first, until ``confirm_n`` keep
@@ -374,6 +376,7 @@ def walk(evaluator, ends, confirmed, check, confirm_n=CONFIRM, most=None):
     one does.
     """
     most = WALK if most is None else most
+    confirmed = check([])
     tried = ends + [c for c, _s in evaluator.cache.values()]
     seen = set()
     for family in space.FAMILIES:
@@ -488,8 +491,8 @@ def oracle(name, scheduler='cfs', seeds=intervals.SEEDS, search_s=SEARCH_S,
     runs = runs or cached_run(store)
     short = Evaluator(name, scheduler, seeds[0], search_s, runs)
     ends = search(short, short.base['vms'])
-    confirmed = walk(short, ends, confirm(name, scheduler, [], seeds, runs),
-                     lambda cfgs: confirm(name, scheduler, cfgs, seeds, runs),
+    confirmed = walk(short, ends, lambda cfgs: confirm(name, scheduler, cfgs,
+                                                       seeds, runs),
                      confirm_n)
     rows = [over_seeds(r) for r in confirmed.values()]
     top, margin = best(rows, 'ok_seeds'), best(rows, 'margin_ok_seeds')
