@@ -664,24 +664,32 @@ def record(result, path=None, made_by=None):
                 (result['scheduler'], result['scenario']), result)
 
 
-def same_hosts(names):
+def same_hosts(names, among=None):
     """``{name: other}``: each of ``names`` whose host is another's.
 
     Two scenarios may differ only in their names and the paper's figures
     they are read against (Fig. 8's 48:48 mix is Fig. 5's pair): the
-    simulated host, and so every run, is the same. The bench measures the
-    first of them by name only; a page names the other as the same host.
+    simulated host, and so every run, is the same. Of such scenarios,
+    among ``names`` and ``among`` (default: every shipped one), the first
+    by name is measured and a page names the others as the same host, so
+    naming a twin alone measures, and records, nothing twice.
     """
+    among = scenario_mod.shipped() if among is None else among
     hosts, out = [], {}
-    for n in sorted(set(names)):
+    for n in sorted(set(names) | set(among)):
         sc = scenario_mod.load(n)
         h = dataclasses.replace(sc, name='', title='', source='', paper={})
         twin = next((m for m, hm in hosts if hm == h), None)
         if twin is None:
             hosts.append((n, h))
-        else:
+        elif n in names:
             out[n] = twin
     return out
+
+
+def measured(names, twins):
+    """``names`` with each twin replaced by the scenario measured for it."""
+    return list(dict.fromkeys(twins.get(n, n) for n in names))
 
 
 def selection_args(p):
@@ -731,7 +739,7 @@ def main(argv=None):
     twins = same_hosts(names)
     for n, m in sorted(twins.items()):
         sys.stderr.write('%s: the same host as %s, searched once\n' % (n, m))
-    names = [n for n in names if n not in twins]
+    names = measured(names, twins)
     t0, made_by = time.time(), identity()
     jobs = [(n, s, args.seeds, SEARCH_S, CONFIRM)
             for s in args.schedulers for n in names]

@@ -615,7 +615,7 @@ def main(argv=None):
     args.argv = argv
     names = bench_oracle.selection(p, args)
     twins = bench_oracle.same_hosts(names)
-    names = [n for n in names if n not in twins]
+    names = bench_oracle.measured(names, twins)
     overrides = _overrides(p, args.set)
     if args.recorded and overrides:
         p.error('--recorded: the records are of the shipped product, '

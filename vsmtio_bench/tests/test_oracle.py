@@ -659,6 +659,20 @@ class TestSameHosts(testtools.TestCase):
         c = self._variant('c', duration_s=3.0)
         self.assertEqual({b: a}, bench_oracle.same_hosts([c, b, a]))
 
+    def test_a_twin_named_alone_is_measured_as_the_first(self):
+        a = self._variant('a')
+        b = self._variant('b', title='another')
+        twins = bench_oracle.same_hosts([b, a], among=[a])
+        self.assertEqual({b: a}, twins)
+        self.assertEqual([a], bench_oracle.measured([b, a], twins))
+        # among the shipped scenarios by default: Fig. 8's 48:48 mix
+        # alone runs, and records, Fig. 5's pair
+        name = 'fig8_mongodb_kmeans_48_48'
+        twins = bench_oracle.same_hosts([name])
+        self.assertEqual({name: 'fig5_mongodb_kmeans'}, twins)
+        self.assertEqual(['fig5_mongodb_kmeans'],
+                         bench_oracle.measured([name], twins))
+
     def test_the_shipped_twins_run_alike_under_the_agent(self):
         # Fig. 8's 48:48 mixes are Fig. 5's pairs; the runs the bench
         # leaves out are the ones it keeps, the agent's included
